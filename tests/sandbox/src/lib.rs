@@ -1,0 +1,1 @@
+//! The sandbox: emulator, controller and sidecars in one process.
