@@ -1,0 +1,1 @@
+//! Simulated cluster controllers (StatefulSet, kubelet) acting through the public API.
