@@ -1,0 +1,385 @@
+//! Exec mode: one process per owned job, restarted with backoff when it
+//! crashes, stopped with SIGTERM → grace → SIGKILL when its job is revoked.
+//!
+//! Pure planning ([`plan`], [`command_for`], [`restart_delay`]) sits under a
+//! thin supervisor that owns the processes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal};
+use tokio::process::{Child, Command};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::metrics::Metrics;
+use crate::view::Delivered;
+
+/// What the supervisor must do to go from the running jobs to the desired ones.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExecPlan {
+    /// Jobs whose processes must be stopped (revoked), sorted.
+    pub stop: Vec<String>,
+    /// Jobs that need a process (granted), sorted.
+    pub start: Vec<String>,
+}
+
+impl ExecPlan {
+    /// Whether nothing needs to change.
+    pub fn is_empty(&self) -> bool {
+        self.stop.is_empty() && self.start.is_empty()
+    }
+}
+
+/// Compares running and desired jobs. Unchanged jobs are in neither list:
+/// their processes keep running untouched.
+pub fn plan<'a>(running: impl IntoIterator<Item = &'a str>, desired: &[String]) -> ExecPlan {
+    let running: BTreeSet<&str> = running.into_iter().collect();
+    let desired_set: BTreeSet<&str> = desired.iter().map(String::as_str).collect();
+    ExecPlan {
+        stop: running
+            .difference(&desired_set)
+            .map(|job| job.to_string())
+            .collect(),
+        start: desired_set
+            .difference(&running)
+            .map(|job| job.to_string())
+            .collect(),
+    }
+}
+
+/// The shell command for one job: `{job}` and `{member}` in the template are
+/// replaced by single-quoted values, so a job key can never inject shell syntax.
+pub fn command_for(template: &str, job: &str, member: &str) -> String {
+    template
+        .replace("{job}", &shell_quote(job))
+        .replace("{member}", &shell_quote(member))
+}
+
+/// Quotes `value` for POSIX `sh`: wrapped in single quotes, each `'` written as `'\''`.
+pub fn shell_quote(value: &str) -> String {
+    format!("'{}'", value.replace('\'', r"'\''"))
+}
+
+/// The delay before restarting a process after `consecutive_crashes` crashes
+/// in a row (1 for the first): `initial`, doubling, capped at `max`.
+pub fn restart_delay(consecutive_crashes: u32, initial: Duration, max: Duration) -> Duration {
+    let doublings = consecutive_crashes.saturating_sub(1).min(31);
+    initial.saturating_mul(1u32 << doublings).min(max)
+}
+
+/// How the supervisor runs processes.
+#[derive(Debug, Clone)]
+pub struct ExecSettings {
+    /// The command template (see [`command_for`]).
+    pub template: String,
+    /// The member (pod name), for `{member}` and `SHOAL_MEMBER`.
+    pub member: String,
+    /// SIGTERM → SIGKILL grace period.
+    pub stop_grace: Duration,
+    /// First restart delay after a crash.
+    pub restart_backoff: Duration,
+    /// Longest restart delay.
+    pub restart_backoff_max: Duration,
+}
+
+/// A job's process is running (or waiting to restart) under this handle.
+struct JobProcess {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+/// Runs the supervisor until `shutdown` fires: follows the delivered slice,
+/// and after each reconciliation reports the slice it now matches on
+/// `reconciled` (only for an unfenced slice, so that acknowledgements stop
+/// while fenced). Every process is stopped before it returns.
+pub(crate) async fn supervise(
+    settings: ExecSettings,
+    mut delivered: watch::Receiver<Delivered>,
+    reconciled: watch::Sender<Option<crate::view::AckTarget>>,
+    metrics: Arc<Metrics>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let settings = Arc::new(settings);
+    let mut running: BTreeMap<String, JobProcess> = BTreeMap::new();
+    loop {
+        let current = delivered.borrow_and_update().clone();
+        let desired: Vec<String> = current
+            .slice
+            .as_ref()
+            .map(|slice| slice.jobs.clone())
+            .unwrap_or_default();
+        let revision = current.slice.as_ref().map_or(0, |slice| slice.revision);
+        let changes = plan(running.keys().map(String::as_str), &desired);
+        if !changes.is_empty() {
+            tracing::info!(
+                stop = changes.stop.len(),
+                start = changes.start.len(),
+                revision,
+                "exec: following slice"
+            );
+        }
+        // Revoke before grant, and wait for every revoked process to be gone:
+        // the acknowledgement below promises exactly that.
+        let stopping: Vec<JobProcess> = changes
+            .stop
+            .iter()
+            .filter_map(|job| running.remove(job))
+            .collect();
+        stop_all(stopping).await;
+        for job in changes.start {
+            let process = spawn_job(settings.clone(), job.clone(), revision, metrics.clone());
+            running.insert(job, process);
+        }
+        metrics.exec_processes.set(running.len() as i64);
+        if let (Some(slice), false) = (&current.slice, current.fenced) {
+            let target = slice.ack_target();
+            reconciled.send_if_modified(|acked| {
+                let changed = acked.as_ref() != Some(&target);
+                *acked = Some(target.clone());
+                changed
+            });
+        }
+        tokio::select! {
+            changed = delivered.changed() => if changed.is_err() { break },
+            _ = shutdown.wait_for(|stop| *stop) => break,
+        }
+    }
+    stop_all(running.into_values().collect()).await;
+    metrics.exec_processes.set(0);
+}
+
+async fn stop_all(processes: Vec<JobProcess>) {
+    let mut tasks = Vec::with_capacity(processes.len());
+    for process in processes {
+        // A task that already ended dropped its receiver; nothing to stop then.
+        let _ = process.stop.send(());
+        tasks.push(process.task);
+    }
+    for task in tasks {
+        if let Err(error) = task.await {
+            tracing::error!(%error, "exec: a job's supervising task failed");
+        }
+    }
+}
+
+fn spawn_job(
+    settings: Arc<ExecSettings>,
+    job: String,
+    revision: u64,
+    metrics: Arc<Metrics>,
+) -> JobProcess {
+    let (stop_tx, stop_rx) = oneshot::channel();
+    let task = tokio::spawn(run_job(settings, job, revision, metrics, stop_rx));
+    JobProcess {
+        stop: stop_tx,
+        task,
+    }
+}
+
+/// Kills the process group when dropped, so that a job's processes never
+/// outlive the sidecar task that owned them (e.g. the runtime shutting down).
+struct GroupGuard {
+    group: Option<Pid>,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(group) = self.group.take() {
+            let _ = rustix::process::kill_process_group(group, Signal::KILL);
+        }
+    }
+}
+
+async fn run_job(
+    settings: Arc<ExecSettings>,
+    job: String,
+    revision: u64,
+    metrics: Arc<Metrics>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let command = command_for(&settings.template, &job, &settings.member);
+    let mut consecutive_crashes = 0u32;
+    loop {
+        let started_at = Instant::now();
+        match spawn_process(&command, &job, &settings.member, revision) {
+            Ok((mut child, guard)) => {
+                tracing::info!(job, pid = child.id(), "exec: started");
+                tokio::select! {
+                    status = child.wait() => {
+                        drop(guard);
+                        metrics.exec_crashes.inc();
+                        match status {
+                            Ok(status) => tracing::warn!(job, %status, "exec: process exited while its job is owned; restarting"),
+                            Err(error) => tracing::warn!(job, %error, "exec: could not wait for process; restarting"),
+                        }
+                    }
+                    _ = &mut stop => {
+                        terminate(&job, child, guard, settings.stop_grace).await;
+                        return;
+                    }
+                }
+            }
+            Err(error) => {
+                metrics.exec_crashes.inc();
+                tracing::error!(job, command, %error, "exec: could not start process");
+            }
+        }
+        // A process that ran for a while before crashing starts a new streak.
+        if started_at.elapsed() >= settings.restart_backoff_max {
+            consecutive_crashes = 0;
+        }
+        consecutive_crashes = consecutive_crashes.saturating_add(1);
+        let delay = restart_delay(
+            consecutive_crashes,
+            settings.restart_backoff,
+            settings.restart_backoff_max,
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => { metrics.exec_restarts.inc(); }
+            _ = &mut stop => return,
+        }
+    }
+}
+
+fn spawn_process(
+    command: &str,
+    job: &str,
+    member: &str,
+    revision: u64,
+) -> std::io::Result<(Child, GroupGuard)> {
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .env("SHOAL_JOB", job)
+        .env("SHOAL_MEMBER", member)
+        .env("SHOAL_REVISION", revision.to_string())
+        .stdin(Stdio::null())
+        // Its own process group, so that SIGTERM reaches a whole pipeline.
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()?;
+    let group = child.id().and_then(|pid| Pid::from_raw(pid as i32));
+    Ok((child, GroupGuard { group }))
+}
+
+async fn terminate(job: &str, mut child: Child, mut guard: GroupGuard, grace: Duration) {
+    if let Some(group) = guard.group
+        && let Err(error) = rustix::process::kill_process_group(group, Signal::TERM)
+    {
+        tracing::warn!(job, %error, "exec: SIGTERM failed");
+    }
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(Ok(status)) => tracing::info!(job, %status, "exec: stopped"),
+        Ok(Err(error)) => tracing::warn!(job, %error, "exec: could not wait for stopped process"),
+        Err(_) => {
+            tracing::warn!(
+                job,
+                grace_ms = grace.as_millis() as u64,
+                "exec: no exit within grace period; SIGKILL"
+            );
+            if let Some(group) = guard.group {
+                let _ = rustix::process::kill_process_group(group, Signal::KILL);
+            }
+            if let Err(error) = child.wait().await {
+                tracing::warn!(job, %error, "exec: could not wait for killed process");
+            }
+        }
+    }
+    // Leftovers of the group (a background child that ignored SIGTERM) go too:
+    // the job must be fully gone before its revoke is acknowledged.
+    if let Some(group) = guard.group.take() {
+        let _ = rustix::process::kill_process_group(group, Signal::KILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jobs(keys: &[&str]) -> Vec<String> {
+        keys.iter().map(|key| key.to_string()).collect()
+    }
+
+    #[test]
+    fn the_plan_stops_revoked_and_starts_granted_jobs_only() {
+        let changes = plan(["a", "b", "c"], &jobs(&["b", "c", "d"]));
+        assert_eq!(changes.stop, jobs(&["a"]));
+        assert_eq!(changes.start, jobs(&["d"]));
+    }
+
+    #[test]
+    fn an_unchanged_slice_plans_nothing() {
+        assert!(plan(["a", "b"], &jobs(&["a", "b"])).is_empty());
+    }
+
+    #[test]
+    fn an_empty_slice_stops_everything() {
+        let changes = plan(["a", "b"], &[]);
+        assert_eq!(changes.stop, jobs(&["a", "b"]));
+        assert!(changes.start.is_empty());
+    }
+
+    #[test]
+    fn job_keys_are_quoted_so_they_cannot_inject_shell_syntax() {
+        let command = command_for(
+            "consumer --stream {job} --as {member}",
+            "x'; rm -rf /; '",
+            "pool-0",
+        );
+        assert_eq!(
+            command,
+            r"consumer --stream 'x'\''; rm -rf /; '\''' --as 'pool-0'"
+        );
+    }
+
+    #[test]
+    fn restart_delays_double_up_to_the_cap() {
+        let initial = Duration::from_millis(100);
+        let max = Duration::from_secs(1);
+        let delays: Vec<_> = (1..=6)
+            .map(|crashes| restart_delay(crashes, initial, max))
+            .collect();
+        assert_eq!(
+            delays,
+            [100, 200, 400, 800, 1000, 1000]
+                .map(Duration::from_millis)
+                .to_vec()
+        );
+        assert_eq!(restart_delay(u32::MAX, initial, max), max);
+    }
+
+    #[tokio::test]
+    async fn a_quoted_job_key_reaches_the_process_verbatim() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let template = format!(
+            "printf '%s|%s|%s' {{job}} \"$SHOAL_JOB\" \"$SHOAL_REVISION\" > {}",
+            out.display()
+        );
+        let key = "stream:it's $HOME";
+        let (mut child, _guard) =
+            spawn_process(&command_for(&template, key, "m-0"), key, "m-0", 7).unwrap();
+        assert!(child.wait().await.unwrap().success());
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            "stream:it's $HOME|stream:it's $HOME|7"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_process_ignoring_sigterm_is_killed_after_the_grace_period() {
+        let (child, guard) =
+            spawn_process("trap '' TERM; sleep 30 & wait; sleep 30", "j", "m-0", 1).unwrap();
+        let pid = child.id().unwrap();
+        // Let the shell install its trap before the signal arrives.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let started = Instant::now();
+        terminate("j", child, guard, Duration::from_millis(300)).await;
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+    }
+}

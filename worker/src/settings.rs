@@ -1,0 +1,215 @@
+//! The sidecar's configuration: flags with environment fallbacks.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything the sidecar is told at start. Each flag has an environment
+/// fallback so that a pod spec can configure it either way; identity comes
+/// from the downward API (`POD_NAME`, `POD_NAMESPACE`).
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "shoal-worker", version, about = "Shoal's member sidecar")]
+pub struct Settings {
+    /// This member's pod name (downward API `metadata.name`).
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: String,
+
+    /// This member's namespace (downward API `metadata.namespace`).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub pod_namespace: String,
+
+    /// Address of the localhost HTTP server (`/v1/slice`, `/v1/watch`,
+    /// `/v1/ack`, `/healthz`, `/readyz`, `/metrics`). Port 0 picks a free port.
+    #[arg(long, env = "SHOAL_LISTEN", default_value = "127.0.0.1:8765")]
+    pub listen: SocketAddr,
+
+    /// Where to keep the slice (format v1) for the application; replaced
+    /// atomically on every change. Usually in an `emptyDir` shared with the app.
+    #[arg(long, env = "SHOAL_SLICE_FILE")]
+    pub slice_file: Option<PathBuf>,
+
+    /// Exec mode: run one process per owned job. `{job}` and `{member}` are
+    /// replaced by the shell-quoted job key and pod name; the result runs
+    /// under `sh -c` in its own process group, with `SHOAL_JOB`,
+    /// `SHOAL_MEMBER` and `SHOAL_REVISION` in its environment.
+    #[arg(long, env = "SHOAL_EXEC")]
+    pub exec: Option<String>,
+
+    /// Exec mode: how long a revoked job's process may take to exit after
+    /// SIGTERM before it gets SIGKILL.
+    #[arg(long, env = "SHOAL_STOP_GRACE", default_value = "10s", value_parser = parse_duration)]
+    pub stop_grace: Duration,
+
+    /// Exec mode: first delay before restarting a crashed process; doubles
+    /// with each consecutive crash.
+    #[arg(long, env = "SHOAL_RESTART_BACKOFF", default_value = "1s", value_parser = parse_duration)]
+    pub restart_backoff: Duration,
+
+    /// Exec mode: the longest delay between restarts of a crashing process.
+    #[arg(long, env = "SHOAL_RESTART_BACKOFF_MAX", default_value = "1m", value_parser = parse_duration)]
+    pub restart_backoff_max: Duration,
+
+    /// File/HTTP mode: acknowledge a revision as soon as it is delivered,
+    /// instead of waiting for the application's `POST /v1/ack`. Exec mode
+    /// always acknowledges after its processes follow the slice.
+    #[arg(long, env = "SHOAL_ACK_ON_APPLY")]
+    pub ack_on_apply: bool,
+
+    /// Duration of the member Lease (`leaseDurationSeconds`); renewed every
+    /// third of it.
+    #[arg(long, env = "SHOAL_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+
+    /// Clock-skew margin for self-fencing: the sidecar stops every job when
+    /// it could not renew by `last renewal + lease duration - margin`, i.e.
+    /// this long before the controller may see the Lease as expired. It must
+    /// exceed the worst clock skew between this node and the controller's.
+    #[arg(long, env = "SHOAL_FENCE_MARGIN", default_value = "2s", value_parser = parse_duration)]
+    pub fence_margin: Duration,
+
+    /// Signal the application after each change: a file holding its pid.
+    #[arg(
+        long,
+        env = "SHOAL_SIGNAL_PID_FILE",
+        conflicts_with = "signal_process_name"
+    )]
+    pub signal_pid_file: Option<PathBuf>,
+
+    /// Signal the application after each change: every process whose
+    /// `/proc/<pid>/comm` is this name (needs `shareProcessNamespace: true`).
+    #[arg(long, env = "SHOAL_SIGNAL_PROCESS_NAME")]
+    pub signal_process_name: Option<String>,
+
+    /// The signal to send: HUP, USR1, USR2, INT or TERM.
+    #[arg(long, env = "SHOAL_SIGNAL", default_value = "HUP", value_parser = parse_signal_name)]
+    pub signal: String,
+}
+
+impl Settings {
+    /// Settings for a member with defaults for everything else: no file, no
+    /// exec, HTTP on a free localhost port. Convenient for tests and embedding.
+    pub fn for_member(pod_name: impl Into<String>, pod_namespace: impl Into<String>) -> Settings {
+        Settings {
+            pod_name: pod_name.into(),
+            pod_namespace: pod_namespace.into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            slice_file: None,
+            exec: None,
+            stop_grace: Duration::from_secs(10),
+            restart_backoff: Duration::from_secs(1),
+            restart_backoff_max: Duration::from_secs(60),
+            ack_on_apply: false,
+            lease_duration: Duration::from_secs(15),
+            fence_margin: Duration::from_secs(2),
+            signal_pid_file: None,
+            signal_process_name: None,
+            signal: "HUP".to_string(),
+        }
+    }
+
+    /// How often the Lease is renewed: a third of its duration.
+    pub fn renew_interval(&self) -> Duration {
+        self.lease_duration / 3
+    }
+}
+
+/// Parses durations such as `500ms`, `10s`, `2m`, `1h` (a bare number is seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let amount: u64 = number.parse().map_err(|_| {
+        format!("duration {text:?} must start with a whole number, e.g. 10s or 500ms")
+    })?;
+    let duration = match unit {
+        "ms" => Duration::from_millis(amount),
+        "" | "s" => Duration::from_secs(amount),
+        "m" => Duration::from_secs(amount * 60),
+        "h" => Duration::from_secs(amount * 3600),
+        other => {
+            return Err(format!(
+                "duration {text:?} has unknown unit {other:?}; use ms, s, m or h"
+            ));
+        }
+    };
+    Ok(duration)
+}
+
+/// Accepts the signal names the sidecar knows how to send.
+pub fn parse_signal_name(text: &str) -> Result<String, String> {
+    let upper = text.trim().to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper).to_string();
+    match name.as_str() {
+        "HUP" | "USR1" | "USR2" | "INT" | "TERM" => Ok(name),
+        _ => Err(format!(
+            "signal {text:?} is not one of HUP, USR1, USR2, INT, TERM"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn durations_read_with_their_units() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+    }
+
+    #[test]
+    fn a_bad_duration_names_the_problem() {
+        assert!(parse_duration("fast").unwrap_err().contains("whole number"));
+        assert!(parse_duration("3d").unwrap_err().contains("unknown unit"));
+    }
+
+    #[test]
+    fn signal_names_are_normalised_and_unknown_ones_refused() {
+        assert_eq!(parse_signal_name("sigusr1"), Ok("USR1".to_string()));
+        assert!(parse_signal_name("KILL").is_err());
+    }
+
+    #[test]
+    fn flags_parse_with_defaults() {
+        let settings = Settings::try_parse_from([
+            "shoal-worker",
+            "--pod-name",
+            "pool-0",
+            "--pod-namespace",
+            "default",
+            "--exec",
+            "consumer --stream {job}",
+            "--stop-grace",
+            "3s",
+        ])
+        .unwrap();
+        assert_eq!(settings.pod_name, "pool-0");
+        assert_eq!(settings.exec.as_deref(), Some("consumer --stream {job}"));
+        assert_eq!(settings.stop_grace, Duration::from_secs(3));
+        assert_eq!(settings.lease_duration, Duration::from_secs(15));
+        assert_eq!(settings.renew_interval(), Duration::from_secs(5));
+        assert!(!settings.ack_on_apply);
+    }
+
+    #[test]
+    fn both_signal_targets_at_once_are_refused() {
+        let parsed = Settings::try_parse_from([
+            "shoal-worker",
+            "--pod-name",
+            "p-0",
+            "--pod-namespace",
+            "ns",
+            "--signal-pid-file",
+            "/run/app.pid",
+            "--signal-process-name",
+            "app",
+        ]);
+        assert!(parsed.is_err());
+    }
+}

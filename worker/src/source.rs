@@ -1,0 +1,147 @@
+//! Keeping the slice current: a watch on the member's own slice ConfigMap
+//! (by name, through the API), resumed after disconnects with backoff.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::watch;
+
+use crate::Shared;
+use crate::slice_doc;
+
+/// Follows `<pod>-slice` until `shutdown` fires.
+pub(crate) async fn follow(
+    shared: Arc<Shared>,
+    api: Api<ConfigMap>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let name = shared.slice_config_map.clone();
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let events = watcher::watcher(api, config).default_backoff();
+    futures::pin_mut!(events);
+    // Whether the current (re)list saw the ConfigMap at all.
+    let mut seen_in_list = false;
+    loop {
+        let event = tokio::select! {
+            event = events.next() => event,
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        let Some(event) = event else {
+            tracing::error!(config_map = name, "the slice watch ended unexpectedly");
+            return;
+        };
+        match event {
+            Ok(Event::Init) => seen_in_list = false,
+            Ok(Event::InitApply(config_map)) => {
+                seen_in_list = true;
+                shared.accept(&config_map);
+            }
+            Ok(Event::InitDone) => {
+                shared.set_status(|status| {
+                    status.synced = true;
+                    status.watch_error = None;
+                    if !seen_in_list {
+                        status.config_map_missing = true;
+                    }
+                });
+                if !seen_in_list {
+                    tracing::info!(
+                        config_map = name,
+                        "no slice ConfigMap yet; waiting for the controller to write it"
+                    );
+                }
+            }
+            Ok(Event::Apply(config_map)) => {
+                shared.set_status(|status| status.watch_error = None);
+                shared.accept(&config_map);
+            }
+            Ok(Event::Delete(_)) => {
+                // Deleting the ConfigMap is not a revocation: the controller
+                // revokes by writing a reduced slice. Keep the last good one.
+                tracing::warn!(
+                    config_map = name,
+                    "slice ConfigMap deleted; keeping the last good slice"
+                );
+                shared.set_status(|status| status.config_map_missing = true);
+            }
+            Err(error) => {
+                shared.metrics.watch_errors.inc();
+                tracing::warn!(config_map = name, %error, "slice watch failed; resuming with backoff");
+                shared.set_status(|status| {
+                    status.watch_error = Some(format!("watch of ConfigMap {name}: {error}"))
+                });
+            }
+        }
+    }
+}
+
+/// Reads `<pod>-slice` once and accepts it (used when unfencing).
+pub(crate) async fn read_once(shared: &Shared, api: &Api<ConfigMap>) -> Result<(), kube::Error> {
+    if let Some(config_map) = api.get_opt(&shared.slice_config_map).await? {
+        shared.accept(&config_map);
+    }
+    Ok(())
+}
+
+/// Accepts a slice ConfigMap if it is well-formed and not older than what we
+/// have; otherwise keeps the last good slice and reports the problem.
+pub(crate) fn accept(shared: &Shared, config_map: &ConfigMap) {
+    let resource_version = config_map
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|rv| rv.parse::<u64>().ok());
+    let name = &shared.slice_config_map;
+    {
+        let status = shared.lock_status();
+        // A re-read racing the watch must not bring back an older version.
+        if let (Some(seen), Some(new)) = (status.resource_version, resource_version)
+            && new < seen
+        {
+            return;
+        }
+    }
+    match slice_doc::decode(config_map, &shared.settings.pod_name) {
+        Ok(slice) => {
+            shared.set_status(|status| {
+                status.resource_version = resource_version.or(status.resource_version);
+                status.rejected = None;
+                status.config_map_missing = false;
+            });
+            shared.metrics.slice_rejected_current.set(0);
+            let slice = Arc::new(slice);
+            let changed = shared.latest.send_if_modified(|latest| {
+                if latest.as_deref() == Some(&*slice) {
+                    return false;
+                }
+                *latest = Some(slice.clone());
+                true
+            });
+            if changed {
+                shared.metrics.slice_updates.inc();
+                tracing::info!(
+                    config_map = name,
+                    revision = slice.revision,
+                    hash = slice.hash,
+                    jobs = slice.jobs.len(),
+                    "slice accepted"
+                );
+            }
+        }
+        Err(problem) => {
+            let kept = shared.latest.borrow().as_ref().map(|slice| slice.revision);
+            shared.metrics.slice_rejected.inc();
+            shared.metrics.slice_rejected_current.set(1);
+            tracing::error!(config_map = name, %problem, kept_revision = kept, "slice ConfigMap rejected; keeping the last good slice");
+            shared.set_status(|status| {
+                status.resource_version = resource_version.or(status.resource_version);
+                status.rejected = Some(format!("ConfigMap {name}: {problem}"));
+                status.config_map_missing = false;
+            });
+        }
+    }
+}
