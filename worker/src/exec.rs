@@ -382,4 +382,189 @@ mod tests {
         assert!(started.elapsed() >= Duration::from_millis(300));
         assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
     }
+
+    mod supervisor {
+        use super::*;
+        use crate::view::{AckTarget, SliceView};
+        use std::path::Path;
+
+        fn delivered(revision: u64, jobs: &[&str], fenced: bool) -> Delivered {
+            let jobs: Vec<String> = jobs.iter().map(|job| job.to_string()).collect();
+            let slice = SliceView {
+                swarm: "demo".into(),
+                member: "pool-0".into(),
+                revision,
+                hash: crate::slice_doc::jobs_hash(&jobs),
+                jobs,
+            };
+            Delivered {
+                slice: Some(Arc::new(slice)),
+                fenced,
+            }
+        }
+
+        fn logging_template(log: &Path) -> String {
+            let log = log.display();
+            format!(
+                "echo start $SHOAL_JOB $SHOAL_REVISION >> {log}; \
+                 trap 'echo stop $SHOAL_JOB >> {log}; exit 0' TERM; sleep 1000 & wait"
+            )
+        }
+
+        fn settings(template: String) -> ExecSettings {
+            ExecSettings {
+                template,
+                member: "pool-0".into(),
+                stop_grace: Duration::from_secs(5),
+                restart_backoff: Duration::from_millis(50),
+                restart_backoff_max: Duration::from_millis(400),
+            }
+        }
+
+        fn log_lines(log: &Path) -> Vec<String> {
+            std::fs::read_to_string(log)
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_string)
+                .collect()
+        }
+
+        async fn eventually(mut condition: impl FnMut() -> bool) {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !condition() {
+                assert!(Instant::now() < deadline, "condition not met within 10s");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+
+        struct Running {
+            delivered: watch::Sender<Delivered>,
+            reconciled: watch::Receiver<Option<AckTarget>>,
+            shutdown: watch::Sender<bool>,
+            metrics: Arc<Metrics>,
+            task: JoinHandle<()>,
+        }
+
+        fn start(template: String, first: Delivered) -> Running {
+            let (delivered, delivered_rx) = watch::channel(first);
+            let (reconciled_tx, reconciled) = watch::channel(None);
+            let (shutdown, shutdown_rx) = watch::channel(false);
+            let metrics = Arc::new(Metrics::default());
+            let task = tokio::spawn(supervise(
+                settings(template),
+                delivered_rx,
+                reconciled_tx,
+                metrics.clone(),
+                shutdown_rx,
+            ));
+            Running {
+                delivered,
+                reconciled,
+                shutdown,
+                metrics,
+                task,
+            }
+        }
+
+        #[tokio::test]
+        async fn one_process_runs_per_job_and_a_revoke_is_reported_only_after_exit() {
+            let dir = tempfile::tempdir().unwrap();
+            let log = dir.path().join("log");
+            let mut running = start(logging_template(&log), delivered(1, &["a", "b"], false));
+            eventually(|| log_lines(&log).len() == 2).await;
+            let mut started = log_lines(&log);
+            started.sort();
+            assert_eq!(started, ["start a 1", "start b 1"]);
+            assert_eq!(
+                running
+                    .reconciled
+                    .borrow()
+                    .as_ref()
+                    .map(|target| target.revision),
+                Some(1)
+            );
+
+            running
+                .delivered
+                .send_replace(delivered(2, &["b", "c"], false));
+            let acked = running
+                .reconciled
+                .wait_for(|target| target.as_ref().is_some_and(|target| target.revision == 2))
+                .await
+                .unwrap()
+                .clone();
+            // The revoke was reported, so the revoked process must be gone already.
+            assert!(
+                log_lines(&log).contains(&"stop a".to_string()),
+                "{:?}",
+                log_lines(&log)
+            );
+            assert_eq!(
+                acked.unwrap().hash,
+                crate::slice_doc::jobs_hash(&["b".into(), "c".into()])
+            );
+            eventually(|| log_lines(&log).contains(&"start c 2".to_string())).await;
+            // b kept running: it was neither stopped nor started again.
+            let lines = log_lines(&log);
+            assert_eq!(
+                lines
+                    .iter()
+                    .filter(|line| line.starts_with("start b"))
+                    .count(),
+                1
+            );
+            assert!(!lines.contains(&"stop b".to_string()));
+            assert_eq!(running.metrics.exec_processes.get(), 2);
+
+            running.shutdown.send_replace(true);
+            running.task.await.unwrap();
+            let lines = log_lines(&log);
+            assert!(
+                lines.contains(&"stop b".to_string()) && lines.contains(&"stop c".to_string()),
+                "{lines:?}"
+            );
+        }
+
+        #[tokio::test]
+        async fn fencing_stops_every_process_and_reports_nothing_to_acknowledge() {
+            let dir = tempfile::tempdir().unwrap();
+            let log = dir.path().join("log");
+            let mut running = start(logging_template(&log), delivered(1, &["a", "b"], false));
+            eventually(|| log_lines(&log).len() == 2).await;
+            running.reconciled.borrow_and_update();
+
+            running.delivered.send_replace(Delivered {
+                slice: Some(Arc::new(
+                    delivered(1, &["a", "b"], false)
+                        .slice
+                        .unwrap()
+                        .without_jobs(),
+                )),
+                fenced: true,
+            });
+            eventually(|| log_lines(&log).len() == 4).await;
+            eventually(|| running.metrics.exec_processes.get() == 0).await;
+            assert!(
+                !running.reconciled.has_changed().unwrap(),
+                "a fenced state must not be acknowledged"
+            );
+
+            running.shutdown.send_replace(true);
+            running.task.await.unwrap();
+        }
+
+        #[tokio::test]
+        async fn a_crashing_process_is_restarted_with_backoff() {
+            let dir = tempfile::tempdir().unwrap();
+            let log = dir.path().join("log");
+            let template = format!("echo run $SHOAL_JOB >> {}; exit 3", log.display());
+            let running = start(template, delivered(1, &["a"], false));
+            // 50, 100, 200 ms delays: four runs take well under the 10 s limit.
+            eventually(|| log_lines(&log).len() >= 4).await;
+            assert!(running.metrics.exec_restarts.get() >= 3);
+            assert!(log_lines(&log).iter().all(|line| line == "run a"));
+            running.shutdown.send_replace(true);
+            running.task.await.unwrap();
+        }
+    }
 }
