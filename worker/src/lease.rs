@@ -169,10 +169,12 @@ pub(crate) async fn keep(
                         .set(i64::try_from(ack.revision).unwrap_or(i64::MAX));
                 }
                 shared.acked.send_replace(ack);
-                if *shared.fenced.borrow() {
-                    unfence(&shared).await;
+                if *shared.fenced.borrow() && !unfence(&shared).await {
+                    // Renewed but not yet safe to run anything: try again soon.
+                    next_retry(&mut retry_delay, renew_every)
+                } else {
+                    sent_at + renew_every
                 }
-                sent_at + renew_every
             }
             Ok(Err(error)) => {
                 shared.metrics.lease_renew_errors.inc();
@@ -231,15 +233,18 @@ fn fence(shared: &Shared, reason: &str) {
     );
 }
 
-async fn unfence(shared: &Shared) {
+/// Returns whether the sidecar is no longer fenced.
+async fn unfence(shared: &Shared) -> bool {
     match shared.refresh_slice().await {
         Ok(()) => {
             shared.fenced.send_replace(false);
             shared.metrics.fenced.set(0);
-            tracing::info!("Lease renewed and slice re-read: no longer fenced");
+            tracing::info!("Lease renewed and slice re-read: not fenced");
+            true
         }
         Err(error) => {
             tracing::warn!(%error, "Lease renewed but the slice could not be re-read; staying fenced");
+            false
         }
     }
 }

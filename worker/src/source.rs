@@ -2,16 +2,54 @@
 //! (by name, through the API), resumed after disconnects with backoff.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::runtime::WatchStreamExt;
+use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
 use crate::Shared;
 use crate::slice_doc;
+
+/// Exponential backoff for the slice watch, 100 ms doubling up to 5 s.
+///
+/// Tighter than kube's default (up to 30 s): one small watch per member is
+/// cheap, and after a partition heals the member should see revokes quickly.
+#[derive(Debug, Clone)]
+pub struct WatchBackoff {
+    next: Duration,
+}
+
+const WATCH_BACKOFF_START: Duration = Duration::from_millis(100);
+const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+impl Default for WatchBackoff {
+    fn default() -> WatchBackoff {
+        WatchBackoff {
+            next: WATCH_BACKOFF_START,
+        }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let delay = self.next;
+        self.next = (self.next * 2).min(WATCH_BACKOFF_MAX);
+        Some(delay)
+    }
+}
+
+impl Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = WATCH_BACKOFF_START;
+    }
+}
 
 /// Follows `<pod>-slice` until `shutdown` fires.
 pub(crate) async fn follow(
@@ -21,7 +59,7 @@ pub(crate) async fn follow(
 ) {
     let name = shared.slice_config_map.clone();
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let events = watcher::watcher(api, config).default_backoff();
+    let events = watcher::watcher(api, config).backoff(WatchBackoff::default());
     futures::pin_mut!(events);
     // Whether the current (re)list saw the ConfigMap at all.
     let mut seen_in_list = false;
@@ -143,5 +181,23 @@ pub(crate) fn accept(shared: &Shared, config_map: &ConfigMap) {
                 status.config_map_missing = false;
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watch_backoff_doubles_to_five_seconds_and_resets() {
+        let mut backoff = WatchBackoff::default();
+        let delays: Vec<u64> = backoff
+            .by_ref()
+            .take(8)
+            .map(|delay| delay.as_millis() as u64)
+            .collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+        backoff.reset();
+        assert_eq!(backoff.next(), Some(Duration::from_millis(100)));
     }
 }
