@@ -1,1 +1,3 @@
-//! Shoal controller.
+//! Shoal controller: Swarms and labelled StatefulSets in, versioned per-member slices out.
+
+pub mod crd;

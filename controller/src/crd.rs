@@ -1,0 +1,329 @@
+//! The `Swarm` custom resource (`shoal.dev/v1alpha1`).
+//!
+//! The CRD YAML in `manifests/crd.yaml` is generated from these types:
+//! `cargo run -p shoal-controller -- crd > manifests/crd.yaml`.
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use kube::CustomResourceExt;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What a Swarm shards and how.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "shoal.dev",
+    version = "v1alpha1",
+    kind = "Swarm",
+    namespaced,
+    status = "SwarmStatus",
+    shortname = "sw",
+    doc = "A Swarm shards a list of jobs across the pods of StatefulSets labelled shoal.dev/swarm=<name>.",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        description = "members ready / members",
+        json_path = ".status.ready"
+    ),
+    printcolumn(
+        name = "Jobs",
+        type_ = "integer",
+        description = "jobs in the current revision",
+        json_path = ".status.jobs"
+    ),
+    printcolumn(
+        name = "Revision",
+        type_ = "integer",
+        description = "revision in force",
+        json_path = ".status.currentRevision"
+    ),
+    printcolumn(
+        name = "Pending",
+        type_ = "integer",
+        description = "revision waiting for approval",
+        json_path = ".status.pendingRevision.revision"
+    ),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct SwarmSpec {
+    /// Job keys listed inline. Combined with `jobsFrom`; a key may appear only once overall.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<String>,
+    /// A job list read from a ConfigMap key holding `jobs: [...]` YAML (seed 002's format).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs_from: Option<JobsFrom>,
+    /// How jobs are assigned to members.
+    #[serde(default)]
+    pub strategy: StrategySpec,
+    /// How members pick up a changed slice.
+    #[serde(default)]
+    pub reload: ReloadPolicy,
+    /// When a computed revision may be applied.
+    #[serde(default)]
+    pub approval: ApprovalSpec,
+    /// Limits on disruption while applying a revision.
+    #[serde(default)]
+    pub rollout: RolloutSpec,
+    /// When an unavailable member's jobs move elsewhere.
+    #[serde(default)]
+    pub failover: FailoverSpec,
+    /// How many revisions are kept as `<swarm>-rev-<n>` ConfigMaps.
+    #[serde(default = "default_revision_history_limit")]
+    pub revision_history_limit: u32,
+}
+
+fn default_revision_history_limit() -> u32 {
+    10
+}
+
+/// Where to read a job list from.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobsFrom {
+    /// A key of a ConfigMap in the Swarm's namespace.
+    pub config_map_key_ref: ConfigMapKeyRef,
+}
+
+/// A ConfigMap and one of its data keys.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct ConfigMapKeyRef {
+    /// ConfigMap name.
+    pub name: String,
+    /// Data key holding `jobs: [...]`.
+    pub key: String,
+}
+
+/// The assignment strategy and its parameters.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct StrategySpec {
+    /// `bounded` (default), `jump` or `ring`.
+    #[serde(default, rename = "type")]
+    pub type_: StrategyType,
+    /// Balance factor of `bounded`: slices stay within `ceil((1+epsilon)*k/n)`; 0 means perfectly balanced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epsilon: Option<f64>,
+    /// Virtual nodes per member for `ring`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vnodes: Option<u32>,
+}
+
+/// The name of an assignment strategy.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum StrategyType {
+    /// Balanced consistent hashing with bounded loads (largest slice `ceil(k/n)` at epsilon 0).
+    #[default]
+    Bounded,
+    /// Jump consistent hash.
+    Jump,
+    /// Consistent hash ring with virtual nodes.
+    Ring,
+}
+
+/// How a member picks up its changed slice.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum ReloadPolicy {
+    /// The sidecar applies the slice in place; nothing restarts.
+    #[default]
+    HotReload,
+    /// Pods whose slice changed are evicted (PodDisruptionBudgets apply), `rollout.maxUnavailable` at a time.
+    Restart,
+}
+
+/// The approval gate.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalSpec {
+    /// `Automatic` (default), `Manual` or `Budget`.
+    #[serde(default)]
+    pub policy: ApprovalPolicy,
+    /// Budget: approve alone when at most this many members are disrupted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_disrupted_members: Option<u32>,
+    /// Budget: approve alone when at most this many jobs move.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_moved_jobs: Option<u64>,
+}
+
+/// Who approves a revision.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum ApprovalPolicy {
+    /// Every revision applies at once.
+    #[default]
+    Automatic,
+    /// A revision applies once the Swarm is annotated `shoal.dev/approve: "<revision>"`.
+    Manual,
+    /// Small revisions (within `maxDisruptedMembers` or `maxMovedJobs`) apply at once, others wait for approval.
+    Budget,
+}
+
+/// Rollout limits.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutSpec {
+    /// At most this many members unavailable because of restarts (Restart policy).
+    #[serde(default = "default_max_unavailable")]
+    pub max_unavailable: u32,
+}
+
+impl Default for RolloutSpec {
+    fn default() -> Self {
+        RolloutSpec {
+            max_unavailable: default_max_unavailable(),
+        }
+    }
+}
+
+fn default_max_unavailable() -> u32 {
+    1
+}
+
+/// Failover settings.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct FailoverSpec {
+    /// How long a member may be unavailable before its jobs move, e.g. `30s`, `5m`, `1h`.
+    /// Unset: jobs never move because a member is unavailable (only scaling moves them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+/// What the controller observed and did.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SwarmStatus {
+    /// Ready, Progressing, AwaitingApproval, Degraded.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// The Swarm generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Revision in force (0: nothing applied yet).
+    #[serde(default)]
+    pub current_revision: u64,
+    /// Assignment hash of the revision in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_hash: Option<String>,
+    /// A computed revision waiting for approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_revision: Option<PendingRevision>,
+    /// When the inputs of the revision being applied were first seen changed (RFC 3339), for the change-to-applied metric.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_at: Option<String>,
+    /// Per-member state.
+    #[serde(default)]
+    pub members: Vec<MemberStatus>,
+    /// Members ready / members, e.g. `2/2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+    /// Jobs in the revision in force.
+    #[serde(default)]
+    pub jobs: u64,
+    /// `Pending`, `AwaitingApproval`, `Progressing`, `Ready` or `Degraded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// The last problem, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// A status condition (the Kubernetes convention).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// `Ready`, `Progressing`, `AwaitingApproval` or `Degraded`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// One CamelCase word.
+    pub reason: String,
+    /// What happened, in words.
+    #[serde(default)]
+    pub message: String,
+    /// When `status` last changed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+    /// Generation the condition was set for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// A revision computed but not yet approved.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingRevision {
+    /// The number to approve with `shoal.dev/approve`.
+    pub revision: u64,
+    /// Assignment hash of this revision.
+    pub hash: String,
+    /// What applying it would do.
+    pub summary: RevisionSummary,
+}
+
+/// What applying a revision does.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionSummary {
+    /// Jobs whose owner changes.
+    pub jobs_moved: u64,
+    /// Members whose slice changes.
+    pub members_affected: u64,
+    /// Pods restarted (Restart policy), 0 for HotReload.
+    pub restarts_needed: u64,
+    /// The fewest moves any assignment of the new inputs could make.
+    pub lower_bound: u64,
+    /// The pending revision this one replaced, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<u64>,
+}
+
+/// One member as last observed.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberStatus {
+    /// Pod name.
+    pub name: String,
+    /// StatefulSet name.
+    pub pool: String,
+    /// Pod Ready.
+    pub ready: bool,
+    /// Jobs in the member's target slice.
+    pub slice_size: u64,
+    /// Hash of the member's target slice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice_hash: Option<String>,
+    /// Revision acknowledged on the member Lease, if a sidecar runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acked_revision: Option<u64>,
+    /// Since when the member is unavailable (RFC 3339); drives failover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable_since: Option<String>,
+    /// The member's jobs were moved away because it was unavailable too long.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed_over: bool,
+}
+
+/// The CRD as YAML, exactly as written to `manifests/crd.yaml`.
+pub fn crd_yaml() -> String {
+    let crd = Swarm::crd();
+    let value = serde_json::to_value(&crd).unwrap_or_default();
+    let mut out = String::from(
+        "# Generated by `cargo run -p shoal-controller -- crd > manifests/crd.yaml`; do not edit.\n",
+    );
+    out.push_str(&serde_saphyr::to_string(&value).unwrap_or_default());
+    out
+}
+
+/// Labels and annotations of a Swarm, as a map (never absent).
+pub fn annotations(swarm: &Swarm) -> BTreeMap<String, String> {
+    swarm.metadata.annotations.clone().unwrap_or_default()
+}
