@@ -3,6 +3,9 @@
 //! The CRD YAML in `manifests/crd.yaml` is generated from these types:
 //! `cargo run -p shoal-controller -- crd > manifests/crd.yaml`.
 
+// Several `printcolumn(type_ = "string")` attributes are distinct columns, not duplicates.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use kube::CustomResource;
