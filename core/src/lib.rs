@@ -1,1 +1,36 @@
-//! Shoal core.
+//! Shoal core: the pure, deterministic heart of the operator.
+//!
+//! Everything in this crate is a function of its inputs: no I/O, no clocks, no
+//! randomness, no async. The controller and the sidecar are thin layers over it.
+//!
+//! * [`job`]: validated job keys and the sorted, unique [`job::JobSet`].
+//! * [`member`]: pool members ([`member::MemberId`] = pool + ordinal) with
+//!   availability, capabilities and capacity.
+//! * [`hash`]: the frozen 64-bit key hash (XXH3-64, seed 0) and the derived
+//!   mixing used by every strategy.
+//! * [`strategy`]: `bounded` (default), `jump` and `ring`, and [`strategy::assign`].
+//! * [`assignment`], [`slice`], [`diff`]: the result, per-member slices with
+//!   canonical hashes, and the difference between two results.
+//! * [`placement`]: capability-filtered, capacity-bounded placement of plan instances.
+//! * [`format`]: slice format v1, the seed-compatible index document, large-slice encoding.
+//! * [`names`]: names of cluster objects, labels and annotations.
+//! * [`seed`]: the seed's 27-stream job list, reused by examples and the sandbox.
+
+pub mod assignment;
+pub mod diff;
+pub mod format;
+pub mod hash;
+pub mod job;
+pub mod member;
+pub mod names;
+pub mod placement;
+pub mod seed;
+pub mod slice;
+pub mod strategy;
+
+pub use assignment::Assignment;
+pub use diff::{Diff, diff};
+pub use job::{InvalidJobs, JobKey, JobSet};
+pub use member::{Member, MemberId};
+pub use slice::Slice;
+pub use strategy::{AssignError, Strategy, assign};

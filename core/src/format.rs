@@ -1,0 +1,382 @@
+//! Slice format v1, the seed-compatible index document, and large-slice
+//! encoding.
+//!
+//! A slice document (ConfigMap data key [`SLICE_DATA_KEY`](crate::names::SLICE_DATA_KEY)):
+//!
+//! ```yaml
+//! format: shoal.dev/slice/v1
+//! swarm: demo
+//! member: swarm-worker-0
+//! revision: 3
+//! hash: sha256:<64 hex>
+//! jobs:
+//! - stream:cctv0:updated
+//! - stream:foo:new
+//! ```
+//!
+//! Rendering is canonical: the same slice always renders to the same bytes.
+//! Parsing checks every field and names the field in its error; unknown
+//! fields are ignored so that later minor additions stay readable by older
+//! sidecars.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::job::{InvalidJobs, JobKey, JobSet};
+use crate::member::MemberId;
+use crate::slice::{HASH_PREFIX, Slice, canonical_hash};
+
+/// The `format` value of slice format v1.
+pub const SLICE_FORMAT_V1: &str = "shoal.dev/slice/v1";
+
+/// Why a slice document was rejected. Every variant names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SliceParseError {
+    /// The text is not YAML, or not a mapping at the top.
+    #[error("slice document is not a YAML mapping: {message}")]
+    Yaml {
+        /// The YAML parser's message.
+        message: String,
+    },
+    /// A required field is absent.
+    #[error("slice field `{field}` is missing")]
+    MissingField {
+        /// The field.
+        field: &'static str,
+    },
+    /// A field has the wrong type.
+    #[error("slice field `{field}` must be {expected}")]
+    WrongType {
+        /// The field.
+        field: &'static str,
+        /// What it must be.
+        expected: &'static str,
+    },
+    /// `format` is not [`SLICE_FORMAT_V1`].
+    #[error("slice field `format` must be {SLICE_FORMAT_V1:?}, got {found:?}")]
+    UnsupportedFormat {
+        /// The value found.
+        found: String,
+    },
+    /// `hash` is not `sha256:` followed by 64 lowercase hex digits.
+    #[error(
+        "slice field `hash` must be \"sha256:\" followed by 64 lowercase hex digits, got {found:?}"
+    )]
+    MalformedHash {
+        /// The value found.
+        found: String,
+    },
+    /// `jobs` holds invalid keys or duplicates.
+    #[error("slice field `jobs`: {0}")]
+    InvalidJobs(InvalidJobs),
+    /// `jobs` is not in byte order.
+    #[error(
+        "slice field `jobs` is not sorted: jobs[{position}] {key:?} comes before its predecessor"
+    )]
+    UnsortedJobs {
+        /// Position of the first out-of-order entry.
+        position: usize,
+        /// Its key.
+        key: String,
+    },
+    /// `hash` does not match the jobs.
+    #[error("slice field `hash` is {declared} but the jobs hash to {computed}")]
+    HashMismatch {
+        /// The declared hash.
+        declared: String,
+        /// The hash of the listed jobs.
+        computed: String,
+    },
+}
+
+/// A YAML value as far as Shoal's documents care.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Value {
+    Number(u64),
+    Text(String),
+    List(Vec<Value>),
+    Map(BTreeMap<String, Value>),
+    Other(serde::de::IgnoredAny),
+}
+
+#[derive(Serialize)]
+struct SliceDocument<'a> {
+    format: &'a str,
+    swarm: &'a str,
+    member: &'a str,
+    revision: u64,
+    hash: &'a str,
+    jobs: &'a JobSet,
+}
+
+/// Renders a slice as format v1 YAML (block style, one job per line).
+pub fn render_slice(slice: &Slice) -> String {
+    let document = SliceDocument {
+        format: SLICE_FORMAT_V1,
+        swarm: &slice.swarm,
+        member: &slice.member,
+        revision: slice.revision,
+        hash: &slice.hash,
+        jobs: &slice.jobs,
+    };
+    to_yaml(&document)
+}
+
+fn to_yaml<T: Serialize>(document: &T) -> String {
+    // Serialising plain structs of strings, integers and lists cannot fail;
+    // the fallback keeps this total without a panic path.
+    serde_saphyr::to_string(document).unwrap_or_default()
+}
+
+fn text(fields: &BTreeMap<String, Value>, field: &'static str) -> Result<String, SliceParseError> {
+    match fields.get(field) {
+        None => Err(SliceParseError::MissingField { field }),
+        Some(Value::Text(value)) => Ok(value.clone()),
+        Some(Value::Number(value)) => Ok(value.to_string()),
+        Some(_) => Err(SliceParseError::WrongType {
+            field,
+            expected: "a string",
+        }),
+    }
+}
+
+/// Parses a format v1 slice document, checking the format marker, the hash
+/// syntax, the jobs (valid, unique, sorted) and that the hash matches them.
+pub fn parse_slice(text_yaml: &str) -> Result<Slice, SliceParseError> {
+    let fields: BTreeMap<String, Value> =
+        serde_saphyr::from_str(text_yaml).map_err(|error| SliceParseError::Yaml {
+            message: error.to_string(),
+        })?;
+    let format = text(&fields, "format")?;
+    if format != SLICE_FORMAT_V1 {
+        return Err(SliceParseError::UnsupportedFormat { found: format });
+    }
+    let swarm = text(&fields, "swarm")?;
+    let member = text(&fields, "member")?;
+    let revision = match fields.get("revision") {
+        None => return Err(SliceParseError::MissingField { field: "revision" }),
+        Some(Value::Number(revision)) => *revision,
+        Some(_) => {
+            return Err(SliceParseError::WrongType {
+                field: "revision",
+                expected: "a non-negative integer",
+            });
+        }
+    };
+    let hash = text(&fields, "hash")?;
+    let well_formed = hash.strip_prefix(HASH_PREFIX).is_some_and(|hex| {
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    });
+    if !well_formed {
+        return Err(SliceParseError::MalformedHash { found: hash });
+    }
+    let keys = job_list(fields.get("jobs"), "jobs", |field, expected| {
+        SliceParseError::WrongType { field, expected }
+    })?
+    .ok_or(SliceParseError::MissingField { field: "jobs" })?;
+    if let Some(position) = keys.windows(2).position(|pair| pair[0] > pair[1]) {
+        return Err(SliceParseError::UnsortedJobs {
+            position: position + 1,
+            key: keys[position + 1].clone(),
+        });
+    }
+    let jobs = JobSet::parse(keys).map_err(SliceParseError::InvalidJobs)?;
+    let computed = canonical_hash(&jobs);
+    if computed != hash {
+        return Err(SliceParseError::HashMismatch {
+            declared: hash,
+            computed,
+        });
+    }
+    Ok(Slice {
+        swarm,
+        member,
+        revision,
+        hash,
+        jobs,
+    })
+}
+
+/// Reads a list of strings; `Ok(None)` when absent, `null` counts as empty.
+fn job_list<E>(
+    value: Option<&Value>,
+    field: &'static str,
+    wrong_type: impl Fn(&'static str, &'static str) -> E,
+) -> Result<Option<Vec<String>>, E> {
+    const EXPECTED: &str = "a list of strings";
+    match value {
+        None => Ok(None),
+        Some(Value::Other(_)) => Ok(Some(Vec::new())),
+        Some(Value::List(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::Text(key) => Ok(key.clone()),
+                Value::Number(key) => Ok(key.to_string()),
+                _ => Err(wrong_type(field, EXPECTED)),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => Err(wrong_type(field, EXPECTED)),
+    }
+}
+
+/// The seed-compatible index document (`config.yml` in the index ConfigMap),
+/// as k8s-swarm wrote it: every member's jobs and a version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Index {
+    /// Pod name → that member's jobs.
+    pub workloads: BTreeMap<String, Workload>,
+    /// The revision this index describes.
+    pub version: u64,
+}
+
+/// One member's entry in the [`Index`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workload {
+    /// The member's jobs, byte order.
+    pub jobs: Vec<JobKey>,
+    /// The revision at which this member's slice last changed.
+    pub version: u64,
+}
+
+impl Index {
+    /// The index of a set of slices at `version`.
+    pub fn from_slices(slices: &BTreeMap<MemberId, Slice>, version: u64) -> Index {
+        Index {
+            workloads: slices
+                .values()
+                .map(|slice| {
+                    let workload = Workload {
+                        jobs: slice.jobs.as_slice().to_vec(),
+                        version: slice.revision,
+                    };
+                    (slice.member.clone(), workload)
+                })
+                .collect(),
+            version,
+        }
+    }
+}
+
+/// Why an index document was rejected. Every variant names the field path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IndexParseError {
+    /// The text is not a YAML mapping.
+    #[error("index document is not a YAML mapping: {message}")]
+    Yaml {
+        /// The YAML parser's message.
+        message: String,
+    },
+    /// A required field is absent.
+    #[error("index field `{field}` is missing")]
+    MissingField {
+        /// The field path.
+        field: String,
+    },
+    /// A field has the wrong type.
+    #[error("index field `{field}` must be {expected}")]
+    WrongType {
+        /// The field path.
+        field: String,
+        /// What it must be.
+        expected: &'static str,
+    },
+    /// A workload's jobs are invalid.
+    #[error("index field `workloads.{pod}.jobs`: {problems}")]
+    InvalidJobs {
+        /// The pod.
+        pod: String,
+        /// What is wrong.
+        problems: InvalidJobs,
+    },
+}
+
+/// Renders the index document (block style, members in name order).
+pub fn render_index(index: &Index) -> String {
+    to_yaml(index)
+}
+
+/// Parses a seed-compatible index document. Jobs are validated and returned
+/// in byte order; a missing per-workload `version` defaults to the top-level
+/// one (k8s-swarm documents always carry both).
+pub fn parse_index(text_yaml: &str) -> Result<Index, IndexParseError> {
+    let fields: BTreeMap<String, Value> =
+        serde_saphyr::from_str(text_yaml).map_err(|error| IndexParseError::Yaml {
+            message: error.to_string(),
+        })?;
+    let version = match fields.get("version") {
+        None => {
+            return Err(IndexParseError::MissingField {
+                field: "version".to_owned(),
+            });
+        }
+        Some(Value::Number(version)) => *version,
+        Some(_) => {
+            return Err(IndexParseError::WrongType {
+                field: "version".to_owned(),
+                expected: "a non-negative integer",
+            });
+        }
+    };
+    let entries = match fields.get("workloads") {
+        None => {
+            return Err(IndexParseError::MissingField {
+                field: "workloads".to_owned(),
+            });
+        }
+        Some(Value::Map(entries)) => entries,
+        Some(Value::Other(_)) => &BTreeMap::new(),
+        Some(_) => {
+            return Err(IndexParseError::WrongType {
+                field: "workloads".to_owned(),
+                expected: "a mapping of pod names to workloads",
+            });
+        }
+    };
+    let mut workloads = BTreeMap::new();
+    for (pod, entry) in entries {
+        let Value::Map(entry) = entry else {
+            return Err(IndexParseError::WrongType {
+                field: format!("workloads.{pod}"),
+                expected: "a mapping with `jobs` and `version`",
+            });
+        };
+        let jobs_field = format!("workloads.{pod}.jobs");
+        let keys = job_list(entry.get("jobs"), "jobs", |_, expected| {
+            IndexParseError::WrongType {
+                field: jobs_field.clone(),
+                expected,
+            }
+        })?
+        .ok_or_else(|| IndexParseError::MissingField {
+            field: jobs_field.clone(),
+        })?;
+        let jobs = JobSet::parse(keys).map_err(|problems| IndexParseError::InvalidJobs {
+            pod: pod.clone(),
+            problems,
+        })?;
+        let workload_version = match entry.get("version") {
+            None => version,
+            Some(Value::Number(value)) => *value,
+            Some(_) => {
+                return Err(IndexParseError::WrongType {
+                    field: format!("workloads.{pod}.version"),
+                    expected: "a non-negative integer",
+                });
+            }
+        };
+        workloads.insert(
+            pod.clone(),
+            Workload {
+                jobs: jobs.as_slice().to_vec(),
+                version: workload_version,
+            },
+        );
+    }
+    Ok(Index { workloads, version })
+}

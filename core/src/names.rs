@@ -1,0 +1,81 @@
+//! Names of the cluster objects, labels and annotations Shoal uses
+//! (the table in ARCHITECTURE.md).
+
+/// Label on a pool StatefulSet (value: the Swarm's name), and on every object
+/// Shoal writes for that Swarm.
+pub const LABEL_SWARM: &str = "shoal.dev/swarm";
+/// Label on a slice ConfigMap: the member's pool.
+pub const LABEL_POOL: &str = "shoal.dev/pool";
+/// Label on a slice ConfigMap: the member's pod name.
+pub const LABEL_MEMBER: &str = "shoal.dev/member";
+/// Label on a slice ConfigMap and a revision-history ConfigMap: the revision.
+pub const LABEL_REVISION: &str = "shoal.dev/revision";
+/// Label marking a revision-history ConfigMap (value `"true"`).
+pub const LABEL_REVISION_HISTORY: &str = "shoal.dev/revision-history";
+/// Annotation on the Swarm approving a revision (value: the revision number).
+pub const ANNOTATION_APPROVE: &str = "shoal.dev/approve";
+/// Annotation on a member Lease: the revision the sidecar applied.
+pub const ANNOTATION_ACKED_REVISION: &str = "shoal.dev/acked-revision";
+/// Annotation on a member Lease: the hash of the slice the sidecar applied.
+pub const ANNOTATION_ACKED_HASH: &str = "shoal.dev/acked-hash";
+/// Annotation on the Swarm forcing failover of pods (`"<pod>[,<pod>...]"`).
+pub const ANNOTATION_FAILOVER_NOW: &str = "shoal.dev/failover-now";
+/// Annotation on the first part of a split slice: the number of parts.
+pub const ANNOTATION_PARTS: &str = "shoal.dev/parts";
+/// Data key of a slice ConfigMap (slice format v1).
+pub const SLICE_DATA_KEY: &str = "slice.yaml";
+/// Binary data key of a gzip-compressed slice.
+pub const SLICE_GZIP_DATA_KEY: &str = "slice.yaml.gz";
+/// Data key of the index ConfigMap (the seed-compatible `workloads:` document).
+pub const INDEX_DATA_KEY: &str = "config.yml";
+
+/// Name of a member's slice ConfigMap: `<pod>-slice`.
+pub fn slice_configmap(pod: &str) -> String {
+    format!("{pod}-slice")
+}
+
+/// Name of part `part` (1-based after the first) of a split slice:
+/// `<pod>-slice` for part 0, `<pod>-slice-<part>` after.
+pub fn slice_configmap_part(pod: &str, part: usize) -> String {
+    if part == 0 {
+        slice_configmap(pod)
+    } else {
+        format!("{pod}-slice-{part}")
+    }
+}
+
+/// Name of a member's Lease: `<pod>-member`.
+pub fn member_lease(pod: &str) -> String {
+    format!("{pod}-member")
+}
+
+/// Name of a Swarm's index ConfigMap: the Swarm's own name.
+pub fn index_configmap(swarm: &str) -> String {
+    swarm.to_owned()
+}
+
+/// Name of a revision-history ConfigMap: `<swarm>-rev-<revision>`.
+pub fn revision_configmap(swarm: &str, revision: u64) -> String {
+    format!("{swarm}-rev-{revision}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_names_follow_the_architecture_table() {
+        assert_eq!(slice_configmap("swarm-worker-0"), "swarm-worker-0-slice");
+        assert_eq!(
+            slice_configmap_part("swarm-worker-0", 0),
+            "swarm-worker-0-slice"
+        );
+        assert_eq!(
+            slice_configmap_part("swarm-worker-0", 2),
+            "swarm-worker-0-slice-2"
+        );
+        assert_eq!(member_lease("swarm-worker-0"), "swarm-worker-0-member");
+        assert_eq!(index_configmap("demo"), "demo");
+        assert_eq!(revision_configmap("demo", 7), "demo-rev-7");
+    }
+}

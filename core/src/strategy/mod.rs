@@ -1,0 +1,175 @@
+//! Assignment strategies: `bounded` (the default), `jump` and `ring`.
+//!
+//! # Common ground
+//!
+//! Every strategy sees the members sorted by (pool, ordinal) and the jobs
+//! sorted by byte order, so the result never depends on input order. Every
+//! random-looking choice derives from the frozen [`key_hash`](crate::hash::key_hash)
+//! and [`mix`](crate::hash::mix).
+//!
+//! # Ordinal space and several pools
+//!
+//! `jump` and `bounded` work over *ordinal spaces*: pool `p` with highest
+//! listed ordinal `m` has slots `0..=m`. A key first picks a pool by weighted
+//! rendezvous hashing (weight = the pool's slot count; score
+//! `-w / ln(u)` with `u` derived from `mix(key_hash, name_hash(pool))`), then
+//! a slot within it. With one pool (the common case) the pool step is skipped.
+//!
+//! Movement trade-off: scaling one pool from `a` to `a+1` slots out of `N`
+//! total moves the keys that the rendezvous step now sends to that pool
+//! (`k·(N−a)/(N(N+1))`, the minimum for a weight change) plus the within-pool
+//! reshuffle, and keys entering the pool may land on its old members. For a
+//! single pool this is exactly jump's (or bounded's) optimum; across pools it
+//! costs up to ~1.5× the lower bound. The alternative, one ordinal space for
+//! all pools concatenated in name order, would reshuffle every later pool
+//! whenever an earlier one scales, which is far worse.
+//!
+//! Slots whose member is missing from the list or unavailable are *holes*:
+//! their keys are re-placed (see each strategy) without moving any other key,
+//! and return when the member is back, because the base placement does not
+//! depend on availability.
+
+mod bounded;
+mod jump;
+mod ring;
+mod topology;
+
+use serde::{Deserialize, Serialize};
+
+use crate::assignment::Assignment;
+use crate::hash::key_hash;
+use crate::job::JobSet;
+use crate::member::{Member, MemberId};
+
+pub use topology::MAX_ORDINAL;
+
+/// How jobs are spread over members.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "name", rename_all = "camelCase")]
+pub enum Strategy {
+    /// Deterministic bounded loads on top of jump (the default): the largest
+    /// slice has at most `ceil((1+epsilon)·k/n)` keys, where `n` counts the
+    /// available members; with `epsilon = 0` it is exactly `ceil(k/n)`.
+    Bounded {
+        /// Balance factor, finite and ≥ 0.
+        epsilon: f64,
+    },
+    /// Lamping–Veach jump consistent hashing over ordinals; unbalanced by
+    /// ~±sqrt(k/n) but minimal movement on scaling at the end of a pool.
+    Jump,
+    /// Consistent-hash ring with `vnodes` points per member, for members whose
+    /// ordinals carry no meaning; own implementation over the frozen hash.
+    Ring {
+        /// Virtual nodes per available member, 1..=[`MAX_VNODES`].
+        vnodes: u32,
+    },
+}
+
+/// Largest accepted `vnodes` for [`Strategy::Ring`].
+pub const MAX_VNODES: u32 = 4096;
+
+impl Default for Strategy {
+    fn default() -> Self {
+        Strategy::Bounded { epsilon: 0.0 }
+    }
+}
+
+impl Strategy {
+    /// Short name: `bounded`, `jump` or `ring`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Strategy::Bounded { .. } => "bounded",
+            Strategy::Jump => "jump",
+            Strategy::Ring { .. } => "ring",
+        }
+    }
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Strategy::Bounded { epsilon } => write!(f, "bounded(epsilon={epsilon})"),
+            Strategy::Jump => f.write_str("jump"),
+            Strategy::Ring { vnodes } => write!(f, "ring(vnodes={vnodes})"),
+        }
+    }
+}
+
+/// Why no assignment could be computed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AssignError {
+    /// There is no available member (`members` counts the unavailable ones
+    /// that were listed; 0 means the list was empty).
+    #[error("{}", no_members_text(*members))]
+    NoMembers {
+        /// How many (unavailable) members were listed.
+        members: usize,
+    },
+    /// The same member appears twice in the member list.
+    #[error("member {member} is listed more than once")]
+    DuplicateMember {
+        /// The repeated member.
+        member: MemberId,
+    },
+    /// A member's ordinal is beyond the supported range.
+    #[error("member {member}: ordinal {} exceeds the supported maximum {MAX_ORDINAL}", member.ordinal)]
+    OrdinalTooLarge {
+        /// The member.
+        member: MemberId,
+    },
+    /// `epsilon` of the bounded strategy is negative, NaN or infinite.
+    #[error("strategy bounded: epsilon must be a finite number >= 0, got {epsilon}")]
+    InvalidEpsilon {
+        /// The rejected value.
+        epsilon: f64,
+    },
+    /// `vnodes` of the ring strategy is out of range.
+    #[error("strategy ring: vnodes must be between 1 and {MAX_VNODES}, got {vnodes}")]
+    InvalidVnodes {
+        /// The rejected value.
+        vnodes: u32,
+    },
+}
+
+fn no_members_text(members: usize) -> String {
+    if members == 0 {
+        "no members: the swarm has no pool members to assign jobs to".to_owned()
+    } else {
+        format!("no members available: all {members} members are unavailable")
+    }
+}
+
+/// Assigns every job to exactly one available member.
+///
+/// Deterministic: the same jobs, members (in any order) and strategy give the
+/// same [`Assignment`]. Unavailable members are listed in the result with no
+/// jobs. Fails with [`AssignError::NoMembers`] when no member is available,
+/// even for an empty job list, so that "nothing to run on" is never silent.
+pub fn assign(
+    jobs: &JobSet,
+    members: &[Member],
+    strategy: &Strategy,
+) -> Result<Assignment, AssignError> {
+    match *strategy {
+        Strategy::Bounded { epsilon } if !(epsilon.is_finite() && epsilon >= 0.0) => {
+            return Err(AssignError::InvalidEpsilon { epsilon });
+        }
+        Strategy::Ring { vnodes } if vnodes == 0 || vnodes > MAX_VNODES => {
+            return Err(AssignError::InvalidVnodes { vnodes });
+        }
+        _ => {}
+    }
+    let topology = topology::Topology::new(members)?;
+    let hashes: Vec<u64> = jobs.iter().map(|key| key_hash(key.as_bytes())).collect();
+    let owners = match *strategy {
+        Strategy::Bounded { epsilon } => bounded::assign(&topology, &hashes, epsilon),
+        Strategy::Jump => jump::assign(&topology, &hashes),
+        Strategy::Ring { vnodes } => ring::assign(&topology, &hashes, vnodes),
+    };
+    Ok(Assignment::from_parts(
+        topology.members,
+        topology.available,
+        jobs.clone(),
+        owners,
+    ))
+}

@@ -1,0 +1,144 @@
+//! The canonical view of a member list shared by the strategies: members
+//! sorted by (pool, ordinal), pools with their ordinal slots, and the
+//! deterministic probe sequence used to re-place keys.
+
+use crate::hash::{jump_bucket, mix, name_hash, unit_interval};
+use crate::member::{Member, MemberId};
+
+use super::AssignError;
+
+/// Highest supported ordinal in a pool. Slots `0..=ordinal` are materialised,
+/// so the bound keeps memory proportional to real pool sizes.
+pub const MAX_ORDINAL: u32 = 99_999;
+
+/// Probes tried before the exhaustive rendezvous fallback.
+const MAX_PROBES: u64 = 64;
+
+/// Marker for "no member" in slot and owner tables.
+pub(crate) const NONE: u32 = u32::MAX;
+
+pub(crate) struct Pool {
+    pub hash: u64,
+    /// Weight in the pool-level rendezvous: the slot count.
+    pub weight: f64,
+    /// Member index per ordinal, [`NONE`] for ordinals not listed.
+    pub slots: Vec<u32>,
+}
+
+pub(crate) struct Topology {
+    pub members: Vec<MemberId>,
+    pub available: Vec<bool>,
+    pub member_hash: Vec<u64>,
+    pub pools: Vec<Pool>,
+    pub available_count: usize,
+}
+
+impl Topology {
+    pub fn new(members: &[Member]) -> Result<Topology, AssignError> {
+        let mut sorted: Vec<(&MemberId, bool)> = members
+            .iter()
+            .map(|member| (&member.id, member.available))
+            .collect();
+        sorted.sort_by(|a, b| a.0.cmp(b.0));
+        if let Some(pair) = sorted.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+            return Err(AssignError::DuplicateMember {
+                member: pair[0].0.clone(),
+            });
+        }
+        if let Some((id, _)) = sorted.iter().find(|(id, _)| id.ordinal > MAX_ORDINAL) {
+            return Err(AssignError::OrdinalTooLarge {
+                member: (*id).clone(),
+            });
+        }
+        let available_count = sorted.iter().filter(|(_, available)| *available).count();
+        if available_count == 0 {
+            return Err(AssignError::NoMembers {
+                members: sorted.len(),
+            });
+        }
+        let mut pools: Vec<Pool> = Vec::new();
+        let mut previous_pool: Option<&str> = None;
+        for (index, (id, _)) in sorted.iter().enumerate() {
+            if previous_pool != Some(id.pool.as_str()) {
+                pools.push(Pool {
+                    hash: name_hash(&id.pool),
+                    weight: 0.0,
+                    slots: Vec::new(),
+                });
+                previous_pool = Some(id.pool.as_str());
+            }
+            if let Some(pool) = pools.last_mut() {
+                let ordinal = id.ordinal as usize;
+                if pool.slots.len() <= ordinal {
+                    pool.slots.resize(ordinal + 1, NONE);
+                }
+                pool.slots[ordinal] = index as u32;
+            }
+        }
+        for pool in &mut pools {
+            pool.weight = pool.slots.len() as f64;
+        }
+        Ok(Topology {
+            member_hash: sorted
+                .iter()
+                .map(|(id, _)| name_hash(&id.to_string()))
+                .collect(),
+            available: sorted.iter().map(|(_, available)| *available).collect(),
+            members: sorted.into_iter().map(|(id, _)| id.clone()).collect(),
+            pools,
+            available_count,
+        })
+    }
+
+    /// The pool a hash belongs to: weighted rendezvous over pools.
+    pub fn pool_of(&self, hash: u64) -> usize {
+        if self.pools.len() == 1 {
+            return 0;
+        }
+        let mut best = 0;
+        let mut best_score = f64::NEG_INFINITY;
+        for (index, pool) in self.pools.iter().enumerate() {
+            let score = -pool.weight / unit_interval(mix(hash, pool.hash)).ln();
+            if score > best_score {
+                best_score = score;
+                best = index;
+            }
+        }
+        best
+    }
+
+    /// The jump home of a hash: pool by rendezvous, slot by jump. Returns the
+    /// member index or [`NONE`] for a hole.
+    pub fn jump_home(&self, hash: u64) -> u32 {
+        let pool = &self.pools[self.pool_of(hash)];
+        pool.slots[jump_bucket(hash, pool.slots.len() as u32) as usize]
+    }
+
+    /// The first member in the key's probe sequence that is available and
+    /// accepted by `has_room`. Probe `a` (1, 2, …) is the jump home of
+    /// `mix(hash, a)`; after [`MAX_PROBES`] misses, the accepted member with
+    /// the highest rendezvous score `mix(hash, name_hash(member))` wins.
+    /// Returns [`NONE`] only if no member is accepted at all.
+    pub fn probe(&self, hash: u64, mut has_room: impl FnMut(u32) -> bool) -> u32 {
+        for attempt in 1..=MAX_PROBES {
+            let candidate = self.jump_home(mix(hash, attempt));
+            if candidate != NONE && self.available[candidate as usize] && has_room(candidate) {
+                return candidate;
+            }
+        }
+        let mut best = NONE;
+        let mut best_score = 0u64;
+        for (index, member_hash) in self.member_hash.iter().enumerate() {
+            let index = index as u32;
+            if !self.available[index as usize] || !has_room(index) {
+                continue;
+            }
+            let score = mix(hash, *member_hash);
+            if best == NONE || score > best_score {
+                best = index;
+                best_score = score;
+            }
+        }
+        best
+    }
+}
