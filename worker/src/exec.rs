@@ -394,7 +394,7 @@ mod tests {
                 swarm: "demo".into(),
                 member: "pool-0".into(),
                 revision,
-                hash: crate::slice_doc::jobs_hash(&jobs),
+                hash: crate::slice_doc::jobs_hash(jobs.iter().map(String::as_str)).unwrap(),
                 jobs,
             };
             Delivered {
@@ -501,7 +501,7 @@ mod tests {
             );
             assert_eq!(
                 acked.unwrap().hash,
-                crate::slice_doc::jobs_hash(&["b".into(), "c".into()])
+                crate::slice_doc::jobs_hash(["b", "c"]).unwrap()
             );
             eventually(|| log_lines(&log).contains(&"start c 2".to_string())).await;
             // b kept running: it was neither stopped nor started again.

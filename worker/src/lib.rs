@@ -529,8 +529,19 @@ async fn write_slice_file(
     path: std::path::PathBuf,
     slice: Arc<SliceView>,
 ) -> bool {
-    let document = slice_doc::render(&slice);
     let shown = path.display().to_string();
+    let document = match slice_doc::render(&slice) {
+        Ok(document) => document,
+        Err(error) => {
+            // Cannot happen for a slice that parsed, but never write a wrong file.
+            shared.metrics.file_write_errors.inc();
+            tracing::error!(path = shown, %error, "cannot render the slice file");
+            shared.set_status(|status| {
+                status.file_error = Some(format!("cannot render {shown}: {error}"))
+            });
+            return false;
+        }
+    };
     let written = tokio::task::spawn_blocking(move || {
         atomic_file::replace_atomically(&path, document.as_bytes())
     })

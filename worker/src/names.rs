@@ -1,21 +1,9 @@
 //! Names of the cluster objects the sidecar reads and writes (see
-//! ARCHITECTURE.md, "Names of cluster objects").
+//! ARCHITECTURE.md, "Names of cluster objects"); thin aliases of
+//! `shoal_core::names`.
 
-/// Annotation on the member Lease: the acknowledged revision (u64).
-pub const ACKED_REVISION: &str = "shoal.dev/acked-revision";
-/// Annotation on the member Lease: the acknowledged slice hash.
-pub const ACKED_HASH: &str = "shoal.dev/acked-hash";
-/// Label naming the member (pod name).
-pub const MEMBER_LABEL: &str = "shoal.dev/member";
-/// Data key of the slice document in the slice ConfigMap.
-pub const SLICE_KEY: &str = "slice.yaml";
-
-/// The member's slice ConfigMap: `<pod>-slice`.
-pub fn slice_config_map(pod: &str) -> String {
-    format!("{pod}-slice")
-}
-
-/// The member's Lease: `<pod>-member`.
-pub fn member_lease(pod: &str) -> String {
-    format!("{pod}-member")
-}
+pub use shoal_core::names::{
+    ANNOTATION_ACKED_HASH as ACKED_HASH, ANNOTATION_ACKED_REVISION as ACKED_REVISION,
+    LABEL_MEMBER as MEMBER_LABEL, SLICE_DATA_KEY as SLICE_KEY, member_lease,
+    slice_configmap as slice_config_map,
+};

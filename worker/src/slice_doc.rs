@@ -1,32 +1,55 @@
 //! Slice format v1 as the sidecar reads it from its ConfigMap and writes it
-//! to the slice file (see ARCHITECTURE.md, "Slice format v1").
+//! to the slice file. The format itself lives in `shoal_core::format`; this
+//! module adds what is specific to a member: reading the ConfigMap (plain or
+//! gzip-compressed) and checking the slice is this member's.
+
+use std::io::Read;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use serde::Deserialize;
-use sha2::{Digest, Sha256};
+use shoal_core::format::{SliceParseError, parse_slice, render_slice};
+use shoal_core::job::{InvalidJobs, JobSet};
+use shoal_core::names;
+use shoal_core::slice::Slice;
 
-use crate::names;
 use crate::view::SliceView;
-
-/// The `format` value of slice format v1.
-pub const FORMAT_V1: &str = "shoal.dev/slice/v1";
 
 /// Why a slice ConfigMap cannot be used. The last good slice stays in force.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SliceProblem {
     /// The ConfigMap has no slice document.
-    #[error("data key {key:?} is missing")]
+    #[error("neither data key {plain:?} nor binaryData key {gzip:?} is present")]
     MissingKey {
-        /// The expected data key.
+        /// The plain data key.
+        plain: &'static str,
+        /// The gzip binaryData key.
+        gzip: &'static str,
+    },
+    /// The gzip-compressed slice cannot be decompressed as UTF-8 text.
+    #[error("binaryData key {key:?} is not gzip-compressed UTF-8: {reason}")]
+    Gzip {
+        /// The data key.
         key: &'static str,
+        /// What failed.
+        reason: String,
+    },
+    /// The slice is split over several ConfigMaps; not read yet.
+    #[error(
+        "the slice is split into {parts} ConfigMaps (annotation {annotation}); \
+         reassembling split slices is not implemented in this sidecar yet"
+    )]
+    SplitUnsupported {
+        /// The annotation.
+        annotation: &'static str,
+        /// Its value.
+        parts: String,
     },
     /// The document is not slice format v1.
-    #[error("{key} is not a valid slice document: {reason}")]
+    #[error("{key} is not a valid slice document: {source}")]
     Parse {
         /// The data key.
         key: &'static str,
-        /// What the parser said, naming the field.
-        reason: String,
+        /// The parser's error, naming the field.
+        source: SliceParseError,
     },
     /// The document is for another member.
     #[error("slice is for member {found:?}, not {expected:?}")]
@@ -38,123 +61,91 @@ pub enum SliceProblem {
     },
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Document {
-    format: String,
-    swarm: String,
-    member: String,
-    revision: u64,
-    hash: String,
-    #[serde(default)]
-    jobs: Vec<String>,
+impl SliceView {
+    /// A slice over `jobs` (any order) with its canonical hash.
+    pub fn new<S: Into<String>>(
+        swarm: impl Into<String>,
+        member: impl Into<String>,
+        revision: u64,
+        jobs: impl IntoIterator<Item = S>,
+    ) -> Result<SliceView, InvalidJobs> {
+        let jobs = JobSet::parse(jobs)?;
+        Ok(SliceView::from(&Slice::new(swarm, member, revision, jobs)))
+    }
 }
 
-/// `sha256:` + hex SHA-256 of every key followed by `\n`, in sorted order.
-pub fn jobs_hash(jobs: &[String]) -> String {
-    let mut hasher = Sha256::new();
-    for job in jobs {
-        hasher.update(job.as_bytes());
-        hasher.update(b"\n");
-    }
-    format!("sha256:{}", hex::encode(hasher.finalize()))
-}
-
-/// Parses a slice format v1 document and checks it: known format, sorted
-/// unique non-empty jobs, and a hash that matches them.
-pub fn parse(text: &str) -> Result<SliceView, String> {
-    let document: Document = serde_saphyr::from_str(text).map_err(|error| error.to_string())?;
-    if document.format != FORMAT_V1 {
-        return Err(format!(
-            "field `format` is {:?}, expected {FORMAT_V1:?}",
-            document.format
-        ));
-    }
-    if let Some(empty) = document.jobs.iter().position(|job| job.is_empty()) {
-        return Err(format!("field `jobs` has an empty key at position {empty}"));
-    }
-    if let Some(pair) = document.jobs.windows(2).find(|pair| pair[0] >= pair[1]) {
-        let problem = if pair[0] == pair[1] {
-            "duplicated"
-        } else {
-            "out of byte order"
-        };
-        return Err(format!(
-            "field `jobs` is not sorted and unique: {:?} is {problem}",
-            pair[1]
-        ));
-    }
-    let expected = jobs_hash(&document.jobs);
-    if document.hash != expected {
-        return Err(format!(
-            "field `hash` is {:?} but the jobs hash to {expected:?}",
-            document.hash
-        ));
-    }
-    Ok(SliceView {
-        swarm: document.swarm,
-        member: document.member,
-        revision: document.revision,
-        hash: document.hash,
-        jobs: document.jobs,
-    })
-}
-
-/// Renders a slice as slice format v1.
-pub fn render(slice: &SliceView) -> String {
-    let mut text = format!(
-        "format: {FORMAT_V1}\nswarm: {}\nmember: {}\nrevision: {}\nhash: {}\n",
-        yaml_scalar(&slice.swarm),
-        yaml_scalar(&slice.member),
-        slice.revision,
-        slice.hash
-    );
-    if slice.jobs.is_empty() {
-        text.push_str("jobs: []\n");
-    } else {
-        text.push_str("jobs:\n");
-        for job in &slice.jobs {
-            text.push_str("- ");
-            text.push_str(&yaml_scalar(job));
-            text.push('\n');
+impl From<&Slice> for SliceView {
+    fn from(slice: &Slice) -> SliceView {
+        SliceView {
+            swarm: slice.swarm.clone(),
+            member: slice.member.clone(),
+            revision: slice.revision,
+            hash: slice.hash.clone(),
+            jobs: slice
+                .jobs
+                .iter()
+                .map(|key| key.as_str().to_string())
+                .collect(),
         }
     }
-    text
 }
 
-/// A YAML scalar for a key: plain when unambiguous, else double-quoted JSON
-/// (which YAML reads back verbatim).
-fn yaml_scalar(value: &str) -> String {
-    let plain = !value.is_empty()
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, ':' | '-' | '_' | '.' | '/'))
-        && value
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic())
-        && !value.ends_with(':')
-        && !value.contains(": ");
-    if plain {
-        value.to_string()
-    } else {
-        serde_json::Value::from(value).to_string()
-    }
+/// The canonical hash of a job list (see `shoal_core::slice::canonical_hash`).
+pub fn jobs_hash<S: Into<String>>(
+    jobs: impl IntoIterator<Item = S>,
+) -> Result<String, InvalidJobs> {
+    Ok(shoal_core::slice::canonical_hash(&JobSet::parse(jobs)?))
+}
+
+/// Parses a slice format v1 document (every field checked, hash verified).
+pub fn parse(text: &str) -> Result<SliceView, SliceParseError> {
+    parse_slice(text).map(|slice| SliceView::from(&slice))
+}
+
+/// Renders a slice as slice format v1, byte for byte as the controller does.
+pub fn render(slice: &SliceView) -> Result<String, InvalidJobs> {
+    let jobs = JobSet::parse(slice.jobs.iter().map(String::as_str))?;
+    Ok(render_slice(&Slice {
+        swarm: slice.swarm.clone(),
+        member: slice.member.clone(),
+        revision: slice.revision,
+        hash: slice.hash.clone(),
+        jobs,
+    }))
 }
 
 /// Decodes the member's slice ConfigMap and checks it is for `member`.
 pub fn decode(config_map: &ConfigMap, member: &str) -> Result<SliceView, SliceProblem> {
-    let text = config_map
+    let parts = config_map
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(names::ANNOTATION_PARTS));
+    if let Some(parts) = parts.filter(|parts| parts.trim() != "1") {
+        return Err(SliceProblem::SplitUnsupported {
+            annotation: names::ANNOTATION_PARTS,
+            parts: parts.clone(),
+        });
+    }
+    let plain = config_map
         .data
         .as_ref()
-        .and_then(|data| data.get(names::SLICE_KEY))
-        .ok_or(SliceProblem::MissingKey {
-            key: names::SLICE_KEY,
-        })?;
-    let slice = parse(text).map_err(|reason| SliceProblem::Parse {
-        key: names::SLICE_KEY,
-        reason,
-    })?;
+        .and_then(|data| data.get(names::SLICE_DATA_KEY));
+    let (key, text) = match plain {
+        Some(text) => (names::SLICE_DATA_KEY, text.clone()),
+        None => {
+            let compressed = config_map
+                .binary_data
+                .as_ref()
+                .and_then(|data| data.get(names::SLICE_GZIP_DATA_KEY))
+                .ok_or(SliceProblem::MissingKey {
+                    plain: names::SLICE_DATA_KEY,
+                    gzip: names::SLICE_GZIP_DATA_KEY,
+                })?;
+            (names::SLICE_GZIP_DATA_KEY, gunzip(&compressed.0)?)
+        }
+    };
+    let slice = parse(&text).map_err(|source| SliceProblem::Parse { key, source })?;
     if slice.member != member {
         return Err(SliceProblem::WrongMember {
             expected: member.to_string(),
@@ -164,27 +155,31 @@ pub fn decode(config_map: &ConfigMap, member: &str) -> Result<SliceView, SlicePr
     Ok(slice)
 }
 
+fn gunzip(compressed: &[u8]) -> Result<String, SliceProblem> {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(compressed)
+        .read_to_string(&mut text)
+        .map_err(|error| SliceProblem::Gzip {
+            key: names::SLICE_GZIP_DATA_KEY,
+            reason: error.to_string(),
+        })?;
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+    use std::io::Write;
 
     fn slice(jobs: &[&str]) -> SliceView {
-        let mut jobs: Vec<String> = jobs.iter().map(|job| job.to_string()).collect();
-        jobs.sort();
-        SliceView {
-            swarm: "demo".into(),
-            member: "pool-0".into(),
-            revision: 3,
-            hash: jobs_hash(&jobs),
-            jobs,
-        }
+        SliceView::new("demo", "pool-0", 3, jobs.iter().copied()).unwrap()
     }
 
     fn config_map(text: &str) -> ConfigMap {
         ConfigMap {
             data: Some(BTreeMap::from([(
-                names::SLICE_KEY.to_string(),
+                names::SLICE_DATA_KEY.to_string(),
                 text.to_string(),
             )])),
             ..ConfigMap::default()
@@ -196,71 +191,88 @@ mod tests {
         for jobs in [
             &[][..],
             &["stream:cctv0:updated", "stream:foo:new"][..],
-            &["a b", "it's", "x: y", "-1", "yes"][..],
+            &["a b", "it's", "x: y", "-1", "yes", "#c"][..],
         ] {
             let slice = slice(jobs);
-            assert_eq!(parse(&render(&slice)), Ok(slice));
+            assert_eq!(parse(&render(&slice).unwrap()), Ok(slice));
         }
     }
 
     #[test]
-    fn the_architecture_example_renders_as_documented() {
-        let slice = slice(&["stream:cctv0:updated", "stream:foo:new"]);
-        let expected = format!(
-            "format: shoal.dev/slice/v1\nswarm: demo\nmember: pool-0\nrevision: 3\nhash: {}\njobs:\n- stream:cctv0:updated\n- stream:foo:new\n",
-            slice.hash
-        );
-        assert_eq!(render(&slice), expected);
-    }
-
-    #[test]
     fn the_empty_jobs_hash_is_the_sha256_of_nothing() {
-        assert_eq!(jobs_hash(&[]), crate::view::EMPTY_JOBS_HASH);
+        assert_eq!(
+            jobs_hash(Vec::<String>::new()).unwrap(),
+            crate::view::EMPTY_JOBS_HASH
+        );
+        assert_eq!(
+            slice(&["a"]).without_jobs().hash,
+            crate::view::EMPTY_JOBS_HASH
+        );
     }
 
     #[test]
     fn a_hash_that_does_not_match_the_jobs_is_rejected_naming_the_field() {
-        let mut text = render(&slice(&["a", "b"]));
-        text = text.replace("- b\n", "- c\n");
-        let error = parse(&text).unwrap_err();
-        assert!(error.contains("field `hash`"), "{error}");
+        let text = render(&slice(&["a", "b"]))
+            .unwrap()
+            .replace("- b\n", "- c\n");
+        let problem = decode(&config_map(&text), "pool-0").unwrap_err();
+        assert!(problem.to_string().contains("field `hash`"), "{problem}");
     }
 
     #[test]
-    fn unsorted_or_duplicated_jobs_are_rejected() {
-        let mut tampered = slice(&["a", "b"]);
-        tampered.jobs = vec!["b".into(), "a".into()];
-        tampered.hash = jobs_hash(&tampered.jobs);
-        assert!(
-            parse(&render(&tampered))
-                .unwrap_err()
-                .contains("out of byte order")
-        );
-        tampered.jobs = vec!["a".into(), "a".into()];
-        tampered.hash = jobs_hash(&tampered.jobs);
-        assert!(
-            parse(&render(&tampered))
-                .unwrap_err()
-                .contains("duplicated")
-        );
-    }
-
-    #[test]
-    fn an_unknown_format_is_rejected() {
-        let text = render(&slice(&["a"])).replace("shoal.dev/slice/v1", "shoal.dev/slice/v9");
-        assert!(parse(&text).unwrap_err().contains("field `format`"));
-    }
-
-    #[test]
-    fn a_config_map_without_the_slice_key_is_a_clear_problem() {
+    fn a_config_map_without_the_slice_is_a_clear_problem() {
         let problem = decode(&ConfigMap::default(), "pool-0").unwrap_err();
-        assert_eq!(problem, SliceProblem::MissingKey { key: "slice.yaml" });
-        assert_eq!(problem.to_string(), "data key \"slice.yaml\" is missing");
+        assert!(matches!(problem, SliceProblem::MissingKey { .. }));
+        assert!(problem.to_string().contains("slice.yaml"), "{problem}");
+    }
+
+    #[test]
+    fn a_gzip_compressed_slice_is_read() {
+        let original = slice(&["a", "b"]);
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder
+            .write_all(render(&original).unwrap().as_bytes())
+            .unwrap();
+        let compressed = encoder.finish().unwrap();
+        let config_map = ConfigMap {
+            binary_data: Some(BTreeMap::from([(
+                names::SLICE_GZIP_DATA_KEY.to_string(),
+                k8s_openapi::ByteString(compressed),
+            )])),
+            ..ConfigMap::default()
+        };
+        assert_eq!(decode(&config_map, "pool-0"), Ok(original));
+    }
+
+    #[test]
+    fn corrupt_gzip_is_a_problem_not_a_panic() {
+        let config_map = ConfigMap {
+            binary_data: Some(BTreeMap::from([(
+                names::SLICE_GZIP_DATA_KEY.to_string(),
+                k8s_openapi::ByteString(b"not gzip".to_vec()),
+            )])),
+            ..ConfigMap::default()
+        };
+        assert!(matches!(
+            decode(&config_map, "pool-0"),
+            Err(SliceProblem::Gzip { .. })
+        ));
+    }
+
+    #[test]
+    fn a_split_slice_is_reported_as_not_supported_yet() {
+        let mut config_map = config_map(&render(&slice(&["a"])).unwrap());
+        config_map.metadata.annotations = Some(BTreeMap::from([(
+            names::ANNOTATION_PARTS.to_string(),
+            "3".to_string(),
+        )]));
+        let problem = decode(&config_map, "pool-0").unwrap_err();
+        assert!(problem.to_string().contains("not implemented"), "{problem}");
     }
 
     #[test]
     fn a_slice_for_another_member_is_refused() {
-        let problem = decode(&config_map(&render(&slice(&["a"]))), "pool-1").unwrap_err();
+        let problem = decode(&config_map(&render(&slice(&["a"])).unwrap()), "pool-1").unwrap_err();
         assert!(
             matches!(problem, SliceProblem::WrongMember { .. }),
             "{problem}"
