@@ -1292,3 +1292,7 @@ fn settled(
 pub fn slice_text(slice: &Slice) -> String {
     render_slice(slice)
 }
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

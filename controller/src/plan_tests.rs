@@ -1,0 +1,716 @@
+//! Unit tests of the pure plan, driven by a tiny in-memory "cluster" that
+//! applies each plan's operations the way the I/O layer does.
+
+use super::*;
+use crate::crd::{ApprovalSpec, ConfigMapKeyRef, FailoverSpec, JobsFrom, RolloutSpec};
+
+fn t0() -> Timestamp {
+    "2026-01-01T00:00:00Z".parse().unwrap()
+}
+
+fn jobs(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("stream:{i:03}")).collect()
+}
+
+fn spec(job_keys: Vec<String>) -> SwarmSpec {
+    SwarmSpec {
+        jobs: job_keys,
+        jobs_from: None,
+        strategy: StrategySpec::default(),
+        reload: ReloadPolicy::HotReload,
+        approval: ApprovalSpec::default(),
+        rollout: RolloutSpec::default(),
+        failover: FailoverSpec::default(),
+        revision_history_limit: 10,
+    }
+}
+
+fn pool(name: &str, replicas: u32) -> PoolState {
+    PoolState {
+        name: name.to_owned(),
+        replicas,
+        pods: (0..replicas)
+            .map(|ordinal| {
+                (
+                    ordinal,
+                    PodState {
+                        uid: format!("{name}-{ordinal}-uid-a"),
+                        ready: true,
+                        deleting: false,
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+/// An in-memory cluster: an observation that operations are applied to.
+struct Cluster {
+    obs: Observation,
+    writes: Vec<String>,
+    evicted: Vec<String>,
+}
+
+impl Cluster {
+    fn new(spec: SwarmSpec, replicas: u32) -> Cluster {
+        Cluster {
+            obs: Observation {
+                swarm: "demo".to_owned(),
+                generation: Some(1),
+                spec,
+                annotations: BTreeMap::new(),
+                status: SwarmStatus::default(),
+                pools: vec![pool("worker", replicas)],
+                job_source: JobSource::NotReferenced,
+                slices: BTreeMap::new(),
+                leases: BTreeMap::new(),
+                history: BTreeMap::new(),
+                index: None,
+                now: t0(),
+            },
+            writes: Vec::new(),
+            evicted: Vec::new(),
+        }
+    }
+
+    /// Plans once and applies the plan; returns it.
+    fn step(&mut self) -> Plan {
+        let plan = plan(&self.obs);
+        for operation in &plan.operations {
+            match operation {
+                Operation::WriteRevision(record) => {
+                    self.obs.history.insert(record.revision, record.clone());
+                }
+                Operation::WriteSlice {
+                    slice,
+                    written_for_uid,
+                    phase,
+                    ..
+                } => {
+                    self.writes.push(slice.member.clone());
+                    self.obs.slices.insert(
+                        slice.member.clone(),
+                        SliceObject {
+                            text: Some(slice_text(slice)),
+                            written_for_uid: Some(written_for_uid.clone()),
+                            phase: Some((*phase).to_owned()),
+                        },
+                    );
+                }
+                Operation::DeleteSlice { member } => {
+                    self.obs.slices.remove(member);
+                }
+                Operation::Evict { pod, uid } => {
+                    self.evicted.push(pod.clone());
+                    for pool in &mut self.obs.pools {
+                        for (ordinal, state) in &mut pool.pods {
+                            if format!("{}-{ordinal}", pool.name) == *pod && state.uid == *uid {
+                                // The replacement pod comes back Ready at once.
+                                state.uid = format!("{uid}-next");
+                            }
+                        }
+                    }
+                }
+                Operation::WriteIndex { text } => self.obs.index = Some(text.clone()),
+                Operation::PruneRevision { revision } => {
+                    self.obs.history.remove(revision);
+                }
+            }
+        }
+        self.obs.status = plan.status.clone();
+        plan
+    }
+
+    /// Steps until a plan has no operations (at most 10 times); returns every plan.
+    fn settle(&mut self) -> Vec<Plan> {
+        let mut plans = Vec::new();
+        for _ in 0..10 {
+            let plan = self.step();
+            let quiet = plan.operations.is_empty();
+            plans.push(plan);
+            if quiet {
+                return plans;
+            }
+        }
+        panic!("no convergence after 10 plans: {:#?}", plans.last());
+    }
+
+    fn slice_of(&self, member: &str) -> Vec<String> {
+        let object = self.obs.slices.get(member).expect("slice exists");
+        let slice = parse_slice(object.text.as_deref().unwrap()).unwrap();
+        slice
+            .jobs
+            .iter()
+            .map(|key| key.as_str().to_owned())
+            .collect()
+    }
+
+    fn scale(&mut self, replicas: u32) {
+        let name = self.obs.pools[0].name.clone();
+        let old = std::mem::replace(&mut self.obs.pools[0], pool(&name, replicas));
+        for (ordinal, pod) in old.pods {
+            if ordinal < replicas {
+                self.obs.pools[0].pods.insert(ordinal, pod);
+            }
+        }
+    }
+
+    fn condition(&self, type_: &str) -> Condition {
+        previous_condition(&self.obs.status, type_)
+            .cloned()
+            .expect("condition present")
+    }
+}
+
+fn reasons(plan: &Plan) -> Vec<&str> {
+    plan.events
+        .iter()
+        .map(|event| event.reason.as_str())
+        .collect()
+}
+
+fn all_jobs_once(cluster: &Cluster) -> Vec<String> {
+    let mut all: Vec<String> = cluster
+        .obs
+        .slices
+        .keys()
+        .flat_map(|member| cluster.slice_of(member))
+        .collect();
+    all.sort();
+    all
+}
+
+#[test]
+fn the_first_revision_applies_at_once_under_automatic_approval() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 2);
+    let plan = cluster.step();
+    assert_eq!(plan.applied_revision, Some(1));
+    assert!(
+        matches!(plan.operations[0], Operation::WriteRevision(ref record) if record.revision == 1)
+    );
+    assert_eq!(plan.status.current_revision, 1);
+    assert!(reasons(&plan).contains(&"RevisionApproved"));
+    cluster.settle();
+    assert_eq!(all_jobs_once(&cluster), jobs(10));
+    assert_eq!(cluster.slice_of("worker-0").len(), 5);
+    assert_eq!(cluster.condition("Ready").status, "True");
+    assert_eq!(cluster.obs.status.phase.as_deref(), Some("Ready"));
+    assert_eq!(cluster.obs.status.ready.as_deref(), Some("2/2"));
+    assert_eq!(cluster.obs.status.jobs, 10);
+}
+
+#[test]
+fn a_converged_swarm_plans_no_writes_and_no_events() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 2);
+    cluster.settle();
+    let plan = cluster.step();
+    assert!(plan.operations.is_empty(), "{:?}", plan.operations);
+    assert!(plan.events.is_empty(), "{:?}", plan.events);
+    assert_eq!(plan.status, cluster.obs.status);
+}
+
+#[test]
+fn the_index_is_written_in_the_seed_workloads_shape_once_converged() {
+    let mut cluster = Cluster::new(spec(jobs(4)), 2);
+    cluster.settle();
+    let index = cluster.obs.index.clone().expect("index written");
+    assert!(index.contains("workloads:"), "{index}");
+    assert!(index.contains("worker-0:"), "{index}");
+    assert!(index.contains("version: 1"), "{index}");
+}
+
+#[test]
+fn scaling_up_revokes_before_granting_and_rewrites_only_affected_members() {
+    let mut cluster = Cluster::new(spec(jobs(30)), 3);
+    cluster.settle();
+    let before: BTreeMap<String, Vec<String>> = ["worker-0", "worker-1", "worker-2"]
+        .iter()
+        .map(|m| (m.to_string(), cluster.slice_of(m)))
+        .collect();
+    cluster.writes.clear();
+    cluster.scale(4);
+    let first = cluster.step();
+    assert_eq!(first.applied_revision, Some(2));
+    // The first plan only revokes: nothing is granted to the new member yet.
+    let granted_new = first
+        .operations
+        .iter()
+        .any(|op| matches!(op, Operation::WriteSlice { slice, .. } if slice.member == "worker-3"));
+    assert!(
+        !granted_new,
+        "granted before revokes settled: {:?}",
+        first.operations
+    );
+    for op in &first.operations {
+        if let Operation::WriteSlice { phase, .. } = op {
+            assert_eq!(*phase, "revoke");
+        }
+    }
+    cluster.settle();
+    assert_eq!(all_jobs_once(&cluster), jobs(30));
+    for (member, old) in &before {
+        let now = cluster.slice_of(member);
+        let written = cluster.writes.iter().any(|w| w == member);
+        assert_eq!(
+            written,
+            &now != old,
+            "{member} written={written} but changed={}",
+            &now != old
+        );
+        assert!(
+            now.iter().all(|key| old.contains(key)),
+            "{member} gained keys on scale up"
+        );
+    }
+    assert!(!cluster.slice_of("worker-3").is_empty());
+}
+
+#[test]
+fn a_member_lease_that_has_not_acknowledged_the_revoke_holds_back_the_grant() {
+    let mut cluster = Cluster::new(spec(jobs(30)), 3);
+    cluster.settle();
+    for member in ["worker-0", "worker-1", "worker-2"] {
+        cluster.obs.leases.insert(
+            member.to_owned(),
+            LeaseState {
+                acked_revision: Some(1),
+                acked_hash: None,
+                renew_time: Some(t0()),
+                duration_seconds: Some(30),
+            },
+        );
+    }
+    cluster.scale(4);
+    cluster.step();
+    for _ in 0..3 {
+        let plan = cluster.step();
+        assert!(
+            !plan
+                .operations
+                .iter()
+                .any(|op| matches!(op, Operation::WriteSlice { phase: "grant", .. })),
+            "granted without acknowledgement: {:?}",
+            plan.operations
+        );
+        assert_eq!(plan.status.phase.as_deref(), Some("Progressing"));
+    }
+    // Acknowledge every revoked slice.
+    for member in ["worker-0", "worker-1", "worker-2"] {
+        let hash = parse_slice(cluster.obs.slices[member].text.as_deref().unwrap())
+            .unwrap()
+            .hash;
+        let lease = cluster.obs.leases.get_mut(member).unwrap();
+        lease.acked_hash = Some(hash);
+        lease.acked_revision = Some(2);
+    }
+    let plan = cluster.step();
+    assert!(plan.operations.iter().any(
+        |op| matches!(op, Operation::WriteSlice { slice, phase: "grant", .. } if slice.member == "worker-3")
+    ));
+}
+
+#[test]
+fn an_expired_member_lease_counts_as_having_given_up_its_jobs() {
+    let mut cluster = Cluster::new(spec(jobs(30)), 3);
+    cluster.settle();
+    for member in ["worker-0", "worker-1", "worker-2"] {
+        cluster.obs.leases.insert(
+            member.to_owned(),
+            LeaseState {
+                acked_revision: Some(1),
+                acked_hash: None,
+                renew_time: Some(t0()),
+                duration_seconds: Some(10),
+            },
+        );
+    }
+    cluster.scale(4);
+    cluster.step();
+    cluster.obs.now = t0() + SignedDuration::from_secs(11);
+    let plan = cluster.step();
+    assert!(plan.operations.iter().any(
+        |op| matches!(op, Operation::WriteSlice { slice, phase: "grant", .. } if slice.member == "worker-3")
+    ));
+}
+
+#[test]
+fn scaling_down_moves_the_jobs_of_the_removed_member_and_deletes_its_slice() {
+    let mut cluster = Cluster::new(spec(jobs(30)), 3);
+    cluster.settle();
+    cluster.scale(2);
+    let plans = cluster.settle();
+    assert_eq!(plans[0].applied_revision, Some(2));
+    assert!(!cluster.obs.slices.contains_key("worker-2"));
+    assert_eq!(all_jobs_once(&cluster), jobs(30));
+    assert_eq!(cluster.obs.status.ready.as_deref(), Some("2/2"));
+}
+
+#[test]
+fn manual_approval_changes_nothing_until_the_pending_revision_is_approved() {
+    let mut spec = spec(jobs(20));
+    spec.approval.policy = ApprovalPolicy::Manual;
+    let mut cluster = Cluster::new(spec, 2);
+    let plan = cluster.step();
+    assert!(plan.operations.is_empty(), "{:?}", plan.operations);
+    let pending = plan
+        .status
+        .pending_revision
+        .clone()
+        .expect("pending revision");
+    assert_eq!(pending.revision, 1);
+    assert_eq!(pending.summary.members_affected, 2);
+    assert_eq!(plan.status.phase.as_deref(), Some("AwaitingApproval"));
+    assert!(reasons(&plan).contains(&"RevisionPending"));
+    // Still nothing on the next pass, and no repeated Event.
+    let again = cluster.step();
+    assert!(again.operations.is_empty());
+    assert!(again.events.is_empty(), "{:?}", again.events);
+
+    cluster
+        .obs
+        .annotations
+        .insert(APPROVE_ANNOTATION.to_owned(), "1".to_owned());
+    let approved = cluster.step();
+    assert_eq!(approved.applied_revision, Some(1));
+    assert!(approved.status.pending_revision.is_none());
+    cluster.settle();
+    assert_eq!(all_jobs_once(&cluster), jobs(20));
+}
+
+#[test]
+fn a_stale_approval_is_ignored_and_said_so_in_status() {
+    let mut spec = spec(jobs(20));
+    spec.approval.policy = ApprovalPolicy::Manual;
+    let mut cluster = Cluster::new(spec, 2);
+    cluster.step();
+    // Revision 1 is pending; the job list changes before anyone approves.
+    cluster.obs.spec.jobs = jobs(21);
+    let superseding = cluster.step();
+    let pending = superseding.status.pending_revision.clone().unwrap();
+    assert_eq!(pending.revision, 2);
+    assert_eq!(pending.summary.supersedes, Some(1));
+    assert!(reasons(&superseding).contains(&"RevisionSuperseded"));
+    // Approving the reviewed-but-superseded revision 1 must not apply revision 2.
+    cluster
+        .obs
+        .annotations
+        .insert(APPROVE_ANNOTATION.to_owned(), "1".to_owned());
+    let plan = cluster.step();
+    assert!(plan.operations.is_empty(), "{:?}", plan.operations);
+    assert_eq!(plan.status.current_revision, 0);
+    let awaiting = previous_condition(&plan.status, "AwaitingApproval").unwrap();
+    assert!(awaiting.message.contains("stale"), "{}", awaiting.message);
+    assert!(reasons(&plan).contains(&"StaleApproval"));
+    cluster
+        .obs
+        .annotations
+        .insert(APPROVE_ANNOTATION.to_owned(), "2".to_owned());
+    let plan = cluster.step();
+    assert_eq!(plan.applied_revision, Some(2));
+}
+
+#[test]
+fn budget_approves_a_change_within_the_moved_jobs_budget() {
+    let mut spec = spec(jobs(30));
+    spec.approval = ApprovalSpec {
+        policy: ApprovalPolicy::Budget,
+        max_disrupted_members: None,
+        max_moved_jobs: Some(10),
+    };
+    let mut cluster = Cluster::new(spec, 3);
+    cluster.settle();
+    assert_eq!(cluster.obs.status.current_revision, 1);
+    cluster.scale(4);
+    let plan = cluster.step();
+    assert_eq!(
+        plan.applied_revision,
+        Some(2),
+        "{:?}",
+        plan.status.pending_revision
+    );
+}
+
+#[test]
+fn budget_waits_for_approval_when_a_change_exceeds_it() {
+    let mut spec = spec(jobs(30));
+    spec.approval = ApprovalSpec {
+        policy: ApprovalPolicy::Budget,
+        max_disrupted_members: Some(1),
+        max_moved_jobs: Some(2),
+    };
+    let mut cluster = Cluster::new(spec, 3);
+    cluster.settle();
+    cluster.scale(4);
+    let plan = cluster.step();
+    assert_eq!(plan.applied_revision, None);
+    let pending = plan.status.pending_revision.clone().expect("pending");
+    assert!(pending.summary.jobs_moved > 2);
+    let awaiting = previous_condition(&plan.status, "AwaitingApproval").unwrap();
+    assert_eq!(awaiting.reason, "OverBudget");
+}
+
+#[test]
+fn duplicate_job_keys_degrade_the_swarm_and_keep_the_last_good_revision() {
+    let mut cluster = Cluster::new(spec(jobs(6)), 2);
+    cluster.settle();
+    let good = cluster.obs.slices.clone();
+    cluster.obs.spec.jobs.push("stream:001".to_owned());
+    let plan = cluster.step();
+    assert!(plan.operations.is_empty(), "{:?}", plan.operations);
+    assert_eq!(plan.status.current_revision, 1);
+    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    assert_eq!(degraded.status, "True");
+    assert_eq!(degraded.reason, "InvalidJobs");
+    assert!(
+        degraded.message.contains("stream:001"),
+        "{}",
+        degraded.message
+    );
+    assert!(
+        plan.events
+            .iter()
+            .any(|e| e.warning && e.reason == "InvalidJobs")
+    );
+    assert_eq!(cluster.obs.slices, good);
+    // The Event is not repeated while nothing changes.
+    assert!(cluster.step().events.is_empty());
+    cluster.obs.spec.jobs.pop();
+    let fixed = cluster.step();
+    assert!(reasons(&fixed).contains(&"Recovered"));
+}
+
+#[test]
+fn a_missing_job_configmap_is_named_in_the_degraded_condition() {
+    let mut spec = spec(vec![]);
+    spec.jobs_from = Some(JobsFrom {
+        config_map_key_ref: ConfigMapKeyRef {
+            name: "swarm-jobs".to_owned(),
+            key: "config.yml".to_owned(),
+        },
+    });
+    let mut cluster = Cluster::new(spec, 2);
+    cluster.obs.job_source = JobSource::MissingConfigMap {
+        name: "swarm-jobs".to_owned(),
+    };
+    let plan = cluster.step();
+    assert!(plan.operations.is_empty());
+    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    assert_eq!(degraded.reason, "JobConfigMapMissing");
+    assert!(degraded.message.contains("swarm-jobs"));
+    assert_eq!(plan.status.phase.as_deref(), Some("Degraded"));
+}
+
+#[test]
+fn an_unparsable_job_configmap_is_named_and_a_good_one_is_used() {
+    let mut cluster = Cluster::new(spec(vec!["inline:a".to_owned()]), 2);
+    cluster.obs.job_source = JobSource::Text {
+        name: "swarm-jobs".to_owned(),
+        key: "config.yml".to_owned(),
+        text: "jobs: {not: a list".to_owned(),
+    };
+    let plan = cluster.step();
+    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    assert_eq!(degraded.reason, "JobConfigMapInvalid");
+    assert!(degraded.message.contains("swarm-jobs"));
+    cluster.obs.job_source = JobSource::Text {
+        name: "swarm-jobs".to_owned(),
+        key: "config.yml".to_owned(),
+        text: "jobs:\n  - stream:cctv0:updated\n  - stream:foo:new\n".to_owned(),
+    };
+    cluster.settle();
+    assert_eq!(
+        all_jobs_once(&cluster),
+        vec!["inline:a", "stream:cctv0:updated", "stream:foo:new"]
+    );
+}
+
+#[test]
+fn a_hand_edited_slice_is_put_back_and_reported() {
+    let mut cluster = Cluster::new(spec(jobs(6)), 2);
+    cluster.settle();
+    let good = cluster.obs.slices["worker-0"].clone();
+    let edited = good.text.clone().unwrap().replace("stream:", "hacked:");
+    cluster.obs.slices.get_mut("worker-0").unwrap().text = Some(edited);
+    let plan = cluster.step();
+    assert!(reasons(&plan).contains(&"SliceRestored"));
+    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    assert_eq!(degraded.reason, "SliceEdited");
+    assert!(degraded.message.contains("worker-0"));
+    cluster.settle();
+    assert_eq!(cluster.obs.slices["worker-0"].text, good.text);
+}
+
+#[test]
+fn a_deleted_slice_is_written_again() {
+    let mut cluster = Cluster::new(spec(jobs(6)), 2);
+    cluster.settle();
+    let good = cluster.obs.slices["worker-1"].text.clone();
+    cluster.obs.slices.remove("worker-1");
+    let plan = cluster.step();
+    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    assert!(
+        degraded.message.contains("worker-1-slice"),
+        "{}",
+        degraded.message
+    );
+    assert_eq!(cluster.obs.slices["worker-1"].text, good);
+}
+
+#[test]
+fn restart_policy_evicts_exactly_the_members_whose_slice_changed_one_at_a_time() {
+    let mut spec = spec(jobs(40));
+    spec.reload = ReloadPolicy::Restart;
+    let mut cluster = Cluster::new(spec, 4);
+    cluster.settle();
+    cluster.evicted.clear();
+    cluster.writes.clear();
+    let before: BTreeMap<String, Vec<String>> = (0..4)
+        .map(|i| format!("worker-{i}"))
+        .map(|m| (m.clone(), cluster.slice_of(&m)))
+        .collect();
+    cluster.scale(5);
+    let mut max_per_plan = 0;
+    for _ in 0..20 {
+        let plan = cluster.step();
+        let evictions = plan
+            .operations
+            .iter()
+            .filter(|op| matches!(op, Operation::Evict { .. }))
+            .count();
+        max_per_plan = max_per_plan.max(evictions);
+        if plan.operations.is_empty() {
+            break;
+        }
+    }
+    assert!(
+        max_per_plan <= 1,
+        "more than maxUnavailable evictions in one plan"
+    );
+    let changed: BTreeSet<String> = before
+        .iter()
+        .filter(|(member, old)| &cluster.slice_of(member) != *old)
+        .map(|(member, _)| member.clone())
+        .chain(["worker-4".to_owned()])
+        .collect();
+    let evicted: BTreeSet<String> = cluster.evicted.iter().cloned().collect();
+    assert_eq!(
+        evicted.len(),
+        cluster.evicted.len(),
+        "a pod was restarted twice: {:?}",
+        cluster.evicted
+    );
+    assert_eq!(evicted, changed);
+}
+
+#[test]
+fn restart_policy_never_evicts_a_pod_that_started_after_its_slice_was_written() {
+    let mut spec = spec(jobs(12));
+    spec.reload = ReloadPolicy::Restart;
+    let mut cluster = Cluster::new(spec, 2);
+    // Slices written while no pod ran.
+    cluster.obs.pools[0].pods.clear();
+    cluster.step();
+    cluster.step();
+    cluster.obs.pools[0] = pool("worker", 2);
+    cluster.evicted.clear();
+    cluster.settle();
+    assert!(cluster.evicted.is_empty(), "{:?}", cluster.evicted);
+}
+
+#[test]
+fn a_member_unavailable_past_failover_after_loses_its_jobs_and_gets_them_back() {
+    let mut spec = spec(jobs(30));
+    spec.failover.after = Some("5m".to_owned());
+    let mut cluster = Cluster::new(spec, 3);
+    cluster.settle();
+    let original = cluster.slice_of("worker-1");
+    let others_before = [cluster.slice_of("worker-0"), cluster.slice_of("worker-2")];
+    cluster.obs.pools[0].pods.get_mut(&1).unwrap().ready = false;
+    let plan = cluster.step();
+    assert_eq!(plan.applied_revision, None);
+    assert_eq!(plan.requeue_after, Some(Duration::from_secs(300)));
+    cluster.obs.now = t0() + SignedDuration::from_secs(301);
+    let plan = cluster.step();
+    assert!(reasons(&plan).contains(&"MemberFailedOver"));
+    assert_eq!(plan.applied_revision, Some(2));
+    cluster.settle();
+    assert!(cluster.slice_of("worker-1").is_empty());
+    assert_eq!(all_jobs_once(&cluster), jobs(30));
+    // Only worker-1's jobs moved: the others kept everything and gained only its jobs.
+    for (member, before) in ["worker-0", "worker-2"].iter().zip(&others_before) {
+        let theirs = cluster.slice_of(member);
+        assert!(
+            before.iter().all(|key| theirs.contains(key)),
+            "{member} lost a job"
+        );
+        assert!(
+            theirs
+                .iter()
+                .all(|key| before.contains(key) || original.contains(key)),
+            "{member} gained a job that was not worker-1's"
+        );
+    }
+    cluster.obs.pools[0].pods.get_mut(&1).unwrap().ready = true;
+    let plan = cluster.step();
+    assert!(reasons(&plan).contains(&"MemberReturned"));
+    cluster.settle();
+    assert_eq!(cluster.slice_of("worker-1"), original);
+}
+
+#[test]
+fn the_failover_now_annotation_moves_a_members_jobs_at_once() {
+    let mut cluster = Cluster::new(spec(jobs(30)), 3);
+    cluster.settle();
+    cluster
+        .obs
+        .annotations
+        .insert(FAILOVER_NOW_ANNOTATION.to_owned(), "worker-2".to_owned());
+    cluster.settle();
+    assert!(cluster.slice_of("worker-2").is_empty());
+    assert_eq!(all_jobs_once(&cluster), jobs(30));
+}
+
+#[test]
+fn history_beyond_the_limit_is_pruned_but_the_revision_in_force_is_kept() {
+    let mut spec = spec(jobs(5));
+    spec.revision_history_limit = 2;
+    let mut cluster = Cluster::new(spec, 2);
+    for n in 6..10 {
+        cluster.obs.spec.jobs = jobs(n);
+        cluster.settle();
+    }
+    let kept: Vec<u64> = cluster.obs.history.keys().copied().collect();
+    assert_eq!(kept, vec![3, 4]);
+    assert_eq!(cluster.obs.status.current_revision, 4);
+}
+
+#[test]
+fn a_plan_is_the_same_after_a_controller_restart() {
+    // The plan depends only on the observation: planning twice from the same
+    // cluster state (as a restarted controller would) gives the same result.
+    let mut cluster = Cluster::new(spec(jobs(30)), 3);
+    cluster.settle();
+    cluster.scale(4);
+    cluster.step();
+    assert_eq!(plan(&cluster.obs), plan(&cluster.obs));
+}
+
+#[test]
+fn durations_parse_in_go_style_units() {
+    assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+    assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+    assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+    assert!(parse_duration("5").unwrap_err().contains("missing unit"));
+    assert!(parse_duration("5d").unwrap_err().contains("unknown unit"));
+    assert!(parse_duration("").is_err());
+}
+
+#[test]
+fn an_invalid_failover_duration_is_reported() {
+    let mut spec = spec(jobs(4));
+    spec.failover.after = Some("soon".to_owned());
+    let mut cluster = Cluster::new(spec, 2);
+    let plan = cluster.step();
+    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    assert_eq!(degraded.reason, "InvalidFailover");
+}
