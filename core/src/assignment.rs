@@ -164,6 +164,22 @@ impl Assignment {
         self.loads().into_values().max().unwrap_or(0)
     }
 
+    /// The smallest and largest number of jobs over the available members.
+    pub fn load_range(&self) -> (usize, usize) {
+        let mut counts = vec![0usize; self.members.len()];
+        for &owner in &self.owners {
+            counts[owner as usize] += 1;
+        }
+        let available = counts
+            .iter()
+            .zip(self.available.iter())
+            .filter(|(_, available)| **available)
+            .map(|(count, _)| *count);
+        let min = available.clone().min().unwrap_or(0);
+        let max = available.max().unwrap_or(0);
+        (min, max)
+    }
+
     /// Canonical slices for every member at `revision`.
     pub fn slices(&self, swarm: &str, revision: u64) -> BTreeMap<MemberId, Slice> {
         self.member_jobs()

@@ -2,25 +2,31 @@
 //!
 //! # Lower bound
 //!
-//! Given the old assignment `A`, the new job set `K'`, the new available
-//! members `M'` and a load cap `C`, every assignment of `K'` over `M'` with no
-//! member above `C` must move at least
+//! Let `A` be the old assignment, `K'` the new job set, `M'` the new
+//! available members, and `[F, C]` the allowed load range (a floor and a
+//! cap). For a member `m ∈ M'` let `kept_m = |{ x ∈ K ∩ K' : A(x) = m }|`.
+//! Every assignment of `K'` over `M'` with all loads in `[F, C]` moves at
+//! least
 //!
 //! ```text
-//! LB = |{ x ∈ K ∩ K' : A(x) ∉ M' }|  +  Σ_{m ∈ M'} max(0, |{ x ∈ K ∩ K' : A(x) = m }| − C)
+//! out = |{ x ∈ K ∩ K' : A(x) ∉ M' }|  +  Σ_{m ∈ M'} max(0, kept_m − C)
+//! in  = Σ_{m ∈ M'} max(0, F − kept_m)  −  |K' \ K|
+//! LB  = max(out, in)
 //! ```
 //!
-//! keys: those whose old owner is gone or unavailable must move, and a member
-//! that would keep more than `C` keys must give up the excess. The bound is
-//! tight whenever `C·|M'| ≥ |K'|`: the moving keys fit into the room left
-//! under the cap (room − excess = `C·|M'| − |K ∩ K'| + orphaned ≥ orphaned`),
-//! so some assignment moves exactly `LB` keys. New jobs are placed, not
-//! moved, and deleted jobs are neither.
+//! keys: `out` counts keys that must leave (their owner is gone or
+//! unavailable, or their owner would keep more than `C`); `in` counts the
+//! keys members below `F` must receive, less what newly created jobs can
+//! supply (a created job is placed, not moved). Every moved key leaves one
+//! member and arrives at one, so both are lower bounds. With `F = 0` this is
+//! the classic cap-only bound, which is tight (the moving keys always fit in
+//! the room under the cap when `C·|M'| ≥ |K'|`).
 //!
-//! [`diff`] uses `C` = the new assignment's own largest load, i.e. "the least
-//! movement any assignment at least as balanced as the new one needs". For
-//! `bounded` with ε = 0 that is `ceil(k/n)`. Benchmarks of unbalanced
-//! strategies compare against [`lower_bound`] with `C = ceil(k/n)` instead.
+//! [`diff`] uses the new assignment's own smallest and largest load over its
+//! available members: "the least movement any assignment at least as
+//! balanced as the new one needs". For `bounded` with ε = 0 that range is
+//! `[floor(k/n), ceil(k/n)]`. Benchmarks compare every strategy against the
+//! perfectly balanced range with [`lower_bound`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -70,9 +76,13 @@ pub struct Diff {
     pub created: usize,
     /// Jobs only in the old assignment.
     pub deleted: usize,
+    /// The floor used for `lower_bound`: the new assignment's smallest load
+    /// over its available members.
+    pub min_load: usize,
     /// The cap used for `lower_bound`: the new assignment's largest load.
-    pub cap: usize,
-    /// The least number of moves any assignment with loads ≤ `cap` needs.
+    pub max_load: usize,
+    /// The least number of moves any assignment with every available
+    /// member's load in `[min_load, max_load]` needs (module docs).
     pub lower_bound: usize,
 }
 
@@ -159,8 +169,8 @@ pub fn diff(old: &Assignment, new: &Assignment) -> Diff {
             }
         }
     }
-    let cap = new.max_load();
-    let lower_bound = lower_bound(old, new, cap);
+    let (min_load, max_load) = new.load_range();
+    let lower_bound = lower_bound(old, new, min_load, max_load);
     let affected = union
         .members
         .iter()
@@ -174,15 +184,17 @@ pub fn diff(old: &Assignment, new: &Assignment) -> Diff {
         moved,
         created,
         deleted,
-        cap,
+        min_load,
+        max_load,
         lower_bound,
     }
 }
 
 /// The least number of jobs that any assignment of `new`'s jobs over `new`'s
-/// available members with every load ≤ `cap` must move, starting from `old`
-/// (formula in the module docs).
-pub fn lower_bound(old: &Assignment, new: &Assignment, cap: usize) -> usize {
+/// available members with every load in `[min_load, max_load]` must move,
+/// starting from `old` (formula in the module docs). Pass `min_load = 0` for
+/// the cap-only bound.
+pub fn lower_bound(old: &Assignment, new: &Assignment, min_load: usize, max_load: usize) -> usize {
     // For each old member, its position among new's members if available there.
     let still_there: Vec<Option<usize>> = old
         .members()
@@ -196,6 +208,7 @@ pub fn lower_bound(old: &Assignment, new: &Assignment, cap: usize) -> usize {
         .collect();
     let mut kept = vec![0usize; new.members().len()];
     let mut orphaned = 0;
+    let mut common = 0;
     let old_jobs = old.jobs().as_slice();
     let new_jobs = new.jobs().as_slice();
     let old_owners = old.owner_indices();
@@ -209,14 +222,25 @@ pub fn lower_bound(old: &Assignment, new: &Assignment, cap: usize) -> usize {
                     Some(member) => kept[member] += 1,
                     None => orphaned += 1,
                 }
+                common += 1;
                 i += 1;
                 j += 1;
             }
         }
     }
-    orphaned
-        + kept
-            .iter()
-            .map(|&count| count.saturating_sub(cap))
-            .sum::<usize>()
+    let created = new_jobs.len() - common;
+    let available = new.availability();
+    let leaving: usize = kept
+        .iter()
+        .zip(available)
+        .filter(|(_, available)| **available)
+        .map(|(&count, _)| count.saturating_sub(max_load))
+        .sum();
+    let arriving: usize = kept
+        .iter()
+        .zip(available)
+        .filter(|(_, available)| **available)
+        .map(|(&count, _)| min_load.saturating_sub(count))
+        .sum();
+    (orphaned + leaving).max(arriving.saturating_sub(created))
 }

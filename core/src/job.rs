@@ -190,9 +190,19 @@ impl fmt::Display for InvalidJobs {
 impl std::error::Error for InvalidJobs {}
 
 /// A validated set of job keys, sorted by byte order, without duplicates.
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+///
+/// Cloning is O(1): the keys are shared.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct JobSet {
-    keys: Vec<JobKey>,
+    keys: Arc<[JobKey]>,
+}
+
+impl Default for JobSet {
+    fn default() -> Self {
+        JobSet {
+            keys: Arc::from(Vec::new()),
+        }
+    }
 }
 
 impl JobSet {
@@ -233,7 +243,9 @@ impl JobSet {
             }
         }
         if problems.is_empty() {
-            Ok(JobSet { keys: unique })
+            Ok(JobSet {
+                keys: Arc::from(unique),
+            })
         } else {
             problems.sort_by_key(|problem| problem.position);
             Err(InvalidJobs { problems })
@@ -264,7 +276,9 @@ impl JobSet {
             }
         }
         if problems.is_empty() {
-            Ok(JobSet { keys: unique })
+            Ok(JobSet {
+                keys: Arc::from(unique),
+            })
         } else {
             problems.sort_by_key(|problem| problem.position);
             Err(InvalidJobs { problems })
@@ -274,7 +288,9 @@ impl JobSet {
     /// Keys already known to be sorted and unique (crate-internal fast path).
     pub(crate) fn from_sorted_unique(keys: Vec<JobKey>) -> JobSet {
         debug_assert!(keys.windows(2).all(|pair| pair[0] < pair[1]));
-        JobSet { keys }
+        JobSet {
+            keys: Arc::from(keys),
+        }
     }
 
     /// Number of keys.

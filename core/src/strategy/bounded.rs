@@ -31,26 +31,29 @@
 //!    becoming unavailable moves only its own keys, and they return when it
 //!    comes back.
 
+use crate::hash::key_hash;
+use crate::job::JobSet;
+
 use super::topology::{NONE, Topology};
 
-pub(crate) fn assign(topology: &Topology, hashes: &[u64], epsilon: f64) -> Vec<u32> {
-    let key_count = hashes.len();
+pub(crate) fn assign(topology: &Topology, jobs: &JobSet, epsilon: f64) -> Vec<u32> {
+    let key_count = jobs.len();
     let mut owners = vec![NONE; key_count];
     if key_count == 0 {
         return owners;
     }
     // Keys per pool, ranked by (hash, index); index order is byte order of
     // the keys, so equal hashes tie-break deterministically.
+    let hashed = jobs
+        .iter()
+        .enumerate()
+        .map(|(index, key)| (key_hash(key.as_bytes()), index as u32));
     let mut ranked: Vec<Vec<(u64, u32)>> = vec![Vec::new(); topology.pools.len()];
     if topology.pools.len() == 1 {
-        ranked[0] = hashes
-            .iter()
-            .enumerate()
-            .map(|(index, &hash)| (hash, index as u32))
-            .collect();
+        ranked[0] = hashed.collect();
     } else {
-        for (index, &hash) in hashes.iter().enumerate() {
-            ranked[topology.pool_of(hash)].push((hash, index as u32));
+        for (hash, index) in hashed {
+            ranked[topology.pool_of(hash)].push((hash, index));
         }
     }
     let mut loads = vec![0usize; topology.members.len()];
@@ -102,22 +105,56 @@ pub(crate) fn cap(keys: usize, available: usize, epsilon: f64) -> usize {
     }
 }
 
-/// Sorts `(hash, index)` pairs; a radix pass on the top hash bits first
-/// keeps this linear for the uniformly distributed hashes.
-fn sort_by_hash(keys: &mut [(u64, u32)]) {
-    keys.sort_unstable();
+/// Below this many keys a comparison sort beats the radix passes.
+const RADIX_THRESHOLD: usize = 1 << 12;
+
+/// Sorts `(hash, index)` pairs. Three stable 11-bit radix passes order them
+/// by the top 33 hash bits (key hashes are uniform, so that is nearly a total
+/// order); an insertion pass then fixes the rare runs sharing those bits,
+/// giving exactly the `(hash, index)` order in linear time.
+fn sort_by_hash(keys: &mut Vec<(u64, u32)>) {
+    if keys.len() < RADIX_THRESHOLD {
+        keys.sort_unstable();
+        return;
+    }
+    let mut scattered = vec![(0u64, 0u32); keys.len()];
+    let mut offsets = vec![0usize; 1 << 11];
+    for shift in [31u32, 42, 53] {
+        offsets.fill(0);
+        for &(hash, _) in keys.iter() {
+            offsets[((hash >> shift) & 0x7ff) as usize] += 1;
+        }
+        let mut next = 0;
+        for slot in offsets.iter_mut() {
+            let count = *slot;
+            *slot = next;
+            next += count;
+        }
+        for &item in keys.iter() {
+            let digit = ((item.0 >> shift) & 0x7ff) as usize;
+            scattered[offsets[digit]] = item;
+            offsets[digit] += 1;
+        }
+        std::mem::swap(keys, &mut scattered);
+    }
+    for at in 1..keys.len() {
+        let mut position = at;
+        while position > 0 && keys[position - 1] > keys[position] {
+            keys.swap(position - 1, position);
+            position -= 1;
+        }
+    }
 }
 
-/// Balanced jump: the slot of each rank `0..keys` over `slots` slots.
-pub(crate) fn balanced_slots(keys: usize, slots: usize) -> Vec<u32> {
-    let mut slot_of_rank = vec![0u32; keys];
-    if keys == 0 || slots <= 1 {
-        return slot_of_rank;
-    }
-    // Rank intervals [start, end) per slot, ascending; the highest ranks are
-    // at the back.
-    let mut intervals: Vec<Vec<(u32, u32)>> = Vec::with_capacity(slots);
-    intervals.push(vec![(0, keys as u32)]);
+/// Balanced jump: the rank intervals `[start, end)` of each slot, ascending,
+/// for ranks `0..keys` over `slots` slots.
+pub(crate) fn balanced_intervals(keys: usize, slots: usize) -> Vec<Vec<(u32, u32)>> {
+    let mut intervals: Vec<Vec<(u32, u32)>> = Vec::with_capacity(slots.max(1));
+    intervals.push(if keys == 0 {
+        Vec::new()
+    } else {
+        vec![(0, keys as u32)]
+    });
     let mut loads: Vec<usize> = vec![keys];
     for new_slot in 1..slots {
         let total = new_slot + 1;
@@ -154,7 +191,13 @@ pub(crate) fn balanced_slots(keys: usize, slots: usize) -> Vec<u32> {
         );
         intervals.push(received);
     }
-    for (slot, slot_intervals) in intervals.iter().enumerate() {
+    intervals
+}
+
+/// Balanced jump: the slot of each rank `0..keys` over `slots` slots.
+pub(crate) fn balanced_slots(keys: usize, slots: usize) -> Vec<u32> {
+    let mut slot_of_rank = vec![0u32; keys];
+    for (slot, slot_intervals) in balanced_intervals(keys, slots).iter().enumerate() {
         for &(start, end) in slot_intervals {
             for rank in start..end {
                 slot_of_rank[rank as usize] = slot as u32;
@@ -200,6 +243,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_radix_sort_orders_by_hash_then_index() {
+        let mut keys: Vec<(u64, u32)> = (0..20_000u32)
+            .map(|index| {
+                (
+                    crate::hash::mix(u64::from(index % 5_000), 3) & !0xff_u64,
+                    index,
+                )
+            })
+            .collect();
+        // Hashes repeat (index % 5000) and share low bits, exercising the
+        // insertion pass and the index tie-break.
+        keys.push((u64::MAX, 7));
+        keys.push((0, 9));
+        let mut expected = keys.clone();
+        expected.sort_unstable();
+        sort_by_hash(&mut keys);
+        assert_eq!(keys, expected);
     }
 
     #[test]

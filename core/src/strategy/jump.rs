@@ -4,10 +4,9 @@ use super::topology::{NONE, Topology};
 
 /// Owner (member index) per key hash. Keys whose jump home is a hole follow
 /// their probe sequence to the first available member; nothing else moves.
-pub(crate) fn assign(topology: &Topology, hashes: &[u64]) -> Vec<u32> {
+pub(crate) fn assign(topology: &Topology, hashes: impl Iterator<Item = u64>) -> Vec<u32> {
     hashes
-        .iter()
-        .map(|&hash| {
+        .map(|hash| {
             let home = topology.jump_home(hash);
             if home != NONE && topology.available[home as usize] {
                 home

@@ -160,11 +160,11 @@ pub fn assign(
         _ => {}
     }
     let topology = topology::Topology::new(members)?;
-    let hashes: Vec<u64> = jobs.iter().map(|key| key_hash(key.as_bytes())).collect();
+    let hashes = || jobs.iter().map(|key| key_hash(key.as_bytes()));
     let owners = match *strategy {
-        Strategy::Bounded { epsilon } => bounded::assign(&topology, &hashes, epsilon),
-        Strategy::Jump => jump::assign(&topology, &hashes),
-        Strategy::Ring { vnodes } => ring::assign(&topology, &hashes, vnodes),
+        Strategy::Bounded { epsilon } => bounded::assign(&topology, jobs, epsilon),
+        Strategy::Jump => jump::assign(&topology, hashes()),
+        Strategy::Ring { vnodes } => ring::assign(&topology, hashes(), vnodes),
     };
     Ok(Assignment::from_parts(
         topology.members,

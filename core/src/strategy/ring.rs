@@ -13,7 +13,11 @@ use crate::hash::key_hash;
 
 use super::topology::Topology;
 
-pub(crate) fn assign(topology: &Topology, hashes: &[u64], vnodes: u32) -> Vec<u32> {
+pub(crate) fn assign(
+    topology: &Topology,
+    hashes: impl Iterator<Item = u64>,
+    vnodes: u32,
+) -> Vec<u32> {
     let mut points: Vec<(u64, u32)> =
         Vec::with_capacity(topology.available_count * vnodes as usize);
     for (index, id) in topology.members.iter().enumerate() {
@@ -28,8 +32,7 @@ pub(crate) fn assign(topology: &Topology, hashes: &[u64], vnodes: u32) -> Vec<u3
     // Ties between points (a 64-bit collision) resolve by member order.
     points.sort_unstable();
     hashes
-        .iter()
-        .map(|&hash| {
+        .map(|hash| {
             let at = points.partition_point(|point| point.0 < hash);
             points.get(at).unwrap_or(&points[0]).1
         })

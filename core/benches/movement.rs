@@ -1,0 +1,138 @@
+//! Movement sweep: for each strategy, k ∈ {27, 10 000, 1 000 000} and
+//! n → n+1, n → n−1 (n in 2..=64), the ratio moved / lower bound and the
+//! balance max/mean load. Two lower bounds (see `shoal_core::diff`): the
+//! perfectly balanced range `[floor(k/n'), ceil(k/n')]` ("LB±"), and the
+//! cap-only bound `[0, ceil(k/n')]` ("LBcap", which allows a member far
+//! below the mean). Both are reported for every strategy.
+//!
+//! Run: `cargo bench -p shoal-core --bench movement`
+//! (`-- --quick` restricts to k ≤ 10 000). The 1M row uses
+//! n ∈ {2, 3, 4, 8, 16, 32, 63, 64} to stay tractable on two cores.
+
+use shoal_core::diff::lower_bound;
+use shoal_core::member::pool_members;
+use shoal_core::{Assignment, JobSet, Strategy, assign};
+
+fn jobs(count: usize) -> JobSet {
+    if count == shoal_core::seed::SEED_STREAMS.len() {
+        return JobSet::parse(shoal_core::seed::SEED_STREAMS).expect("seed streams are valid");
+    }
+    JobSet::parse((0..count).map(|i| format!("stream:{i}:updated")))
+        .expect("generated keys are valid")
+}
+
+fn moved(old: &Assignment, new: &Assignment) -> usize {
+    old.iter()
+        .zip(new.iter())
+        .filter(|((_, a), (_, b))| a != b)
+        .count()
+}
+
+fn max_over_mean(assignment: &Assignment, members: usize) -> f64 {
+    let k = assignment.jobs().len() as f64;
+    assignment.max_load() as f64 / (k / members as f64)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    let mid = values.len() / 2;
+    if values.len().is_multiple_of(2) {
+        (values[mid - 1] + values[mid]) / 2.0
+    } else {
+        values[mid]
+    }
+}
+
+fn main() {
+    let quick = std::env::args().any(|arg| arg == "--quick");
+    let strategies = [
+        Strategy::Bounded { epsilon: 0.0 },
+        Strategy::Jump,
+        Strategy::Ring { vnodes: 128 },
+    ];
+    let sizes: &[usize] = if quick {
+        &[27, 10_000]
+    } else {
+        &[27, 10_000, 1_000_000]
+    };
+    println!(
+        "{:<20} {:>8} {:>6} {:>9} {:>9} {:>11} {:>11} {:>12} {:>12} {:>8}",
+        "strategy",
+        "k",
+        "change",
+        "med LB±",
+        "max LB±",
+        "med LBcap",
+        "max LBcap",
+        "med max/mean",
+        "max max/mean",
+        "max=ceil"
+    );
+    for &k in sizes {
+        let jobs = jobs(k);
+        let ns: Vec<u32> = if k >= 1_000_000 {
+            vec![2, 3, 4, 8, 16, 32, 63, 64]
+        } else {
+            (2..=64).collect()
+        };
+        for strategy in &strategies {
+            let assignments: std::collections::BTreeMap<u32, Assignment> = ns
+                .iter()
+                .flat_map(|&n| [n - 1, n, n + 1])
+                .collect::<std::collections::BTreeSet<u32>>()
+                .into_iter()
+                .map(|n| {
+                    let assignment = assign(&jobs, &pool_members("w", n), strategy)
+                        .expect("members are available");
+                    (n, assignment)
+                })
+                .collect();
+            for (label, step) in [("n→n+1", 1i64), ("n→n−1", -1i64)] {
+                let mut ratios = Vec::new();
+                let mut cap_ratios = Vec::new();
+                let mut balance = Vec::new();
+                let mut exact = 0usize;
+                for &n in &ns {
+                    let target = (i64::from(n) + step) as u32;
+                    let old = &assignments[&n];
+                    let new = &assignments[&target];
+                    let cap = k.div_ceil(target as usize);
+                    let floor = k / target as usize;
+                    let bound = lower_bound(old, new, floor, cap);
+                    let cap_bound = lower_bound(old, new, 0, cap);
+                    let moves = moved(old, new);
+                    if bound > 0 {
+                        ratios.push(moves as f64 / bound as f64);
+                    }
+                    if cap_bound > 0 {
+                        cap_ratios.push(moves as f64 / cap_bound as f64);
+                    }
+                    balance.push(max_over_mean(new, target as usize));
+                    if new.max_load() == cap {
+                        exact += 1;
+                    }
+                }
+                let max_ratio = ratios.iter().copied().fold(0.0, f64::max);
+                let max_cap_ratio = cap_ratios.iter().copied().fold(0.0, f64::max);
+                let max_balance = balance.iter().copied().fold(0.0, f64::max);
+                println!(
+                    "{:<20} {:>8} {:>6} {:>9.3} {:>9.3} {:>11.3} {:>11.3} {:>12.3} {:>12.3} {:>4}/{:<3}",
+                    strategy.to_string(),
+                    k,
+                    label,
+                    median(&mut ratios),
+                    max_ratio,
+                    median(&mut cap_ratios),
+                    max_cap_ratio,
+                    median(&mut balance),
+                    max_balance,
+                    exact,
+                    ns.len()
+                );
+            }
+        }
+    }
+}
