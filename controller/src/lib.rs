@@ -1,4 +1,56 @@
 //! Shoal controller: Swarms and labelled StatefulSets in, versioned per-member slices out.
+//!
+//! * [`crd`]: the `Swarm` custom resource.
+//! * [`plan`]: the pure decision (approval gate, revoke-then-grant, restarts, status, Events).
+//! * [`reconcile`]: observe → plan → apply against the API.
+//! * [`run`]: the whole controller in-process (watches, leader election, metrics server).
 
 pub mod crd;
+pub mod metrics;
 pub mod plan;
+pub mod reconcile;
+mod runtime;
+pub mod server;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub use runtime::{RunError, run};
+
+/// Leader election on a Lease: only the holder reconciles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderElection {
+    /// Lease name.
+    pub lease_name: String,
+    /// Lease namespace.
+    pub lease_namespace: String,
+    /// Seconds a leader holds the Lease without renewing.
+    pub duration_seconds: u64,
+}
+
+/// How the controller runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Watch Swarms in this namespace only; `None`: all namespaces.
+    pub namespace: Option<String>,
+    /// Leader election; `None`: this process always reconciles.
+    pub leader_election: Option<LeaderElection>,
+    /// This replica's identity (Lease holder, Event reporter instance).
+    pub identity: String,
+    /// Address of the `/metrics`, `/healthz`, `/readyz` server; `None`: no server.
+    pub metrics_address: Option<SocketAddr>,
+    /// Reconcile every Swarm at least this often.
+    pub resync: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            namespace: None,
+            leader_election: None,
+            identity: "shoal-controller".to_owned(),
+            metrics_address: None,
+            resync: Duration::from_secs(60),
+        }
+    }
+}

@@ -1,12 +1,88 @@
 //! `shoal-controller`: the operator binary.
 
-fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
-    match args.next().as_deref() {
-        Some("crd") => {
-            print!("{}", shoal_controller::crd::crd_yaml());
-            Ok(())
-        }
-        _ => anyhow::bail!("usage: shoal-controller crd"),
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use shoal_controller::{LeaderElection, Settings};
+
+/// Shoal's controller: shards jobs across labelled StatefulSets.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Watch Swarms in this namespace only (default: all namespaces).
+    #[arg(long, env = "SHOAL_NAMESPACE")]
+    namespace: Option<String>,
+    /// Address of the /metrics, /healthz and /readyz server.
+    #[arg(long, env = "SHOAL_METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
+    metrics_address: SocketAddr,
+    /// Name of the leader election Lease; empty disables leader election.
+    #[arg(long, env = "SHOAL_LEADER_LEASE", default_value = "shoal-controller")]
+    leader_lease: String,
+    /// Namespace of the leader election Lease (default: the pod's namespace, else `default`).
+    #[arg(long, env = "SHOAL_LEADER_LEASE_NAMESPACE")]
+    leader_lease_namespace: Option<String>,
+    /// Seconds the leader holds the Lease without renewing it.
+    #[arg(long, env = "SHOAL_LEADER_LEASE_SECONDS", default_value_t = 15)]
+    leader_lease_seconds: u64,
+    /// This replica's identity (default: the pod name, else the host name).
+    #[arg(long, env = "SHOAL_IDENTITY")]
+    identity: Option<String>,
+    /// Reconcile every Swarm at least this often, in seconds.
+    #[arg(long, env = "SHOAL_RESYNC_SECONDS", default_value_t = 60)]
+    resync_seconds: u64,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the Swarm CRD (`cargo run -p shoal-controller -- crd > manifests/crd.yaml`).
+    Crd,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if let Some(Command::Crd) = cli.command {
+        print!("{}", shoal_controller::crd::crd_yaml());
+        return Ok(());
     }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,kube=warn".into()),
+        )
+        .init();
+    let identity = cli
+        .identity
+        .or_else(|| std::env::var("POD_NAME").ok())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "shoal-controller".to_owned());
+    let lease_namespace = cli
+        .leader_lease_namespace
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .unwrap_or_else(|| "default".to_owned());
+    let settings = Settings {
+        namespace: cli.namespace,
+        leader_election: (!cli.leader_lease.is_empty()).then(|| LeaderElection {
+            lease_name: cli.leader_lease.clone(),
+            lease_namespace,
+            duration_seconds: cli.leader_lease_seconds,
+        }),
+        identity,
+        metrics_address: Some(cli.metrics_address),
+        resync: Duration::from_secs(cli.resync_seconds.max(1)),
+    };
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API (kubeconfig or in-cluster)")?;
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    shoal_controller::run(client, settings, shutdown)
+        .await
+        .context("running the controller")?;
+    Ok(())
 }

@@ -1,0 +1,680 @@
+//! The thin I/O around [`crate::plan`]: observe the cluster, plan, apply.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{
+    DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
+};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
+use shoal_core::names;
+use tracing::{info, instrument, warn};
+
+use crate::crd::Swarm;
+use crate::metrics::Metrics;
+use crate::plan::{
+    self, JobSource, LeaseState, Observation, Operation, PHASE_ANNOTATION, PodState, PoolState,
+    REVISION_DATA_KEY, RevisionRecord, SliceObject, WRITTEN_FOR_UID_ANNOTATION,
+};
+
+/// Field manager of every server-side apply the controller makes.
+pub const FIELD_MANAGER: &str = "shoal-controller";
+
+/// What the controller needs at hand while reconciling.
+pub struct Context {
+    /// The API client.
+    pub client: Client,
+    /// Publishes Events.
+    pub recorder: Recorder,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
+    /// How the controller runs.
+    pub settings: crate::Settings,
+}
+
+/// Why a reconcile failed. One variant per failing step.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The Swarm has no namespace (cannot happen for a namespaced resource).
+    #[error("Swarm {0} has no namespace")]
+    MissingNamespace(String),
+    /// Listing the Swarm's pools failed.
+    #[error("listing StatefulSets labelled for Swarm {swarm}: {source}")]
+    ListPools {
+        /// Swarm.
+        swarm: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Listing pods failed.
+    #[error("listing pods of Swarm {swarm}: {source}")]
+    ListPods {
+        /// Swarm.
+        swarm: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Listing the Swarm's ConfigMaps failed.
+    #[error("listing ConfigMaps of Swarm {swarm}: {source}")]
+    ListConfigMaps {
+        /// Swarm.
+        swarm: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Listing member Leases failed.
+    #[error("listing member Leases of Swarm {swarm}: {source}")]
+    ListLeases {
+        /// Swarm.
+        swarm: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Reading the `jobsFrom` ConfigMap failed (other than not found).
+    #[error("reading job ConfigMap {name}: {source}")]
+    ReadJobConfigMap {
+        /// ConfigMap.
+        name: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Writing a history ConfigMap failed.
+    #[error("writing revision history {name}: {source}")]
+    WriteRevision {
+        /// ConfigMap.
+        name: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Writing status failed.
+    #[error("writing status of Swarm {swarm}: {source}")]
+    WriteStatus {
+        /// Swarm.
+        swarm: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Writing a slice ConfigMap failed.
+    #[error("writing slice {name}: {source}")]
+    WriteSlice {
+        /// ConfigMap.
+        name: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Deleting a slice ConfigMap failed.
+    #[error("deleting slice {name}: {source}")]
+    DeleteSlice {
+        /// ConfigMap.
+        name: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Evicting a pod failed (other than a PodDisruptionBudget refusing it).
+    #[error("evicting pod {pod}: {source}")]
+    Evict {
+        /// Pod.
+        pod: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Writing the index ConfigMap failed.
+    #[error("writing index {name}: {source}")]
+    WriteIndex {
+        /// ConfigMap.
+        name: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Deleting an old history ConfigMap failed.
+    #[error("pruning revision history {name}: {source}")]
+    PruneRevision {
+        /// ConfigMap.
+        name: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Serializing a history record failed.
+    #[error("serializing revision {revision}: {source}")]
+    SerializeRevision {
+        /// Revision.
+        revision: u64,
+        /// Cause.
+        source: serde_json::Error,
+    },
+}
+
+impl Error {
+    /// A short CamelCase name of the failing step: metric label and Event reason.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::MissingNamespace(_) => "MissingNamespace",
+            Error::ListPools { .. } => "ListPoolsFailed",
+            Error::ListPods { .. } => "ListPodsFailed",
+            Error::ListConfigMaps { .. } => "ListConfigMapsFailed",
+            Error::ListLeases { .. } => "ListLeasesFailed",
+            Error::ReadJobConfigMap { .. } => "ReadJobConfigMapFailed",
+            Error::WriteRevision { .. } => "WriteRevisionFailed",
+            Error::WriteStatus { .. } => "WriteStatusFailed",
+            Error::WriteSlice { .. } => "WriteSliceFailed",
+            Error::DeleteSlice { .. } => "DeleteSliceFailed",
+            Error::Evict { .. } => "EvictFailed",
+            Error::WriteIndex { .. } => "WriteIndexFailed",
+            Error::PruneRevision { .. } => "PruneRevisionFailed",
+            Error::SerializeRevision { .. } => "SerializeRevisionFailed",
+        }
+    }
+}
+
+fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
+fn owner_reference(swarm: &Swarm) -> Option<OwnerReference> {
+    swarm.controller_owner_ref(&())
+}
+
+/// Reads everything `plan` needs from the cluster.
+pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Error> {
+    let name = swarm.name_any();
+    let namespace = swarm
+        .namespace()
+        .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
+    let selector = format!("{}={name}", names::LABEL_SWARM);
+
+    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &namespace);
+    let statefulsets = sts_api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::ListPools {
+            swarm: name.clone(),
+            source,
+        })?;
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let pods = pod_api
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::ListPods {
+            swarm: name.clone(),
+            source,
+        })?;
+    let mut pools = Vec::new();
+    for sts in &statefulsets.items {
+        let pool_name = sts.name_any();
+        let replicas = sts
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.replicas)
+            .unwrap_or(1)
+            .max(0) as u32;
+        let mut pool_pods = BTreeMap::new();
+        for pod in &pods.items {
+            let owned = pod
+                .owner_references()
+                .iter()
+                .any(|owner| owner.kind == "StatefulSet" && owner.name == pool_name);
+            let pod_name = pod.name_any();
+            let Some(ordinal) = pod_name
+                .strip_prefix(&format!("{pool_name}-"))
+                .and_then(|ordinal| ordinal.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !owned {
+                continue;
+            }
+            let ready = pod
+                .status
+                .as_ref()
+                .and_then(|status| status.conditions.as_ref())
+                .is_some_and(|conditions| {
+                    conditions
+                        .iter()
+                        .any(|condition| condition.type_ == "Ready" && condition.status == "True")
+                });
+            pool_pods.insert(
+                ordinal,
+                PodState {
+                    uid: pod.uid().unwrap_or_default(),
+                    ready,
+                    deleting: pod.metadata.deletion_timestamp.is_some(),
+                },
+            );
+        }
+        pools.push(PoolState {
+            name: pool_name,
+            replicas,
+            pods: pool_pods,
+        });
+    }
+
+    let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    let config_maps = cm_api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::ListConfigMaps {
+            swarm: name.clone(),
+            source,
+        })?;
+    let mut slices = BTreeMap::new();
+    let mut history = BTreeMap::new();
+    let mut index = None;
+    for cm in config_maps.items {
+        let labels = cm.labels();
+        let annotations = cm.annotations();
+        let data = cm.data.clone().unwrap_or_default();
+        if labels
+            .get(names::LABEL_REVISION_HISTORY)
+            .map(String::as_str)
+            == Some("true")
+        {
+            let record = data
+                .get(REVISION_DATA_KEY)
+                .and_then(|text| serde_json::from_str::<RevisionRecord>(text).ok());
+            if let Some(record) = record {
+                history.insert(record.revision, record);
+            }
+        } else if let Some(member) = labels.get(names::LABEL_MEMBER) {
+            slices.insert(
+                member.clone(),
+                SliceObject {
+                    text: data.get(names::SLICE_DATA_KEY).cloned(),
+                    written_for_uid: annotations.get(WRITTEN_FOR_UID_ANNOTATION).cloned(),
+                    phase: annotations.get(PHASE_ANNOTATION).cloned(),
+                },
+            );
+        } else if cm.name_any() == names::index_configmap(&name) {
+            index = data.get(names::INDEX_DATA_KEY).cloned();
+        }
+    }
+
+    let job_source = match &swarm.spec.jobs_from {
+        None => JobSource::NotReferenced,
+        Some(from) => {
+            let reference = &from.config_map_key_ref;
+            match cm_api.get_opt(&reference.name).await {
+                Err(source) if !is_not_found(&source) => {
+                    return Err(Error::ReadJobConfigMap {
+                        name: reference.name.clone(),
+                        source,
+                    });
+                }
+                Err(_) | Ok(None) => JobSource::MissingConfigMap {
+                    name: reference.name.clone(),
+                },
+                Ok(Some(cm)) => match cm.data.as_ref().and_then(|data| data.get(&reference.key)) {
+                    None => JobSource::MissingKey {
+                        name: reference.name.clone(),
+                        key: reference.key.clone(),
+                    },
+                    Some(text) => JobSource::Text {
+                        name: reference.name.clone(),
+                        key: reference.key.clone(),
+                        text: text.clone(),
+                    },
+                },
+            }
+        }
+    };
+
+    let lease_api: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let member_names: std::collections::BTreeSet<String> = pools
+        .iter()
+        .flat_map(|pool| (0..pool.replicas).map(move |ordinal| format!("{}-{ordinal}", pool.name)))
+        .collect();
+    let leases = lease_api
+        .list(&ListParams::default().labels(names::LABEL_MEMBER))
+        .await
+        .map_err(|source| Error::ListLeases {
+            swarm: name.clone(),
+            source,
+        })?;
+    let mut member_leases = BTreeMap::new();
+    for lease in leases.items {
+        let Some(pod) = lease.name_any().strip_suffix("-member").map(str::to_owned) else {
+            continue;
+        };
+        if !member_names.contains(&pod) {
+            continue;
+        }
+        let annotations = lease.annotations();
+        let spec = lease.spec.clone().unwrap_or_default();
+        member_leases.insert(
+            pod,
+            LeaseState {
+                acked_revision: annotations
+                    .get(names::ANNOTATION_ACKED_REVISION)
+                    .and_then(|revision| revision.parse().ok()),
+                acked_hash: annotations.get(names::ANNOTATION_ACKED_HASH).cloned(),
+                renew_time: spec.renew_time.map(|time| time.0),
+                duration_seconds: spec.lease_duration_seconds.map(i64::from),
+            },
+        );
+    }
+
+    Ok(Observation {
+        swarm: name,
+        generation: swarm.metadata.generation,
+        spec: swarm.spec.clone(),
+        annotations: swarm.annotations().clone(),
+        status: swarm.status.clone().unwrap_or_default(),
+        pools,
+        job_source,
+        slices,
+        leases: member_leases,
+        history,
+        index,
+        now: jiff::Timestamp::now(),
+    })
+}
+
+fn apply_params() -> PatchParams {
+    PatchParams::apply(FIELD_MANAGER).force()
+}
+
+fn config_map(
+    swarm: &Swarm,
+    name: &str,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    data: BTreeMap<String, String>,
+) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": swarm.namespace(),
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": owner_reference(swarm).into_iter().collect::<Vec<_>>(),
+        },
+        "data": data,
+    })
+}
+
+/// Carries out one plan: history first, then status (the commit point of an
+/// approval), then slices, evictions, index and pruning.
+pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<(), Error> {
+    let name = swarm.name_any();
+    let namespace = swarm
+        .namespace()
+        .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
+    let cm_api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    let swarm_label = || BTreeMap::from([(names::LABEL_SWARM.to_owned(), name.clone())]);
+
+    for operation in &plan.operations {
+        if let Operation::WriteRevision(record) = operation {
+            let cm_name = names::revision_configmap(&name, record.revision);
+            let text = serde_json::to_string_pretty(record).map_err(|source| {
+                Error::SerializeRevision {
+                    revision: record.revision,
+                    source,
+                }
+            })?;
+            let mut labels = swarm_label();
+            labels.insert(names::LABEL_REVISION_HISTORY.to_owned(), "true".to_owned());
+            labels.insert(
+                names::LABEL_REVISION.to_owned(),
+                record.revision.to_string(),
+            );
+            let body = config_map(
+                swarm,
+                &cm_name,
+                labels,
+                BTreeMap::new(),
+                BTreeMap::from([(REVISION_DATA_KEY.to_owned(), text)]),
+            );
+            cm_api
+                .patch(&cm_name, &apply_params(), &Patch::Apply(body))
+                .await
+                .map_err(|source| Error::WriteRevision {
+                    name: cm_name.clone(),
+                    source,
+                })?;
+        }
+    }
+
+    if swarm.status.as_ref() != Some(&plan.status) {
+        let swarm_api: Api<Swarm> = Api::namespaced(ctx.client.clone(), &namespace);
+        let body = json!({
+            "apiVersion": "shoal.dev/v1alpha1",
+            "kind": "Swarm",
+            "status": plan.status,
+        });
+        swarm_api
+            .patch_status(&name, &apply_params(), &Patch::Apply(body))
+            .await
+            .map_err(|source| Error::WriteStatus {
+                swarm: name.clone(),
+                source,
+            })?;
+    }
+
+    let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    for operation in &plan.operations {
+        match operation {
+            Operation::WriteRevision(_) => {}
+            Operation::WriteSlice {
+                member,
+                slice,
+                written_for_uid,
+                phase,
+            } => {
+                let pod = member.pod_name();
+                let cm_name = names::slice_configmap(&pod);
+                let mut labels = swarm_label();
+                labels.insert(names::LABEL_POOL.to_owned(), member.pool.clone());
+                labels.insert(names::LABEL_MEMBER.to_owned(), pod.clone());
+                labels.insert(names::LABEL_REVISION.to_owned(), slice.revision.to_string());
+                let annotations = BTreeMap::from([
+                    (
+                        WRITTEN_FOR_UID_ANNOTATION.to_owned(),
+                        written_for_uid.clone(),
+                    ),
+                    (PHASE_ANNOTATION.to_owned(), (*phase).to_owned()),
+                ]);
+                let body = config_map(
+                    swarm,
+                    &cm_name,
+                    labels,
+                    annotations,
+                    BTreeMap::from([(names::SLICE_DATA_KEY.to_owned(), plan::slice_text(slice))]),
+                );
+                cm_api
+                    .patch(&cm_name, &apply_params(), &Patch::Apply(body))
+                    .await
+                    .map_err(|source| Error::WriteSlice {
+                        name: cm_name.clone(),
+                        source,
+                    })?;
+                ctx.metrics.slices_written.inc();
+            }
+            Operation::DeleteSlice { member } => {
+                let cm_name = names::slice_configmap(member);
+                match cm_api.delete(&cm_name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(source) if is_not_found(&source) => {}
+                    Err(source) => {
+                        return Err(Error::DeleteSlice {
+                            name: cm_name,
+                            source,
+                        });
+                    }
+                }
+            }
+            Operation::Evict { pod, uid } => {
+                let params = EvictParams {
+                    delete_options: Some(DeleteParams {
+                        preconditions: Some(Preconditions {
+                            uid: Some(uid.clone()),
+                            resource_version: None,
+                        }),
+                        ..DeleteParams::default()
+                    }),
+                    post_options: PostParams::default(),
+                };
+                match pod_api.evict(pod, &params).await {
+                    Ok(_) => {
+                        ctx.metrics.members_restarted.inc();
+                        publish(
+                            ctx,
+                            swarm,
+                            false,
+                            "MemberRestarted",
+                            &format!(
+                                "evicted pod {pod} (uid {uid}) so that it starts with its new slice"
+                            ),
+                        )
+                        .await;
+                    }
+                    // 429: a PodDisruptionBudget forbids it now; 404/409: the pod is already gone
+                    // or replaced. Either way the next reconcile looks again.
+                    Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 429) => {
+                        info!(
+                            pod,
+                            code = status.code,
+                            "eviction not done now: {}",
+                            status.message
+                        );
+                    }
+                    Err(source) => {
+                        return Err(Error::Evict {
+                            pod: pod.clone(),
+                            source,
+                        });
+                    }
+                }
+            }
+            Operation::WriteIndex { text } => {
+                let cm_name = names::index_configmap(&name);
+                let body = config_map(
+                    swarm,
+                    &cm_name,
+                    swarm_label(),
+                    BTreeMap::new(),
+                    BTreeMap::from([(names::INDEX_DATA_KEY.to_owned(), text.clone())]),
+                );
+                cm_api
+                    .patch(&cm_name, &apply_params(), &Patch::Apply(body))
+                    .await
+                    .map_err(|source| Error::WriteIndex {
+                        name: cm_name.clone(),
+                        source,
+                    })?;
+            }
+            Operation::PruneRevision { revision } => {
+                let cm_name = names::revision_configmap(&name, *revision);
+                match cm_api.delete(&cm_name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(source) if is_not_found(&source) => {}
+                    Err(source) => {
+                        return Err(Error::PruneRevision {
+                            name: cm_name,
+                            source,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn publish(ctx: &Context, swarm: &Swarm, warning: bool, reason: &str, note: &str) {
+    publish_on(ctx, &swarm.object_ref(&()), warning, reason, note).await;
+}
+
+/// Publishes an Event; failing to do so is logged, never fatal.
+pub async fn publish_on(
+    ctx: &Context,
+    reference: &ObjectReference,
+    warning: bool,
+    reason: &str,
+    note: &str,
+) {
+    let event = Event {
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: reason.to_owned(),
+        note: Some(note.chars().take(1000).collect()),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, reference).await {
+        warn!(%error, reason, "could not publish Event");
+    }
+}
+
+/// Reconciles one Swarm: observe, plan, apply.
+#[instrument(skip_all, fields(swarm = %swarm.name_any(), namespace = swarm.namespace().unwrap_or_default()))]
+pub async fn reconcile(swarm: Arc<Swarm>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = reconcile_inner(&swarm, &ctx).await;
+    if let Err(error) = &result {
+        // The recorder folds repeats of one reason into an Event series.
+        publish(&ctx, &swarm, true, error.category(), &error.to_string()).await;
+    }
+    ctx.metrics
+        .reconcile_duration
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
+async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> {
+    if swarm.metadata.deletion_timestamp.is_some() {
+        // Owned ConfigMaps go with the Swarm (ownerReferences); nothing to do.
+        return Ok(Action::await_change());
+    }
+    let observation = observe(swarm, &ctx.client).await?;
+    let changed_at = observation.status.changed_at.clone();
+    let plan = plan::plan(&observation);
+    apply(swarm, &plan, ctx).await?;
+    for event in &plan.events {
+        publish(ctx, swarm, event.warning, &event.reason, &event.note).await;
+    }
+    if let Some(revision) = plan.applied_revision {
+        info!(revision, jobs_moved = plan.jobs_moved, "revision applied");
+        ctx.metrics.revisions_applied.inc();
+        ctx.metrics.jobs_moved.inc_by(plan.jobs_moved);
+    }
+    let pending = u64::from(plan.status.pending_revision.is_some());
+    ctx.metrics.set_pending(&observation.swarm, pending);
+    let converged = plan
+        .events
+        .iter()
+        .any(|event| event.reason == "RevisionApplied");
+    if converged
+        && let Some(since) = changed_at.and_then(|text| text.parse::<jiff::Timestamp>().ok())
+    {
+        let seconds = observation.now.duration_since(since).as_secs_f64();
+        ctx.metrics.change_to_applied.observe(seconds.max(0.0));
+    }
+    Ok(match plan.requeue_after {
+        Some(after) => Action::requeue(after.max(Duration::from_millis(200))),
+        None => Action::requeue(ctx.settings.resync),
+    })
+}
+
+/// What to do after a failed reconcile: count it, say it, retry soon.
+pub fn error_policy(swarm: Arc<Swarm>, error: &Error, ctx: Arc<Context>) -> Action {
+    warn!(swarm = %swarm.name_any(), %error, "reconcile failed");
+    ctx.metrics
+        .reconcile_errors
+        .get_or_create(&crate::metrics::ErrorLabels {
+            category: error.category().to_owned(),
+        })
+        .inc();
+    Action::requeue(Duration::from_secs(2))
+}

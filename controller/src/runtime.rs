@@ -1,0 +1,336 @@
+//! Running the controller: watches, leader election, the metrics server.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::runtime::controller::Controller;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use kube_lease_manager::LeaseManagerBuilder;
+use shoal_core::names;
+use tracing::{info, warn};
+
+use crate::Settings;
+use crate::crd::Swarm;
+use crate::metrics::Metrics;
+use crate::reconcile::{Context, error_policy, publish_on, reconcile};
+use crate::server::{Health, serve};
+
+/// Why the controller stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Leader election could not start.
+    #[error("leader election on Lease {lease}: {source}")]
+    LeaderElection {
+        /// Lease name.
+        lease: String,
+        /// Cause.
+        source: kube_lease_manager::LeaseManagerError,
+    },
+    /// The metrics server could not bind.
+    #[error("metrics server on {address}: {source}")]
+    MetricsServer {
+        /// Address.
+        address: std::net::SocketAddr,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Runs the controller until `shutdown` completes.
+///
+/// With leader election configured, this replica reconciles only while it
+/// holds the Lease; otherwise it stands by, watching nothing.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
+    let shutdown = shutdown.boxed().shared();
+    let metrics = Arc::new(Metrics::new());
+    let ready = Arc::new(AtomicBool::new(false));
+    let server = match settings.metrics_address {
+        None => None,
+        Some(address) => {
+            let health = Health {
+                metrics: metrics.clone(),
+                ready: ready.clone(),
+            };
+            let listener_check = tokio::net::TcpListener::bind(address).await;
+            // Bind once here to report a clear error; the server binds again right after.
+            drop(listener_check.map_err(|source| RunError::MetricsServer { address, source })?);
+            Some(tokio::spawn(serve(address, health, shutdown.clone())))
+        }
+    };
+    let reporter = Reporter {
+        controller: "shoal-controller".to_owned(),
+        instance: Some(settings.identity.clone()),
+    };
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        recorder: Recorder::new(client.clone(), reporter),
+        metrics,
+        settings: settings.clone(),
+    });
+
+    match &settings.leader_election {
+        None => {
+            ready.store(true, Ordering::Relaxed);
+            run_controller(ctx, shutdown.clone()).await;
+        }
+        Some(election) => {
+            let manager = LeaseManagerBuilder::new(client.clone(), &election.lease_name)
+                .with_namespace(&election.lease_namespace)
+                .with_identity(&settings.identity)
+                .with_duration(election.duration_seconds.max(2))
+                .with_grace((election.duration_seconds / 3).max(1))
+                .build()
+                .await
+                .map_err(|source| RunError::LeaderElection {
+                    lease: election.lease_name.clone(),
+                    source,
+                })?;
+            let (mut leader, lease_task) = manager.watch().await;
+            ready.store(true, Ordering::Relaxed);
+            loop {
+                let became_leader = tokio::select! {
+                    _ = shutdown.clone() => false,
+                    changed = leader.wait_for(|is_leader| *is_leader) => changed.is_ok(),
+                };
+                if !became_leader {
+                    break;
+                }
+                info!(identity = %settings.identity, "became leader; reconciling");
+                let mut watch_loss = leader.clone();
+                let lost = async move {
+                    let _ = watch_loss.wait_for(|is_leader| !*is_leader).await;
+                };
+                let stop = futures::future::select(shutdown.clone(), lost.boxed()).map(|_| ());
+                run_controller(ctx.clone(), stop).await;
+                if shutdown.clone().now_or_never().is_some() {
+                    break;
+                }
+                warn!(identity = %settings.identity, "lost leadership; standing by");
+            }
+            // Closing the channel makes the lease task release the Lease.
+            drop(leader);
+            if let Ok(Err(error)) = lease_task.await {
+                warn!(%error, "releasing the leader Lease failed");
+            }
+        }
+    }
+    if let Some(server) = server {
+        let _ = server.await;
+    }
+    Ok(())
+}
+
+/// Watches and reconciles until `stop` completes.
+async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send + 'static) {
+    // The controller wants a Sync shutdown future; a oneshot receiver is one.
+    let (stop_sender, stop_receiver) = tokio::sync::oneshot::channel::<()>();
+    let stop_relay = tokio::spawn(async move {
+        stop.await;
+        let _ = stop_sender.send(());
+    });
+    let client = ctx.client.clone();
+    let namespace = ctx.settings.namespace.as_deref();
+    let swarms: Api<Swarm> = api(&client, namespace);
+    let statefulsets: Api<StatefulSet> = api(&client, namespace);
+    let pods: Api<Pod> = api(&client, namespace);
+    let config_maps: Api<ConfigMap> = api(&client, namespace);
+    let leases: Api<Lease> = api(&client, namespace);
+
+    // Labelled StatefulSets, to map pods and Leases to their Swarm.
+    let (pool_store, pool_writer) = reflector::store::<StatefulSet>();
+    let pool_stream = reflector::reflector(
+        pool_writer,
+        watcher(
+            statefulsets.clone(),
+            watcher::Config::default().labels(names::LABEL_SWARM),
+        ),
+    )
+    .default_backoff()
+    .applied_objects()
+    .for_each(|_| futures::future::ready(()));
+
+    let controller = Controller::new(swarms, watcher::Config::default());
+    let swarm_store = controller.store();
+
+    let orphans = report_orphan_pools(ctx.clone(), pool_store.clone(), swarm_store.clone());
+
+    let by_config_map = {
+        let swarm_store = swarm_store.clone();
+        move |cm: ConfigMap| config_map_swarms(&cm, &swarm_store)
+    };
+    let by_pool = {
+        let swarm_store = swarm_store.clone();
+        move |sts: StatefulSet| pool_swarms(&sts, &swarm_store)
+    };
+    let by_pod = {
+        let pool_store = pool_store.clone();
+        move |pod: Pod| {
+            let namespace = pod.namespace().unwrap_or_default();
+            pod.owner_references()
+                .iter()
+                .filter(|owner| owner.kind == "StatefulSet")
+                .filter_map(|owner| swarm_of_pool(&pool_store, &owner.name, &namespace))
+                .collect::<Vec<_>>()
+        }
+    };
+    let by_lease = {
+        let pool_store = pool_store.clone();
+        move |lease: Lease| {
+            let namespace = lease.namespace().unwrap_or_default();
+            lease
+                .name_any()
+                .strip_suffix("-member")
+                .and_then(|pod| pod.rsplit_once('-'))
+                .and_then(|(pool, _)| swarm_of_pool(&pool_store, pool, &namespace))
+        }
+    };
+
+    let controller = controller
+        .watches(config_maps, watcher::Config::default(), by_config_map)
+        .watches(statefulsets, watcher::Config::default(), by_pool)
+        .watches(pods, watcher::Config::default(), by_pod)
+        .watches(
+            leases,
+            watcher::Config::default().labels(names::LABEL_MEMBER),
+            by_lease,
+        )
+        .graceful_shutdown_on(stop_receiver.map(|_| ()))
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|result| {
+            if let Err(error) = result {
+                warn!(%error, "controller stream error");
+            }
+            futures::future::ready(())
+        });
+
+    // The side tasks live only as long as the controller.
+    tokio::select! {
+        _ = controller => {}
+        _ = pool_stream => {}
+    }
+    orphans.abort();
+    stop_relay.abort();
+}
+
+fn swarm_of_pool(
+    store: &Store<StatefulSet>,
+    pool: &str,
+    namespace: &str,
+) -> Option<ObjectRef<Swarm>> {
+    let sts = store.get(&ObjectRef::new(pool).within(namespace))?;
+    let swarm = sts.labels().get(names::LABEL_SWARM)?;
+    Some(ObjectRef::new(swarm).within(namespace))
+}
+
+/// A labelled StatefulSet maps to its Swarm; an unlabelled one (it may just have been
+/// unlabelled) to every Swarm of its namespace.
+fn pool_swarms(sts: &StatefulSet, swarms: &Store<Swarm>) -> Vec<ObjectRef<Swarm>> {
+    let namespace = sts.namespace().unwrap_or_default();
+    match sts.labels().get(names::LABEL_SWARM) {
+        Some(swarm) => vec![ObjectRef::new(swarm).within(&namespace)],
+        None => swarms
+            .state()
+            .iter()
+            .filter(|swarm| swarm.namespace().as_deref() == Some(namespace.as_str()))
+            .map(|swarm| ObjectRef::from_obj(swarm.as_ref()))
+            .collect(),
+    }
+}
+
+/// A ConfigMap maps to the Swarm that owns it, labels it, or reads its job list from it.
+fn config_map_swarms(cm: &ConfigMap, swarms: &Store<Swarm>) -> Vec<ObjectRef<Swarm>> {
+    let namespace = cm.namespace().unwrap_or_default();
+    let mut found: BTreeSet<String> = BTreeSet::new();
+    if let Some(swarm) = cm.labels().get(names::LABEL_SWARM) {
+        found.insert(swarm.clone());
+    }
+    for owner in cm.owner_references() {
+        if owner.kind == "Swarm" && owner.api_version.starts_with("shoal.dev/") {
+            found.insert(owner.name.clone());
+        }
+    }
+    let name = cm.name_any();
+    for swarm in swarms.state() {
+        let reads_it = swarm
+            .spec
+            .jobs_from
+            .as_ref()
+            .is_some_and(|from| from.config_map_key_ref.name == name);
+        if reads_it && swarm.namespace().as_deref() == Some(namespace.as_str()) {
+            found.insert(swarm.name_any());
+        }
+    }
+    found
+        .into_iter()
+        .map(|swarm| ObjectRef::new(&swarm).within(&namespace))
+        .collect()
+}
+
+/// Warns (an Event on the StatefulSet, once per StatefulSet and name) about pools
+/// labelled for a Swarm that does not exist.
+fn report_orphan_pools(
+    ctx: Arc<Context>,
+    pools: Store<StatefulSet>,
+    swarms: Store<Swarm>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if swarms.wait_until_ready().await.is_err() || pools.wait_until_ready().await.is_err() {
+            return;
+        }
+        let mut reported: BTreeSet<(String, String)> = BTreeSet::new();
+        loop {
+            let mut orphaned_now = BTreeSet::new();
+            for sts in pools.state() {
+                let Some(swarm) = sts.labels().get(names::LABEL_SWARM) else {
+                    continue;
+                };
+                let namespace = sts.namespace().unwrap_or_default();
+                let exists = swarms
+                    .get(&ObjectRef::new(swarm).within(&namespace))
+                    .is_some();
+                if exists {
+                    continue;
+                }
+                let key = (sts.uid().unwrap_or_default(), swarm.clone());
+                orphaned_now.insert(key.clone());
+                if reported.insert(key) {
+                    let note = format!(
+                        "StatefulSet {namespace}/{} is labelled {}={swarm} but Swarm {swarm} does not exist in {namespace}",
+                        sts.name_any(),
+                        names::LABEL_SWARM
+                    );
+                    warn!("{note}");
+                    publish_on(&ctx, &sts.object_ref(&()), true, "SwarmNotFound", &note).await;
+                }
+            }
+            // Forget resolved ones so that a relapse is reported again.
+            reported.retain(|key| orphaned_now.contains(key));
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    })
+}
