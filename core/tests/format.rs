@@ -1,0 +1,227 @@
+//! Slice format v1 and the seed-compatible index: round trips and typed,
+//! field-naming parse errors.
+
+use shoal_core::format::{
+    Index, IndexParseError, SliceParseError, parse_index, parse_slice, render_index, render_slice,
+};
+use shoal_core::{JobSet, Slice};
+
+fn slice(jobs: &[&str]) -> Slice {
+    Slice::new(
+        "demo",
+        "swarm-worker-0",
+        3,
+        JobSet::parse(jobs.iter().copied()).unwrap(),
+    )
+}
+
+const EMPTY_HASH: &str = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+#[test]
+fn a_slice_renders_as_readable_block_yaml_in_the_documented_field_order() {
+    let rendered = render_slice(&slice(&["stream:foo:new", "stream:cctv0:updated"]));
+    let hash = slice(&["stream:foo:new", "stream:cctv0:updated"]).hash;
+    assert_eq!(
+        rendered,
+        format!(
+            "format: shoal.dev/slice/v1\nswarm: demo\nmember: swarm-worker-0\nrevision: 3\nhash: {hash}\n\
+             jobs:\n- stream:cctv0:updated\n- stream:foo:new\n"
+        )
+    );
+}
+
+#[test]
+fn slices_with_awkward_keys_survive_a_round_trip() {
+    let awkward = slice(&[
+        "- a", "a: b", "#x", "'q'", "\"dq\"", "null", "123", "true", "*a", "  sp", "é", "~",
+    ]);
+    let parsed = parse_slice(&render_slice(&awkward)).expect("round trip");
+    assert_eq!(parsed, awkward);
+}
+
+#[test]
+fn an_empty_slice_round_trips() {
+    let empty = slice(&[]);
+    assert_eq!(empty.hash, EMPTY_HASH);
+    assert_eq!(parse_slice(&render_slice(&empty)), Ok(empty));
+}
+
+fn document(replace: &str, with: &str) -> String {
+    let base = render_slice(&slice(&["a", "b"]));
+    assert!(base.contains(replace), "{replace:?} not in {base}");
+    base.replacen(replace, with, 1)
+}
+
+#[test]
+fn each_missing_field_is_named() {
+    for field in ["format", "swarm", "member", "revision", "hash", "jobs"] {
+        let base = render_slice(&slice(&[]));
+        let without: String = base
+            .lines()
+            .filter(|line| !line.starts_with(&format!("{field}:")))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        assert_eq!(
+            parse_slice(&without).unwrap_err().to_string(),
+            format!("slice field `{field}` is missing")
+        );
+    }
+}
+
+#[test]
+fn a_wrong_format_marker_is_rejected() {
+    let error = parse_slice(&document("shoal.dev/slice/v1", "shoal.dev/slice/v9")).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "slice field `format` must be \"shoal.dev/slice/v1\", got \"shoal.dev/slice/v9\""
+    );
+}
+
+#[test]
+fn a_non_numeric_revision_is_rejected() {
+    let error = parse_slice(&document("revision: 3", "revision: three")).unwrap_err();
+    assert_eq!(
+        error,
+        SliceParseError::WrongType {
+            field: "revision",
+            expected: "a non-negative integer"
+        }
+    );
+    assert_eq!(
+        error.to_string(),
+        "slice field `revision` must be a non-negative integer"
+    );
+    let negative = parse_slice(&document("revision: 3", "revision: -1")).unwrap_err();
+    assert_eq!(
+        negative.to_string(),
+        "slice field `revision` must be a non-negative integer"
+    );
+}
+
+#[test]
+fn a_malformed_hash_is_rejected() {
+    let error = parse_slice(&document("sha256:", "md5:")).unwrap_err();
+    assert!(
+        error.to_string().starts_with(
+            "slice field `hash` must be \"sha256:\" followed by 64 lowercase hex digits, got \"md5:"
+        ),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_hand_edited_job_list_fails_the_hash_check() {
+    let edited = document("- b\n", "- b\n- c\n");
+    let error = parse_slice(&edited).unwrap_err();
+    let expected_hash = slice(&["a", "b"]).hash;
+    let computed = slice(&["a", "b", "c"]).hash;
+    assert_eq!(
+        error.to_string(),
+        format!("slice field `hash` is {expected_hash} but the jobs hash to {computed}")
+    );
+}
+
+#[test]
+fn unsorted_duplicate_or_invalid_jobs_are_rejected_naming_the_field() {
+    let unsorted = document("- a\n- b\n", "- b\n- a\n");
+    assert_eq!(
+        parse_slice(&unsorted).unwrap_err().to_string(),
+        "slice field `jobs` is not sorted: jobs[1] \"a\" comes before its predecessor"
+    );
+    let duplicate = document("- a\n- b\n", "- a\n- a\n");
+    assert_eq!(
+        parse_slice(&duplicate).unwrap_err().to_string(),
+        "slice field `jobs`: invalid job list (1 problem): jobs[1] \"a\": duplicate of jobs[0]"
+    );
+    let empty_key = document("- a\n", "- ''\n- a\n");
+    assert_eq!(
+        parse_slice(&empty_key).unwrap_err().to_string(),
+        "slice field `jobs`: invalid job list (1 problem): jobs[0] \"\": empty key"
+    );
+    let not_a_list = document("jobs:\n- a\n- b\n", "jobs: a\n");
+    assert_eq!(
+        parse_slice(&not_a_list).unwrap_err().to_string(),
+        "slice field `jobs` must be a list of strings"
+    );
+}
+
+#[test]
+fn text_that_is_not_a_yaml_mapping_is_rejected() {
+    for text in ["- just\n- a list\n", "{ unclosed", "plain scalar"] {
+        let error = parse_slice(text).unwrap_err();
+        assert!(
+            matches!(error, SliceParseError::Yaml { .. }),
+            "{text:?}: {error:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("slice document is not a YAML mapping: ")
+        );
+    }
+}
+
+#[test]
+fn unknown_fields_are_ignored_for_forward_compatibility() {
+    let extended = document("jobs:", "note: added later\njobs:");
+    assert_eq!(parse_slice(&extended), Ok(slice(&["a", "b"])));
+}
+
+#[test]
+fn the_seed_operators_index_document_parses() {
+    // As k8s-swarm wrote it (indented list items, unsorted jobs).
+    let seed = "workloads:\n  swarm-worker-0:\n    jobs:\n      - stream:xxrtve1\n      - stream:cars:new\n    version: 0\n  swarm-worker-1:\n    jobs:\n      - stream:cars:updated\n    version: 0\nversion: 0\n";
+    let index = parse_index(seed).expect("seed index parses");
+    assert_eq!(index.version, 0);
+    let jobs: Vec<String> = index.workloads["swarm-worker-0"]
+        .jobs
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(jobs, vec!["stream:cars:new", "stream:xxrtve1"]);
+    assert_eq!(parse_index(&render_index(&index)), Ok(index));
+}
+
+#[test]
+fn index_errors_name_the_field_path() {
+    assert_eq!(
+        parse_index("workloads: {}\n").unwrap_err().to_string(),
+        "index field `version` is missing"
+    );
+    assert_eq!(
+        parse_index("version: 1\n").unwrap_err().to_string(),
+        "index field `workloads` is missing"
+    );
+    assert_eq!(
+        parse_index("workloads:\n  w-0:\n    version: 1\nversion: 1\n")
+            .unwrap_err()
+            .to_string(),
+        "index field `workloads.w-0.jobs` is missing"
+    );
+    assert_eq!(
+        parse_index("workloads:\n  w-0:\n    jobs: [a]\n    version: x\nversion: 1\n")
+            .unwrap_err()
+            .to_string(),
+        "index field `workloads.w-0.version` must be a non-negative integer"
+    );
+    let duplicate = parse_index("workloads:\n  w-0:\n    jobs: [a, a]\nversion: 1\n").unwrap_err();
+    assert!(matches!(duplicate, IndexParseError::InvalidJobs { .. }));
+    assert_eq!(
+        duplicate.to_string(),
+        "index field `workloads.w-0.jobs`: invalid job list (1 problem): jobs[1] \"a\": duplicate of jobs[0]"
+    );
+}
+
+#[test]
+fn an_index_renders_in_the_seed_layout() {
+    let mut slices = std::collections::BTreeMap::new();
+    slices.insert(
+        shoal_core::MemberId::new("w", 0),
+        Slice::new("demo", "w-0", 2, JobSet::parse(["b", "a"]).unwrap()),
+    );
+    let index = Index::from_slices(&slices, 5);
+    assert_eq!(
+        render_index(&index),
+        "workloads:\n  w-0:\n    jobs:\n    - a\n    - b\n    version: 2\nversion: 5\n"
+    );
+}
