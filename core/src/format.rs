@@ -380,3 +380,128 @@ pub fn parse_index(text_yaml: &str) -> Result<Index, IndexParseError> {
     }
     Ok(Index { workloads, version })
 }
+
+/// Largest text stored directly under `data["slice.yaml"]` (ARCHITECTURE:
+/// a slice ConfigMap holds at most ~900 KiB of data; the API server's limit
+/// is 1 MiB for the whole object).
+pub const MAX_PLAIN_BYTES: usize = 900 * 1024;
+
+/// Largest raw byte count per `binaryData` entry: base64 inflates by 4/3, so
+/// this keeps every ConfigMap under the same ~900 KiB on the wire.
+pub const MAX_BINARY_BYTES: usize = MAX_PLAIN_BYTES / 4 * 3;
+
+/// Largest decompressed slice accepted by [`decode_slice`] (guards against a
+/// hand-made gzip bomb).
+pub const MAX_DECODED_BYTES: u64 = 512 * 1024 * 1024;
+
+/// How a rendered slice is stored in ConfigMaps.
+///
+/// * `Plain`: `data["slice.yaml"]` of `<pod>-slice`.
+/// * `Gzip`: `binaryData["slice.yaml.gz"]` of `<pod>-slice`.
+/// * `Split`: the gzip bytes cut into parts; part `i` is
+///   `binaryData["slice.yaml.part<i>"]` of
+///   [`slice_configmap_part(pod, i)`](crate::names::slice_configmap_part)
+///   (`<pod>-slice`, `<pod>-slice-1`, …), and the first ConfigMap carries the
+///   annotation [`ANNOTATION_PARTS`](crate::names::ANNOTATION_PARTS) = part count.
+///
+/// The sidecar should compare the slice hash (a label or the parsed `hash`),
+/// not the bytes: gzip output may differ between library versions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EncodedSlice {
+    /// YAML text, small enough for `data`.
+    Plain(String),
+    /// gzip of the YAML, small enough for one `binaryData` entry.
+    Gzip(Vec<u8>),
+    /// gzip of the YAML in parts, each at most [`MAX_BINARY_BYTES`].
+    Split(Vec<Vec<u8>>),
+}
+
+/// The `binaryData` key of part `part` of a split slice.
+pub fn part_data_key(part: usize) -> String {
+    format!("{}.part{part}", crate::names::SLICE_DATA_KEY)
+}
+
+/// Why stored slice data could not be turned back into a slice.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// A split slice without parts.
+    #[error("split slice has no parts")]
+    NoParts,
+    /// The gzip stream is corrupt or truncated.
+    #[error("slice gzip data is corrupt: {message}")]
+    Gzip {
+        /// The decompressor's message.
+        message: String,
+    },
+    /// The decompressed slice is larger than [`MAX_DECODED_BYTES`].
+    #[error("decompressed slice exceeds {MAX_DECODED_BYTES} bytes")]
+    TooLarge,
+    /// The decompressed bytes are not UTF-8.
+    #[error("decompressed slice is not UTF-8 text")]
+    NotText,
+    /// The document inside is not a valid slice.
+    #[error(transparent)]
+    Parse(#[from] SliceParseError),
+}
+
+/// Encodes a slice for storage: plain YAML when it fits [`MAX_PLAIN_BYTES`],
+/// else gzip when that fits [`MAX_BINARY_BYTES`], else gzip split into parts.
+pub fn encode_slice(slice: &Slice) -> EncodedSlice {
+    encode_slice_with_limits(slice, MAX_PLAIN_BYTES, MAX_BINARY_BYTES)
+}
+
+/// [`encode_slice`] with explicit limits (tests use small ones).
+pub fn encode_slice_with_limits(
+    slice: &Slice,
+    plain_limit: usize,
+    binary_limit: usize,
+) -> EncodedSlice {
+    use std::io::Write as _;
+
+    let text = render_slice(slice);
+    if text.len() <= plain_limit {
+        return EncodedSlice::Plain(text);
+    }
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing into a Vec cannot fail; a failure would leave an invalid gzip
+    // stream, which decode_slice rejects rather than misreads.
+    let compressed = encoder
+        .write_all(text.as_bytes())
+        .and_then(|()| encoder.finish())
+        .unwrap_or_default();
+    let binary_limit = binary_limit.max(1);
+    if compressed.len() <= binary_limit {
+        EncodedSlice::Gzip(compressed)
+    } else {
+        EncodedSlice::Split(
+            compressed
+                .chunks(binary_limit)
+                .map(<[u8]>::to_vec)
+                .collect(),
+        )
+    }
+}
+
+/// Decodes stored slice data and parses (and hash-checks) the slice.
+pub fn decode_slice(encoded: &EncodedSlice) -> Result<Slice, DecodeError> {
+    use std::io::Read as _;
+
+    let compressed: Vec<u8> = match encoded {
+        EncodedSlice::Plain(text) => return Ok(parse_slice(text)?),
+        EncodedSlice::Gzip(bytes) => bytes.clone(),
+        EncodedSlice::Split(parts) if parts.is_empty() => return Err(DecodeError::NoParts),
+        EncodedSlice::Split(parts) => parts.concat(),
+    };
+    let mut text = Vec::new();
+    flate2::read::GzDecoder::new(compressed.as_slice())
+        .take(MAX_DECODED_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(|error| DecodeError::Gzip {
+            message: error.to_string(),
+        })?;
+    if text.len() as u64 > MAX_DECODED_BYTES {
+        return Err(DecodeError::TooLarge);
+    }
+    let text = String::from_utf8(text).map_err(|_| DecodeError::NotText)?;
+    Ok(parse_slice(&text)?)
+}

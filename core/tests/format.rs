@@ -225,3 +225,73 @@ fn an_index_renders_in_the_seed_layout() {
         "workloads:\n  w-0:\n    jobs:\n    - a\n    - b\n    version: 2\nversion: 5\n"
     );
 }
+
+mod large_slices {
+    use shoal_core::format::{
+        DecodeError, EncodedSlice, MAX_BINARY_BYTES, decode_slice, encode_slice,
+        encode_slice_with_limits, part_data_key,
+    };
+    use shoal_core::{JobSet, Slice};
+
+    fn big_slice(count: usize) -> Slice {
+        let jobs =
+            JobSet::parse((0..count).map(|i| format!("stream:camera-{i:08}:updated"))).unwrap();
+        Slice::new("demo", "swarm-worker-0", 9, jobs)
+    }
+
+    #[test]
+    fn a_small_slice_is_stored_as_plain_yaml() {
+        let slice = big_slice(10);
+        assert!(matches!(encode_slice(&slice), EncodedSlice::Plain(_)));
+        assert_eq!(decode_slice(&encode_slice(&slice)), Ok(slice));
+    }
+
+    #[test]
+    fn a_slice_over_the_configmap_limit_is_gzipped_and_decodes_back() {
+        // ~40 bytes per line × 40 000 ≈ 1.6 MB of YAML.
+        let slice = big_slice(40_000);
+        let encoded = encode_slice(&slice);
+        let EncodedSlice::Gzip(bytes) = &encoded else {
+            panic!("expected gzip, got {encoded:?}");
+        };
+        assert!(bytes.len() <= MAX_BINARY_BYTES);
+        assert_eq!(decode_slice(&encoded), Ok(slice));
+    }
+
+    #[test]
+    fn a_slice_too_big_even_gzipped_is_split_into_parts_that_reassemble() {
+        let slice = big_slice(5_000);
+        let encoded = encode_slice_with_limits(&slice, 1024, 4096);
+        let EncodedSlice::Split(parts) = &encoded else {
+            panic!("expected parts, got {encoded:?}");
+        };
+        assert!(parts.len() > 1);
+        assert!(parts.iter().all(|part| part.len() <= 4096));
+        assert_eq!(decode_slice(&encoded), Ok(slice));
+        assert_eq!(part_data_key(2), "slice.yaml.part2");
+    }
+
+    #[test]
+    fn corrupt_or_missing_parts_are_reported() {
+        let slice = big_slice(5_000);
+        let EncodedSlice::Split(mut parts) = encode_slice_with_limits(&slice, 1024, 4096) else {
+            panic!("expected parts");
+        };
+        assert_eq!(
+            decode_slice(&EncodedSlice::Split(Vec::new())),
+            Err(DecodeError::NoParts)
+        );
+        parts.remove(1);
+        let error = decode_slice(&EncodedSlice::Split(parts)).unwrap_err();
+        assert!(matches!(error, DecodeError::Gzip { .. }), "{error:?}");
+        assert!(
+            error
+                .to_string()
+                .starts_with("slice gzip data is corrupt: ")
+        );
+        assert!(matches!(
+            decode_slice(&EncodedSlice::Gzip(b"not gzip".to_vec())),
+            Err(DecodeError::Gzip { .. })
+        ));
+    }
+}
