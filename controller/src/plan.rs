@@ -155,8 +155,12 @@ pub struct RevisionRecord {
     /// Members listed but failed over (own nothing).
     #[serde(default)]
     pub unavailable: Vec<String>,
-    /// Job keys, sorted.
+    /// Job keys, sorted (empty when `jobsOmitted`).
     pub jobs: Vec<String>,
+    /// The job list was too large to keep in a ConfigMap even compressed; this
+    /// revision cannot be replayed and the slices in the cluster stand for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub jobs_omitted: bool,
 }
 
 /// The data key of a revision history ConfigMap.
@@ -503,6 +507,7 @@ fn revision_record(
             .map(|member| member.id.pod_name())
             .collect(),
         jobs: jobs.iter().map(|key| key.as_str().to_owned()).collect(),
+        jobs_omitted: false,
     }
 }
 
@@ -579,8 +584,22 @@ pub fn plan(obs: &Observation) -> Plan {
     let current_target: Option<Assignment> = if current_revision == 0 {
         None
     } else {
-        match obs.history.get(&current_revision).map(replay) {
+        match obs.history.get(&current_revision).map(|record| {
+            if record.jobs_omitted {
+                Err(String::new())
+            } else {
+                replay(record)
+            }
+        }) {
             Some(Ok(assignment)) => Some(assignment),
+            Some(Err(_))
+                if obs
+                    .history
+                    .get(&current_revision)
+                    .is_some_and(|record| record.jobs_omitted) =>
+            {
+                None
+            }
             Some(Err(error)) => {
                 problems.push(InputProblem {
                     reason: "HistoryInvalid",
@@ -1041,7 +1060,7 @@ pub fn plan(obs: &Observation) -> Plan {
             .collect();
         target_slices = assignment.slices_since(&previous_slices, &obs.swarm, revision);
         if rollout_done {
-            let index_text = render_index(&Index::from_slices(&target_slices, revision));
+            let index_text = index_text(&target_slices, revision);
             if obs.index.as_deref() != Some(index_text.as_str()) {
                 operations.push(Operation::WriteIndex { text: index_text });
             }
@@ -1286,6 +1305,29 @@ fn settled(
             pod.ready && !pod.deleting && written_for_uid != Some(pod.uid.as_str())
         }
     }
+}
+
+/// Largest index document written in the seed's `workloads:` shape; beyond it a summary.
+pub const MAX_INDEX_BYTES: usize = 900 * 1024;
+
+/// The index document: seed-compatible `workloads:` while it fits, else a per-member summary.
+pub fn index_text(slices: &BTreeMap<MemberId, Slice>, revision: u64) -> String {
+    let full = render_index(&Index::from_slices(slices, revision));
+    if full.len() <= MAX_INDEX_BYTES {
+        return full;
+    }
+    let mut summary = format!(
+        "# The full index exceeds {MAX_INDEX_BYTES} bytes; each member's jobs are in its <pod>-slice ConfigMap.\nsummary: true\nversion: {revision}\nworkloads:\n"
+    );
+    for (member, slice) in slices {
+        summary.push_str(&format!(
+            "  {member}:\n    jobCount: {}\n    hash: {}\n    version: {}\n",
+            slice.jobs.len(),
+            slice.hash,
+            slice.revision
+        ));
+    }
+    summary
 }
 
 /// Renders a slice as the text of its ConfigMap.

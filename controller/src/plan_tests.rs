@@ -714,3 +714,33 @@ fn an_invalid_failover_duration_is_reported() {
     let degraded = previous_condition(&plan.status, "Degraded").unwrap();
     assert_eq!(degraded.reason, "InvalidFailover");
 }
+
+#[test]
+fn an_index_too_large_for_a_configmap_becomes_a_summary() {
+    let jobs = JobSet::parse((0..100_000).map(|i| format!("stream:{i:08}"))).unwrap();
+    let members = vec![Member::new("worker", 0), Member::new("worker", 1)];
+    let assignment = assign(&jobs, &members, &Strategy::Jump).unwrap();
+    let text = index_text(&assignment.slices("demo", 3), 3);
+    assert!(text.len() < MAX_INDEX_BYTES);
+    assert!(text.contains("summary: true"));
+    assert!(text.contains("worker-1:"));
+    let small = index_text(
+        &assignment.slices("demo", 3).into_iter().take(0).collect(),
+        3,
+    );
+    assert!(!small.contains("summary"));
+}
+
+#[test]
+fn a_revision_whose_job_list_was_omitted_falls_back_to_the_slices_in_the_cluster() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 2);
+    cluster.settle();
+    for record in cluster.obs.history.values_mut() {
+        record.jobs.clear();
+        record.jobs_omitted = true;
+    }
+    let plan = cluster.step();
+    assert!(plan.operations.is_empty(), "{:?}", plan.operations);
+    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    assert_eq!(degraded.status, "False", "{}", degraded.message);
+}

@@ -286,13 +286,13 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
             slices.insert(
                 member.clone(),
                 SliceObject {
-                    text: data.get(names::SLICE_DATA_KEY).cloned(),
+                    text: read_text(&cm, names::SLICE_DATA_KEY),
                     written_for_uid: annotations.get(WRITTEN_FOR_UID_ANNOTATION).cloned(),
                     phase: annotations.get(PHASE_ANNOTATION).cloned(),
                 },
             );
         } else if cm.name_any() == names::index_configmap(&name) {
-            index = data.get(names::INDEX_DATA_KEY).cloned();
+            index = read_text(&cm, names::INDEX_DATA_KEY);
         }
     }
 
@@ -376,6 +376,48 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
     })
 }
 
+/// Largest text stored uncompressed in a ConfigMap; the API limit is 1 MiB per object.
+pub const MAX_PLAIN_BYTES: usize = 900 * 1024;
+
+/// gzip-compresses text.
+pub fn gzip(text: &str) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing to a Vec cannot fail.
+    let _ = encoder.write_all(text.as_bytes());
+    encoder.finish().unwrap_or_default()
+}
+
+/// Decompresses gzip text; `None` if it is not gzip-compressed UTF-8.
+pub fn gunzip(bytes: &[u8]) -> Option<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
+/// Puts `text` under `key` in `data`, or gzip-compressed under `<key>.gz` in `binaryData` when large.
+fn text_payload(key: &str, text: &str) -> (serde_json::Value, serde_json::Value) {
+    use k8s_openapi::ByteString;
+    if text.len() <= MAX_PLAIN_BYTES {
+        (json!({ key: text }), json!({}))
+    } else {
+        let compressed = ByteString(gzip(text));
+        (json!({}), json!({ format!("{key}.gz"): compressed }))
+    }
+}
+
+/// Reads `key` from `data`, or `<key>.gz` from `binaryData`.
+fn read_text(cm: &ConfigMap, key: &str) -> Option<String> {
+    if let Some(text) = cm.data.as_ref().and_then(|data| data.get(key)) {
+        return Some(text.clone());
+    }
+    let compressed = cm.binary_data.as_ref()?.get(&format!("{key}.gz"))?;
+    gunzip(&compressed.0)
+}
+
 fn apply_params() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()
 }
@@ -385,7 +427,7 @@ fn config_map(
     name: &str,
     labels: BTreeMap<String, String>,
     annotations: BTreeMap<String, String>,
-    data: BTreeMap<String, String>,
+    (data, binary_data): (serde_json::Value, serde_json::Value),
 ) -> serde_json::Value {
     json!({
         "apiVersion": "v1",
@@ -398,6 +440,7 @@ fn config_map(
             "ownerReferences": owner_reference(swarm).into_iter().collect::<Vec<_>>(),
         },
         "data": data,
+        "binaryData": binary_data,
     })
 }
 
@@ -414,12 +457,20 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
     for operation in &plan.operations {
         if let Operation::WriteRevision(record) = operation {
             let cm_name = names::revision_configmap(&name, record.revision);
-            let text = serde_json::to_string_pretty(record).map_err(|source| {
-                Error::SerializeRevision {
+            let serialize = |record: &RevisionRecord| {
+                serde_json::to_string(record).map_err(|source| Error::SerializeRevision {
                     revision: record.revision,
                     source,
-                }
-            })?;
+                })
+            };
+            let mut text = serialize(record)?;
+            if text.len() > MAX_PLAIN_BYTES && gzip(&text).len() > MAX_PLAIN_BYTES {
+                // Too large even compressed: keep the inputs but the job list.
+                let mut trimmed = record.clone();
+                trimmed.jobs.clear();
+                trimmed.jobs_omitted = true;
+                text = serialize(&trimmed)?;
+            }
             let mut labels = swarm_label();
             labels.insert(names::LABEL_REVISION_HISTORY.to_owned(), "true".to_owned());
             labels.insert(
@@ -431,7 +482,7 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
                 &cm_name,
                 labels,
                 BTreeMap::new(),
-                BTreeMap::from([(REVISION_DATA_KEY.to_owned(), text)]),
+                text_payload(REVISION_DATA_KEY, &text),
             );
             cm_api
                 .patch(&cm_name, &apply_params(), &Patch::Apply(body))
@@ -487,7 +538,7 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
                     &cm_name,
                     labels,
                     annotations,
-                    BTreeMap::from([(names::SLICE_DATA_KEY.to_owned(), plan::slice_text(slice))]),
+                    text_payload(names::SLICE_DATA_KEY, &plan::slice_text(slice)),
                 );
                 cm_api
                     .patch(&cm_name, &apply_params(), &Patch::Apply(body))
@@ -561,7 +612,7 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
                     &cm_name,
                     swarm_label(),
                     BTreeMap::new(),
-                    BTreeMap::from([(names::INDEX_DATA_KEY.to_owned(), text.clone())]),
+                    text_payload(names::INDEX_DATA_KEY, text),
                 );
                 cm_api
                     .patch(&cm_name, &apply_params(), &Patch::Apply(body))
@@ -677,4 +728,44 @@ pub fn error_policy(swarm: Arc<Swarm>, error: &Error, ctx: Arc<Context>) -> Acti
         })
         .inc();
     Action::requeue(Duration::from_secs(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_slice_is_stored_gzip_compressed_in_binary_data_and_read_back() {
+        let text: String = (0..100_000).map(|i| format!("- stream:{i:08}\n")).collect();
+        assert!(text.len() > MAX_PLAIN_BYTES);
+        let (data, binary) = text_payload("slice.yaml", &text);
+        assert_eq!(data, json!({}));
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "x"},
+            "binaryData": binary,
+        }))
+        .unwrap();
+        assert!(cm.binary_data.as_ref().unwrap()["slice.yaml.gz"].0.len() < MAX_PLAIN_BYTES);
+        assert_eq!(read_text(&cm, "slice.yaml").as_deref(), Some(text.as_str()));
+    }
+
+    #[test]
+    fn a_small_slice_is_stored_as_plain_text() {
+        let (data, binary) = text_payload("slice.yaml", "jobs: []\n");
+        assert_eq!(data, json!({"slice.yaml": "jobs: []\n"}));
+        assert_eq!(binary, json!({}));
+    }
+
+    #[test]
+    fn every_error_has_a_distinct_category() {
+        let categories = [
+            Error::MissingNamespace("x".into()).category(),
+            Error::SerializeRevision {
+                revision: 1,
+                source: serde_json::from_str::<u8>("x").unwrap_err(),
+            }
+            .category(),
+        ];
+        assert_ne!(categories[0], categories[1]);
+    }
 }
