@@ -331,7 +331,8 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         .flat_map(|pool| (0..pool.replicas).map(move |ordinal| format!("{}-{ordinal}", pool.name)))
         .collect();
     let leases = lease_api
-        .list(&ListParams::default().labels(names::LABEL_MEMBER))
+        // Member Leases are few; selecting by name suffix avoids relying on existence selectors.
+        .list(&ListParams::default())
         .await
         .map_err(|source| Error::ListLeases {
             swarm: name.clone(),

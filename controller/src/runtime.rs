@@ -165,10 +165,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     let (pool_store, pool_writer) = reflector::store::<StatefulSet>();
     let pool_stream = reflector::reflector(
         pool_writer,
-        watcher(
-            statefulsets.clone(),
-            watcher::Config::default().labels(names::LABEL_SWARM),
-        ),
+        watcher(statefulsets.clone(), watcher::Config::default()),
     )
     .default_backoff()
     .applied_objects()
@@ -214,11 +211,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
         .watches(config_maps, watcher::Config::default(), by_config_map)
         .watches(statefulsets, watcher::Config::default(), by_pool)
         .watches(pods, watcher::Config::default(), by_pod)
-        .watches(
-            leases,
-            watcher::Config::default().labels(names::LABEL_MEMBER),
-            by_lease,
-        )
+        .watches(leases, watcher::Config::default(), by_lease)
         .graceful_shutdown_on(stop_receiver.map(|_| ()))
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|result| {
