@@ -5,9 +5,13 @@
 //!
 //! Run: `cargo bench -p shoal-core --bench assign`
 //! (`-- --runs N` changes the repetition count, default 11; figures are
-//! medians). Peak memory is read from `VmHWM` in /proc/self/status after
-//! resetting it through /proc/self/clear_refs (Linux), since a counting
-//! allocator would need `unsafe`, which the workspace forbids.
+//! medians). Peak memory: a counting allocator would need `unsafe`, which
+//! the workspace forbids, so each figure runs in a fresh child process of
+//! this binary: it builds the inputs, resets the peak-RSS watermark
+//! (`/proc/self/clear_refs`), runs the workload once and reports `VmHWM`
+//! minus the RSS it had before (Linux). Memory the allocator kept from
+//! building the inputs can be reused, so this is the *additional* resident
+//! memory the workload needed.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -25,18 +29,66 @@ fn status_kib(field: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Resets the peak-RSS watermark; returns the current RSS in KiB.
+/// Resets the peak-RSS watermark and returns the current RSS (KiB).
 fn reset_peak() -> Option<u64> {
     std::fs::write("/proc/self/clear_refs", "5").ok()?;
     status_kib("VmRSS:")
 }
 
-/// Peak RSS above `baseline` (KiB) since the last reset, in MiB.
-fn peak_above(baseline: Option<u64>) -> String {
-    match (baseline, status_kib("VmHWM:")) {
-        (Some(base), Some(peak)) => format!("{:.1}", peak.saturating_sub(base) as f64 / 1024.0),
-        _ => "n/a".to_owned(),
+fn generated_jobs() -> JobSet {
+    JobSet::parse((0..KEYS).map(|i| format!("stream:{i}:updated")))
+        .expect("generated keys are valid")
+}
+
+/// Child mode: build the inputs, run one workload, print the peak RSS.
+fn child(workload: &str) {
+    let jobs = generated_jobs();
+    let members = pool_members("worker", MEMBERS);
+    let strategy = Strategy::default();
+    let mut before = reset_peak();
+    match workload {
+        "bounded" => drop(black_box(assign(&jobs, &members, &strategy))),
+        "jump" => drop(black_box(assign(&jobs, &members, &Strategy::Jump))),
+        "ring" => drop(black_box(assign(
+            &jobs,
+            &members,
+            &Strategy::Ring { vnodes: 128 },
+        ))),
+        "diff" => {
+            let old = assign(&jobs, &members, &strategy).expect("members are available");
+            let new = assign(&jobs, &pool_members("worker", MEMBERS + 1), &strategy)
+                .expect("members are available");
+            before = reset_peak();
+            drop(black_box(diff(&old, &new)));
+        }
+        "hash" => {
+            let hashes: Vec<u64> = jobs.iter().map(|key| key_hash(key.as_bytes())).collect();
+            drop(black_box(hashes));
+        }
+        _ => {}
     }
+    match (before, status_kib("VmHWM:")) {
+        (Some(before), Some(peak)) => println!("{}", peak.saturating_sub(before)),
+        _ => println!("n/a"),
+    }
+}
+
+/// Additional peak RSS (MiB) of a child running `workload` once.
+fn peak_mib(workload: &str) -> String {
+    let kib: Option<u64> = std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            std::process::Command::new(exe)
+                .args(["--child", workload])
+                .output()
+                .ok()
+        })
+        .and_then(|output| String::from_utf8(output.stdout).ok())
+        .and_then(|text| text.trim().parse().ok());
+    kib.map_or_else(
+        || "n/a".to_owned(),
+        |kib| format!("{:.1}", kib as f64 / 1024.0),
+    )
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -67,13 +119,17 @@ fn report(label: &str, time: Duration, bare: Duration, memory: &str) {
 }
 
 fn main() {
+    let arguments: Vec<String> = std::env::args().collect();
+    if let Some(position) = arguments.iter().position(|arg| arg == "--child") {
+        child(arguments.get(position + 1).map_or("", String::as_str));
+        return;
+    }
     let runs = std::env::args()
         .skip_while(|arg| arg != "--runs")
         .nth(1)
         .and_then(|value| value.parse().ok())
         .unwrap_or(11usize);
-    let jobs = JobSet::parse((0..KEYS).map(|i| format!("stream:{i}:updated")))
-        .expect("generated keys are valid");
+    let jobs = generated_jobs();
     let members = pool_members("worker", MEMBERS);
     println!("{KEYS} keys over {MEMBERS} members, median of {runs} runs");
 
@@ -81,19 +137,15 @@ fn main() {
         jobs.iter()
             .fold(0u64, |acc, key| acc ^ key_hash(key.as_bytes()))
     });
-    report("bare hash pass", bare, bare, "-");
+    report("bare hash pass", bare, bare, &peak_mib("hash"));
 
-    for strategy in [
-        Strategy::Bounded { epsilon: 0.0 },
-        Strategy::Jump,
-        Strategy::Ring { vnodes: 128 },
+    for (strategy, workload) in [
+        (Strategy::Bounded { epsilon: 0.0 }, "bounded"),
+        (Strategy::Jump, "jump"),
+        (Strategy::Ring { vnodes: 128 }, "ring"),
     ] {
         let time = measure(runs, || assign(&jobs, &members, &strategy));
-        let baseline = reset_peak();
-        let assignment = assign(&jobs, &members, &strategy).expect("members are available");
-        let memory = peak_above(baseline);
-        drop(assignment);
-        report(&strategy.to_string(), time, bare, &memory);
+        report(&strategy.to_string(), time, bare, &peak_mib(workload));
     }
 
     let strategy = Strategy::default();
@@ -101,10 +153,8 @@ fn main() {
     let new = assign(&jobs, &pool_members("worker", MEMBERS + 1), &strategy)
         .expect("members are available");
     let time = measure(runs, || diff(&old, &new));
-    let baseline = reset_peak();
     let change = diff(&old, &new);
-    let memory = peak_above(baseline);
-    report("diff 1000→1001 (bounded)", time, bare, &memory);
+    report("diff 1000→1001 (bounded)", time, bare, &peak_mib("diff"));
     println!(
         "  moved {} keys, lower bound {}, ratio {:.3}, affected members {}",
         change.moved.len(),

@@ -42,41 +42,39 @@ pub(crate) fn assign(topology: &Topology, jobs: &JobSet, epsilon: f64) -> Vec<u3
     if key_count == 0 {
         return owners;
     }
-    // Keys per pool, ranked by (hash, index); index order is byte order of
-    // the keys, so equal hashes tie-break deterministically.
-    let hashed = jobs
-        .iter()
-        .enumerate()
-        .map(|(index, key)| (key_hash(key.as_bytes()), index as u32));
-    let mut ranked: Vec<Vec<(u64, u32)>> = vec![Vec::new(); topology.pools.len()];
-    if topology.pools.len() == 1 {
-        ranked[0] = hashed.collect();
-    } else {
-        for (hash, index) in hashed {
-            ranked[topology.pool_of(hash)].push((hash, index));
-        }
-    }
+    let hashes: Vec<u64> = jobs.iter().map(|key| key_hash(key.as_bytes())).collect();
     let mut loads = vec![0usize; topology.members.len()];
     let cap = cap(key_count, topology.available_count, epsilon);
     let mut pending: Vec<(u64, u32)> = Vec::new();
-    for (pool, keys) in topology.pools.iter().zip(ranked.iter_mut()) {
-        sort_by_hash(keys);
-        let slot_of_rank = balanced_slots(keys.len(), pool.slots.len());
+    let mut pool_keys: Vec<Vec<u32>> = Vec::new();
+    if topology.pools.len() > 1 {
+        pool_keys = vec![Vec::new(); topology.pools.len()];
+        for (index, &hash) in hashes.iter().enumerate() {
+            pool_keys[topology.pool_of(hash)].push(index as u32);
+        }
+    }
+    for (pool_index, pool) in topology.pools.iter().enumerate() {
+        let ranked = if topology.pools.len() == 1 {
+            rank(&hashes, 0..key_count as u32)
+        } else {
+            rank(&hashes, pool_keys[pool_index].iter().copied())
+        };
+        let slot_of_rank = balanced_slots(ranked.len(), pool.slots.len());
         // Walking ranks upwards, a member past the cap sheds its
         // highest-ranked keys, matching the recurrence's notion of which
         // keys are the most mobile.
-        for (&(hash, index), &slot) in keys.iter().zip(slot_of_rank.iter()) {
+        for (&index, &slot) in ranked.iter().zip(slot_of_rank.iter()) {
             let member = pool.slots[slot as usize];
             if member != NONE && topology.available[member as usize] && loads[member as usize] < cap
             {
                 loads[member as usize] += 1;
                 owners[index as usize] = member;
             } else {
-                pending.push((hash, index));
+                pending.push((hashes[index as usize], index));
             }
         }
     }
-    sort_by_hash(&mut pending);
+    pending.sort_unstable();
     for (hash, index) in pending {
         let member = topology.probe(hash, |member| loads[member as usize] < cap);
         // The cap times the available count is at least the key count, so a
@@ -105,45 +103,45 @@ pub(crate) fn cap(keys: usize, available: usize, epsilon: f64) -> usize {
     }
 }
 
-/// Below this many keys a comparison sort beats the radix passes.
-const RADIX_THRESHOLD: usize = 1 << 12;
+/// Bits of a packed sort word that hold the key index.
+const INDEX_BITS: u32 = 24;
+const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
 
-/// Sorts `(hash, index)` pairs. Three stable 11-bit radix passes order them
-/// by the top 33 hash bits (key hashes are uniform, so that is nearly a total
-/// order); an insertion pass then fixes the rare runs sharing those bits,
-/// giving exactly the `(hash, index)` order in linear time.
-fn sort_by_hash(keys: &mut Vec<(u64, u32)>) {
-    if keys.len() < RADIX_THRESHOLD {
-        keys.sort_unstable();
-        return;
+/// The key indices in rank order: ascending `(hash, index)`; index order is
+/// the keys' byte order, so equal hashes tie-break deterministically.
+///
+/// Up to 2^24 keys, each key is packed into one word (top 40 hash bits, then
+/// the index), which halves the memory traffic of sorting; runs that share
+/// the top 40 bits (rare) are then re-sorted by the full hash.
+fn rank(hashes: &[u64], indices: impl Iterator<Item = u32>) -> Vec<u32> {
+    if hashes.len() as u64 > INDEX_MASK + 1 {
+        let mut pairs: Vec<(u64, u32)> = indices
+            .map(|index| (hashes[index as usize], index))
+            .collect();
+        pairs.sort_unstable();
+        return pairs.into_iter().map(|(_, index)| index).collect();
     }
-    let mut scattered = vec![(0u64, 0u32); keys.len()];
-    let mut offsets = vec![0usize; 1 << 11];
-    for shift in [31u32, 42, 53] {
-        offsets.fill(0);
-        for &(hash, _) in keys.iter() {
-            offsets[((hash >> shift) & 0x7ff) as usize] += 1;
+    let mut packed: Vec<u64> = indices
+        .map(|index| (hashes[index as usize] & !INDEX_MASK) | u64::from(index))
+        .collect();
+    packed.sort_unstable();
+    let mut ranked: Vec<u32> = packed
+        .iter()
+        .map(|word| (word & INDEX_MASK) as u32)
+        .collect();
+    let mut start = 0;
+    while start < packed.len() {
+        let prefix = packed[start] >> INDEX_BITS;
+        let mut end = start + 1;
+        while end < packed.len() && packed[end] >> INDEX_BITS == prefix {
+            end += 1;
         }
-        let mut next = 0;
-        for slot in offsets.iter_mut() {
-            let count = *slot;
-            *slot = next;
-            next += count;
+        if end - start > 1 {
+            ranked[start..end].sort_unstable_by_key(|&index| (hashes[index as usize], index));
         }
-        for &item in keys.iter() {
-            let digit = ((item.0 >> shift) & 0x7ff) as usize;
-            scattered[offsets[digit]] = item;
-            offsets[digit] += 1;
-        }
-        std::mem::swap(keys, &mut scattered);
+        start = end;
     }
-    for at in 1..keys.len() {
-        let mut position = at;
-        while position > 0 && keys[position - 1] > keys[position] {
-            keys.swap(position - 1, position);
-            position -= 1;
-        }
-    }
+    ranked
 }
 
 /// Balanced jump: the rank intervals `[start, end)` of each slot, ascending,
@@ -182,7 +180,8 @@ pub(crate) fn balanced_intervals(keys: usize, slots: usize) -> Vec<Vec<(u32, u32
                 }
             }
         }
-        received.sort_unstable();
+        // Intervals are disjoint: ordering by start is a total order.
+        received.sort_unstable_by_key(|interval| interval.0);
         loads.push(
             received
                 .iter()
@@ -197,11 +196,12 @@ pub(crate) fn balanced_intervals(keys: usize, slots: usize) -> Vec<Vec<(u32, u32
 /// Balanced jump: the slot of each rank `0..keys` over `slots` slots.
 pub(crate) fn balanced_slots(keys: usize, slots: usize) -> Vec<u32> {
     let mut slot_of_rank = vec![0u32; keys];
+    if slots <= 1 {
+        return slot_of_rank;
+    }
     for (slot, slot_intervals) in balanced_intervals(keys, slots).iter().enumerate() {
         for &(start, end) in slot_intervals {
-            for rank in start..end {
-                slot_of_rank[rank as usize] = slot as u32;
-            }
+            slot_of_rank[start as usize..end as usize].fill(slot as u32);
         }
     }
     slot_of_rank
@@ -246,23 +246,22 @@ mod tests {
     }
 
     #[test]
-    fn the_radix_sort_orders_by_hash_then_index() {
-        let mut keys: Vec<(u64, u32)> = (0..20_000u32)
-            .map(|index| {
-                (
-                    crate::hash::mix(u64::from(index % 5_000), 3) & !0xff_u64,
-                    index,
-                )
+    fn ranking_orders_by_full_hash_then_index() {
+        // Hashes that share their top 40 bits (and repeat outright) exercise
+        // the fix-up of packed runs and the index tie-break.
+        let hashes: Vec<u64> = (0..20_000u64)
+            .map(|i| {
+                (crate::hash::mix(i % 300, 3) & !0xff_ffff) | ((i * 7919) % 5 << 30) | (i % 11)
             })
             .collect();
-        // Hashes repeat (index % 5000) and share low bits, exercising the
-        // insertion pass and the index tie-break.
-        keys.push((u64::MAX, 7));
-        keys.push((0, 9));
-        let mut expected = keys.clone();
+        let mut expected: Vec<(u64, u32)> = hashes
+            .iter()
+            .enumerate()
+            .map(|(index, &hash)| (hash, index as u32))
+            .collect();
         expected.sort_unstable();
-        sort_by_hash(&mut keys);
-        assert_eq!(keys, expected);
+        let expected: Vec<u32> = expected.into_iter().map(|(_, index)| index).collect();
+        assert_eq!(rank(&hashes, 0..hashes.len() as u32), expected);
     }
 
     #[test]
