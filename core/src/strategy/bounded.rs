@@ -251,7 +251,7 @@ mod tests {
         // the fix-up of packed runs and the index tie-break.
         let hashes: Vec<u64> = (0..20_000u64)
             .map(|i| {
-                (crate::hash::mix(i % 300, 3) & !0xff_ffff) | ((i * 7919) % 5 << 30) | (i % 11)
+                (crate::hash::mix(i % 300, 3) & !0xff_ffff) | (((i * 7919) % 5) << 30) | (i % 11)
             })
             .collect();
         let mut expected: Vec<(u64, u32)> = hashes
