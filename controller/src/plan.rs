@@ -138,6 +138,10 @@ pub struct SliceObject {
     pub written_for_uid: Option<String>,
     /// `shoal.dev/phase`.
     pub phase: Option<String>,
+    /// ConfigMaps the slice occupies (more than 1 when split into parts).
+    pub parts: usize,
+    /// Why the stored data could not be decoded, if it could not.
+    pub decode_error: Option<String>,
 }
 
 /// Inputs of one revision, stored as `<swarm>-rev-<n>`.
@@ -210,11 +214,15 @@ pub enum Operation {
         written_for_uid: String,
         /// `revoke` or `grant`.
         phase: &'static str,
+        /// ConfigMaps the slice occupied before (stale parts beyond the new count are deleted).
+        previous_parts: usize,
     },
     /// Delete the slice ConfigMap of a member that left.
     DeleteSlice {
         /// Pod name.
         member: String,
+        /// ConfigMaps the slice occupies.
+        parts: usize,
     },
     /// Restart a pod through the eviction API, only if it still has this uid.
     Evict {
@@ -471,6 +479,9 @@ fn observe_members(
 
 /// Parses a slice ConfigMap's text into jobs, or says what is wrong with it.
 fn parse_observed(swarm: &str, member: &str, object: &SliceObject) -> Result<Slice, String> {
+    if let Some(error) = &object.decode_error {
+        return Err(format!("slice of {member}: {error}"));
+    }
     let Some(text) = &object.text else {
         return Err(format!("slice ConfigMap of {member} has no slice.yaml"));
     };
@@ -971,6 +982,7 @@ pub fn plan(obs: &Observation) -> Plan {
                     slice,
                     written_for_uid: pod_uid.clone().unwrap_or_default(),
                     phase: "revoke",
+                    previous_parts: object.map_or(0, |object| object.parts),
                 });
                 unsettled.push(name.clone());
                 continue;
@@ -991,6 +1003,7 @@ pub fn plan(obs: &Observation) -> Plan {
                         slice,
                         written_for_uid: pod_uid.clone().unwrap_or_default(),
                         phase: "grant",
+                        previous_parts: object.map_or(0, |object| object.parts),
                     },
                 ));
             }
@@ -1011,7 +1024,14 @@ pub fn plan(obs: &Observation) -> Plan {
             rollout_done = false;
         }
         for name in deletes {
-            operations.push(Operation::DeleteSlice { member: name });
+            let parts = obs
+                .slices
+                .get(&name)
+                .map_or(1, |object| object.parts.max(1));
+            operations.push(Operation::DeleteSlice {
+                member: name,
+                parts,
+            });
         }
 
         // Restarts: the pod that was running when its slice was written.

@@ -94,10 +94,12 @@ impl Cluster {
                             text: Some(slice_text(slice)),
                             written_for_uid: Some(written_for_uid.clone()),
                             phase: Some((*phase).to_owned()),
+                            parts: 1,
+                            decode_error: None,
                         },
                     );
                 }
-                Operation::DeleteSlice { member } => {
+                Operation::DeleteSlice { member, .. } => {
                     self.obs.slices.remove(member);
                 }
                 Operation::Evict { pod, uid } => {

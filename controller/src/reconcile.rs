@@ -15,7 +15,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
-use shoal_core::names;
+use shoal_core::{format, names};
 use tracing::{info, instrument, warn};
 
 use crate::crd::Swarm;
@@ -267,33 +267,34 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
     let mut slices = BTreeMap::new();
     let mut history = BTreeMap::new();
     let mut index = None;
+    let mut slice_maps: BTreeMap<String, ConfigMap> = BTreeMap::new();
     for cm in config_maps.items {
         let labels = cm.labels();
-        let annotations = cm.annotations();
-        let data = cm.data.clone().unwrap_or_default();
         if labels
             .get(names::LABEL_REVISION_HISTORY)
             .map(String::as_str)
             == Some("true")
         {
-            let record = data
-                .get(REVISION_DATA_KEY)
-                .and_then(|text| serde_json::from_str::<RevisionRecord>(text).ok());
+            let record = read_text(&cm, REVISION_DATA_KEY)
+                .and_then(|text| serde_json::from_str::<RevisionRecord>(&text).ok());
             if let Some(record) = record {
                 history.insert(record.revision, record);
             }
-        } else if let Some(member) = labels.get(names::LABEL_MEMBER) {
-            slices.insert(
-                member.clone(),
-                SliceObject {
-                    text: read_text(&cm, names::SLICE_DATA_KEY),
-                    written_for_uid: annotations.get(WRITTEN_FOR_UID_ANNOTATION).cloned(),
-                    phase: annotations.get(PHASE_ANNOTATION).cloned(),
-                },
-            );
+        } else if labels.contains_key(names::LABEL_MEMBER) {
+            slice_maps.insert(cm.name_any(), cm);
         } else if cm.name_any() == names::index_configmap(&name) {
             index = read_text(&cm, names::INDEX_DATA_KEY);
         }
+    }
+    for (cm_name, cm) in &slice_maps {
+        let Some(member) = cm.labels().get(names::LABEL_MEMBER) else {
+            continue;
+        };
+        // Parts 1.. of a split slice are read through their first ConfigMap.
+        if *cm_name != names::slice_configmap(member) {
+            continue;
+        }
+        slices.insert(member.clone(), slice_object(member, cm, &slice_maps));
     }
 
     let job_source = match &swarm.spec.jobs_from {
@@ -410,6 +411,74 @@ fn text_payload(key: &str, text: &str) -> (serde_json::Value, serde_json::Value)
     }
 }
 
+/// Reads a member's slice ConfigMap (and its parts, if split).
+fn slice_object(member: &str, cm: &ConfigMap, all: &BTreeMap<String, ConfigMap>) -> SliceObject {
+    let annotations = cm.annotations();
+    let parts: usize = annotations
+        .get(names::ANNOTATION_PARTS)
+        .and_then(|parts| parts.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let binary = |cm: &ConfigMap, key: &str| -> Option<Vec<u8>> {
+        cm.binary_data
+            .as_ref()?
+            .get(key)
+            .map(|bytes| bytes.0.clone())
+    };
+    let encoded = if parts > 1 {
+        let mut chunks = Vec::new();
+        for part in 0..parts {
+            let chunk = all
+                .get(&names::slice_configmap_part(member, part))
+                .and_then(|cm| binary(cm, &format::part_data_key(part)));
+            match chunk {
+                Some(chunk) => chunks.push(chunk),
+                None => {
+                    return SliceObject {
+                        text: None,
+                        written_for_uid: annotations.get(WRITTEN_FOR_UID_ANNOTATION).cloned(),
+                        phase: annotations.get(PHASE_ANNOTATION).cloned(),
+                        parts,
+                        decode_error: Some(format!(
+                            "part {part} of {parts} ({}) is missing",
+                            names::slice_configmap_part(member, part)
+                        )),
+                    };
+                }
+            }
+        }
+        Some(format::EncodedSlice::Split(chunks))
+    } else if let Some(text) = cm
+        .data
+        .as_ref()
+        .and_then(|data| data.get(names::SLICE_DATA_KEY))
+    {
+        Some(format::EncodedSlice::Plain(text.clone()))
+    } else {
+        binary(cm, names::SLICE_GZIP_DATA_KEY).map(format::EncodedSlice::Gzip)
+    };
+    let (text, decode_error) = match encoded.as_ref().map(format::decode_slice) {
+        None => (None, None),
+        Some(Ok(slice)) => (Some(format::render_slice(&slice)), None),
+        // Plain text that fails to parse is handed over as is; plan names the problem.
+        Some(Err(_)) if matches!(encoded, Some(format::EncodedSlice::Plain(_))) => (
+            cm.data
+                .as_ref()
+                .and_then(|data| data.get(names::SLICE_DATA_KEY))
+                .cloned(),
+            None,
+        ),
+        Some(Err(error)) => (None, Some(error.to_string())),
+    };
+    SliceObject {
+        text,
+        written_for_uid: annotations.get(WRITTEN_FOR_UID_ANNOTATION).cloned(),
+        phase: annotations.get(PHASE_ANNOTATION).cloned(),
+        parts,
+        decode_error,
+    }
+}
+
 /// Reads `key` from `data`, or `<key>.gz` from `binaryData`.
 fn read_text(cm: &ConfigMap, key: &str) -> Option<String> {
     if let Some(text) = cm.data.as_ref().and_then(|data| data.get(key)) {
@@ -520,46 +589,101 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
                 slice,
                 written_for_uid,
                 phase,
+                previous_parts,
             } => {
                 let pod = member.pod_name();
-                let cm_name = names::slice_configmap(&pod);
                 let mut labels = swarm_label();
                 labels.insert(names::LABEL_POOL.to_owned(), member.pool.clone());
                 labels.insert(names::LABEL_MEMBER.to_owned(), pod.clone());
                 labels.insert(names::LABEL_REVISION.to_owned(), slice.revision.to_string());
-                let annotations = BTreeMap::from([
+                let mut annotations = BTreeMap::from([
                     (
                         WRITTEN_FOR_UID_ANNOTATION.to_owned(),
                         written_for_uid.clone(),
                     ),
                     (PHASE_ANNOTATION.to_owned(), (*phase).to_owned()),
                 ]);
-                let body = config_map(
-                    swarm,
-                    &cm_name,
-                    labels,
-                    annotations,
-                    text_payload(names::SLICE_DATA_KEY, &plan::slice_text(slice)),
-                );
-                cm_api
-                    .patch(&cm_name, &apply_params(), &Patch::Apply(body))
-                    .await
-                    .map_err(|source| Error::WriteSlice {
-                        name: cm_name.clone(),
-                        source,
-                    })?;
+                // (ConfigMap name, data, binaryData), first ConfigMap last so that a reader
+                // following its parts annotation finds every part already written.
+                let mut writes: Vec<(String, serde_json::Value, serde_json::Value)> = Vec::new();
+                let parts = match format::encode_slice(slice) {
+                    format::EncodedSlice::Plain(text) => {
+                        writes.push((
+                            names::slice_configmap(&pod),
+                            json!({ names::SLICE_DATA_KEY: text }),
+                            json!({}),
+                        ));
+                        1
+                    }
+                    format::EncodedSlice::Gzip(bytes) => {
+                        writes.push((
+                            names::slice_configmap(&pod),
+                            json!({}),
+                            json!({ names::SLICE_GZIP_DATA_KEY: k8s_openapi::ByteString(bytes) }),
+                        ));
+                        1
+                    }
+                    format::EncodedSlice::Split(chunks) => {
+                        let count = chunks.len();
+                        annotations.insert(names::ANNOTATION_PARTS.to_owned(), count.to_string());
+                        for (part, chunk) in chunks.into_iter().enumerate().rev() {
+                            writes.push((
+                                names::slice_configmap_part(&pod, part),
+                                json!({}),
+                                json!({ format::part_data_key(part): k8s_openapi::ByteString(chunk) }),
+                            ));
+                        }
+                        count
+                    }
+                };
+                for (cm_name, data, binary_data) in writes {
+                    let first = cm_name == names::slice_configmap(&pod);
+                    let body = config_map(
+                        swarm,
+                        &cm_name,
+                        labels.clone(),
+                        if first {
+                            annotations.clone()
+                        } else {
+                            BTreeMap::new()
+                        },
+                        (data, binary_data),
+                    );
+                    cm_api
+                        .patch(&cm_name, &apply_params(), &Patch::Apply(body))
+                        .await
+                        .map_err(|source| Error::WriteSlice {
+                            name: cm_name.clone(),
+                            source,
+                        })?;
+                }
+                for stale in parts..*previous_parts {
+                    let cm_name = names::slice_configmap_part(&pod, stale);
+                    match cm_api.delete(&cm_name, &DeleteParams::default()).await {
+                        Ok(_) => {}
+                        Err(source) if is_not_found(&source) => {}
+                        Err(source) => {
+                            return Err(Error::DeleteSlice {
+                                name: cm_name,
+                                source,
+                            });
+                        }
+                    }
+                }
                 ctx.metrics.slices_written.inc();
             }
-            Operation::DeleteSlice { member } => {
-                let cm_name = names::slice_configmap(member);
-                match cm_api.delete(&cm_name, &DeleteParams::default()).await {
-                    Ok(_) => {}
-                    Err(source) if is_not_found(&source) => {}
-                    Err(source) => {
-                        return Err(Error::DeleteSlice {
-                            name: cm_name,
-                            source,
-                        });
+            Operation::DeleteSlice { member, parts } => {
+                for part in (0..(*parts).max(1)).rev() {
+                    let cm_name = names::slice_configmap_part(member, part);
+                    match cm_api.delete(&cm_name, &DeleteParams::default()).await {
+                        Ok(_) => {}
+                        Err(source) if is_not_found(&source) => {}
+                        Err(source) => {
+                            return Err(Error::DeleteSlice {
+                                name: cm_name,
+                                source,
+                            });
+                        }
                     }
                 }
             }
