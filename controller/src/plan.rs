@@ -618,16 +618,8 @@ pub fn plan(obs: &Observation) -> Plan {
                 });
                 None
             }
-            None => {
-                problems.push(InputProblem {
-                    reason: "HistoryMissing",
-                    message: format!(
-                        "history ConfigMap {}-rev-{current_revision} of the revision in force is missing",
-                        obs.swarm
-                    ),
-                });
-                None
-            }
+            // Reported below unless the inputs still match it, in which case it is rewritten.
+            None => None,
         }
     };
     // Without a replayable revision, what the slices say is what is in force.
@@ -688,6 +680,15 @@ pub fn plan(obs: &Observation) -> Plan {
             let same_as_current = current_revision != 0
                 && previous.current_hash.as_deref() == Some(desired_hash.as_str());
             if same_as_current {
+                if !obs.history.contains_key(&current_revision) {
+                    operations.push(Operation::WriteRevision(revision_record(
+                        current_revision,
+                        &desired_hash,
+                        &spec.strategy,
+                        &members,
+                        &jobs,
+                    )));
+                }
                 if let Some(pending) = status.pending_revision.take() {
                     events.push(PlannedEvent {
                         warning: false,
@@ -702,6 +703,15 @@ pub fn plan(obs: &Observation) -> Plan {
                     target = Some((current_revision, desired));
                 }
             } else {
+                if current_revision != 0 && !obs.history.contains_key(&current_revision) {
+                    problems.push(InputProblem {
+                        reason: "HistoryMissing",
+                        message: format!(
+                            "history ConfigMap {} of the revision in force is missing; the slices in the cluster stand for it",
+                            shoal_core::names::revision_configmap(&obs.swarm, current_revision)
+                        ),
+                    });
+                }
                 let change = match &in_force {
                     Some(in_force) => diff(in_force, &desired),
                     None => diff(&desired, &desired),

@@ -746,3 +746,18 @@ fn a_revision_whose_job_list_was_omitted_falls_back_to_the_slices_in_the_cluster
     let degraded = previous_condition(&plan.status, "Degraded").unwrap();
     assert_eq!(degraded.status, "False", "{}", degraded.message);
 }
+
+#[test]
+fn a_deleted_history_object_of_the_revision_in_force_is_written_again() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 2);
+    cluster.settle();
+    cluster.obs.history.clear();
+    let plan = cluster.step();
+    assert!(
+        matches!(plan.operations.as_slice(), [Operation::WriteRevision(record)] if record.revision == 1),
+        "{:?}",
+        plan.operations
+    );
+    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    assert_eq!(degraded.status, "False");
+}
