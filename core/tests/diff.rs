@@ -84,13 +84,20 @@ fn created_jobs_fill_a_deficit_without_counting_as_moves() {
 }
 
 #[test]
-fn scaling_from_100_to_101_members_moves_the_lower_bound_exactly() {
+fn scaling_by_one_member_moves_at_least_the_lower_bound_and_reports_the_ratio() {
     let jobs = JobSet::parse((0..20_000).map(|i| format!("k{i}"))).unwrap();
     let old = assign(&jobs, &pool_members("w", 100), &Strategy::default()).unwrap();
     let new = assign(&jobs, &pool_members("w", 101), &Strategy::default()).unwrap();
     let change = diff(&old, &new);
-    assert_eq!(change.movement_ratio(), Some(1.0));
-    assert_eq!(change.affected.len(), 101);
+    assert_eq!(change.max_load, 199);
+    // The bound is a bound: no assignment this balanced can move less.
+    let ratio = change.movement_ratio().expect("scaling needs moves");
+    assert!(ratio >= 1.0, "ratio {ratio}");
+    assert_eq!(
+        change.lower_bound,
+        lower_bound(&old, &new, change.min_load, 199)
+    );
+    assert_eq!(ratio, change.moved.len() as f64 / change.lower_bound as f64);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Golden slices: the seed's 27 streams on 2 and 3 members with the default
-//! strategy give exactly the committed, reviewed files in
-//! `tests/fixtures/golden/`. A change to the hash, the strategy or the format
+//! strategy (and on 3 members with `jump` and `ring`) give exactly the
+//! committed, reviewed files in `tests/fixtures/golden/`. A change to the hash, the strategy or the format
 //! shows up here as a byte difference.
 //!
 //! After an intended change, regenerate with `SHOAL_BLESS=1 cargo test -p
@@ -16,21 +16,21 @@ use shoal_core::{JobSet, Strategy, assign};
 const SWARM: &str = "swarm";
 const REVISION: u64 = 1;
 
-fn golden_dir(members: u32) -> PathBuf {
+fn golden_dir(members: u32, strategy: &Strategy) -> PathBuf {
+    let suffix = match strategy {
+        Strategy::Bounded { .. } => String::new(),
+        other => format!("-{}", other.name()),
+    };
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/golden")
-        .join(format!("seed-{members}-members"))
+        .join(format!("seed-{members}-members{suffix}"))
 }
 
 /// The documents for the seed on `members` members: (file name, bytes).
-fn documents(members: u32) -> Vec<(String, String)> {
+fn documents(members: u32, strategy: &Strategy) -> Vec<(String, String)> {
     let jobs = JobSet::parse(SEED_STREAMS).expect("the seed streams are valid");
-    let assignment = assign(
-        &jobs,
-        &pool_members(SEED_POOL, members),
-        &Strategy::default(),
-    )
-    .expect("members are available");
+    let assignment =
+        assign(&jobs, &pool_members(SEED_POOL, members), strategy).expect("members are available");
     let slices = assignment.slices(SWARM, REVISION);
     let mut documents: Vec<(String, String)> = slices
         .values()
@@ -43,13 +43,13 @@ fn documents(members: u32) -> Vec<(String, String)> {
     documents
 }
 
-fn check(members: u32) {
-    let dir = golden_dir(members);
+fn check(members: u32, strategy: &Strategy) {
+    let dir = golden_dir(members, strategy);
     let bless = std::env::var_os("SHOAL_BLESS").is_some();
     if bless {
         std::fs::create_dir_all(&dir).expect("create golden dir");
     }
-    for (name, rendered) in documents(members) {
+    for (name, rendered) in documents(members, strategy) {
         let path = dir.join(&name);
         if bless {
             std::fs::write(&path, &rendered).expect("write golden file");
@@ -76,19 +76,25 @@ fn check(members: u32) {
 
 #[test]
 fn the_seed_streams_on_two_members_match_the_golden_slices() {
-    check(2);
+    check(2, &Strategy::default());
 }
 
 #[test]
 fn the_seed_streams_on_three_members_match_the_golden_slices() {
-    check(3);
+    check(3, &Strategy::default());
+}
+
+#[test]
+fn jump_and_ring_on_three_members_match_their_golden_slices() {
+    check(3, &Strategy::Jump);
+    check(3, &Strategy::Ring { vnodes: 128 });
 }
 
 #[test]
 fn the_golden_slices_cover_every_seed_stream_exactly_once() {
     for members in [2, 3] {
         let mut seen: Vec<String> = Vec::new();
-        for (name, rendered) in documents(members) {
+        for (name, rendered) in documents(members, &Strategy::default()) {
             if name.ends_with(".slice.yaml") {
                 let slice = parse_slice(&rendered).expect("rendered slice parses");
                 seen.extend(slice.jobs.iter().map(ToString::to_string));

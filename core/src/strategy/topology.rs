@@ -18,7 +18,11 @@ const MAX_PROBES: u64 = 64;
 pub(crate) const NONE: u32 = u32::MAX;
 
 pub(crate) struct Pool {
+    pub name: String,
     pub hash: u64,
+    /// Global index of this pool's slot 0 (pools' slots are numbered
+    /// consecutively in pool order).
+    pub first_slot: u32,
     /// Weight in the pool-level rendezvous: the slot count.
     pub weight: f64,
     /// Member index per ordinal, [`NONE`] for ordinals not listed.
@@ -31,6 +35,10 @@ pub(crate) struct Topology {
     pub member_hash: Vec<u64>,
     pub pools: Vec<Pool>,
     pub available_count: usize,
+    /// Member index per global slot, [`NONE`] for ordinals not listed.
+    pub slot_member: Vec<u32>,
+    /// Rendezvous hash per global slot: `name_hash("<pool>-<ordinal>")`.
+    pub slot_hash: Vec<u64>,
 }
 
 impl Topology {
@@ -61,7 +69,9 @@ impl Topology {
         for (index, (id, _)) in sorted.iter().enumerate() {
             if previous_pool != Some(id.pool.as_str()) {
                 pools.push(Pool {
+                    name: id.pool.clone(),
                     hash: name_hash(&id.pool),
+                    first_slot: 0,
                     weight: 0.0,
                     slots: Vec::new(),
                 });
@@ -75,10 +85,21 @@ impl Topology {
                 pool.slots[ordinal] = index as u32;
             }
         }
+        let mut slot_member = Vec::new();
+        let mut slot_hash = Vec::new();
         for pool in &mut pools {
             pool.weight = pool.slots.len() as f64;
+            pool.first_slot = slot_member.len() as u32;
+            slot_member.extend_from_slice(&pool.slots);
+        }
+        for pool in &pools {
+            for ordinal in 0..pool.slots.len() {
+                slot_hash.push(name_hash(&format!("{}-{ordinal}", pool.name)));
+            }
         }
         Ok(Topology {
+            slot_member,
+            slot_hash,
             member_hash: sorted
                 .iter()
                 .map(|(id, _)| name_hash(&id.to_string()))
@@ -107,11 +128,42 @@ impl Topology {
         best
     }
 
-    /// The jump home of a hash: pool by rendezvous, slot by jump. Returns the
-    /// member index or [`NONE`] for a hole.
-    pub fn jump_home(&self, hash: u64) -> u32 {
+    /// The jump home of a hash as a global slot: pool by rendezvous, ordinal
+    /// by jump.
+    pub fn jump_slot(&self, hash: u64) -> u32 {
         let pool = &self.pools[self.pool_of(hash)];
-        pool.slots[jump_bucket(hash, pool.slots.len() as u32) as usize]
+        pool.first_slot + jump_bucket(hash, pool.slots.len() as u32)
+    }
+
+    /// The jump home of a hash: the member index, or [`NONE`] for a hole.
+    pub fn jump_home(&self, hash: u64) -> u32 {
+        self.slot_member[self.jump_slot(hash) as usize]
+    }
+
+    /// Like [`Topology::probe`] but over slots, regardless of availability:
+    /// probe `a` is the jump slot of `mix(hash, a)`, then the accepted slot
+    /// with the highest `mix(hash, slot_hash)`.
+    pub fn probe_slot(&self, hash: u64, mut has_room: impl FnMut(u32) -> bool) -> u32 {
+        for attempt in 1..=MAX_PROBES {
+            let candidate = self.jump_slot(mix(hash, attempt));
+            if has_room(candidate) {
+                return candidate;
+            }
+        }
+        let mut best = NONE;
+        let mut best_score = 0u64;
+        for (slot, slot_hash) in self.slot_hash.iter().enumerate() {
+            let slot = slot as u32;
+            if !has_room(slot) {
+                continue;
+            }
+            let score = mix(hash, *slot_hash);
+            if best == NONE || score > best_score {
+                best = slot;
+                best_score = score;
+            }
+        }
+        best
     }
 
     /// The first member in the key's probe sequence that is available and
