@@ -51,10 +51,7 @@ pub(crate) fn assign(topology: &Topology, jobs: &JobSet, epsilon: f64) -> Vec<u3
     let slot_cap = cap(key_count, slot_count, epsilon);
 
     // 1. Base: jump slot per key.
-    let mut slot_of: Vec<u32> = hashes
-        .iter()
-        .map(|&hash| topology.jump_slot(hash))
-        .collect();
+    let mut slot_of: Vec<u32> = topology.jump_slots(&hashes);
     let mut slot_loads = vec![0usize; slot_count];
     for &slot in &slot_of {
         slot_loads[slot as usize] += 1;

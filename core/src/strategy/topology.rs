@@ -2,7 +2,7 @@
 //! sorted by (pool, ordinal), pools with their ordinal slots, and the
 //! deterministic probe sequence used to re-place keys.
 
-use crate::hash::{jump_bucket, mix, name_hash, unit_interval};
+use crate::hash::{jump_bucket, jump_buckets, mix, name_hash, unit_interval};
 use crate::member::{Member, MemberId};
 
 use super::AssignError;
@@ -133,6 +133,15 @@ impl Topology {
     pub fn jump_slot(&self, hash: u64) -> u32 {
         let pool = &self.pools[self.pool_of(hash)];
         pool.first_slot + jump_bucket(hash, pool.slots.len() as u32)
+    }
+
+    /// [`Topology::jump_slot`] of every hash (batched for a single pool).
+    pub fn jump_slots(&self, hashes: &[u64]) -> Vec<u32> {
+        if self.pools.len() == 1 {
+            jump_buckets(hashes, self.pools[0].slots.len() as u32)
+        } else {
+            hashes.iter().map(|&hash| self.jump_slot(hash)).collect()
+        }
     }
 
     /// The jump home of a hash: the member index, or [`NONE`] for a hole.
