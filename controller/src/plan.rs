@@ -27,6 +27,9 @@
 //!    (`shoal.dev/written-for-uid` on the slice ConfigMap). After the
 //!    eviction the replacement pod has another uid, so no restart is ever
 //!    repeated. At most `rollout.maxUnavailable` members are unavailable.
+//!    A member that both gives jobs away and receives jobs is restarted
+//!    twice: once to release (revoke), once to pick up (grant); one restart
+//!    could only do both by granting before the revoke settled.
 //!
 //! A member whose slice does not change is never written and never restarted.
 

@@ -595,13 +595,22 @@ fn restart_policy_evicts_exactly_the_members_whose_slice_changed_one_at_a_time()
         .chain(["worker-4".to_owned()])
         .collect();
     let evicted: BTreeSet<String> = cluster.evicted.iter().cloned().collect();
-    assert_eq!(
-        evicted.len(),
-        cluster.evicted.len(),
-        "a pod was restarted twice: {:?}",
-        cluster.evicted
-    );
     assert_eq!(evicted, changed);
+    // A pod is restarted a second time only when it both gave jobs away (restart one
+    // releases them) and received jobs (restart two picks them up).
+    for member in &evicted {
+        let times = cluster.evicted.iter().filter(|m| *m == member).count();
+        if times > 1 {
+            let old = before.get(member).cloned().unwrap_or_default();
+            let new = cluster.slice_of(member);
+            let lost = old.iter().any(|key| !new.contains(key));
+            let gained = new.iter().any(|key| !old.contains(key));
+            assert!(
+                lost && gained && times == 2,
+                "{member} restarted {times} times"
+            );
+        }
+    }
 }
 
 #[test]

@@ -327,3 +327,76 @@ fn report_orphan_pools(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::watcher::Event;
+
+    fn swarm(name: &str, jobs_from: Option<&str>) -> Swarm {
+        let mut spec = serde_json::json!({});
+        if let Some(cm) = jobs_from {
+            spec = serde_json::json!({"jobsFrom": {"configMapKeyRef": {"name": cm, "key": "config.yml"}}});
+        }
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "shoal.dev/v1alpha1",
+            "kind": "Swarm",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": spec,
+        }))
+        .expect("valid Swarm")
+    }
+
+    fn swarm_store(swarms: Vec<Swarm>) -> Store<Swarm> {
+        let (reader, mut writer) = reflector::store::<Swarm>();
+        for swarm in swarms {
+            writer.apply_watcher_event(&Event::Apply(swarm));
+        }
+        reader
+    }
+
+    fn names(refs: Vec<ObjectRef<Swarm>>) -> Vec<String> {
+        let mut names: Vec<String> = refs.into_iter().map(|r| r.name).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_job_configmap_maps_to_every_swarm_reading_it() {
+        let store = swarm_store(vec![
+            swarm("a", Some("jobs")),
+            swarm("b", Some("jobs")),
+            swarm("c", Some("other")),
+        ]);
+        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "jobs", "namespace": "ns"}
+        }))
+        .unwrap();
+        assert_eq!(names(config_map_swarms(&cm, &store)), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_slice_configmap_maps_to_its_swarm_by_label() {
+        let store = swarm_store(vec![]);
+        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "worker-0-slice", "namespace": "ns", "labels": {"shoal.dev/swarm": "demo"}}
+        }))
+        .unwrap();
+        assert_eq!(names(config_map_swarms(&cm, &store)), ["demo"]);
+    }
+
+    #[test]
+    fn an_unlabelled_statefulset_maps_to_every_swarm_of_its_namespace() {
+        let store = swarm_store(vec![swarm("a", None), swarm("b", None)]);
+        let sts: StatefulSet = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "worker", "namespace": "ns"}
+        }))
+        .unwrap();
+        assert_eq!(names(pool_swarms(&sts, &store)), ["a", "b"]);
+        let labelled: StatefulSet = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "worker", "namespace": "ns", "labels": {"shoal.dev/swarm": "b"}}
+        }))
+        .unwrap();
+        assert_eq!(names(pool_swarms(&labelled, &store)), ["b"]);
+    }
+}
