@@ -19,8 +19,8 @@
 //! total moves the keys that the rendezvous step now sends to that pool
 //! (`k·(N−a)/(N(N+1))`, the minimum for a weight change) plus the within-pool
 //! reshuffle, and keys entering the pool may land on its old members. For a
-//! single pool this is exactly jump's (or bounded's) optimum; across pools it
-//! costs up to ~1.5× the lower bound. The alternative, one ordinal space for
+//! single pool this is jump's optimum; across pools it costs up to ~1.5× the
+//! lower bound (tested with two pools of four). The alternative, one ordinal space for
 //! all pools concatenated in name order, would reshuffle every later pool
 //! whenever an earlier one scales, which is far worse.
 //!
