@@ -159,8 +159,8 @@ impl Shared {
         change(&mut self.lock_status());
     }
 
-    fn accept(&self, config_map: &ConfigMap) {
-        source::accept(self, config_map);
+    async fn accept(&self, config_map: &ConfigMap) {
+        source::accept(self, config_map).await;
     }
 
     async fn refresh_slice(&self) -> Result<(), kube::Error> {

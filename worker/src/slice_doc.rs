@@ -3,53 +3,69 @@
 //! module adds what is specific to a member: reading the ConfigMap (plain or
 //! gzip-compressed) and checking the slice is this member's.
 
-use std::io::Read;
-
 use k8s_openapi::api::core::v1::ConfigMap;
-use shoal_core::format::{SliceParseError, parse_slice, render_slice};
+use shoal_core::format::{
+    DecodeError, EncodedSlice, SliceParseError, decode_slice, parse_slice, part_data_key,
+    render_slice,
+};
 use shoal_core::job::{InvalidJobs, JobSet};
 use shoal_core::names;
 use shoal_core::slice::Slice;
 
 use crate::view::SliceView;
 
+/// Most parts a split slice may have (a guard against a hand-edited count).
+pub const MAX_PARTS: usize = 1024;
+
 /// Why a slice ConfigMap cannot be used. The last good slice stays in force.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SliceProblem {
     /// The ConfigMap has no slice document.
-    #[error("neither data key {plain:?} nor binaryData key {gzip:?} is present")]
+    #[error(
+        "none of data key {plain:?}, binaryData key {gzip:?} or a split-slice annotation is present"
+    )]
     MissingKey {
         /// The plain data key.
         plain: &'static str,
         /// The gzip binaryData key.
         gzip: &'static str,
     },
-    /// The gzip-compressed slice cannot be decompressed as UTF-8 text.
-    #[error("binaryData key {key:?} is not gzip-compressed UTF-8: {reason}")]
-    Gzip {
-        /// The data key.
-        key: &'static str,
-        /// What failed.
-        reason: String,
-    },
-    /// The slice is split over several ConfigMaps; not read yet.
-    #[error(
-        "the slice is split into {parts} ConfigMaps (annotation {annotation}); \
-         reassembling split slices is not implemented in this sidecar yet"
-    )]
-    SplitUnsupported {
+    /// The parts annotation is not a usable count.
+    #[error("annotation {annotation} is {found:?}, not a part count from 1 to {MAX_PARTS}")]
+    BadPartCount {
         /// The annotation.
         annotation: &'static str,
         /// Its value.
-        parts: String,
+        found: String,
     },
-    /// The document is not slice format v1.
-    #[error("{key} is not a valid slice document: {source}")]
-    Parse {
-        /// The data key.
-        key: &'static str,
-        /// The parser's error, naming the field.
-        source: SliceParseError,
+    /// A part of a split slice is missing.
+    #[error("part {part} of {parts} (ConfigMap {config_map}, binaryData key {key:?}) is missing")]
+    MissingPart {
+        /// The part number (0 is the first ConfigMap).
+        part: usize,
+        /// The part count.
+        parts: usize,
+        /// The ConfigMap that should hold it.
+        config_map: String,
+        /// The binaryData key.
+        key: String,
+    },
+    /// A part could not be read from the API.
+    #[error("cannot read part ConfigMap {config_map}: {reason}")]
+    ReadPart {
+        /// The ConfigMap.
+        config_map: String,
+        /// The API error.
+        reason: String,
+    },
+    /// The stored data does not decode to a valid slice (gzip, UTF-8 or the
+    /// document itself, naming the field).
+    #[error("{key} does not hold a valid slice: {source}")]
+    Decode {
+        /// Where the slice was read from.
+        key: String,
+        /// The decoder's error.
+        source: DecodeError,
     },
     /// The document is for another member.
     #[error("slice is for member {found:?}, not {expected:?}")]
@@ -59,6 +75,111 @@ pub enum SliceProblem {
         /// The document's member.
         found: String,
     },
+}
+
+/// How the slice is stored in the member's first ConfigMap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stored {
+    /// Everything is in this ConfigMap.
+    Complete(EncodedSlice),
+    /// Split: part 0 is here, parts `1..parts` are in `<pod>-slice-<i>`.
+    Split {
+        /// The part count (at least 2).
+        parts: usize,
+        /// Part 0.
+        first: Vec<u8>,
+    },
+}
+
+fn binary(config_map: &ConfigMap, key: &str) -> Option<Vec<u8>> {
+    config_map
+        .binary_data
+        .as_ref()?
+        .get(key)
+        .map(|bytes| bytes.0.clone())
+}
+
+/// Reads how the slice is stored in the member's first ConfigMap `<pod>-slice`.
+pub fn stored_slice(config_map: &ConfigMap) -> Result<Stored, SliceProblem> {
+    let parts = config_map
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(names::ANNOTATION_PARTS));
+    if let Some(found) = parts {
+        let parts = found
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|parts| (1..=MAX_PARTS).contains(parts))
+            .ok_or_else(|| SliceProblem::BadPartCount {
+                annotation: names::ANNOTATION_PARTS,
+                found: found.clone(),
+            })?;
+        if parts > 1 {
+            let key = part_data_key(0);
+            let first = binary(config_map, &key).ok_or_else(|| SliceProblem::MissingPart {
+                part: 0,
+                parts,
+                config_map: config_map.metadata.name.clone().unwrap_or_default(),
+                key,
+            })?;
+            return Ok(Stored::Split { parts, first });
+        }
+    }
+    if let Some(text) = config_map
+        .data
+        .as_ref()
+        .and_then(|data| data.get(names::SLICE_DATA_KEY))
+    {
+        return Ok(Stored::Complete(EncodedSlice::Plain(text.clone())));
+    }
+    if let Some(bytes) = binary(config_map, names::SLICE_GZIP_DATA_KEY) {
+        return Ok(Stored::Complete(EncodedSlice::Gzip(bytes)));
+    }
+    Err(SliceProblem::MissingKey {
+        plain: names::SLICE_DATA_KEY,
+        gzip: names::SLICE_GZIP_DATA_KEY,
+    })
+}
+
+/// Part `part` (1 or more) of a split slice, from its ConfigMap `<pod>-slice-<part>`.
+pub fn part_of(
+    config_map: Option<&ConfigMap>,
+    pod: &str,
+    part: usize,
+    parts: usize,
+) -> Result<Vec<u8>, SliceProblem> {
+    let key = part_data_key(part);
+    config_map
+        .and_then(|config_map| binary(config_map, &key))
+        .ok_or_else(|| SliceProblem::MissingPart {
+            part,
+            parts,
+            config_map: names::slice_configmap_part(pod, part),
+            key,
+        })
+}
+
+/// Decodes stored slice data and checks it is for `member`.
+pub fn decode_encoded(encoded: &EncodedSlice, member: &str) -> Result<SliceView, SliceProblem> {
+    let key = match encoded {
+        EncodedSlice::Plain(_) => names::SLICE_DATA_KEY.to_string(),
+        EncodedSlice::Gzip(_) => names::SLICE_GZIP_DATA_KEY.to_string(),
+        EncodedSlice::Split(parts) => format!(
+            "{} parts of {}",
+            parts.len(),
+            part_data_key(0).replace("part0", "part<i>")
+        ),
+    };
+    let slice = decode_slice(encoded).map_err(|source| SliceProblem::Decode { key, source })?;
+    if slice.member != member {
+        return Err(SliceProblem::WrongMember {
+            expected: member.to_string(),
+            found: slice.member,
+        });
+    }
+    Ok(SliceView::from(&slice))
 }
 
 impl SliceView {
@@ -114,61 +235,25 @@ pub fn render(slice: &SliceView) -> Result<String, InvalidJobs> {
     }))
 }
 
-/// Decodes the member's slice ConfigMap and checks it is for `member`.
+/// Decodes a slice ConfigMap that holds the whole slice (plain or gzip) and
+/// checks it is for `member`. A split slice needs its other parts: see
+/// [`stored_slice`] and [`part_of`].
 pub fn decode(config_map: &ConfigMap, member: &str) -> Result<SliceView, SliceProblem> {
-    let parts = config_map
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|annotations| annotations.get(names::ANNOTATION_PARTS));
-    if let Some(parts) = parts.filter(|parts| parts.trim() != "1") {
-        return Err(SliceProblem::SplitUnsupported {
-            annotation: names::ANNOTATION_PARTS,
-            parts: parts.clone(),
-        });
+    match stored_slice(config_map)? {
+        Stored::Complete(encoded) => decode_encoded(&encoded, member),
+        Stored::Split { parts, .. } => Err(SliceProblem::MissingPart {
+            part: 1,
+            parts,
+            config_map: names::slice_configmap_part(member, 1),
+            key: part_data_key(1),
+        }),
     }
-    let plain = config_map
-        .data
-        .as_ref()
-        .and_then(|data| data.get(names::SLICE_DATA_KEY));
-    let (key, text) = match plain {
-        Some(text) => (names::SLICE_DATA_KEY, text.clone()),
-        None => {
-            let compressed = config_map
-                .binary_data
-                .as_ref()
-                .and_then(|data| data.get(names::SLICE_GZIP_DATA_KEY))
-                .ok_or(SliceProblem::MissingKey {
-                    plain: names::SLICE_DATA_KEY,
-                    gzip: names::SLICE_GZIP_DATA_KEY,
-                })?;
-            (names::SLICE_GZIP_DATA_KEY, gunzip(&compressed.0)?)
-        }
-    };
-    let slice = parse(&text).map_err(|source| SliceProblem::Parse { key, source })?;
-    if slice.member != member {
-        return Err(SliceProblem::WrongMember {
-            expected: member.to_string(),
-            found: slice.member,
-        });
-    }
-    Ok(slice)
-}
-
-fn gunzip(compressed: &[u8]) -> Result<String, SliceProblem> {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(compressed)
-        .read_to_string(&mut text)
-        .map_err(|error| SliceProblem::Gzip {
-            key: names::SLICE_GZIP_DATA_KEY,
-            reason: error.to_string(),
-        })?;
-    Ok(text)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shoal_core::format::encode_slice_with_limits;
     use std::collections::BTreeMap;
     use std::io::Write;
 
@@ -255,19 +340,68 @@ mod tests {
         };
         assert!(matches!(
             decode(&config_map, "pool-0"),
-            Err(SliceProblem::Gzip { .. })
+            Err(SliceProblem::Decode { .. })
         ));
     }
 
     #[test]
-    fn a_split_slice_is_reported_as_not_supported_yet() {
+    fn a_split_slice_is_reassembled_from_its_parts() {
+        let jobs: Vec<String> = (0..400)
+            .map(|index| format!("stream:{index:04}:x"))
+            .collect();
+        let original = SliceView::new("demo", "pool-0", 9, jobs).unwrap();
+        let core_slice = parse_slice(&render(&original).unwrap()).unwrap();
+        let EncodedSlice::Split(chunks) = encode_slice_with_limits(&core_slice, 64, 256) else {
+            panic!("small limits split the slice");
+        };
+        let part_map = |part: usize, chunk: &[u8]| ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(names::slice_configmap_part("pool-0", part)),
+                annotations: (part == 0).then(|| {
+                    BTreeMap::from([(
+                        names::ANNOTATION_PARTS.to_string(),
+                        chunks.len().to_string(),
+                    )])
+                }),
+                ..Default::default()
+            },
+            binary_data: Some(BTreeMap::from([(
+                part_data_key(part),
+                k8s_openapi::ByteString(chunk.to_vec()),
+            )])),
+            ..ConfigMap::default()
+        };
+        let first = part_map(0, &chunks[0]);
+        let Ok(Stored::Split {
+            parts,
+            first: part0,
+        }) = stored_slice(&first)
+        else {
+            panic!("the first ConfigMap announces the parts");
+        };
+        assert_eq!(parts, chunks.len());
+        let mut all = vec![part0];
+        for part in 1..parts {
+            all.push(part_of(Some(&part_map(part, &chunks[part])), "pool-0", part, parts).unwrap());
+        }
+        assert_eq!(
+            decode_encoded(&EncodedSlice::Split(all), "pool-0"),
+            Ok(original)
+        );
+
+        let missing = part_of(None, "pool-0", 2, parts).unwrap_err();
+        assert!(missing.to_string().contains("pool-0-slice-2"), "{missing}");
+    }
+
+    #[test]
+    fn a_bad_part_count_is_a_clear_problem() {
         let mut config_map = config_map(&render(&slice(&["a"])).unwrap());
         config_map.metadata.annotations = Some(BTreeMap::from([(
             names::ANNOTATION_PARTS.to_string(),
-            "3".to_string(),
+            "many".to_string(),
         )]));
         let problem = decode(&config_map, "pool-0").unwrap_err();
-        assert!(problem.to_string().contains("not implemented"), "{problem}");
+        assert!(problem.to_string().contains("shoal.dev/parts"), "{problem}");
     }
 
     #[test]
@@ -282,6 +416,6 @@ mod tests {
     #[test]
     fn garbage_is_a_parse_problem_not_a_panic() {
         let problem = decode(&config_map("{{{ not yaml"), "pool-0").unwrap_err();
-        assert!(matches!(problem, SliceProblem::Parse { .. }), "{problem}");
+        assert!(matches!(problem, SliceProblem::Decode { .. }), "{problem}");
     }
 }

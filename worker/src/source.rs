@@ -13,7 +13,9 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
 use crate::Shared;
-use crate::slice_doc;
+use crate::slice_doc::{self, SliceProblem, Stored};
+use crate::view::SliceView;
+use shoal_core::format::EncodedSlice;
 
 /// Exponential backoff for the slice watch, 100 ms doubling up to 5 s.
 ///
@@ -76,7 +78,7 @@ pub(crate) async fn follow(
             Ok(Event::Init) => seen_in_list = false,
             Ok(Event::InitApply(config_map)) => {
                 seen_in_list = true;
-                shared.accept(&config_map);
+                shared.accept(&config_map).await;
             }
             Ok(Event::InitDone) => {
                 shared.set_status(|status| {
@@ -95,7 +97,7 @@ pub(crate) async fn follow(
             }
             Ok(Event::Apply(config_map)) => {
                 shared.set_status(|status| status.watch_error = None);
-                shared.accept(&config_map);
+                shared.accept(&config_map).await;
             }
             Ok(Event::Delete(_)) => {
                 // Deleting the ConfigMap is not a revocation: the controller
@@ -120,14 +122,14 @@ pub(crate) async fn follow(
 /// Reads `<pod>-slice` once and accepts it (used when unfencing).
 pub(crate) async fn read_once(shared: &Shared, api: &Api<ConfigMap>) -> Result<(), kube::Error> {
     if let Some(config_map) = api.get_opt(&shared.slice_config_map).await? {
-        shared.accept(&config_map);
+        shared.accept(&config_map).await;
     }
     Ok(())
 }
 
 /// Accepts a slice ConfigMap if it is well-formed and not older than what we
 /// have; otherwise keeps the last good slice and reports the problem.
-pub(crate) fn accept(shared: &Shared, config_map: &ConfigMap) {
+pub(crate) async fn accept(shared: &Shared, config_map: &ConfigMap) {
     let resource_version = config_map
         .metadata
         .resource_version
@@ -143,7 +145,7 @@ pub(crate) fn accept(shared: &Shared, config_map: &ConfigMap) {
             return;
         }
     }
-    match slice_doc::decode(config_map, &shared.settings.pod_name) {
+    match read_slice(shared, config_map).await {
         Ok(slice) => {
             shared.set_status(|status| {
                 status.resource_version = resource_version.or(status.resource_version);
@@ -199,5 +201,30 @@ mod tests {
         assert_eq!(delays, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
         backoff.reset();
         assert_eq!(backoff.next(), Some(Duration::from_millis(100)));
+    }
+}
+
+/// Decodes the slice from its first ConfigMap, fetching the other parts of a
+/// split slice. The controller writes the other parts before the first, so
+/// once the first changed, the parts it announces are in place.
+async fn read_slice(shared: &Shared, config_map: &ConfigMap) -> Result<SliceView, SliceProblem> {
+    let pod = &shared.settings.pod_name;
+    match slice_doc::stored_slice(config_map)? {
+        Stored::Complete(encoded) => slice_doc::decode_encoded(&encoded, pod),
+        Stored::Split { parts, first } => {
+            let mut chunks = Vec::with_capacity(parts);
+            chunks.push(first);
+            for part in 1..parts {
+                let name = shoal_core::names::slice_configmap_part(pod, part);
+                let part_map = shared.config_maps.get_opt(&name).await.map_err(|error| {
+                    SliceProblem::ReadPart {
+                        config_map: name.clone(),
+                        reason: error.to_string(),
+                    }
+                })?;
+                chunks.push(slice_doc::part_of(part_map.as_ref(), pod, part, parts)?);
+            }
+            slice_doc::decode_encoded(&EncodedSlice::Split(chunks), pod)
+        }
     }
 }
