@@ -1,1 +1,359 @@
-//! The emulated API server.
+//! The emulated Kubernetes API server.
+//!
+//! [`ApiServer::start`] binds 127.0.0.1 on a free port, serves the
+//! Kubernetes REST API over plain HTTP and writes a kubeconfig that both the
+//! `kube` client and `kubectl` accept. State lives in memory and is lost when
+//! the server stops. [`Faults`] injects failures for tests.
+
+// ApiError carries a full Status (message, causes); it is returned once per
+// request, so its size does not matter.
+#![allow(clippy::result_large_err)]
+
+mod apply;
+mod discovery;
+mod errors;
+mod events;
+mod eviction;
+mod handlers;
+mod http;
+mod jsonpath;
+mod lifecycle;
+mod patch;
+mod registry;
+mod selectors;
+mod store;
+mod table;
+mod validation;
+mod watch;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch as signal;
+
+pub use store::ObjectKey;
+
+/// Failures of starting the server or building a client for it.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot bind 127.0.0.1:{port}: {source}")]
+    Bind { port: u16, source: std::io::Error },
+    #[error("cannot create the kubeconfig directory: {0}")]
+    KubeconfigDir(std::io::Error),
+    #[error("cannot write the kubeconfig {path}: {source}")]
+    WriteKubeconfig {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the kubeconfig {path} is not accepted by kube: {reason}")]
+    LoadKubeconfig { path: PathBuf, reason: String },
+    #[error("cannot build a kube client: {0}")]
+    Client(#[from] kube::Error),
+}
+
+/// Options of [`ApiServer::start_with`].
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// How many changes the watch history keeps; a watch resuming from a
+    /// version older than that gets 410 Gone.
+    pub watch_history: usize,
+    /// Where to write the kubeconfig; a temporary directory owned by the
+    /// server when `None`.
+    pub kubeconfig_dir: Option<PathBuf>,
+    /// How often an idle watch that asked for bookmarks gets one.
+    pub bookmark_interval: Duration,
+    /// Port to bind (0 = any free port).
+    pub port: u16,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            watch_history: 100_000,
+            kubeconfig_dir: None,
+            bookmark_interval: Duration::from_secs(10),
+            port: 0,
+        }
+    }
+}
+
+/// One armed "fail the next N requests" rule.
+#[derive(Debug, Clone)]
+struct FailRule {
+    remaining: usize,
+    verb: Option<String>,
+    resource: Option<String>,
+    status: u16,
+}
+
+#[derive(Debug, Default)]
+struct FaultState {
+    fail_rules: Vec<FailRule>,
+    latency: Duration,
+    conflicts: Vec<String>,
+}
+
+/// Fault injection handle (cheap to clone; all clones act on one server).
+///
+/// Faults apply to resource requests only (not to discovery, `/version` or
+/// OpenAPI), so that clients can still find their way to the failure.
+#[derive(Debug, Clone)]
+pub struct Faults {
+    state: Arc<Mutex<FaultState>>,
+    drop_watches: Arc<signal::Sender<u64>>,
+}
+
+impl Faults {
+    fn new() -> Faults {
+        let (drop_watches, _) = signal::channel(0);
+        Faults {
+            state: Arc::new(Mutex::new(FaultState::default())),
+            drop_watches: Arc::new(drop_watches),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FaultState> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Ends every open watch stream (clients see a clean end of stream and
+    /// must re-watch).
+    pub fn drop_all_watches(&self) {
+        self.drop_watches.send_modify(|epoch| *epoch += 1);
+    }
+
+    /// Fails the next `n` resource requests matching `verb` (get, list,
+    /// watch, create, update, patch, delete, deletecollection) and
+    /// `resource` (plural, e.g. `pods` or `pods/status`); `None` matches any.
+    /// `status` is the HTTP code, typically 500 or 429.
+    pub fn fail_next(&self, n: usize, verb: Option<&str>, resource: Option<&str>, status: u16) {
+        self.lock().fail_rules.push(FailRule {
+            remaining: n,
+            verb: verb.map(str::to_owned),
+            resource: resource.map(str::to_owned),
+            status,
+        });
+    }
+
+    /// Delays every resource request by `latency` (zero turns it off).
+    pub fn set_latency(&self, latency: Duration) {
+        self.lock().latency = latency;
+    }
+
+    /// Makes the next update (PUT or PATCH, main resource or subresource) of
+    /// `resource` fail with 409 Conflict.
+    pub fn conflict_next_update(&self, resource: &str) {
+        self.lock().conflicts.push(resource.to_owned());
+    }
+
+    pub(crate) fn latency(&self) -> Duration {
+        self.lock().latency
+    }
+
+    /// The status to fail this request with, consuming one armed failure.
+    pub(crate) fn take_failure(
+        &self,
+        verb: &str,
+        resource: &str,
+        subresource: Option<&str>,
+    ) -> Option<u16> {
+        let full = subresource.map(|sub| format!("{resource}/{sub}"));
+        let mut state = self.lock();
+        let matches = |wanted: &Option<String>, actual: &str, full: Option<&str>| {
+            wanted
+                .as_deref()
+                .is_none_or(|wanted| wanted == actual || Some(wanted) == full)
+        };
+        let index = state.fail_rules.iter().position(|rule| {
+            rule.remaining > 0
+                && matches(&rule.verb, verb, None)
+                && matches(&rule.resource, resource, full.as_deref())
+        })?;
+        let rule = &mut state.fail_rules[index];
+        rule.remaining -= 1;
+        let status = rule.status;
+        if rule.remaining == 0 {
+            state.fail_rules.remove(index);
+        }
+        Some(status)
+    }
+
+    pub(crate) fn take_conflict(&self, resource: &str, subresource: Option<&str>) -> bool {
+        let full = subresource.map(|sub| format!("{resource}/{sub}"));
+        let mut state = self.lock();
+        let index = state
+            .conflicts
+            .iter()
+            .position(|wanted| wanted == resource || Some(wanted) == full.as_ref());
+        match index {
+            Some(index) => {
+                state.conflicts.remove(index);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn drop_signal(&self) -> signal::Receiver<u64> {
+        self.drop_watches.subscribe()
+    }
+}
+
+/// A running emulated API server. Dropping it stops serving.
+#[derive(Debug)]
+pub struct ApiServer {
+    address: SocketAddr,
+    kubeconfig: PathBuf,
+    _kubeconfig_dir: Option<tempfile::TempDir>,
+    faults: Faults,
+    shutdown: signal::Sender<bool>,
+    serving: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl ApiServer {
+    /// Starts a server with default options on a free port.
+    pub async fn start() -> Result<ApiServer, ServerError> {
+        ApiServer::start_with(ServerOptions::default()).await
+    }
+
+    /// Starts a server with the given options.
+    pub async fn start_with(options: ServerOptions) -> Result<ApiServer, ServerError> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port))
+            .await
+            .map_err(|source| ServerError::Bind {
+                port: options.port,
+                source,
+            })?;
+        let address = listener.local_addr().map_err(|source| ServerError::Bind {
+            port: options.port,
+            source,
+        })?;
+        let (kubeconfig_dir, directory) = match &options.kubeconfig_dir {
+            Some(directory) => {
+                std::fs::create_dir_all(directory).map_err(ServerError::KubeconfigDir)?;
+                (None, directory.clone())
+            }
+            None => {
+                let temporary = tempfile::Builder::new()
+                    .prefix("shoal-emulator-")
+                    .tempdir()
+                    .map_err(ServerError::KubeconfigDir)?;
+                let path = temporary.path().to_path_buf();
+                (Some(temporary), path)
+            }
+        };
+        let kubeconfig = directory.join("kubeconfig");
+        std::fs::write(&kubeconfig, kubeconfig_text(address)).map_err(|source| {
+            ServerError::WriteKubeconfig {
+                path: kubeconfig.clone(),
+                source,
+            }
+        })?;
+        let faults = Faults::new();
+        let (shutdown, shutdown_signal) = signal::channel(false);
+        let shared = Arc::new(http::Shared::new(
+            options,
+            faults.clone(),
+            shutdown_signal.clone(),
+            address,
+        ));
+        let router = http::router(shared);
+        let mut stop = shutdown_signal;
+        let serving = tokio::spawn(async move {
+            let graceful = async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            };
+            if let Err(error) = axum::serve(listener, router)
+                .with_graceful_shutdown(graceful)
+                .await
+            {
+                tracing::warn!(%error, "emulated API server stopped with an error");
+            }
+        });
+        Ok(ApiServer {
+            address,
+            kubeconfig,
+            _kubeconfig_dir: kubeconfig_dir,
+            faults,
+            shutdown,
+            serving: Some(serving),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// The kubeconfig (cluster, user and context named `shoal-emulator`).
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// A `kube` client built from the kubeconfig (default namespace `default`).
+    pub async fn client(&self) -> Result<kube::Client, ServerError> {
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(&self.kubeconfig).map_err(|error| {
+                ServerError::LoadKubeconfig {
+                    path: self.kubeconfig.clone(),
+                    reason: error.to_string(),
+                }
+            })?;
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|error| ServerError::LoadKubeconfig {
+            path: self.kubeconfig.clone(),
+            reason: error.to_string(),
+        })?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// The fault injection handle.
+    pub fn faults(&self) -> Faults {
+        self.faults.clone()
+    }
+
+    /// Stops serving: open watches end, then the listener closes.
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown.send(true);
+        if let Some(serving) = self.serving.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+fn kubeconfig_text(address: SocketAddr) -> String {
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: shoal-emulator
+  cluster:
+    server: http://{address}
+users:
+- name: shoal-emulator
+  user: {{}}
+contexts:
+- name: shoal-emulator
+  context:
+    cluster: shoal-emulator
+    user: shoal-emulator
+    namespace: default
+current-context: shoal-emulator
+preferences: {{}}
+"
+    )
+}
