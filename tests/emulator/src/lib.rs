@@ -7,3 +7,5 @@
 pub mod harness;
 pub mod server;
 pub mod sim;
+
+pub use server::{ApiServer, Faults, ServerError, ServerOptions};
