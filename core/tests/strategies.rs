@@ -363,3 +363,20 @@ fn a_missing_ordinal_is_treated_as_an_unavailable_member() {
         assert_eq!(owners(&with_gap), owners(&with_unavailable), "{strategy}");
     }
 }
+
+#[test]
+fn strategies_read_from_json_with_defaults_for_missing_parameters() {
+    let parse = |text: &str| serde_json::from_str::<Strategy>(text).unwrap();
+    assert_eq!(
+        parse(r#"{"name":"bounded"}"#),
+        Strategy::Bounded { epsilon: 0.0 }
+    );
+    assert_eq!(
+        parse(r#"{"name":"bounded","epsilon":0.1}"#),
+        Strategy::Bounded { epsilon: 0.1 }
+    );
+    assert_eq!(parse(r#"{"name":"jump"}"#), Strategy::Jump);
+    assert_eq!(parse(r#"{"name":"ring"}"#), Strategy::Ring { vnodes: 128 });
+    assert!(serde_json::from_str::<Strategy>(r#"{"name":"random"}"#).is_err());
+    assert_eq!(Strategy::default(), Strategy::Bounded { epsilon: 0.0 });
+}
