@@ -9,10 +9,10 @@
 //! * [`hash`]: the frozen 64-bit key hash (XXH3-64, seed 0) and the derived
 //!   mixing used by every strategy.
 //! * [`strategy`]: `bounded` (default), `jump` and `ring`, and [`strategy::assign`].
-//! * [`assignment`], [`slice`], [`diff`]: the result, per-member slices with
+//! * [`assignment`], [`slice`](mod@slice), [`diff`](mod@diff): the result, per-member slices with
 //!   canonical hashes, and the difference between two results.
 //! * [`placement`]: capability-filtered, capacity-bounded placement of plan instances.
-//! * [`format`]: slice format v1, the seed-compatible index document, large-slice encoding.
+//! * [`format`](mod@format): slice format v1, the seed-compatible index document, large-slice encoding.
 //! * [`names`]: names of cluster objects, labels and annotations.
 //! * [`seed`]: the seed's 27-stream job list, reused by examples and the sandbox.
 

@@ -4,7 +4,7 @@
 //!
 //! Every strategy sees the members sorted by (pool, ordinal) and the jobs
 //! sorted by byte order, so the result never depends on input order. Every
-//! random-looking choice derives from the frozen [`key_hash`](crate::hash::key_hash)
+//! random-looking choice derives from the frozen [`crate::hash::key_hash`]
 //! and [`mix`](crate::hash::mix).
 //!
 //! # Ordinal space and several pools
