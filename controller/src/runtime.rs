@@ -215,8 +215,13 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
         .graceful_shutdown_on(stop_receiver.map(|_| ()))
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|result| {
-            if let Err(error) = result {
-                warn!(%error, "controller stream error");
+            match result {
+                // A pool or ConfigMap naming a Swarm that does not exist; reported separately.
+                Err(kube::runtime::controller::Error::ObjectNotFound(object)) => {
+                    tracing::debug!(%object, "change for a Swarm that does not exist");
+                }
+                Err(error) => warn!(%error, "controller stream error"),
+                Ok(_) => {}
             }
             futures::future::ready(())
         });
@@ -292,7 +297,7 @@ fn report_orphan_pools(
     swarms: Store<Swarm>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        if swarms.wait_until_ready().await.is_err() || pools.wait_until_ready().await.is_err() {
+        if pools.wait_until_ready().await.is_err() {
             return;
         }
         let mut reported: BTreeSet<(String, String)> = BTreeSet::new();
@@ -303,10 +308,15 @@ fn report_orphan_pools(
                     continue;
                 };
                 let namespace = sts.namespace().unwrap_or_default();
-                let exists = swarms
+                if swarms
                     .get(&ObjectRef::new(swarm).within(&namespace))
-                    .is_some();
-                if exists {
+                    .is_some()
+                {
+                    continue;
+                }
+                // The Swarm cache may still be filling; only the API can say it is absent.
+                let api: Api<Swarm> = Api::namespaced(ctx.client.clone(), &namespace);
+                if !matches!(api.get_opt(swarm).await, Ok(None)) {
                     continue;
                 }
                 let key = (sts.uid().unwrap_or_default(), swarm.clone());

@@ -1,0 +1,131 @@
+//! The approval gate end to end, with kubectl alone.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_approval_applies_exactly_the_approved_revision_and_ignores_a_stale_one() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    let manual = "  approval:\n    policy: Manual\n";
+    env.apply(&swarm_yaml("demo", &job_keys(10), manual)).await;
+
+    let pending = eventually("revision 1 pending", WAIT, || async {
+        env.swarm("demo").await.status?.pending_revision
+    })
+    .await;
+    assert_eq!(pending.revision, 1);
+    // Nothing is written before approval.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(env.slices("demo").await.is_empty());
+    let table = env.kubectl(&["get", "sw", "demo"]).await;
+    assert!(table.contains("AwaitingApproval"), "{table}");
+
+    env.kubectl(&["annotate", "swarm", "demo", "shoal.dev/approve=1"])
+        .await;
+    eventually("revision 1 applied", WAIT, || async {
+        let slices = env.slices("demo").await;
+        (all_jobs(&slices) == job_keys(10)).then_some(())
+    })
+    .await;
+
+    // A change becomes revision 2; before anyone approves it, another change supersedes it.
+    env.apply(&swarm_yaml("demo", &job_keys(11), manual)).await;
+    eventually("revision 2 pending", WAIT, || async {
+        let pending = env.swarm("demo").await.status?.pending_revision?;
+        (pending.revision == 2).then_some(())
+    })
+    .await;
+    env.apply(&swarm_yaml("demo", &job_keys(12), manual)).await;
+    let pending = eventually("revision 3 supersedes 2", WAIT, || async {
+        let pending = env.swarm("demo").await.status?.pending_revision?;
+        (pending.revision == 3).then_some(pending)
+    })
+    .await;
+    assert_eq!(pending.summary.supersedes, Some(2));
+
+    // Approving the superseded revision 2 changes nothing and is called stale.
+    env.kubectl(&[
+        "annotate",
+        "swarm",
+        "demo",
+        "shoal.dev/approve=2",
+        "--overwrite",
+    ])
+    .await;
+    let message = eventually("the stale approval reported", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        let awaiting = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "AwaitingApproval")?;
+        awaiting
+            .message
+            .contains("stale")
+            .then(|| awaiting.message.clone())
+    })
+    .await;
+    assert!(message.contains("revision 2"), "{message}");
+    assert_eq!(all_jobs(&env.slices("demo").await), job_keys(10));
+    assert_eq!(env.swarm("demo").await.status.unwrap().current_revision, 1);
+
+    env.kubectl(&[
+        "annotate",
+        "swarm",
+        "demo",
+        "shoal.dev/approve=3",
+        "--overwrite",
+    ])
+    .await;
+    eventually("revision 3 applied", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        let slices = env.slices("demo").await;
+        (status.current_revision == 3 && all_jobs(&slices) == job_keys(12)).then_some(())
+    })
+    .await;
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budget_applies_small_changes_alone_and_holds_large_ones() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    let budget = "  approval:\n    policy: Budget\n    maxMovedJobs: 3\n";
+    env.apply(&swarm_yaml("demo", &job_keys(40), budget)).await;
+    eventually("revision 1 applied (moves nothing)", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        (status.current_revision == 1).then_some(())
+    })
+    .await;
+    // One more job moves no job: within budget.
+    env.apply(&swarm_yaml("demo", &job_keys(41), budget)).await;
+    eventually("revision 2 applied alone", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        (status.current_revision == 2 && status.pending_revision.is_none()).then_some(())
+    })
+    .await;
+    // Scaling 2 -> 4 moves about half the jobs: over budget.
+    env.kubectl(&["scale", "statefulset", "worker", "--replicas=4"])
+        .await;
+    let pending = eventually("revision 3 held for approval", WAIT, || async {
+        env.swarm("demo").await.status?.pending_revision
+    })
+    .await;
+    assert!(pending.summary.jobs_moved > 3, "{pending:?}");
+    let status = env.swarm("demo").await.status.unwrap();
+    assert_eq!(status.current_revision, 2);
+    let awaiting = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "AwaitingApproval")
+        .unwrap();
+    assert_eq!(awaiting.reason, "OverBudget");
+    controller.stop().await;
+}
