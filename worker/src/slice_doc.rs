@@ -381,8 +381,8 @@ mod tests {
         };
         assert_eq!(parts, chunks.len());
         let mut all = vec![part0];
-        for part in 1..parts {
-            all.push(part_of(Some(&part_map(part, &chunks[part])), "pool-0", part, parts).unwrap());
+        for (part, chunk) in chunks.iter().enumerate().skip(1) {
+            all.push(part_of(Some(&part_map(part, chunk)), "pool-0", part, parts).unwrap());
         }
         assert_eq!(
             decode_encoded(&EncodedSlice::Split(all), "pool-0"),

@@ -186,24 +186,6 @@ pub(crate) async fn accept(shared: &Shared, config_map: &ConfigMap) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_watch_backoff_doubles_to_five_seconds_and_resets() {
-        let mut backoff = WatchBackoff::default();
-        let delays: Vec<u64> = backoff
-            .by_ref()
-            .take(8)
-            .map(|delay| delay.as_millis() as u64)
-            .collect();
-        assert_eq!(delays, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
-        backoff.reset();
-        assert_eq!(backoff.next(), Some(Duration::from_millis(100)));
-    }
-}
-
 /// Decodes the slice from its first ConfigMap, fetching the other parts of a
 /// split slice. The controller writes the other parts before the first, so
 /// once the first changed, the parts it announces are in place.
@@ -226,5 +208,23 @@ async fn read_slice(shared: &Shared, config_map: &ConfigMap) -> Result<SliceView
             }
             slice_doc::decode_encoded(&EncodedSlice::Split(chunks), pod)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watch_backoff_doubles_to_five_seconds_and_resets() {
+        let mut backoff = WatchBackoff::default();
+        let delays: Vec<u64> = backoff
+            .by_ref()
+            .take(8)
+            .map(|delay| delay.as_millis() as u64)
+            .collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+        backoff.reset();
+        assert_eq!(backoff.next(), Some(Duration::from_millis(100)));
     }
 }
