@@ -1,0 +1,375 @@
+//! Helpers shared by the sidecar's tests: writing slice ConfigMaps as the
+//! controller does, a tiny HTTP/1.1 client for the localhost server, and
+//! polling with a deadline.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use shoal_worker::SliceView;
+use shoal_worker::slice_doc;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// A slice for `member` as the controller would compute it.
+pub fn slice(member: &str, revision: u64, jobs: &[&str]) -> SliceView {
+    SliceView::new("demo", member, revision, jobs.iter().copied()).expect("valid job keys")
+}
+
+/// Writes `<member>-slice` with `document` under `slice.yaml`, as the
+/// controller does (create, or update in place).
+pub async fn write_slice_document(
+    client: &kube::Client,
+    namespace: &str,
+    member: &str,
+    revision: u64,
+    document: String,
+) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let name = shoal_worker::names::slice_config_map(member);
+    let labels = BTreeMap::from([
+        ("shoal.dev/swarm".to_string(), "demo".to_string()),
+        ("shoal.dev/member".to_string(), member.to_string()),
+        ("shoal.dev/revision".to_string(), revision.to_string()),
+    ]);
+    let patch = serde_json::json!({
+        "metadata": { "labels": labels },
+        "data": { "slice.yaml": document },
+    });
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.is_not_found() => {
+            let config_map = ConfigMap {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.clone()),
+                    labels: Some(labels),
+                    ..Default::default()
+                },
+                data: Some(BTreeMap::from([("slice.yaml".to_string(), document)])),
+                ..Default::default()
+            };
+            api.create(&PostParams::default(), &config_map)
+                .await
+                .expect("create slice ConfigMap");
+        }
+        Err(error) => panic!("cannot write slice ConfigMap {name}: {error}"),
+    }
+}
+
+/// Writes a well-formed slice ConfigMap.
+pub async fn write_slice(client: &kube::Client, namespace: &str, slice: &SliceView) {
+    write_slice_document(
+        client,
+        namespace,
+        &slice.member,
+        slice.revision,
+        slice_doc::render(slice).expect("renderable slice"),
+    )
+    .await;
+}
+
+/// The member's Lease, if it exists.
+pub async fn lease(client: &kube::Client, namespace: &str, member: &str) -> Option<Lease> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    api.get_opt(&shoal_worker::names::member_lease(member))
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The acknowledged (revision, hash) on the member's Lease.
+pub async fn lease_ack(
+    client: &kube::Client,
+    namespace: &str,
+    member: &str,
+) -> Option<(u64, String)> {
+    let lease = lease(client, namespace, member).await?;
+    let annotations = lease.metadata.annotations?;
+    let revision = annotations.get("shoal.dev/acked-revision")?.parse().ok()?;
+    let hash = annotations.get("shoal.dev/acked-hash")?.clone();
+    Some((revision, hash))
+}
+
+/// Polls `check` until it returns `Some`, failing the test after `limit`.
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// An HTTP response: status code and body.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub body: String,
+}
+
+impl Response {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|error| panic!("{error}: {}", self.body))
+    }
+}
+
+/// One HTTP/1.1 request with `Connection: close`; reads the whole answer.
+pub async fn request(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Response {
+    let mut stream = TcpStream::connect(address)
+        .await
+        .expect("connect to sidecar");
+    let body = body.unwrap_or("");
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body.as_bytes()).await.unwrap();
+    let mut reader = BufReader::new(stream);
+    let (status, chunked) = read_head(&mut reader).await;
+    let body = if chunked {
+        let mut body = Vec::new();
+        while let Some(chunk) = read_chunk(&mut reader).await {
+            body.extend(chunk);
+        }
+        body
+    } else {
+        let mut body = Vec::new();
+        reader.read_to_end(&mut body).await.unwrap();
+        body
+    };
+    Response {
+        status,
+        body: String::from_utf8(body).unwrap(),
+    }
+}
+
+pub async fn get(address: SocketAddr, path: &str) -> Response {
+    request(address, "GET", path, None).await
+}
+
+async fn read_head(reader: &mut BufReader<TcpStream>) -> (u16, bool) {
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).await.unwrap();
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let mut chunked = false;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).await.unwrap();
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+        if line
+            .to_ascii_lowercase()
+            .starts_with("transfer-encoding: chunked")
+        {
+            chunked = true;
+        }
+    }
+    (status, chunked)
+}
+
+async fn read_chunk(reader: &mut BufReader<TcpStream>) -> Option<Vec<u8>> {
+    let mut size_line = String::new();
+    if reader.read_line(&mut size_line).await.ok()? == 0 {
+        return None;
+    }
+    let size = usize::from_str_radix(size_line.trim(), 16).ok()?;
+    let mut chunk = vec![0; size + 2];
+    reader.read_exact(&mut chunk).await.ok()?;
+    chunk.truncate(size);
+    (size > 0).then_some(chunk)
+}
+
+/// A streaming NDJSON reader for `GET /v1/watch`.
+pub struct WatchStream {
+    reader: BufReader<TcpStream>,
+    pending: Vec<u8>,
+}
+
+impl WatchStream {
+    pub async fn open(address: SocketAddr) -> WatchStream {
+        let mut stream = TcpStream::connect(address)
+            .await
+            .expect("connect to sidecar");
+        stream
+            .write_all(b"GET /v1/watch HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .await
+            .unwrap();
+        let mut reader = BufReader::new(stream);
+        let (status, chunked) = read_head(&mut reader).await;
+        assert_eq!(status, 200);
+        assert!(chunked, "the watch is streamed");
+        WatchStream {
+            reader,
+            pending: Vec::new(),
+        }
+    }
+
+    /// The next JSON line, or `None` when the stream ended.
+    pub async fn next(&mut self) -> Option<serde_json::Value> {
+        loop {
+            if let Some(end) = self.pending.iter().position(|&byte| byte == b'\n') {
+                let line: Vec<u8> = self.pending.drain(..=end).collect();
+                return Some(serde_json::from_slice(&line).expect("NDJSON line"));
+            }
+            let chunk = read_chunk(&mut self.reader).await?;
+            self.pending.extend(chunk);
+        }
+    }
+}
+
+/// A TCP forwarder between the sidecar and the API server that a test can
+/// cut (every open connection dropped, new ones refused at once) and heal:
+/// a network partition of one member, whatever the API server is.
+pub struct Partition {
+    address: SocketAddr,
+    cut: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Partition {
+    pub async fn start(target: SocketAddr) -> Partition {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (cut, cut_rx) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    return;
+                };
+                if *cut_rx.borrow() {
+                    drop(inbound);
+                    continue;
+                }
+                let mut cut_rx = cut_rx.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = TcpStream::connect(target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut_rx.wait_for(|cut| *cut) => {}
+                    }
+                });
+            }
+        });
+        Partition { address, cut, task }
+    }
+
+    /// Where clients should connect.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Drops every connection and refuses new ones until [`Partition::heal`].
+    pub fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+
+    pub fn heal(&self) {
+        self.cut.send_replace(false);
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The emulated API server with a client and a namespace for one test.
+pub struct Cluster {
+    pub server: shoal_emulator::server::ApiServer,
+    client: kube::Client,
+}
+
+impl Cluster {
+    pub async fn start() -> Cluster {
+        let server = shoal_emulator::server::ApiServer::start()
+            .await
+            .expect("start emulated API server");
+        let client = server
+            .client()
+            .await
+            .expect("client for the emulated API server");
+        Cluster { server, client }
+    }
+
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    pub fn namespace(&self) -> &str {
+        "default"
+    }
+
+    pub fn faults(&self) -> shoal_emulator::server::Faults {
+        self.server.faults()
+    }
+
+    /// The API server's address (for a [`Partition`] in front of it).
+    pub fn api_address(&self) -> SocketAddr {
+        self.server
+            .url()
+            .trim_start_matches("http://")
+            .parse()
+            .expect("emulator URL is http://HOST:PORT")
+    }
+
+    /// A client that reaches the API server through `address` (a [`Partition`]).
+    pub fn client_via(&self, address: SocketAddr) -> kube::Client {
+        let mut config = kube::Config::new(format!("http://{address}").parse().expect("proxy URL"));
+        config.default_namespace = self.namespace().to_string();
+        kube::Client::try_from(config).expect("client through the partition")
+    }
+
+    /// Runs the real kubectl against the emulator; panics on failure.
+    /// (Async: the emulator serves on this test's runtime.)
+    pub async fn kubectl(&self, args: &[&str]) -> String {
+        let output = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.server.kubeconfig_path())
+            .arg("--namespace")
+            .arg(self.namespace())
+            .args(args)
+            .output()
+            .await
+            .expect("run kubectl");
+        assert!(
+            output.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).expect("kubectl output is UTF-8")
+    }
+}
