@@ -166,6 +166,7 @@ spec:
       labels:
         app: {name}
     spec:
+      terminationGracePeriodSeconds: 0
       containers:
       - name: app
         image: example.invalid/app:1
@@ -250,6 +251,119 @@ spec:
             .map(|pod| (pod.name_any(), pod.uid().unwrap_or_default()))
             .collect()
     }
+}
+
+/// A stand-in for the StatefulSet controller and kubelet until the emulator's
+/// simulators land: keeps pods `<sts>-0..replicas` of every StatefulSet in the
+/// namespace, each Ready `ready_after` after it was created, and removes
+/// terminating and surplus pods. Stops when the returned handle is dropped... or aborted.
+pub fn simulate_pods(env: &Env, ready_after: Duration) -> tokio::task::JoinHandle<()> {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+
+    let client = env.client.clone();
+    let namespace = env.namespace.clone();
+    tokio::spawn(async move {
+        let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &namespace);
+        let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+        let mut born: BTreeMap<String, Instant> = BTreeMap::new();
+        loop {
+            let (Ok(sets), Ok(pods)) = (
+                sts_api.list(&ListParams::default()).await,
+                pod_api.list(&ListParams::default()).await,
+            ) else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            let mut existing: BTreeMap<String, Pod> = pods
+                .items
+                .into_iter()
+                .map(|pod| (pod.name_any(), pod))
+                .collect();
+            for (name, pod) in existing.clone() {
+                if pod.metadata.deletion_timestamp.is_some() {
+                    let _ = pod_api
+                        .delete(&name, &DeleteParams::default().grace_period(0))
+                        .await;
+                    existing.remove(&name);
+                }
+            }
+            for sts in &sets.items {
+                let set_name = sts.name_any();
+                let replicas = sts
+                    .spec
+                    .as_ref()
+                    .and_then(|spec| spec.replicas)
+                    .unwrap_or(1);
+                for (name, pod) in &existing {
+                    let ordinal = name
+                        .strip_prefix(&format!("{set_name}-"))
+                        .and_then(|ordinal| ordinal.parse::<i32>().ok());
+                    let owned = pod.owner_references().iter().any(|o| o.name == set_name);
+                    if owned && ordinal.is_some_and(|ordinal| ordinal >= replicas) {
+                        let _ = pod_api
+                            .delete(name, &DeleteParams::default().grace_period(0))
+                            .await;
+                    }
+                }
+                for ordinal in 0..replicas {
+                    let name = format!("{set_name}-{ordinal}");
+                    match existing.get(&name) {
+                        None => {
+                            let labels = sts
+                                .spec
+                                .as_ref()
+                                .and_then(|spec| spec.template.metadata.as_ref())
+                                .and_then(|meta| meta.labels.clone())
+                                .unwrap_or_default();
+                            let pod: Pod = serde_json::from_value(serde_json::json!({
+                                "metadata": {
+                                    "name": name,
+                                    "labels": labels,
+                                    "ownerReferences": [{
+                                        "apiVersion": "apps/v1", "kind": "StatefulSet",
+                                        "name": set_name, "uid": sts.uid().unwrap_or_default(),
+                                        "controller": true,
+                                    }],
+                                },
+                                "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}],
+                                         "terminationGracePeriodSeconds": 0},
+                            }))
+                            .expect("pod manifest");
+                            if let Ok(created) = pod_api.create(&PostParams::default(), &pod).await
+                            {
+                                born.insert(created.uid().unwrap_or_default(), Instant::now());
+                            }
+                        }
+                        Some(pod) => {
+                            let uid = pod.uid().unwrap_or_default();
+                            let since = *born.entry(uid).or_insert_with(Instant::now);
+                            let ready = pod
+                                .status
+                                .as_ref()
+                                .and_then(|status| status.conditions.as_ref())
+                                .is_some_and(|c| {
+                                    c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                                });
+                            if !ready && since.elapsed() >= ready_after {
+                                let status = serde_json::json!({"status": {"phase": "Running", "conditions": [
+                                    {"type": "Ready", "status": "True"}
+                                ]}});
+                                let _ = pod_api
+                                    .patch_status(
+                                        &name,
+                                        &PatchParams::default(),
+                                        &Patch::Merge(status),
+                                    )
+                                    .await;
+                            }
+                        }
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
 }
 
 /// Every key exactly once across the slices, sorted.

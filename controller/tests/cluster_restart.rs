@@ -1,0 +1,158 @@
+//! Restart policy: exactly the affected pods are evicted, once each, even across a
+//! controller crash; leader election keeps a second replica from writing.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+
+use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Records every uid each pod name ever had.
+fn record_pod_uids(env: &Env) -> Arc<Mutex<BTreeMap<String, BTreeSet<String>>>> {
+    let seen: Arc<Mutex<BTreeMap<String, BTreeSet<String>>>> = Arc::default();
+    let api: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
+    let sink = seen.clone();
+    tokio::spawn(async move {
+        let mut pods = watcher(api, watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(pod)) = pods.next().await {
+            if let Some(uid) = pod.uid() {
+                sink.lock()
+                    .unwrap()
+                    .entry(pod.name_any())
+                    .or_default()
+                    .insert(uid);
+            }
+        }
+    });
+    seen
+}
+
+async fn scale_and_count_restarts(env: &Env, kill_midway: bool) {
+    let restart = "  reload: Restart\n  rollout:\n    maxUnavailable: 1\n";
+    let _pods = common::simulate_pods(env, Duration::from_millis(300));
+    let mut controller = env.start_controller();
+    env.pool("worker", "demo", 3).await;
+    env.apply(&swarm_yaml("demo", &job_keys(30), restart)).await;
+    eventually("revision 1 in force", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        (status.current_revision == 1 && status.phase.as_deref() == Some("Ready")).then_some(())
+    })
+    .await;
+    let before = env.slices("demo").await;
+    let seen = record_pod_uids(env);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let uids_before = env.pod_uids().await;
+
+    env.kubectl(&["scale", "statefulset", "worker", "--replicas=4"])
+        .await;
+    if kill_midway {
+        // Kill the controller as soon as the first eviction happened.
+        eventually("a first restart", WAIT, || async {
+            let seen = seen.lock().unwrap();
+            seen.values().any(|uids| uids.len() > 1).then_some(())
+        })
+        .await;
+        controller.kill().await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        controller = env.start_controller();
+    }
+    let after = eventually("revision 2 in force", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        let slices = env.slices("demo").await;
+        (status.current_revision == 2
+            && status.phase.as_deref() == Some("Ready")
+            && all_jobs(&slices) == job_keys(30))
+        .then_some(slices)
+    })
+    .await;
+    let changed: BTreeSet<String> = after
+        .iter()
+        .filter(|(member, jobs)| before.get(*member) != Some(*jobs))
+        .map(|(member, _)| member.clone())
+        .collect();
+    assert!(
+        changed.len() >= 2,
+        "scaling 3 -> 4 changed too few slices: {changed:?}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    for (pod, uid) in &uids_before {
+        let uids = seen.get(pod).cloned().unwrap_or_default();
+        let restarts = uids.iter().filter(|seen_uid| *seen_uid != uid).count();
+        if changed.contains(pod) {
+            assert_eq!(
+                restarts, 1,
+                "{pod} (slice changed) restarted {restarts} times: {uids:?}"
+            );
+        } else {
+            assert_eq!(restarts, 0, "{pod} (slice unchanged) was restarted");
+        }
+    }
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_policy_restarts_exactly_the_pods_whose_slice_changed() {
+    let env = Env::start().await;
+    scale_and_count_restarts(&env, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_mid_rollout_resumes_without_repeating_a_restart() {
+    let env = Env::start().await;
+    scale_and_count_restarts(&env, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_disruption_budget_holds_back_the_eviction() {
+    let env = Env::start().await;
+    let _pods = common::simulate_pods(&env, Duration::from_millis(200));
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    env.apply(&swarm_yaml("demo", &job_keys(10), "  reload: Restart\n"))
+        .await;
+    eventually("revision 1 in force", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        (status.current_revision == 1 && status.phase.as_deref() == Some("Ready")).then_some(())
+    })
+    .await;
+    env.apply(
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: worker\nspec:\n  maxUnavailable: 0\n  selector:\n    matchLabels:\n      app: worker\n",
+    )
+    .await;
+    let uids = env.pod_uids().await;
+    env.apply(&swarm_yaml("demo", &job_keys(11), "  reload: Restart\n"))
+        .await;
+    eventually("revision 2 written", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        (status.current_revision == 2).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        env.pod_uids().await,
+        uids,
+        "a pod was evicted despite the PDB"
+    );
+    assert_eq!(
+        env.swarm("demo").await.status.unwrap().phase.as_deref(),
+        Some("Progressing")
+    );
+    env.kubectl(&["delete", "pdb", "worker"]).await;
+    eventually("the restart once the PDB is gone", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        (status.phase.as_deref() == Some("Ready")).then_some(())
+    })
+    .await;
+    controller.stop().await;
+}
