@@ -86,6 +86,29 @@ pub struct ExecSettings {
     pub restart_backoff_max: Duration,
 }
 
+/// Process groups of running job processes, so that a sidecar that dies (a
+/// dropped [`crate::Worker`]) can kill them at once, as a container's death
+/// kills every process in it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LiveGroups(Arc<std::sync::Mutex<BTreeSet<i32>>>);
+
+impl LiveGroups {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<i32>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// SIGKILLs every live group (best effort; a group may be gone already).
+    pub(crate) fn kill_all(&self) {
+        for group in std::mem::take(&mut *self.lock()) {
+            if let Some(group) = Pid::from_raw(group) {
+                let _ = rustix::process::kill_process_group(group, Signal::KILL);
+            }
+        }
+    }
+}
+
 /// A job's process is running (or waiting to restart) under this handle.
 struct JobProcess {
     stop: oneshot::Sender<()>,
@@ -101,6 +124,7 @@ pub(crate) async fn supervise(
     mut delivered: watch::Receiver<Delivered>,
     reconciled: watch::Sender<Option<crate::view::AckTarget>>,
     metrics: Arc<Metrics>,
+    live: LiveGroups,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let settings = Arc::new(settings);
@@ -131,7 +155,13 @@ pub(crate) async fn supervise(
             .collect();
         stop_all(stopping).await;
         for job in changes.start {
-            let process = spawn_job(settings.clone(), job.clone(), revision, metrics.clone());
+            let process = spawn_job(
+                settings.clone(),
+                job.clone(),
+                revision,
+                metrics.clone(),
+                live.clone(),
+            );
             running.insert(job, process);
         }
         metrics.exec_processes.set(running.len() as i64);
@@ -171,9 +201,10 @@ fn spawn_job(
     job: String,
     revision: u64,
     metrics: Arc<Metrics>,
+    live: LiveGroups,
 ) -> JobProcess {
     let (stop_tx, stop_rx) = oneshot::channel();
-    let task = tokio::spawn(run_job(settings, job, revision, metrics, stop_rx));
+    let task = tokio::spawn(run_job(settings, job, revision, metrics, live, stop_rx));
     JobProcess {
         stop: stop_tx,
         task,
@@ -184,13 +215,22 @@ fn spawn_job(
 /// outlive the sidecar task that owned them (e.g. the runtime shutting down).
 struct GroupGuard {
     group: Option<Pid>,
+    live: LiveGroups,
+}
+
+impl GroupGuard {
+    /// SIGKILLs what is left of the group and forgets it.
+    fn kill_rest(&mut self) {
+        if let Some(group) = self.group.take() {
+            self.live.lock().remove(&group.as_raw_pid());
+            let _ = rustix::process::kill_process_group(group, Signal::KILL);
+        }
+    }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        if let Some(group) = self.group.take() {
-            let _ = rustix::process::kill_process_group(group, Signal::KILL);
-        }
+        self.kill_rest();
     }
 }
 
@@ -199,13 +239,14 @@ async fn run_job(
     job: String,
     revision: u64,
     metrics: Arc<Metrics>,
+    live: LiveGroups,
     mut stop: oneshot::Receiver<()>,
 ) {
     let command = command_for(&settings.template, &job, &settings.member);
     let mut consecutive_crashes = 0u32;
     loop {
         let started_at = Instant::now();
-        match spawn_process(&command, &job, &settings.member, revision) {
+        match spawn_process(&command, &job, &settings.member, revision, &live) {
             Ok((mut child, guard)) => {
                 tracing::info!(job, pid = child.id(), "exec: started");
                 tokio::select! {
@@ -250,6 +291,7 @@ fn spawn_process(
     job: &str,
     member: &str,
     revision: u64,
+    live: &LiveGroups,
 ) -> std::io::Result<(Child, GroupGuard)> {
     let child = Command::new("sh")
         .arg("-c")
@@ -263,7 +305,16 @@ fn spawn_process(
         .kill_on_drop(true)
         .spawn()?;
     let group = child.id().and_then(|pid| Pid::from_raw(pid as i32));
-    Ok((child, GroupGuard { group }))
+    if let Some(group) = group {
+        live.lock().insert(group.as_raw_pid());
+    }
+    Ok((
+        child,
+        GroupGuard {
+            group,
+            live: live.clone(),
+        },
+    ))
 }
 
 async fn terminate(job: &str, mut child: Child, mut guard: GroupGuard, grace: Duration) {
@@ -291,9 +342,7 @@ async fn terminate(job: &str, mut child: Child, mut guard: GroupGuard, grace: Du
     }
     // Leftovers of the group (a background child that ignored SIGTERM) go too:
     // the job must be fully gone before its revoke is acknowledged.
-    if let Some(group) = guard.group.take() {
-        let _ = rustix::process::kill_process_group(group, Signal::KILL);
-    }
+    guard.kill_rest();
 }
 
 #[cfg(test)]
@@ -361,8 +410,14 @@ mod tests {
             out.display()
         );
         let key = "stream:it's $HOME";
-        let (mut child, _guard) =
-            spawn_process(&command_for(&template, key, "m-0"), key, "m-0", 7).unwrap();
+        let (mut child, _guard) = spawn_process(
+            &command_for(&template, key, "m-0"),
+            key,
+            "m-0",
+            7,
+            &LiveGroups::default(),
+        )
+        .unwrap();
         assert!(child.wait().await.unwrap().success());
         assert_eq!(
             std::fs::read_to_string(&out).unwrap(),
@@ -372,8 +427,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_process_ignoring_sigterm_is_killed_after_the_grace_period() {
-        let (child, guard) =
-            spawn_process("trap '' TERM; sleep 30 & wait; sleep 30", "j", "m-0", 1).unwrap();
+        let (child, guard) = spawn_process(
+            "trap '' TERM; sleep 30 & wait; sleep 30",
+            "j",
+            "m-0",
+            1,
+            &LiveGroups::default(),
+        )
+        .unwrap();
         let pid = child.id().unwrap();
         // Let the shell install its trap before the signal arrives.
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -455,6 +516,7 @@ mod tests {
                 delivered_rx,
                 reconciled_tx,
                 metrics.clone(),
+                LiveGroups::default(),
                 shutdown_rx,
             ));
             Running {

@@ -145,6 +145,8 @@ pub(crate) struct Shared {
     acked: watch::Sender<Option<AckTarget>>,
     status: Mutex<Status>,
     shutdown: watch::Sender<bool>,
+    /// Exec mode: process groups to kill if the sidecar is dropped.
+    live_groups: exec::LiveGroups,
 }
 
 impl Shared {
@@ -208,8 +210,9 @@ impl Shared {
     }
 }
 
-/// A running sidecar. Dropping it without [`Worker::stop`] aborts its tasks
-/// (exec processes are killed with their process groups).
+/// A running sidecar. Dropping it without [`Worker::stop`] is a crash: its
+/// tasks are aborted and its exec processes SIGKILLed at once (as when the
+/// sidecar container dies), so nothing keeps running for a dead sidecar.
 pub struct Worker {
     http_addr: SocketAddr,
     shared: Arc<Shared>,
@@ -254,6 +257,7 @@ impl Worker {
             acked: watch::Sender::new(None),
             status: Mutex::new(Status::default()),
             shutdown: watch::Sender::new(false),
+            live_groups: exec::LiveGroups::default(),
             settings,
         });
         tracing::info!(
@@ -304,6 +308,7 @@ impl Worker {
                     shared.delivered.subscribe(),
                     shared.ack_target.clone(),
                     metrics.clone(),
+                    shared.live_groups.clone(),
                     shared.shutdown.subscribe(),
                 )),
             ));
@@ -384,6 +389,7 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        self.shared.live_groups.kill_all();
         for (_, handle) in &self.tasks {
             handle.abort();
         }

@@ -550,3 +550,55 @@ async fn the_application_named_in_a_pid_file_is_signalled_after_each_change() {
     worker.stop().await.unwrap();
     app.kill().await.unwrap();
 }
+
+/// Whether `pid` is gone or a zombie (dead, not yet reaped).
+fn is_dead(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+#[tokio::test]
+async fn dropping_a_worker_kills_its_exec_processes_at_once_like_a_dead_container() {
+    let cluster = Cluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = settings(&cluster, "pool-0");
+    settings.exec = Some(format!(
+        "trap 'echo stop >> {dir}/$SHOAL_JOB.log' TERM; echo $$ > {dir}/$SHOAL_JOB.pid; sleep 1000 & wait",
+        dir = dir.path().display()
+    ));
+    let worker = Worker::start(cluster.client(), settings).await.unwrap();
+    write_slice(
+        &cluster.client(),
+        cluster.namespace(),
+        &slice("pool-0", 1, &["a", "b"]),
+    )
+    .await;
+    let pids: Vec<u32> = eventually("both processes", LIMIT, || async {
+        let pids: Vec<u32> = ["a", "b"]
+            .iter()
+            .filter_map(|job| {
+                read(&dir.path().join(format!("{job}.pid")))?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        (pids.len() == 2).then_some(pids)
+    })
+    .await;
+
+    drop(worker);
+
+    // SIGKILL is immediate: no grace period, no SIGTERM trap.
+    eventually("the processes dead", Duration::from_secs(2), || async {
+        pids.iter().all(|&pid| is_dead(pid)).then_some(())
+    })
+    .await;
+    assert!(read(&dir.path().join("a.log")).is_none() && read(&dir.path().join("b.log")).is_none());
+}
