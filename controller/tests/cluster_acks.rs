@@ -1,0 +1,114 @@
+//! Revoke then grant on member Lease acknowledgements: a job moves to its new
+//! owner only after the old owner acknowledged giving it up.
+
+mod common;
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use shoal_core::format::parse_slice;
+
+use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Writes (or rewrites) the member Lease of `pod` the way the sidecar does.
+async fn acknowledge(env: &Env, pod: &str, revision: u64, hash: &str) {
+    let api: Api<Lease> = Api::namespaced(env.client.clone(), &env.namespace);
+    let name = format!("{pod}-member");
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    let lease: Lease = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": name,
+            "labels": {"shoal.dev/member": pod},
+            "annotations": {"shoal.dev/acked-revision": revision.to_string(), "shoal.dev/acked-hash": hash},
+        },
+        "spec": {"holderIdentity": pod, "leaseDurationSeconds": 60, "renewTime": now},
+    }))
+    .expect("lease manifest");
+    if api.get_opt(&name).await.expect("get lease").is_some() {
+        api.patch(
+            &name,
+            &PatchParams::apply("test-sidecar").force(),
+            &Patch::Apply(&lease),
+        )
+        .await
+        .expect("patch lease");
+    } else {
+        api.create(&PostParams::default(), &lease)
+            .await
+            .expect("create lease");
+    }
+}
+
+async fn slice_hash(env: &Env, pod: &str) -> (u64, String) {
+    let maps = env.slice_maps("demo").await;
+    let text = maps[pod].data.as_ref().unwrap()["slice.yaml"].clone();
+    let slice = parse_slice(&text).expect("valid slice");
+    (slice.revision, slice.hash)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_granted_only_after_their_old_owners_acknowledged_the_revoke() {
+    let env = Env::start().await;
+    let _pods = common::simulate_pods(&env, Duration::from_millis(100));
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 3).await;
+    env.apply(&swarm_yaml("demo", &job_keys(30), "")).await;
+    eventually("revision 1 in force", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        (status.phase.as_deref() == Some("Ready") && env.ready_pods().await == 3).then_some(())
+    })
+    .await;
+    for pod in ["worker-0", "worker-1", "worker-2"] {
+        let (revision, hash) = slice_hash(&env, pod).await;
+        acknowledge(&env, pod, revision, &hash).await;
+    }
+    let before = env.slices("demo").await;
+
+    env.kubectl(&["scale", "statefulset", "worker", "--replicas=4"])
+        .await;
+    eventually("the revokes written", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        let slices = env.slices("demo").await;
+        let revoked = ["worker-0", "worker-1", "worker-2"]
+            .iter()
+            .any(|pod| slices.get(*pod) != before.get(*pod));
+        (status.current_revision == 2 && revoked).then_some(())
+    })
+    .await;
+    // Without acknowledgements nothing is granted, however long we wait.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let slices = env.slices("demo").await;
+    assert!(
+        slices.get("worker-3").is_none_or(Vec::is_empty),
+        "worker-3 was granted jobs before the revokes were acknowledged: {slices:?}"
+    );
+    assert!(
+        all_jobs(&slices).len() < 30,
+        "the revoked jobs must be unowned meanwhile"
+    );
+    assert_eq!(
+        env.swarm("demo").await.status.unwrap().phase.as_deref(),
+        Some("Progressing")
+    );
+
+    for pod in ["worker-0", "worker-1", "worker-2"] {
+        let (revision, hash) = slice_hash(&env, pod).await;
+        acknowledge(&env, pod, revision, &hash).await;
+    }
+    let status = eventually("worker-3 granted once acknowledged", WAIT, || async {
+        let slices = env.slices("demo").await;
+        let status = env.swarm("demo").await.status?;
+        (all_jobs(&slices) == job_keys(30) && status.phase.as_deref() == Some("Ready"))
+            .then_some(status)
+    })
+    .await;
+    let acked: Vec<Option<u64>> = status.members.iter().map(|m| m.acked_revision).collect();
+    assert!(acked[..3].iter().all(Option::is_some), "{acked:?}");
+    controller.stop().await;
+}
