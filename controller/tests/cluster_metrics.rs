@@ -1,0 +1,69 @@
+//! `/metrics`, `/healthz` and `/readyz` of an in-process controller.
+
+mod common;
+
+use std::time::Duration;
+
+use shoal_controller::Settings;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn get(address: std::net::SocketAddr, path: &str) -> Option<String> {
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    Some(response)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_server_reports_health_and_applied_revisions() {
+    let env = Env::start().await;
+    let address = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
+        probe.local_addr().expect("address")
+    };
+    let controller = env.start_controller_with(Settings {
+        namespace: Some(env.namespace.clone()),
+        metrics_address: Some(address),
+        resync: Duration::from_secs(5),
+        ..Settings::default()
+    });
+    let health = eventually("/healthz answers", WAIT, || get(address, "/healthz")).await;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let ready = eventually("/readyz is 200", WAIT, || async {
+        let ready = get(address, "/readyz").await?;
+        ready.starts_with("HTTP/1.1 200").then_some(ready)
+    })
+    .await;
+    assert!(ready.contains("ready"));
+
+    env.pool("worker", "demo", 2).await;
+    env.apply(&swarm_yaml("demo", &job_keys(8), "")).await;
+    eventually("revision 1 applied", WAIT, || async {
+        (all_jobs(&env.slices("demo").await) == job_keys(8)).then_some(())
+    })
+    .await;
+    let metrics = eventually("revisions_applied counted", WAIT, || async {
+        let metrics = get(address, "/metrics").await?;
+        metrics
+            .contains("shoal_revisions_applied_total 1")
+            .then_some(metrics)
+    })
+    .await;
+    for name in [
+        "shoal_reconcile_duration_seconds_count",
+        "shoal_jobs_moved_total",
+        "shoal_members_restarted_total",
+        "shoal_pending_approvals{swarm=\"demo\"} 0",
+        "shoal_change_to_applied_seconds_count",
+        "shoal_slices_written_total 2",
+    ] {
+        assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");
+    }
+    controller.stop().await;
+}
