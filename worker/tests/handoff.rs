@@ -2,10 +2,12 @@
 //! playing the controller's part of the acknowledgement protocol
 //! (ARCHITECTURE.md): write the reduced slices of members that lose jobs,
 //! wait for their acknowledgement on the Lease, then write the slices of
-//! members that gain jobs. Each job's process logs `start`/`stop` with a
-//! timestamp; an oracle checks that no job ever ran twice at once and that
-//! every job runs at the end. (The full ownership oracle with the real
-//! controller lives in the sandbox's end-to-end tests.)
+//! members that gain jobs. A seeded schedule also kills and restarts
+//! sidecars, drops every watch and injects API errors between moves. Each
+//! job's process logs `start`/`stop` with a timestamp; an oracle checks that
+//! no job ever ran twice at once and that every job runs at the end, and
+//! reports the handoff gap. (The full ownership oracle with the real
+//! controller belongs to the sandbox's end-to-end tests.)
 
 mod common;
 
@@ -17,6 +19,7 @@ use common::*;
 use shoal_worker::{Settings, SliceView, Worker};
 
 const LIMIT: Duration = Duration::from_secs(20);
+const MEMBERS: [&str; 3] = ["pool-0", "pool-1", "pool-2"];
 
 /// A small deterministic generator (xorshift64*), so a failing schedule can be replayed.
 struct Schedule(u64);
@@ -54,53 +57,108 @@ async fn wait_acked(cluster: &Cluster, member: &str, expected: &SliceView) {
     .await;
 }
 
-/// One log line: (timestamp ns, "start"/"stop", job, member).
-fn read_log(log: &Path) -> Vec<(u128, String, String, String)> {
+/// One process event: when (ns since the epoch), start or stop, job, member, pid.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Event {
+    at: u128,
+    start: bool,
+    job: String,
+    member: String,
+    pid: u32,
+}
+
+fn read_log(log: &Path) -> Vec<Event> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
         .map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            assert_eq!(fields.len(), 4, "log line {line:?}");
-            (
-                fields[0].parse().expect("timestamp"),
-                fields[1].into(),
-                fields[2].into(),
-                fields[3].into(),
-            )
+            assert_eq!(fields.len(), 5, "log line {line:?}");
+            Event {
+                at: fields[0].parse().expect("timestamp"),
+                start: fields[1] == "start",
+                job: fields[2].into(),
+                member: fields[3].into(),
+                pid: fields[4].parse().expect("pid"),
+            }
         })
         .collect()
 }
 
+/// Processes started and not stopped, given extra (synthetic) events.
+fn open_processes(log: &Path, extra: &[Event]) -> BTreeMap<u32, Event> {
+    let mut events = read_log(log);
+    events.extend(extra.iter().cloned());
+    events.sort();
+    let mut open = BTreeMap::new();
+    for event in events {
+        if event.start {
+            open.insert(event.pid, event);
+        } else {
+            open.remove(&event.pid);
+        }
+    }
+    open
+}
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_nanos()
+}
+
+fn is_dead(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+async fn start_worker(cluster: &Cluster, member: &str, template: &str) -> Worker {
+    let mut settings = Settings::for_member(member, cluster.namespace());
+    settings.exec = Some(template.to_string());
+    settings.stop_grace = Duration::from_secs(5);
+    settings.lease_duration = Duration::from_secs(6);
+    settings.fence_margin = Duration::from_secs(1);
+    Worker::start(cluster.client(), settings).await.unwrap()
+}
+
 #[tokio::test]
-async fn moved_jobs_never_run_on_two_members_at_once() {
+async fn moved_jobs_never_run_on_two_members_at_once_through_kills_dropped_watches_and_api_errors()
+{
     let cluster = Cluster::start().await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("jobs.log");
-    let members = ["pool-0", "pool-1", "pool-2"];
     let template = format!(
-        "echo $(date +%s%N) start $SHOAL_JOB $SHOAL_MEMBER >> {log}; \
-         trap 'echo $(date +%s%N) stop $SHOAL_JOB $SHOAL_MEMBER >> {log}; exit 0' TERM; \
+        "echo $(date +%s%N) start $SHOAL_JOB $SHOAL_MEMBER $$ >> {log}; \
+         trap 'echo $(date +%s%N) stop $SHOAL_JOB $SHOAL_MEMBER $$ >> {log}; exit 0' TERM; \
          sleep 1000 & wait",
         log = log.display()
     );
-    let mut workers = Vec::new();
-    for member in members {
-        let mut settings = Settings::for_member(member, cluster.namespace());
-        settings.exec = Some(template.clone());
-        settings.stop_grace = Duration::from_secs(5);
-        workers.push(Worker::start(cluster.client(), settings).await.unwrap());
+    let mut workers: BTreeMap<String, Worker> = BTreeMap::new();
+    for member in MEMBERS {
+        workers.insert(
+            member.to_string(),
+            start_worker(&cluster, member, &template).await,
+        );
     }
+    // Processes SIGKILLed with their sidecar leave no `stop` line: the test
+    // records when they were seen dead.
+    let mut killed: Vec<Event> = Vec::new();
 
     // Revision 1: 24 jobs dealt round-robin.
     let jobs: Vec<String> = (0..24).map(|index| format!("stream:{index:02}")).collect();
-    let mut owners: Owners = members
+    let mut owners: Owners = MEMBERS
         .iter()
         .map(|member| (member.to_string(), BTreeSet::new()))
         .collect();
     for (index, job) in jobs.iter().enumerate() {
         owners
-            .get_mut(members[index % members.len()])
+            .get_mut(MEMBERS[index % MEMBERS.len()])
             .unwrap()
             .insert(job.clone());
     }
@@ -116,11 +174,49 @@ async fn moved_jobs_never_run_on_two_members_at_once() {
     for (member, owned) in &owners {
         wait_acked(&cluster, member, &member_slice(member, revision, owned)).await;
     }
+    let mut current: BTreeMap<String, SliceView> = owners
+        .iter()
+        .map(|(member, owned)| (member.clone(), member_slice(member, revision, owned)))
+        .collect();
 
     let mut schedule = Schedule(0x5eed_0005);
-    for _ in 0..6 {
-        revision += 1;
+    let (mut kills, mut drops, mut errors) = (0, 0, 0);
+    for _ in 0..8 {
+        // Chaos between moves.
+        if schedule.below(3) == 0 {
+            kills += 1;
+            let member = MEMBERS[schedule.below(MEMBERS.len())].to_string();
+            let victims: Vec<Event> = open_processes(&log, &killed)
+                .into_values()
+                .filter(|event| event.member == member)
+                .collect();
+            drop(workers.remove(&member));
+            eventually("the killed sidecar's processes dead", LIMIT, || async {
+                victims.iter().all(|event| is_dead(event.pid)).then_some(())
+            })
+            .await;
+            let at = now_ns();
+            killed.extend(victims.into_iter().map(|event| Event {
+                at,
+                start: false,
+                ..event
+            }));
+            workers.insert(
+                member.clone(),
+                start_worker(&cluster, &member, &template).await,
+            );
+        }
+        if schedule.below(3) == 0 {
+            drops += 1;
+            cluster.faults().drop_all_watches();
+        }
+        if schedule.below(3) == 0 {
+            errors += 1;
+            cluster.faults().fail_next(3, None, None, 500);
+        }
+
         // Move a few random jobs to random other members.
+        revision += 1;
         let mut next = owners.clone();
         for _ in 0..4 {
             let job = &jobs[schedule.below(jobs.len())];
@@ -129,109 +225,109 @@ async fn moved_jobs_never_run_on_two_members_at_once() {
                 .find(|(_, owned)| owned.contains(job))
                 .map(|(member, _)| member.clone())
                 .unwrap();
-            let to = members[schedule.below(members.len())].to_string();
+            let to = MEMBERS[schedule.below(MEMBERS.len())].to_string();
             next.get_mut(&from).unwrap().remove(job);
             next.get_mut(&to).unwrap().insert(job.clone());
         }
-        let losers: Vec<&String> = owners
-            .keys()
-            .filter(|member| !owners[*member].is_subset(&next[*member]))
-            .collect();
-        // Revoke: a loser's interim slice keeps only what it keeps.
-        for member in &losers {
-            let kept: BTreeSet<String> = owners[*member]
-                .intersection(&next[*member])
+        // Revoke: a member that loses jobs first gets only what it keeps.
+        let mut revoked = Vec::new();
+        for member in MEMBERS {
+            let kept: BTreeSet<String> = owners[member]
+                .intersection(&next[member])
                 .cloned()
                 .collect();
-            let reduced = member_slice(member, revision, &kept);
-            write_slice(&cluster.client(), cluster.namespace(), &reduced).await;
+            if kept != owners[member] {
+                let reduced = member_slice(member, revision, &kept);
+                write_slice(&cluster.client(), cluster.namespace(), &reduced).await;
+                current.insert(member.to_string(), reduced.clone());
+                revoked.push(reduced);
+            }
         }
-        for member in &losers {
-            let kept: BTreeSet<String> = owners[*member]
-                .intersection(&next[*member])
-                .cloned()
-                .collect();
-            wait_acked(&cluster, member, &member_slice(member, revision, &kept)).await;
+        for reduced in &revoked {
+            wait_acked(&cluster, &reduced.member, reduced).await;
         }
         // Grant.
         revision += 1;
-        for (member, owned) in &next {
-            if owned != &owners[member] {
-                write_slice(
-                    &cluster.client(),
-                    cluster.namespace(),
-                    &member_slice(member, revision, owned),
-                )
-                .await;
+        for member in MEMBERS {
+            if next[member]
+                != current[member]
+                    .jobs
+                    .iter()
+                    .cloned()
+                    .collect::<BTreeSet<_>>()
+            {
+                let granted = member_slice(member, revision, &next[member]);
+                write_slice(&cluster.client(), cluster.namespace(), &granted).await;
+                current.insert(member.to_string(), granted);
             }
         }
-        for (member, owned) in &next {
-            if owned != &owners[member] {
-                wait_acked(&cluster, member, &member_slice(member, revision, owned)).await;
-            }
+        for slice in current.values() {
+            wait_acked(&cluster, &slice.member, slice).await;
         }
         owners = next;
     }
+    assert!(
+        kills > 0 && drops > 0 && errors > 0,
+        "the schedule exercised every fault"
+    );
 
-    // Every job runs at the end, on its owner.
-    let expected_running: BTreeSet<(String, String)> = owners
+    // Every job runs at the end, exactly once, on its owner.
+    let expected: BTreeSet<(String, String)> = owners
         .iter()
         .flat_map(|(member, owned)| owned.iter().map(move |job| (job.clone(), member.clone())))
         .collect();
-    let running = eventually("every owned job running", LIMIT, || async {
-        let mut running = BTreeSet::new();
-        for (_, event, job, member) in read_log(&log) {
-            if event == "start" {
-                running.insert((job, member));
-            } else {
-                running.remove(&(job, member));
-            }
-        }
-        (running == expected_running).then_some(running)
+    eventually("every owned job running once", LIMIT, || async {
+        let running: Vec<(String, String)> = open_processes(&log, &killed)
+            .into_values()
+            .map(|event| (event.job, event.member))
+            .collect();
+        (running.len() == jobs.len()
+            && running.iter().cloned().collect::<BTreeSet<_>>() == expected)
+            .then_some(())
     })
     .await;
-    assert_eq!(running.len(), jobs.len());
 
-    for worker in workers {
+    for (_, worker) in workers {
         worker.stop().await.unwrap();
     }
 
-    // The oracle: per job, intervals never overlap; gaps are reported.
-    let mut by_job: BTreeMap<String, Vec<(u128, String, String)>> = BTreeMap::new();
-    for (at, event, job, member) in read_log(&log) {
-        by_job.entry(job).or_default().push((at, event, member));
-    }
+    // The oracle: per job, process lifetimes never overlap.
+    let mut events = read_log(&log);
+    events.extend(killed);
+    events.sort();
+    let mut running: BTreeMap<String, Event> = BTreeMap::new();
+    let mut released: BTreeMap<String, (u128, String)> = BTreeMap::new();
     let mut gaps = Vec::new();
-    for (job, mut events) in by_job {
-        events.sort();
-        let mut holder: Option<String> = None;
-        let mut released_at: Option<u128> = None;
-        for (at, event, member) in events {
-            if event == "start" {
-                assert!(
-                    holder.is_none(),
-                    "{job} started on {member} while {holder:?} still ran it"
+    for event in events {
+        if event.start {
+            if let Some(holder) = running.get(&event.job) {
+                panic!(
+                    "{} started on {} (pid {}) while {} (pid {}) still ran it",
+                    event.job, event.member, event.pid, holder.member, holder.pid
                 );
-                if let Some(released) = released_at {
-                    gaps.push(at - released);
-                }
-                holder = Some(member);
-            } else {
-                assert_eq!(
-                    holder.as_deref(),
-                    Some(member.as_str()),
-                    "{job} stopped on {member} which did not run it"
-                );
-                holder = None;
-                released_at = Some(at);
             }
+            if let Some((at, from)) = released.get(&event.job) {
+                if *from != event.member {
+                    gaps.push(event.at - at);
+                }
+            }
+            running.insert(event.job.clone(), event);
+        } else {
+            let holder = running.remove(&event.job);
+            assert_eq!(
+                holder.map(|holder| holder.pid),
+                Some(event.pid),
+                "{} stopped by a process that did not run it",
+                event.job
+            );
+            released.insert(event.job.clone(), (event.at, event.member));
         }
     }
     gaps.sort();
     assert!(!gaps.is_empty(), "the schedule moved jobs");
     let ms = |ns: u128| ns as f64 / 1e6;
     println!(
-        "handoff gap over {} moves: p50 {:.1} ms, p99 {:.1} ms",
+        "handoff gap over {} moves ({kills} sidecar kills, {drops} watch drops, {errors} API error bursts): p50 {:.1} ms, p99 {:.1} ms",
         gaps.len(),
         ms(gaps[gaps.len() / 2]),
         ms(gaps[(gaps.len() * 99 / 100).min(gaps.len() - 1)])

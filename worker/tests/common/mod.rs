@@ -44,27 +44,39 @@ pub async fn write_slice_document(
         "metadata": { "labels": labels },
         "data": { "slice.yaml": document },
     });
-    match api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.is_not_found() => {
-            let config_map = ConfigMap {
-                metadata: kube::api::ObjectMeta {
-                    name: Some(name.clone()),
-                    labels: Some(labels),
+    // Like a controller, retry through injected API errors (bounded).
+    let mut last_error = None;
+    for _ in 0..50 {
+        let written = match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Err(kube::Error::Api(status)) if status.is_not_found() => {
+                let config_map = ConfigMap {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(name.clone()),
+                        labels: Some(labels.clone()),
+                        ..Default::default()
+                    },
+                    data: Some(BTreeMap::from([(
+                        "slice.yaml".to_string(),
+                        document.clone(),
+                    )])),
                     ..Default::default()
-                },
-                data: Some(BTreeMap::from([("slice.yaml".to_string(), document)])),
-                ..Default::default()
-            };
-            api.create(&PostParams::default(), &config_map)
-                .await
-                .expect("create slice ConfigMap");
+                };
+                api.create(&PostParams::default(), &config_map)
+                    .await
+                    .map(|_| ())
+            }
+            other => other.map(|_| ()),
+        };
+        match written {
+            Ok(()) => return,
+            Err(error) => last_error = Some(error),
         }
-        Err(error) => panic!("cannot write slice ConfigMap {name}: {error}"),
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    panic!("cannot write slice ConfigMap {name}: {last_error:?}");
 }
 
 /// Writes a well-formed slice ConfigMap.
