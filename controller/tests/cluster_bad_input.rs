@@ -102,3 +102,47 @@ async fn a_statefulset_labelled_for_a_missing_swarm_gets_a_warning_event() {
     assert!(events.contains("nobody"), "{events}");
     controller.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_slice_configmap_is_written_again() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    env.apply(&swarm_yaml("demo", &job_keys(6), "")).await;
+    let good = eventually("revision 1 in force", WAIT, || async {
+        let slices = env.slices("demo").await;
+        let status = env.swarm("demo").await.status?;
+        (all_jobs(&slices) == job_keys(6) && status.phase.as_deref() == Some("Ready"))
+            .then_some(slices)
+    })
+    .await;
+    env.kubectl(&["delete", "configmap", "worker-1-slice"])
+        .await;
+    eventually("the slice written again", WAIT, || async {
+        (env.slices("demo").await == good).then_some(())
+    })
+    .await;
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unparsable_job_configmap_is_named_and_the_last_good_revision_stays() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    env.apply("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: jobs\ndata:\n  config.yml: \"jobs: [a, b]\"\n")
+        .await;
+    let from = "  jobsFrom:\n    configMapKeyRef:\n      name: jobs\n      key: config.yml\n";
+    env.apply(&swarm_yaml("demo", &[], from)).await;
+    eventually("revision 1 applied", WAIT, || async {
+        (all_jobs(&env.slices("demo").await) == ["a", "b"]).then_some(())
+    })
+    .await;
+    env.apply("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: jobs\ndata:\n  config.yml: \"jobs: {broken\"\n")
+        .await;
+    let message = degraded(&env, "JobConfigMapInvalid").await;
+    assert!(message.contains("ConfigMap jobs"), "{message}");
+    event_with_reason(&env, "JobConfigMapInvalid").await;
+    assert_eq!(all_jobs(&env.slices("demo").await), ["a", "b"]);
+    controller.stop().await;
+}
