@@ -306,10 +306,10 @@ async fn moved_jobs_never_run_on_two_members_at_once_through_kills_dropped_watch
                     event.job, event.member, event.pid, holder.member, holder.pid
                 );
             }
-            if let Some((at, from)) = released.get(&event.job) {
-                if *from != event.member {
-                    gaps.push(event.at - at);
-                }
+            if let Some((at, from)) = released.get(&event.job)
+                && *from != event.member
+            {
+                gaps.push(event.at - at);
             }
             running.insert(event.job.clone(), event);
         } else {
