@@ -294,8 +294,11 @@ impl ApiServer {
         &self.kubeconfig
     }
 
-    /// A `kube` client built from the kubeconfig (default namespace `default`).
-    pub async fn client(&self) -> Result<kube::Client, ServerError> {
+    /// The kube `Config` the kubeconfig describes (default namespace
+    /// `default`). Note that kube retries 429/503/504 by default
+    /// (`default_retry`), honouring `Retry-After`; tests that expect to see a
+    /// 429 (eviction against a budget, injected faults) turn that off.
+    pub async fn config(&self) -> Result<kube::Config, ServerError> {
         let kubeconfig =
             kube::config::Kubeconfig::read_from(&self.kubeconfig).map_err(|error| {
                 ServerError::LoadKubeconfig {
@@ -303,7 +306,7 @@ impl ApiServer {
                     reason: error.to_string(),
                 }
             })?;
-        let config = kube::Config::from_custom_kubeconfig(
+        kube::Config::from_custom_kubeconfig(
             kubeconfig,
             &kube::config::KubeConfigOptions::default(),
         )
@@ -311,8 +314,12 @@ impl ApiServer {
         .map_err(|error| ServerError::LoadKubeconfig {
             path: self.kubeconfig.clone(),
             reason: error.to_string(),
-        })?;
-        Ok(kube::Client::try_from(config)?)
+        })
+    }
+
+    /// A `kube` client built from the kubeconfig (see [`ApiServer::config`]).
+    pub async fn client(&self) -> Result<kube::Client, ServerError> {
+        Ok(kube::Client::try_from(self.config().await?)?)
     }
 
     /// The fault injection handle.
