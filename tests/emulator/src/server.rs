@@ -19,6 +19,7 @@ mod http;
 mod jsonpath;
 mod lifecycle;
 mod patch;
+mod protobuf;
 mod registry;
 mod selectors;
 mod store;

@@ -210,9 +210,7 @@ impl ApiRequest {
     /// Parses the body as JSON, or as YAML when it is not JSON.
     pub fn json_body(&self) -> Result<Value, ApiError> {
         if self.content_type().contains("protobuf") {
-            return Err(ApiError::unsupported_media_type(
-                "the emulator accepts JSON and YAML bodies only, not protobuf",
-            ));
+            return super::protobuf::decode(&self.body).map_err(ApiError::unsupported_media_type);
         }
         if self.body.is_empty() {
             return Err(ApiError::bad_request("the request body is empty"));
