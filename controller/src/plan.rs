@@ -49,6 +49,10 @@ use crate::crd::{
 
 /// Annotation approving a pending revision.
 pub const APPROVE_ANNOTATION: &str = "shoal.dev/approve";
+/// Annotation rolling back to the job list and strategy of a recorded revision
+/// (`kubectl annotate swarm X shoal.dev/rollback-to=<revision>`); the result goes through
+/// the approval gate like any change, and stays in force while the annotation is present.
+pub const ROLLBACK_ANNOTATION: &str = "shoal.dev/rollback-to";
 /// Annotation forcing failover of the named pods (comma separated).
 pub const FAILOVER_NOW_ANNOTATION: &str = "shoal.dev/failover-now";
 /// Annotation on a slice ConfigMap: the uid of the member pod when the slice was written.
@@ -645,21 +649,58 @@ pub fn plan(obs: &Observation) -> Plan {
     };
 
     // What the inputs ask for.
-    let desired: Result<(JobSet, Assignment), InputProblem> =
-        job_list(&obs.swarm, spec, &obs.job_source).and_then(|jobs| {
-            let assignment =
-                assign(&jobs, &members, &strategy_of(&spec.strategy)).map_err(|error| {
-                    InputProblem {
-                        reason: if members.is_empty() {
-                            "NoMembers"
-                        } else {
-                            "AssignmentFailed"
-                        },
-                        message: format!("Swarm {}: {error}", obs.swarm),
-                    }
-                })?;
-            Ok((jobs, assignment))
-        });
+    // A rollback takes the job list and strategy of a recorded revision instead of the spec's.
+    let (inputs, strategy_spec): (Result<JobSet, InputProblem>, StrategySpec) = match obs
+        .annotations
+        .get(ROLLBACK_ANNOTATION)
+    {
+        None => (
+            job_list(&obs.swarm, spec, &obs.job_source),
+            spec.strategy.clone(),
+        ),
+        Some(text) => {
+            let record = text
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .and_then(|revision| obs.history.get(&revision))
+                .filter(|record| !record.jobs_omitted);
+            match record {
+                Some(record) => (
+                    JobSet::parse(record.jobs.iter().cloned()).map_err(|invalid| InputProblem {
+                        reason: "RollbackUnavailable",
+                        message: format!("revision {}: {invalid}", record.revision),
+                    }),
+                    record.strategy.clone(),
+                ),
+                None => (
+                    Err(InputProblem {
+                        reason: "RollbackUnavailable",
+                        message: format!(
+                            "Swarm {}: {ROLLBACK_ANNOTATION}={text:?} names no revision in the history (kept: {:?})",
+                            obs.swarm,
+                            obs.history.keys().collect::<Vec<_>>()
+                        ),
+                    }),
+                    spec.strategy.clone(),
+                ),
+            }
+        }
+    };
+    let desired: Result<(JobSet, Assignment), InputProblem> = inputs.and_then(|jobs| {
+        let assignment =
+            assign(&jobs, &members, &strategy_of(&strategy_spec)).map_err(|error| {
+                InputProblem {
+                    reason: if members.is_empty() {
+                        "NoMembers"
+                    } else {
+                        "AssignmentFailed"
+                    },
+                    message: format!("Swarm {}: {error}", obs.swarm),
+                }
+            })?;
+        Ok((jobs, assignment))
+    });
 
     let mut operations = Vec::new();
     let mut status = SwarmStatus {
@@ -687,7 +728,7 @@ pub fn plan(obs: &Observation) -> Plan {
                     operations.push(Operation::WriteRevision(revision_record(
                         current_revision,
                         &desired_hash,
-                        &spec.strategy,
+                        &strategy_spec,
                         &members,
                         &jobs,
                     )));
@@ -803,7 +844,7 @@ pub fn plan(obs: &Observation) -> Plan {
                 }
                 if approved {
                     let record =
-                        revision_record(revision, &desired_hash, &spec.strategy, &members, &jobs);
+                        revision_record(revision, &desired_hash, &strategy_spec, &members, &jobs);
                     operations.push(Operation::WriteRevision(record));
                     status.current_revision = revision;
                     status.current_hash = Some(desired_hash.clone());

@@ -770,3 +770,58 @@ fn a_deleted_history_object_of_the_revision_in_force_is_written_again() {
     let degraded = previous_condition(&plan.status, "Degraded").unwrap();
     assert_eq!(degraded.status, "False");
 }
+
+#[test]
+fn a_rollback_restores_the_job_list_of_an_earlier_revision_through_the_gate() {
+    let mut spec = spec(jobs(10));
+    spec.approval.policy = ApprovalPolicy::Manual;
+    let mut cluster = Cluster::new(spec, 2);
+    cluster.step();
+    cluster
+        .obs
+        .annotations
+        .insert(APPROVE_ANNOTATION.to_owned(), "1".to_owned());
+    cluster.settle();
+    cluster.obs.spec.jobs = jobs(14);
+    cluster.step();
+    cluster
+        .obs
+        .annotations
+        .insert(APPROVE_ANNOTATION.to_owned(), "2".to_owned());
+    cluster.settle();
+    assert_eq!(all_jobs_once(&cluster), jobs(14));
+
+    cluster
+        .obs
+        .annotations
+        .insert(ROLLBACK_ANNOTATION.to_owned(), "1".to_owned());
+    let plan = cluster.step();
+    // The rollback waits for approval like any other change.
+    assert!(plan.operations.is_empty(), "{:?}", plan.operations);
+    assert_eq!(
+        plan.status.pending_revision.as_ref().map(|p| p.revision),
+        Some(3)
+    );
+    cluster
+        .obs
+        .annotations
+        .insert(APPROVE_ANNOTATION.to_owned(), "3".to_owned());
+    cluster.settle();
+    assert_eq!(all_jobs_once(&cluster), jobs(10));
+    assert_eq!(cluster.obs.status.current_revision, 3);
+}
+
+#[test]
+fn a_rollback_to_a_revision_not_in_the_history_is_reported() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 2);
+    cluster.settle();
+    cluster
+        .obs
+        .annotations
+        .insert(ROLLBACK_ANNOTATION.to_owned(), "7".to_owned());
+    let plan = cluster.step();
+    assert!(plan.operations.is_empty());
+    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    assert_eq!(degraded.reason, "RollbackUnavailable");
+    assert!(degraded.message.contains("\"7\""), "{}", degraded.message);
+}
