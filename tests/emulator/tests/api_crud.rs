@@ -289,3 +289,90 @@ async fn the_kubeconfig_names_the_server_and_kube_accepts_it() {
         .expect("version");
     assert_eq!(version.major, "1");
 }
+
+#[tokio::test]
+async fn a_dry_run_create_is_validated_but_not_stored() {
+    let server = ApiServer::start().await.expect("server starts");
+    let maps: Api<ConfigMap> = Api::namespaced(server.client().await.expect("client"), "default");
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let returned = maps
+        .create(&dry, &config_map("dry"))
+        .await
+        .expect("dry run");
+    assert_eq!(returned.metadata.name.as_deref(), Some("dry"));
+    assert!(maps.get_opt("dry").await.expect("get").is_none());
+    let (code, _, _) = status_of(maps.create(&dry, &config_map("Bad_Name")).await);
+    assert_eq!(code, 422);
+}
+
+#[tokio::test]
+async fn delete_collection_removes_only_the_selected_objects() {
+    let server = ApiServer::start().await.expect("server starts");
+    let maps: Api<ConfigMap> = Api::namespaced(server.client().await.expect("client"), "default");
+    for (name, tier) in [("a", "web"), ("b", "web"), ("c", "db")] {
+        let mut map = config_map(name);
+        map.metadata.labels = Some([("tier".to_owned(), tier.to_owned())].into());
+        maps.create(&PostParams::default(), &map)
+            .await
+            .expect("create");
+    }
+    maps.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("tier=web"),
+    )
+    .await
+    .expect("delete collection");
+    let left: Vec<String> = maps
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|map| map.metadata.name)
+        .collect();
+    assert_eq!(left, vec!["c"]);
+}
+
+#[tokio::test]
+async fn a_body_whose_kind_does_not_match_the_path_is_400() {
+    let server = ApiServer::start().await.expect("server starts");
+    let client = server.client().await.expect("client");
+    let body = serde_json::to_vec(
+        &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}),
+    )
+    .expect("json");
+    let result = client
+        .request_text(
+            http::Request::post("/api/v1/namespaces/default/configmaps")
+                .header("content-type", "application/json")
+                .body(body)
+                .expect("request"),
+        )
+        .await;
+    let (code, reason, _) = status_of(result);
+    assert_eq!((code, reason.as_str()), (400, "BadRequest"));
+}
+
+#[tokio::test]
+async fn leases_can_be_created_by_put() {
+    let server = ApiServer::start().await.expect("server starts");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(server.client().await.expect("client"), "default");
+    let lease = serde_json::from_value(json!({
+        "metadata": {"name": "member"},
+        "spec": {"holderIdentity": "pod-0", "leaseDurationSeconds": 15, "renewTime": "2026-01-01T00:00:00.000000Z"}
+    }))
+    .expect("lease");
+    leases
+        .replace("member", &PostParams::default(), &lease)
+        .await
+        .expect("put creates");
+    let stored = leases.get("member").await.expect("get");
+    assert_eq!(
+        stored.spec.and_then(|spec| spec.holder_identity).as_deref(),
+        Some("pod-0")
+    );
+}
