@@ -179,22 +179,35 @@ async fn moved_jobs_never_run_on_two_members_at_once_through_kills_dropped_watch
         .map(|(member, owned)| (member.clone(), member_slice(member, revision, owned)))
         .collect();
 
-    let mut schedule = Schedule(0x5eed_0005);
+    // A short schedule by default; SHOAL_HANDOFF_ROUNDS / SHOAL_HANDOFF_SEED
+    // run a long one (e.g. 300 rounds) or replay another seed.
+    let rounds: usize = std::env::var("SHOAL_HANDOFF_ROUNDS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(8);
+    let seed: u64 = std::env::var("SHOAL_HANDOFF_SEED")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0x5eed_0005);
+    let mut schedule = Schedule(seed.max(1));
     let (mut kills, mut drops, mut errors) = (0, 0, 0);
-    for _ in 0..8 {
+    for _ in 0..rounds {
         // Chaos between moves.
         if schedule.below(3) == 0 {
             kills += 1;
             let member = MEMBERS[schedule.below(MEMBERS.len())].to_string();
-            let victims: Vec<Event> = open_processes(&log, &killed)
-                .into_values()
-                .filter(|event| event.member == member)
-                .collect();
             drop(workers.remove(&member));
-            eventually("the killed sidecar's processes dead", LIMIT, || async {
-                victims.iter().all(|event| is_dead(event.pid)).then_some(())
-            })
-            .await;
+            // Read the log only once the member's processes are all dead: one
+            // may have written its start line just before the kill.
+            let victims: Vec<Event> =
+                eventually("the killed sidecar's processes dead", LIMIT, || async {
+                    let open: Vec<Event> = open_processes(&log, &killed)
+                        .into_values()
+                        .filter(|event| event.member == member)
+                        .collect();
+                    open.iter().all(|event| is_dead(event.pid)).then_some(open)
+                })
+                .await;
             let at = now_ns();
             killed.extend(victims.into_iter().map(|event| Event {
                 at,
@@ -276,16 +289,32 @@ async fn moved_jobs_never_run_on_two_members_at_once_through_kills_dropped_watch
         .iter()
         .flat_map(|(member, owned)| owned.iter().map(move |job| (job.clone(), member.clone())))
         .collect();
-    eventually("every owned job running once", LIMIT, || async {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
         let running: Vec<(String, String)> = open_processes(&log, &killed)
             .into_values()
             .map(|event| (event.job, event.member))
             .collect();
-        (running.len() == jobs.len()
-            && running.iter().cloned().collect::<BTreeSet<_>>() == expected)
-            .then_some(())
-    })
-    .await;
+        let running_set: BTreeSet<(String, String)> = running.iter().cloned().collect();
+        if running.len() == jobs.len() && running_set == expected {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let missing: Vec<_> = expected.difference(&running_set).collect();
+            let extra: Vec<_> = open_processes(&log, &killed)
+                .into_values()
+                .map(|event| {
+                    let state = if is_dead(event.pid) { "dead" } else { "alive" };
+                    (event.job, event.member, event.pid, state)
+                })
+                .collect();
+            panic!(
+                "every owned job should run once: {} running, missing {missing:?}, open processes {extra:?}",
+                running.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
 
     for (_, worker) in workers {
         worker.stop().await.unwrap();
@@ -327,7 +356,7 @@ async fn moved_jobs_never_run_on_two_members_at_once_through_kills_dropped_watch
     assert!(!gaps.is_empty(), "the schedule moved jobs");
     let ms = |ns: u128| ns as f64 / 1e6;
     println!(
-        "handoff gap over {} moves ({kills} sidecar kills, {drops} watch drops, {errors} API error bursts): p50 {:.1} ms, p99 {:.1} ms",
+        "seed {seed}, {rounds} rounds: handoff gap over {} moves ({kills} sidecar kills, {drops} watch drops, {errors} API error bursts): p50 {:.1} ms, p99 {:.1} ms",
         gaps.len(),
         ms(gaps[gaps.len() / 2]),
         ms(gaps[(gaps.len() * 99 / 100).min(gaps.len() - 1)])
