@@ -423,3 +423,80 @@ async fn a_yaml_apply_body_creates_the_object() {
     let created: Value = serde_json::from_str(&text).expect("json");
     assert_eq!(created["data"]["k"], "v");
 }
+
+#[tokio::test]
+async fn reapplying_a_statefulset_without_replicas_keeps_the_defaulted_replicas() {
+    let (_server, client) = setup().await;
+    let sets: Api<StatefulSet> = Api::namespaced(client, "default");
+    let config = json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "serviceName": "web",
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "a", "image": "a:1"}]}}}
+    });
+    let created = sets
+        .patch(
+            "web",
+            &PatchParams::apply("alpha"),
+            &Patch::Apply(config.clone()),
+        )
+        .await
+        .expect("create");
+    assert_eq!(
+        created.spec.as_ref().and_then(|spec| spec.replicas),
+        Some(1),
+        "defaulted"
+    );
+    let again = sets
+        .patch("web", &PatchParams::apply("alpha"), &Patch::Apply(config))
+        .await
+        .expect("reapply");
+    assert_eq!(
+        again.spec.as_ref().and_then(|spec| spec.replicas),
+        Some(1),
+        "defaults are nobody's to remove"
+    );
+    assert_eq!(
+        again.metadata.resource_version, created.metadata.resource_version,
+        "an identical apply is a no-op"
+    );
+}
+
+#[tokio::test]
+async fn server_side_apply_of_status_keeps_its_own_managed_fields() {
+    let (_server, client) = setup().await;
+    let sets: Api<StatefulSet> = Api::namespaced(client, "default");
+    let config = json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "serviceName": "web",
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "a", "image": "a:1"}]}}}
+    });
+    sets.patch("web", &PatchParams::apply("alpha"), &Patch::Apply(config))
+        .await
+        .expect("create");
+    let status = |fields: Value| json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web"}, "status": fields});
+    sets.patch_status(
+        "web",
+        &PatchParams::apply("ctrl"),
+        &Patch::Apply(status(json!({"replicas": 1, "readyReplicas": 1}))),
+    )
+    .await
+    .expect("status apply");
+    let reduced = sets
+        .patch_status(
+            "web",
+            &PatchParams::apply("ctrl"),
+            &Patch::Apply(status(json!({"replicas": 1}))),
+        )
+        .await
+        .expect("status apply again");
+    let value = serde_json::to_value(&reduced).expect("json");
+    assert_eq!(value["status"]["replicas"], 1);
+    assert!(
+        value["status"].get("readyReplicas").is_none(),
+        "the field it stopped applying is removed"
+    );
+    assert_eq!(
+        value["spec"]["template"]["spec"]["containers"][0]["image"],
+        "a:1"
+    );
+}

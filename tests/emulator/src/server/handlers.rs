@@ -550,8 +550,8 @@ pub fn create_object(
         object["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
         object["spec"]["finalizers"] = json!(["kubernetes"]);
     }
-    apply_defaults(resource_type, &mut object);
     initial_status(resource_type, &mut object);
+    // The creator owns what it sent, not the server's defaults.
     apply::record_update(
         &mut object,
         None,
@@ -560,6 +560,7 @@ pub fn create_object(
         "Update",
         None,
     );
+    apply_defaults(resource_type, &mut object);
     if context.dry_run {
         return Ok(Arc::new(object));
     }
@@ -668,9 +669,16 @@ pub fn update_object(
     }
     match context.subresource.as_deref() {
         Some("status") => {
-            // Only the status stanza changes through /status.
+            // Only the status stanza changes through /status (and the
+            // managed fields a server-side apply computed for it).
             let status = new.get("status").cloned();
+            let managed = new["metadata"].get("managedFields").cloned();
             new = (**old).clone();
+            if !context.record
+                && let Some(managed) = managed
+            {
+                new["metadata"]["managedFields"] = managed;
+            }
             match status {
                 Some(status) => new["status"] = status,
                 None => {
