@@ -471,8 +471,12 @@ async fn deliver(shared: Arc<Shared>) {
             fenced: is_fenced,
         };
         let mut file_ok = true;
+        // Before the first renewal (fenced from the start) there is no file
+        // yet rather than a transient empty one.
+        let starting = effective.fenced && written.is_none();
         if let (Some(path), Some(slice)) = (&shared.settings.slice_file, &effective.slice)
             && written.as_ref() != Some(slice)
+            && !starting
         {
             file_ok = write_slice_file(&shared, path.clone(), slice.clone()).await;
             if file_ok {
