@@ -566,13 +566,28 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
 
     if swarm.status.as_ref() != Some(&plan.status) {
         let swarm_api: Api<Swarm> = Api::namespaced(ctx.client.clone(), &namespace);
-        let body = json!({
-            "apiVersion": "shoal.dev/v1alpha1",
-            "kind": "Swarm",
-            "status": plan.status,
-        });
+        // A merge patch with explicit nulls: fields that became absent (a pending revision
+        // that was applied) are removed outright, lists are replaced whole.
+        let mut status = serde_json::to_value(&plan.status).unwrap_or_else(|_| json!({}));
+        if let Some(fields) = status.as_object_mut() {
+            for optional in [
+                "observedGeneration",
+                "currentHash",
+                "pendingRevision",
+                "changedAt",
+                "ready",
+                "phase",
+                "lastError",
+            ] {
+                fields.entry(optional).or_insert(serde_json::Value::Null);
+            }
+        }
         swarm_api
-            .patch_status(&name, &apply_params(), &Patch::Apply(body))
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": status })),
+            )
             .await
             .map_err(|source| Error::WriteStatus {
                 swarm: name.clone(),

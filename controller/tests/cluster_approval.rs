@@ -129,3 +129,57 @@ async fn budget_applies_small_changes_alone_and_holds_large_ones() {
     assert_eq!(awaiting.reason, "OverBudget");
     controller.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_annotation_restores_an_earlier_job_list_after_approval() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    let manual = "  approval:\n    policy: Manual\n";
+    env.apply(&swarm_yaml("demo", &job_keys(6), manual)).await;
+    eventually("revision 1 pending", WAIT, || async {
+        env.swarm("demo").await.status?.pending_revision
+    })
+    .await;
+    env.kubectl(&["annotate", "swarm", "demo", "shoal.dev/approve=1"])
+        .await;
+    env.apply(&swarm_yaml("demo", &job_keys(9), manual)).await;
+    eventually("revision 2 pending", WAIT, || async {
+        let pending = env.swarm("demo").await.status?.pending_revision?;
+        (pending.revision == 2).then_some(())
+    })
+    .await;
+    env.kubectl(&[
+        "annotate",
+        "swarm",
+        "demo",
+        "shoal.dev/approve=2",
+        "--overwrite",
+    ])
+    .await;
+    eventually("revision 2 applied", WAIT, || async {
+        (all_jobs(&env.slices("demo").await) == job_keys(9)).then_some(())
+    })
+    .await;
+    env.kubectl(&["annotate", "swarm", "demo", "shoal.dev/rollback-to=1"])
+        .await;
+    let pending = eventually("the rollback pending as revision 3", WAIT, || async {
+        env.swarm("demo").await.status?.pending_revision
+    })
+    .await;
+    assert_eq!(pending.revision, 3);
+    assert_eq!(all_jobs(&env.slices("demo").await), job_keys(9));
+    env.kubectl(&[
+        "annotate",
+        "swarm",
+        "demo",
+        "shoal.dev/approve=3",
+        "--overwrite",
+    ])
+    .await;
+    eventually("revision 1's jobs back", WAIT, || async {
+        (all_jobs(&env.slices("demo").await) == job_keys(6)).then_some(())
+    })
+    .await;
+    controller.stop().await;
+}

@@ -1,0 +1,66 @@
+//! API failures and dropped watches: the controller reports the failing step,
+//! retries, and converges.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_configmap_writes_are_reported_and_retried_until_the_revision_is_in_force() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    env.apply(&swarm_yaml("demo", &job_keys(10), "")).await;
+    eventually("revision 1 in force", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        (status.phase.as_deref() == Some("Ready")).then_some(())
+    })
+    .await;
+    env.server
+        .faults()
+        .fail_next(3, Some("patch"), Some("configmaps"), 500);
+    env.kubectl(&["scale", "statefulset", "worker", "--replicas=3"])
+        .await;
+    eventually("revision 2 in force despite the failures", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        let slices = env.slices("demo").await;
+        (status.current_revision == 2
+            && status.phase.as_deref() == Some("Ready")
+            && slices.len() == 3
+            && all_jobs(&slices) == job_keys(10))
+        .then_some(())
+    })
+    .await;
+    let (ok, events) = env.kubectl_status(&["get", "events", "-o", "yaml"]).await;
+    // The history ConfigMap is written first, so the injected failures hit it.
+    assert!(
+        ok && events.contains("WriteRevisionFailed"),
+        "no WriteRevisionFailed Event:\n{events}"
+    );
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_watches_do_not_stop_the_controller_from_seeing_changes() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    env.apply(&swarm_yaml("demo", &job_keys(10), "")).await;
+    eventually("revision 1 in force", WAIT, || async {
+        (all_jobs(&env.slices("demo").await) == job_keys(10)).then_some(())
+    })
+    .await;
+    env.server.faults().drop_all_watches();
+    env.apply(&swarm_yaml("demo", &job_keys(12), "")).await;
+    eventually(
+        "the edit applied after the watches dropped",
+        WAIT,
+        || async { (all_jobs(&env.slices("demo").await) == job_keys(12)).then_some(()) },
+    )
+    .await;
+    controller.stop().await;
+}
