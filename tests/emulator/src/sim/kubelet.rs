@@ -1,0 +1,424 @@
+//! The simulated kubelet: starts pods (phase Running, Ready) after a delay and
+//! confirms the termination of deleted pods after their (scaled) grace period.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+
+use super::SimError;
+
+/// Annotation opting a pod out of automatic readiness: with value `"true"` the
+/// kubelet starts the pod (phase Running) but leaves it not Ready, for tests
+/// that drive readiness with [`set_pod_ready`].
+pub const MANUAL_READINESS_ANNOTATION: &str = "emulator.shoal.dev/manual-readiness";
+/// A readiness gate condition type tests can put in a pod template
+/// (`readinessGates: [{conditionType: emulator.shoal.dev/ready}]`) to keep
+/// pods unready until [`set_pod_ready`], on the emulator and on a real
+/// cluster alike.
+pub const READINESS_GATE: &str = "emulator.shoal.dev/ready";
+const FIELD_MANAGER: &str = "shoal-emulator-kubelet";
+
+/// How the simulated kubelet behaves.
+#[derive(Clone, Debug)]
+pub struct KubeletConfig {
+    /// Time from seeing a pod to reporting it Running (and Ready).
+    pub start_delay: Duration,
+    /// Multiplies a deleted pod's grace period (seconds) to get the time the
+    /// kubelet waits before confirming termination; 0.01 turns 30 s into
+    /// 300 ms.
+    pub grace_scale: f64,
+    /// The node the kubelet stands for.
+    pub node_name: String,
+    /// Also run pods without `spec.nodeName`, binding them to `node_name`
+    /// first (the emulator has no scheduler). When false, only pods already
+    /// bound to `node_name` are run.
+    pub schedule: bool,
+    /// Only pods of this namespace (all namespaces when `None`).
+    pub namespace: Option<String>,
+}
+
+impl Default for KubeletConfig {
+    fn default() -> KubeletConfig {
+        KubeletConfig {
+            start_delay: Duration::from_millis(100),
+            grace_scale: 0.01,
+            node_name: "shoal-emulator-node".to_owned(),
+            schedule: true,
+            namespace: None,
+        }
+    }
+}
+
+/// The simulated kubelet. Runs until dropped.
+pub struct Kubelet {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Kubelet {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("Kubelet")
+    }
+}
+
+#[derive(Default)]
+struct Seen {
+    started: HashSet<String>,
+    terminating: HashSet<String>,
+}
+
+impl Kubelet {
+    /// Starts watching pods and acting on them.
+    pub fn start(client: Client, config: KubeletConfig) -> Kubelet {
+        let pods: Api<Pod> = match &config.namespace {
+            Some(namespace) => Api::namespaced(client.clone(), namespace),
+            None => Api::all(client.clone()),
+        };
+        let config = Arc::new(config);
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let task = tokio::spawn(async move {
+            let mut events = watcher(pods, watcher::Config::default())
+                .default_backoff()
+                .applied_objects()
+                .boxed();
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(pod) => observe(&client, &config, &seen, pod),
+                    Err(error) => tracing::debug!(%error, "kubelet watch"),
+                }
+            }
+        });
+        Kubelet { task }
+    }
+
+    /// Stops the kubelet.
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for Kubelet {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn observe(client: &Client, config: &Arc<KubeletConfig>, seen: &Arc<Mutex<Seen>>, pod: Pod) {
+    let Some(uid) = pod.uid() else { return };
+    let Some(namespace) = pod.namespace() else {
+        return;
+    };
+    let name = pod.name_any();
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.node_name.clone())
+        .filter(|node| !node.is_empty());
+    let ours = match &node {
+        Some(node) => *node == config.node_name,
+        None => config.schedule,
+    };
+    if !ours {
+        return;
+    }
+    let Ok(mut seen_guard) = seen.lock() else {
+        return;
+    };
+    let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    if pod.metadata.deletion_timestamp.is_some() {
+        if !seen_guard.terminating.insert(uid.clone()) {
+            return;
+        }
+        let grace = pod
+            .metadata
+            .deletion_grace_period_seconds
+            .unwrap_or(0)
+            .max(0);
+        let wait = Duration::from_secs_f64(grace as f64 * config.grace_scale.max(0.0));
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            let params = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            if let Err(error) = api.delete(&name, &params).await {
+                tracing::debug!(%error, pod = %name, "kubelet: confirming termination");
+            }
+        });
+        return;
+    }
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|status| status.phase.clone())
+        .unwrap_or_default();
+    if phase == "Running" || phase == "Succeeded" || phase == "Failed" {
+        // Started before this kubelet (or by hand): leave it as it is.
+        seen_guard.started.insert(uid);
+        return;
+    }
+    if !seen_guard.started.insert(uid) {
+        return;
+    }
+    drop(seen_guard);
+    let config = Arc::clone(config);
+    let manual = pod
+        .annotations()
+        .get(MANUAL_READINESS_ANNOTATION)
+        .is_some_and(|value| value == "true")
+        || !readiness_gates_met(&pod);
+    tokio::spawn(async move {
+        tokio::time::sleep(config.start_delay).await;
+        if let Err(error) = start_pod(&api, &pod, node.is_none(), &config, !manual).await {
+            tracing::debug!(%error, "kubelet: starting pod");
+        }
+    });
+}
+
+async fn start_pod(
+    api: &Api<Pod>,
+    pod: &Pod,
+    bind: bool,
+    config: &KubeletConfig,
+    ready: bool,
+) -> Result<(), SimError> {
+    let name = pod.name_any();
+    let object = format!("{}/{name}", pod.namespace().unwrap_or_default());
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    if bind {
+        api.patch(
+            &name,
+            &params,
+            &Patch::Merge(json!({ "spec": { "nodeName": config.node_name } })),
+        )
+        .await
+        .map_err(|source| SimError::Api {
+            action: "bind pod",
+            object: object.clone(),
+            source,
+        })?;
+    }
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let containers: Vec<Value> = pod
+        .spec
+        .iter()
+        .flat_map(|spec| spec.containers.iter())
+        .map(|container| {
+            json!({
+                "name": container.name,
+                "image": container.image.clone().unwrap_or_default(),
+                "imageID": "",
+                "ready": ready,
+                "started": true,
+                "restartCount": 0,
+                "state": { "running": { "startedAt": now } },
+            })
+        })
+        .collect();
+    let truth = |value: bool| if value { "True" } else { "False" };
+    let status = json!({
+        "status": {
+            "phase": "Running",
+            "hostIP": "10.0.0.1",
+            "podIP": pod_ip(&name),
+            "startTime": now,
+            "conditions": [
+                { "type": "PodScheduled", "status": "True", "lastTransitionTime": now },
+                { "type": "Initialized", "status": "True", "lastTransitionTime": now },
+                { "type": "ContainersReady", "status": truth(ready), "lastTransitionTime": now },
+                { "type": "Ready", "status": truth(ready), "lastTransitionTime": now },
+            ],
+            "containerStatuses": containers,
+        }
+    });
+    api.patch_status(&name, &params, &Patch::Merge(status))
+        .await
+        .map_err(|source| SimError::Api {
+            action: "report running",
+            object,
+            source,
+        })?;
+    Ok(())
+}
+
+/// A made-up but stable pod IP.
+fn pod_ip(name: &str) -> String {
+    let sum = name.bytes().fold(0u32, |sum, byte| {
+        sum.wrapping_mul(31).wrapping_add(u32::from(byte))
+    });
+    format!("10.244.{}.{}", (sum >> 8) % 250 + 1, sum % 250 + 1)
+}
+
+/// Every `spec.readinessGates` condition is True in the pod's status (the
+/// kubelet keeps a pod with unmet gates not Ready, on a real cluster too).
+pub fn readiness_gates_met(pod: &Pod) -> bool {
+    let conditions = pod
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref());
+    pod.spec
+        .iter()
+        .flat_map(|spec| spec.readiness_gates.iter().flatten())
+        .all(|gate| {
+            conditions
+                .iter()
+                .flat_map(|list| list.iter())
+                .any(|condition| {
+                    condition.type_ == gate.condition_type && condition.status == "True"
+                })
+        })
+}
+
+/// Phase Running and condition Ready=True.
+pub fn is_running_and_ready(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    status.phase.as_deref() == Some("Running")
+        && status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|condition| condition.type_ == "Ready" && condition.status == "True")
+}
+
+/// Sets a pod's Ready and ContainersReady conditions (and its containers'
+/// `ready`) through `pods/status`, the way a kubelet's readiness probe would,
+/// and every condition its `spec.readinessGates` name. On a real cluster the
+/// real kubelet recomputes Ready from its probes and the gates, so tests that
+/// must hold a pod unready there give it a readiness gate (see
+/// [`READINESS_GATE`]).
+pub async fn set_pod_ready(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    ready: bool,
+) -> Result<(), SimError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let object = format!("{namespace}/{name}");
+    let pod = api.get(name).await.map_err(|source| SimError::Api {
+        action: "get pod",
+        object: object.clone(),
+        source,
+    })?;
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let truth = if ready { "True" } else { "False" };
+    let mut status = serde_json::to_value(pod.status.unwrap_or_default()).unwrap_or(Value::Null);
+    let mut conditions: Vec<Value> = status["conditions"].as_array().cloned().unwrap_or_default();
+    let gates: Vec<String> = pod
+        .spec
+        .iter()
+        .flat_map(|spec| spec.readiness_gates.iter().flatten())
+        .map(|gate| gate.condition_type.clone())
+        .collect();
+    for kind in ["ContainersReady", "Ready"]
+        .into_iter()
+        .chain(gates.iter().map(String::as_str))
+    {
+        conditions.retain(|condition| condition["type"] != kind);
+        conditions.push(json!({ "type": kind, "status": truth, "lastTransitionTime": now }));
+    }
+    status["conditions"] = json!(conditions);
+    if let Some(containers) = status["containerStatuses"].as_array_mut() {
+        for container in containers {
+            container["ready"] = json!(ready);
+        }
+    }
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({
+            "metadata": { "resourceVersion": pod.metadata.resource_version },
+            "status": {
+                "conditions": status["conditions"],
+                "containerStatuses": status["containerStatuses"],
+            }
+        })),
+    )
+    .await
+    .map_err(|source| SimError::Api {
+        action: "set readiness of pod",
+        object,
+        source,
+    })?;
+    Ok(())
+}
+
+/// Marks a pod Failed (its containers terminated with exit code 1 and the
+/// given reason) through `pods/status`. A StatefulSet controller replaces a
+/// failed pod.
+pub async fn fail_pod(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> Result<(), SimError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let object = format!("{namespace}/{name}");
+    let pod = api.get(name).await.map_err(|source| SimError::Api {
+        action: "get pod",
+        object: object.clone(),
+        source,
+    })?;
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let containers: Vec<Value> = pod
+        .spec
+        .iter()
+        .flat_map(|spec| spec.containers.iter())
+        .map(|container| {
+            json!({
+                "name": container.name,
+                "image": container.image.clone().unwrap_or_default(),
+                "imageID": "",
+                "ready": false,
+                "restartCount": 0,
+                "state": { "terminated": {
+                    "exitCode": 1, "reason": reason, "finishedAt": now, "startedAt": now
+                } },
+            })
+        })
+        .collect();
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({
+            "status": {
+                "phase": "Failed",
+                "reason": reason,
+                "conditions": [
+                    { "type": "PodScheduled", "status": "True", "lastTransitionTime": now },
+                    { "type": "Initialized", "status": "True", "lastTransitionTime": now },
+                    { "type": "ContainersReady", "status": "False", "lastTransitionTime": now },
+                    { "type": "Ready", "status": "False", "lastTransitionTime": now },
+                ],
+                "containerStatuses": containers,
+            }
+        })),
+    )
+    .await
+    .map_err(|source| SimError::Api {
+        action: "fail pod",
+        object,
+        source,
+    })?;
+    Ok(())
+}
