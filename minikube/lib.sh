@@ -1,0 +1,50 @@
+# shellcheck shell=bash
+# Shared helpers of the minikube scripts (sourced, not run).
+#
+# Environment:
+#   SHOAL_MINIKUBE_PROFILE  minikube profile, also the kubectl context (default: shoal)
+#   SHOAL_IMAGE_TAG         tag of both images (default: dev, as in manifests/)
+
+SHOAL_PROFILE="${SHOAL_MINIKUBE_PROFILE:-shoal}"
+SHOAL_TAG="${SHOAL_IMAGE_TAG:-dev}"
+SHOAL_DEMO_NAMESPACE="shoal-demo"
+# The repository root: every script runs from there, so relative paths
+# (manifests/, controller/Dockerfile) mean the same to every tool.
+SHOAL_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export SHOAL_PROFILE SHOAL_TAG SHOAL_DEMO_NAMESPACE SHOAL_REPO
+
+# Says which step runs next.
+step() {
+  printf '\n==> %s\n' "$*"
+}
+
+# Stops the script with a message on stderr.
+die() {
+  printf '\nerror: %s\n' "$*" >&2
+  exit 1
+}
+
+# Prints a command, runs it, and stops the script loudly if it fails.
+run() {
+  printf '+ %s\n' "$*"
+  "$@" || die "this command failed (exit $?): $*"
+}
+
+# kubectl against the minikube profile's context, never whatever context
+# happens to be current.
+k() {
+  run kubectl --context "$SHOAL_PROFILE" "$@"
+}
+
+# Checks that every named program is on PATH.
+require() {
+  local program
+  for program in "$@"; do
+    command -v "$program" >/dev/null 2>&1 || die "$program is not installed or not on PATH (see docs/real-cluster.md, prerequisites)"
+  done
+}
+
+# Fails with the script name and line of any command that fails outside run().
+trap 'printf "\nerror: %s failed at line %s\n" "${BASH_SOURCE[0]}" "$LINENO" >&2' ERR
+
+cd "$SHOAL_REPO" || die "cannot enter the repository root $SHOAL_REPO"
