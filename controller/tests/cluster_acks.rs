@@ -55,7 +55,6 @@ async fn slice_hash(env: &Env, pod: &str) -> (u64, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_are_granted_only_after_their_old_owners_acknowledged_the_revoke() {
     let env = Env::start().await;
-    let _pods = common::simulate_pods(&env, Duration::from_millis(100));
     let controller = env.start_controller();
     env.pool("worker", "demo", 3).await;
     env.apply(&swarm_yaml("demo", &job_keys(30), "")).await;
@@ -111,4 +110,5 @@ async fn jobs_are_granted_only_after_their_old_owners_acknowledged_the_revoke() 
     let acked: Vec<Option<u64>> = status.members.iter().map(|m| m.acked_revision).collect();
     assert!(acked[..3].iter().all(Option::is_some), "{acked:?}");
     controller.stop().await;
+    env.finish().await;
 }

@@ -90,6 +90,7 @@ async fn manual_approval_applies_exactly_the_approved_revision_and_ignores_a_sta
     })
     .await;
     controller.stop().await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,6 +129,7 @@ async fn budget_applies_small_changes_alone_and_holds_large_ones() {
         .unwrap();
     assert_eq!(awaiting.reason, "OverBudget");
     controller.stop().await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,4 +184,5 @@ async fn a_rollback_annotation_restores_an_earlier_job_list_after_approval() {
     })
     .await;
     controller.stop().await;
+    env.finish().await;
 }

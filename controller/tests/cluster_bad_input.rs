@@ -45,6 +45,7 @@ async fn a_duplicate_key_is_reported_and_the_last_good_slices_stay() {
     assert_eq!(all_jobs(&env.slices("demo").await), job_keys(6));
     assert_eq!(env.swarm("demo").await.status.unwrap().current_revision, 1);
     controller.stop().await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,6 +64,7 @@ async fn a_missing_job_configmap_is_named_and_picked_up_once_created() {
     })
     .await;
     controller.stop().await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,6 +93,7 @@ async fn a_hand_edited_slice_is_put_back() {
     .await;
     event_with_reason(&env, "SliceRestored").await;
     controller.stop().await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,6 +104,7 @@ async fn a_statefulset_labelled_for_a_missing_swarm_gets_a_warning_event() {
     let events = event_with_reason(&env, "SwarmNotFound").await;
     assert!(events.contains("nobody"), "{events}");
     controller.stop().await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,6 +127,7 @@ async fn a_deleted_slice_configmap_is_written_again() {
     })
     .await;
     controller.stop().await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,4 +150,5 @@ async fn an_unparsable_job_configmap_is_named_and_the_last_good_revision_stays()
     event_with_reason(&env, "JobConfigMapInvalid").await;
     assert_eq!(all_jobs(&env.slices("demo").await), ["a", "b"]);
     controller.stop().await;
+    env.finish().await;
 }

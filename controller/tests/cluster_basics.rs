@@ -39,20 +39,28 @@ async fn a_swarm_applied_with_kubectl_gets_one_slice_per_member_and_an_index() {
     .await;
     assert!(index.contains("worker-0:"), "{index}");
 
-    let table = eventually("Ready phase in kubectl get sw", WAIT, || async {
+    // Both members' pods come from the StatefulSet controller and become Ready.
+    let table = eventually("2/2 Ready in kubectl get sw", WAIT, || async {
         let table = env.kubectl(&["get", "sw", "demo"]).await;
-        table.contains("Ready").then_some(table)
+        (table.contains("Ready") && table.contains("2/2")).then_some(table)
     })
     .await;
-    // READY counts Ready pods of the two members (the bare API server runs no kubelet).
-    let ready_pods = env.ready_pods().await;
-    assert!(table.contains(&format!("{ready_pods}/2")), "{table}");
+    assert_eq!(env.ready_pods().await, 2, "{table}");
     assert!(table.contains("REVISION"), "{table}");
     let swarm = env.swarm("demo").await;
     let status = swarm.status.expect("status written");
     assert_eq!(status.current_revision, 1);
     assert_eq!(status.jobs, 10);
+    assert!(
+        status
+            .members
+            .iter()
+            .all(|member| member.ready && member.slice_size == 5),
+        "{:?}",
+        status.members
+    );
     controller.stop().await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -125,6 +133,7 @@ async fn kubectl_scale_creates_a_revision_that_rewrites_only_the_affected_slices
     )
     .await;
     controller.stop().await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,6 +179,7 @@ async fn editing_the_inline_job_list_and_the_job_configmap_creates_new_revisions
     .await;
     assert_eq!(status.current_revision, 3);
     controller.stop().await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,4 +223,5 @@ async fn a_forced_failover_moves_only_that_members_jobs_and_they_return_afterwar
     })
     .await;
     controller.stop().await;
+    env.finish().await;
 }

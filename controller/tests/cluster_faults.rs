@@ -1,5 +1,6 @@
 //! API failures and dropped watches: the controller reports the failing step,
-//! retries, and converges.
+//! retries, and converges. Emulator only: these tests inject faults into the
+//! API server (skipped with a printed reason on `SHOAL_TEST_KUBECONFIG`).
 
 mod common;
 
@@ -11,7 +12,9 @@ const WAIT: Duration = Duration::from_secs(30);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_configmap_writes_are_reported_and_retried_until_the_revision_is_in_force() {
-    let env = Env::start().await;
+    let Some(env) = Env::start_emulated("injects API failures").await else {
+        return;
+    };
     let controller = env.start_controller();
     env.pool("worker", "demo", 2).await;
     env.apply(&swarm_yaml("demo", &job_keys(10), "")).await;
@@ -20,8 +23,7 @@ async fn failed_configmap_writes_are_reported_and_retried_until_the_revision_is_
         (status.phase.as_deref() == Some("Ready")).then_some(())
     })
     .await;
-    env.server
-        .faults()
+    env.faults()
         .fail_next(3, Some("patch"), Some("configmaps"), 500);
     env.kubectl(&["scale", "statefulset", "worker", "--replicas=3"])
         .await;
@@ -42,11 +44,14 @@ async fn failed_configmap_writes_are_reported_and_retried_until_the_revision_is_
         "no WriteRevisionFailed Event:\n{events}"
     );
     controller.stop().await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_watches_do_not_stop_the_controller_from_seeing_changes() {
-    let env = Env::start().await;
+    let Some(env) = Env::start_emulated("drops every watch of the API server").await else {
+        return;
+    };
     let controller = env.start_controller();
     env.pool("worker", "demo", 2).await;
     env.apply(&swarm_yaml("demo", &job_keys(10), "")).await;
@@ -54,7 +59,7 @@ async fn dropped_watches_do_not_stop_the_controller_from_seeing_changes() {
         (all_jobs(&env.slices("demo").await) == job_keys(10)).then_some(())
     })
     .await;
-    env.server.faults().drop_all_watches();
+    env.faults().drop_all_watches();
     env.apply(&swarm_yaml("demo", &job_keys(12), "")).await;
     eventually(
         "the edit applied after the watches dropped",
@@ -63,4 +68,5 @@ async fn dropped_watches_do_not_stop_the_controller_from_seeing_changes() {
     )
     .await;
     controller.stop().await;
+    env.finish().await;
 }

@@ -65,4 +65,5 @@ async fn only_the_leader_of_two_replicas_reconciles() {
         .await;
     assert_eq!(holder, "second");
     second.stop().await;
+    env.finish().await;
 }

@@ -66,4 +66,5 @@ async fn the_metrics_server_reports_health_and_applied_revisions() {
         assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");
     }
     controller.stop().await;
+    env.finish().await;
 }

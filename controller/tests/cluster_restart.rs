@@ -1,5 +1,7 @@
 //! Restart policy: exactly the affected pods are evicted, once each, even across a
-//! controller crash; leader election keeps a second replica from writing.
+//! controller crash, and a PodDisruptionBudget holds an eviction back. A restart
+//! is the real sequence: eviction, the StatefulSet controller recreates the pod
+//! (a new uid), the kubelet reports it Ready.
 
 mod common;
 
@@ -40,9 +42,9 @@ fn record_pod_uids(env: &Env) -> Arc<Mutex<BTreeMap<String, BTreeSet<String>>>> 
 
 async fn scale_and_count_restarts(env: &Env, kill_midway: bool) {
     let restart = "  reload: Restart\n  rollout:\n    maxUnavailable: 1\n";
-    let _pods = common::simulate_pods(env, Duration::from_millis(300));
     let mut controller = env.start_controller();
     env.pool("worker", "demo", 3).await;
+    env.ready_pool("worker", 3).await;
     env.apply(&swarm_yaml("demo", &job_keys(30), restart)).await;
     eventually("revision 1 in force", WAIT, || async {
         let status = env.swarm("demo").await.status?;
@@ -105,20 +107,22 @@ async fn scale_and_count_restarts(env: &Env, kill_midway: bool) {
 async fn restart_policy_restarts_exactly_the_pods_whose_slice_changed() {
     let env = Env::start().await;
     scale_and_count_restarts(&env, false).await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_controller_killed_mid_rollout_resumes_without_repeating_a_restart() {
     let env = Env::start().await;
     scale_and_count_restarts(&env, true).await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_disruption_budget_holds_back_the_eviction() {
     let env = Env::start().await;
-    let _pods = common::simulate_pods(&env, Duration::from_millis(200));
     let controller = env.start_controller();
     env.pool("worker", "demo", 2).await;
+    env.ready_pool("worker", 2).await;
     env.apply(&swarm_yaml("demo", &job_keys(10), "  reload: Restart\n"))
         .await;
     eventually("revision 1 in force", WAIT, || async {
@@ -155,4 +159,5 @@ async fn a_pod_disruption_budget_holds_back_the_eviction() {
     })
     .await;
     controller.stop().await;
+    env.finish().await;
 }

@@ -1,10 +1,14 @@
-//! Shared helpers of the controller's cluster tests: an emulated cluster, the
-//! controller running in-process, kubectl, and polling.
+//! Shared helpers of the controller's cluster tests: a cluster per test from
+//! `shoal_emulator::harness::TestCluster` (the emulator with its simulated
+//! StatefulSet controller and kubelet, or the cluster in
+//! `SHOAL_TEST_KUBECONFIG`), a fresh namespace, the controller running
+//! in-process, the real kubectl, and polling.
 
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -13,16 +17,16 @@ use kube::{Api, Client, ResourceExt};
 use shoal_controller::crd::Swarm;
 use shoal_controller::{Settings, run};
 use shoal_core::format::parse_slice;
-use shoal_emulator::server::ApiServer;
+use shoal_emulator::Faults;
+use shoal_emulator::harness::TestCluster;
+use shoal_emulator::harness::fixtures::PAUSE_IMAGE;
 
-/// An emulated cluster with the Swarm CRD installed.
-///
-/// Until `shoal_emulator::harness::TestCluster` lands this runs the bare API
-/// server: StatefulSets get no pods, so members exist (from `spec.replicas`)
-/// but are never Ready.
+/// A cluster with the Swarm CRD installed and a namespace of the test's own.
+/// Pods of StatefulSets are created by the (simulated or real) StatefulSet
+/// controller and become Ready through the kubelet.
 pub struct Env {
-    /// The API server.
-    pub server: ApiServer,
+    /// The cluster.
+    pub cluster: TestCluster,
     /// A client for it.
     pub client: Client,
     /// The test's namespace.
@@ -53,7 +57,8 @@ impl Running {
 }
 
 impl Env {
-    /// Starts a cluster and installs the CRD with the real kubectl.
+    /// Starts a cluster (the emulator, or `SHOAL_TEST_KUBECONFIG`) with a fresh
+    /// namespace and installs the CRD with the real kubectl.
     pub async fn start() -> Env {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
@@ -62,61 +67,83 @@ impl Env {
             )
             .with_test_writer()
             .try_init();
-        let server = ApiServer::start()
-            .await
-            .expect("emulated API server starts");
-        let client = server.client().await.expect("client for the emulator");
-        let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/crd.yaml");
+        let cluster = TestCluster::start().await.expect("a test cluster starts");
+        let client = cluster.client();
+        let namespace = cluster.namespace().to_owned();
         let env = Env {
-            server,
+            cluster,
             client,
-            namespace: "default".to_owned(),
+            namespace,
         };
+        let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/crd.yaml");
         env.kubectl(&["apply", "-f", crd]).await;
         env
     }
 
-    async fn run_kubectl(&self, args: &[&str]) -> std::process::Output {
-        tokio::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.server.kubeconfig_path())
-            .arg("--namespace")
-            .arg(&self.namespace)
-            .args(args)
-            .output()
-            .await
-            .expect("kubectl runs")
+    /// As [`Env::start`], for tests that need the emulator (fault injection):
+    /// on a real cluster prints why the test is skipped and returns `None`.
+    pub async fn start_emulated(why: &str) -> Option<Env> {
+        let env = Env::start().await;
+        if env.cluster.is_emulated() {
+            Some(env)
+        } else {
+            println!("skipped on a real cluster: {why}");
+            env.finish().await;
+            None
+        }
+    }
+
+    /// Fault injection (the emulator only).
+    pub fn faults(&self) -> Faults {
+        self.cluster
+            .faults()
+            .expect("fault injection needs the emulator (use Env::start_emulated)")
+    }
+
+    /// The kubeconfig of the cluster (for kubectl and other processes).
+    pub fn kubeconfig_path(&self) -> &Path {
+        self.cluster.kubeconfig_path()
+    }
+
+    /// Deletes the namespace (real cluster) or stops the emulator.
+    pub async fn finish(self) {
+        self.cluster.cleanup().await;
     }
 
     /// Runs kubectl against the cluster in the test namespace; panics on failure.
     pub async fn kubectl(&self, args: &[&str]) -> String {
-        let output = self.run_kubectl(args).await;
+        let output = self.cluster.kubectl(args).await.expect("kubectl runs");
         assert!(
-            output.status.success(),
+            output.success(),
             "kubectl {args:?} failed: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
+            output.stdout,
+            output.stderr
         );
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        output.stdout
     }
 
     /// Runs kubectl and returns (success, stdout + stderr).
     pub async fn kubectl_status(&self, args: &[&str]) -> (bool, String) {
-        let output = self.run_kubectl(args).await;
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        (output.status.success(), text)
+        let output = self.cluster.kubectl(args).await.expect("kubectl runs");
+        (
+            output.success(),
+            format!("{}{}", output.stdout, output.stderr),
+        )
     }
 
-    /// `kubectl apply -f` of a YAML document.
+    /// `kubectl apply -f -` of a YAML document.
     pub async fn apply(&self, yaml: &str) {
-        let file = tempfile::NamedTempFile::new().expect("temp file");
-        std::fs::write(file.path(), yaml).expect("write manifest");
-        let path = file.path().to_string_lossy().into_owned();
-        self.kubectl(&["apply", "-f", &path]).await;
+        let output = self
+            .cluster
+            .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
+            .await
+            .expect("kubectl runs");
+        assert!(
+            output.success(),
+            "kubectl apply failed: {}{}\n{yaml}",
+            output.stdout,
+            output.stderr
+        );
     }
 
     /// Starts the controller in-process, watching the test namespace.
@@ -146,7 +173,8 @@ impl Env {
         }
     }
 
-    /// A labelled StatefulSet of `replicas` pods and its pods' readiness is simulated.
+    /// A StatefulSet of `replicas` pause pods labelled for `swarm`; its pods
+    /// are created by the StatefulSet controller and become Ready.
     pub async fn pool(&self, name: &str, swarm: &str, replicas: u32) {
         self.apply(&format!(
             r#"apiVersion: apps/v1
@@ -169,10 +197,26 @@ spec:
       terminationGracePeriodSeconds: 0
       containers:
       - name: app
-        image: example.invalid/app:1
+        image: {PAUSE_IMAGE}
 "#
         ))
         .await;
+    }
+
+    /// Waits until `count` pods of `pool` exist, all Ready; returns their uids by name.
+    pub async fn ready_pool(&self, pool: &str, count: u32) -> BTreeMap<String, String> {
+        shoal_emulator::harness::fixtures::wait_for_ready_pods(
+            &self.client,
+            &self.namespace,
+            pool,
+            count,
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("the pool's pods become Ready")
+        .into_values()
+        .map(|pod| (pod.name_any(), pod.uid().unwrap_or_default()))
+        .collect()
     }
 
     /// The Swarm.
@@ -218,7 +262,7 @@ spec:
             .collect()
     }
 
-    /// How many pods are Ready.
+    /// How many pods of the namespace are Ready and not terminating.
     pub async fn ready_pods(&self) -> usize {
         Api::<Pod>::namespaced(self.client.clone(), &self.namespace)
             .list(&ListParams::default())
@@ -227,19 +271,13 @@ spec:
             .items
             .iter()
             .filter(|pod| {
-                pod.status
-                    .as_ref()
-                    .and_then(|status| status.conditions.as_ref())
-                    .is_some_and(|conditions| {
-                        conditions
-                            .iter()
-                            .any(|c| c.type_ == "Ready" && c.status == "True")
-                    })
+                pod.metadata.deletion_timestamp.is_none()
+                    && shoal_emulator::sim::is_running_and_ready(pod)
             })
             .count()
     }
 
-    /// Pod uids by pod name.
+    /// Uids of the pods not being deleted, by pod name.
     pub async fn pod_uids(&self) -> BTreeMap<String, String> {
         Api::<Pod>::namespaced(self.client.clone(), &self.namespace)
             .list(&ListParams::default())
@@ -251,119 +289,25 @@ spec:
             .map(|pod| (pod.name_any(), pod.uid().unwrap_or_default()))
             .collect()
     }
-}
 
-/// A stand-in for the StatefulSet controller and kubelet until the emulator's
-/// simulators land: keeps pods `<sts>-0..replicas` of every StatefulSet in the
-/// namespace, each Ready `ready_after` after it was created, and removes
-/// terminating and surplus pods. Stops when the returned handle is dropped... or aborted.
-pub fn simulate_pods(env: &Env, ready_after: Duration) -> tokio::task::JoinHandle<()> {
-    use k8s_openapi::api::apps::v1::StatefulSet;
-    use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+    /// Waits until the Swarm has `revision` in force with phase Ready.
+    pub async fn in_force(&self, swarm: &str, revision: u64, timeout: Duration) {
+        eventually(
+            &format!("revision {revision} of {swarm} in force"),
+            timeout,
+            || async {
+                let status = self.swarm(swarm).await.status?;
+                (status.current_revision == revision && status.phase.as_deref() == Some("Ready"))
+                    .then_some(())
+            },
+        )
+        .await;
+    }
 
-    let client = env.client.clone();
-    let namespace = env.namespace.clone();
-    tokio::spawn(async move {
-        let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &namespace);
-        let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-        let mut born: BTreeMap<String, Instant> = BTreeMap::new();
-        loop {
-            let (Ok(sets), Ok(pods)) = (
-                sts_api.list(&ListParams::default()).await,
-                pod_api.list(&ListParams::default()).await,
-            ) else {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            };
-            let mut existing: BTreeMap<String, Pod> = pods
-                .items
-                .into_iter()
-                .map(|pod| (pod.name_any(), pod))
-                .collect();
-            for (name, pod) in existing.clone() {
-                if pod.metadata.deletion_timestamp.is_some() {
-                    let _ = pod_api
-                        .delete(&name, &DeleteParams::default().grace_period(0))
-                        .await;
-                    existing.remove(&name);
-                }
-            }
-            for sts in &sets.items {
-                let set_name = sts.name_any();
-                let replicas = sts
-                    .spec
-                    .as_ref()
-                    .and_then(|spec| spec.replicas)
-                    .unwrap_or(1);
-                for (name, pod) in &existing {
-                    let ordinal = name
-                        .strip_prefix(&format!("{set_name}-"))
-                        .and_then(|ordinal| ordinal.parse::<i32>().ok());
-                    let owned = pod.owner_references().iter().any(|o| o.name == set_name);
-                    if owned && ordinal.is_some_and(|ordinal| ordinal >= replicas) {
-                        let _ = pod_api
-                            .delete(name, &DeleteParams::default().grace_period(0))
-                            .await;
-                    }
-                }
-                for ordinal in 0..replicas {
-                    let name = format!("{set_name}-{ordinal}");
-                    match existing.get(&name) {
-                        None => {
-                            let labels = sts
-                                .spec
-                                .as_ref()
-                                .and_then(|spec| spec.template.metadata.as_ref())
-                                .and_then(|meta| meta.labels.clone())
-                                .unwrap_or_default();
-                            let pod: Pod = serde_json::from_value(serde_json::json!({
-                                "metadata": {
-                                    "name": name,
-                                    "labels": labels,
-                                    "ownerReferences": [{
-                                        "apiVersion": "apps/v1", "kind": "StatefulSet",
-                                        "name": set_name, "uid": sts.uid().unwrap_or_default(),
-                                        "controller": true,
-                                    }],
-                                },
-                                "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}],
-                                         "terminationGracePeriodSeconds": 0},
-                            }))
-                            .expect("pod manifest");
-                            if let Ok(created) = pod_api.create(&PostParams::default(), &pod).await
-                            {
-                                born.insert(created.uid().unwrap_or_default(), Instant::now());
-                            }
-                        }
-                        Some(pod) => {
-                            let uid = pod.uid().unwrap_or_default();
-                            let since = *born.entry(uid).or_insert_with(Instant::now);
-                            let ready = pod
-                                .status
-                                .as_ref()
-                                .and_then(|status| status.conditions.as_ref())
-                                .is_some_and(|c| {
-                                    c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                                });
-                            if !ready && since.elapsed() >= ready_after {
-                                let status = serde_json::json!({"status": {"phase": "Running", "conditions": [
-                                    {"type": "Ready", "status": "True"}
-                                ]}});
-                                let _ = pod_api
-                                    .patch_status(
-                                        &name,
-                                        &PatchParams::default(),
-                                        &Patch::Merge(status),
-                                    )
-                                    .await;
-                            }
-                        }
-                    }
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
+    /// The namespace's Events as YAML (`kubectl get events -o yaml`).
+    pub async fn events(&self) -> String {
+        self.kubectl(&["get", "events", "-o", "yaml"]).await
+    }
 }
 
 /// Every key exactly once across the slices, sorted.
