@@ -24,7 +24,7 @@ async fn the_binary_reads_its_identity_from_the_environment_and_stops_its_jobs_o
     };
     let address: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let mut sidecar = tokio::process::Command::new(env!("CARGO_BIN_EXE_shoal-worker"))
-        .env("KUBECONFIG", cluster.server.kubeconfig_path())
+        .env("KUBECONFIG", cluster.kubeconfig_path())
         .env("POD_NAME", "pool-3")
         .env("POD_NAMESPACE", cluster.namespace())
         .env("SHOAL_LISTEN", address.to_string())

@@ -2,11 +2,12 @@
 //! its Lease can be seen as expired, reports not ready, acknowledges nothing,
 //! and resumes only after renewing and re-reading its slice.
 //!
-//! The partition is a TCP forwarder between this sidecar's client and the
-//! emulated API server (see `common::Partition`): it cuts only this member,
-//! while the test keeps its own direct client to inspect and write objects.
-//! That needs an API server we can reach around the partition, which is why
-//! this test runs on the emulator only (not against SHOAL_TEST_KUBECONFIG).
+//! Both tests run on the emulator only and skip (saying why) against
+//! `SHOAL_TEST_KUBECONFIG`: they inject the failure. The partition is a TCP
+//! forwarder between this sidecar's client and the emulated API server (see
+//! `common::Partition`): it cuts only this member, while the test keeps its
+//! own direct client to inspect and write objects, which needs the plain-HTTP
+//! emulator behind it; failing renewals are the emulator's `fail_next` fault.
 
 mod common;
 
@@ -34,10 +35,20 @@ fn count(lines: &[String], line: &str) -> usize {
         .count()
 }
 
+/// Emulator only: the partition forwards plain TCP to the emulator's HTTP port.
 #[tokio::test]
 async fn a_member_cut_off_from_the_api_fences_itself_before_its_lease_expires_and_recovers() {
     let cluster = Cluster::start().await;
-    let partition = Partition::start(cluster.api_address()).await;
+    if cluster.skip_unless_emulated(
+        "a_member_cut_off_from_the_api_fences_itself_before_its_lease_expires_and_recovers",
+        "the partition needs the emulator's plain-HTTP address",
+    ) {
+        return;
+    }
+    let api_address = cluster
+        .api_address()
+        .expect("the emulator's kubeconfig names http://HOST:PORT");
+    let partition = Partition::start(api_address).await;
     let member_client = cluster.client_via(partition.address());
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("jobs.log");
@@ -151,9 +162,16 @@ async fn a_member_cut_off_from_the_api_fences_itself_before_its_lease_expires_an
     worker.stop().await.unwrap();
 }
 
+/// Emulator only: failing renewals are the emulator's injected 500s.
 #[tokio::test]
 async fn failing_lease_renewals_fence_the_member_until_a_renewal_succeeds() {
     let cluster = Cluster::start().await;
+    if cluster.skip_unless_emulated(
+        "failing_lease_renewals_fence_the_member_until_a_renewal_succeeds",
+        "needs the emulator's fail_next fault on Lease patches",
+    ) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("jobs.log");
     let mut settings = Settings::for_member("pool-0", cluster.namespace());
@@ -180,7 +198,7 @@ async fn failing_lease_renewals_fence_the_member_until_a_renewal_succeeds() {
     // retries back off from 100 ms to 1 s, so 8 failures outlast the 2 s
     // fencing deadline.
     cluster
-        .faults()
+        .emulator_faults()
         .fail_next(8, Some("patch"), Some("leases"), 500);
     let fenced = tokio::time::timeout(LIMIT, slices.wait_for(|delivered| delivered.fenced))
         .await

@@ -7,7 +7,9 @@
 //! job's process logs `start`/`stop` with a timestamp; an oracle checks that
 //! no job ever ran twice at once and that every job runs at the end, and
 //! reports the handoff gap. (The full ownership oracle with the real
-//! controller belongs to the sandbox's end-to-end tests.)
+//! controller belongs to the sandbox's end-to-end tests.) Against
+//! `SHOAL_TEST_KUBECONFIG` the same schedule runs with sidecar kills only:
+//! dropped watches and API errors need the emulator's fault injection.
 
 mod common;
 
@@ -219,13 +221,20 @@ async fn moved_jobs_never_run_on_two_members_at_once_through_kills_dropped_watch
                 start_worker(&cluster, &member, &template).await,
             );
         }
-        if schedule.below(3) == 0 {
+        // Dropped watches and API errors are the emulator's fault injection;
+        // on a real cluster the draws still happen so a seed means the same
+        // moves, but only sidecar kills are applied.
+        if schedule.below(3) == 0
+            && let Some(faults) = cluster.faults()
+        {
             drops += 1;
-            cluster.faults().drop_all_watches();
+            faults.drop_all_watches();
         }
-        if schedule.below(3) == 0 {
+        if schedule.below(3) == 0
+            && let Some(faults) = cluster.faults()
+        {
             errors += 1;
-            cluster.faults().fail_next(3, None, None, 500);
+            faults.fail_next(3, None, None, 500);
         }
 
         // Move a few random jobs to random other members.
@@ -279,10 +288,14 @@ async fn moved_jobs_never_run_on_two_members_at_once_through_kills_dropped_watch
         }
         owners = next;
     }
-    assert!(
-        kills > 0 && drops > 0 && errors > 0,
-        "the schedule exercised every fault"
-    );
+    if cluster.is_emulated() {
+        assert!(
+            kills > 0 && drops > 0 && errors > 0,
+            "the schedule exercised every fault"
+        );
+    } else {
+        assert!(kills > 0, "the schedule killed sidecars");
+    }
 
     // Every job runs at the end, exactly once, on its owner.
     let expected: BTreeSet<(String, String)> = owners

@@ -1,6 +1,8 @@
-//! Helpers shared by the sidecar's tests: writing slice ConfigMaps as the
-//! controller does, a tiny HTTP/1.1 client for the localhost server, and
-//! polling with a deadline.
+//! Helpers shared by the sidecar's tests, on top of the harness's
+//! [`TestCluster`] (the emulator by default, or the real cluster in
+//! `SHOAL_TEST_KUBECONFIG`, with a fresh namespace per test): writing slice
+//! ConfigMaps as the controller does, a tiny HTTP/1.1 client for the
+//! localhost server, a TCP partition, and polling with a deadline.
 
 #![allow(dead_code)]
 
@@ -13,6 +15,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
+use shoal_emulator::Faults;
+use shoal_emulator::harness::{KUBECONFIG_ENV, TestCluster};
 use shoal_worker::SliceView;
 use shoal_worker::slice_doc;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -319,69 +323,105 @@ impl Drop for Partition {
     }
 }
 
-/// The emulated API server with a client and a namespace for one test.
+/// A cluster for one test: [`TestCluster`] (the emulator, or the real
+/// cluster in `SHOAL_TEST_KUBECONFIG`) with its fresh namespace, and the
+/// conveniences the sidecar's tests share.
 pub struct Cluster {
-    pub server: shoal_emulator::server::ApiServer,
-    client: kube::Client,
+    inner: TestCluster,
 }
 
 impl Cluster {
+    /// The emulator, or the cluster in `SHOAL_TEST_KUBECONFIG`.
     pub async fn start() -> Cluster {
-        let server = shoal_emulator::server::ApiServer::start()
+        let inner = TestCluster::start()
             .await
-            .expect("start emulated API server");
-        let client = server
-            .client()
-            .await
-            .expect("client for the emulated API server");
-        Cluster { server, client }
+            .unwrap_or_else(|error| panic!("cannot start the test cluster: {error}"));
+        Cluster { inner }
     }
 
+    /// A client with cluster-admin rights (the test's, and the sidecars').
     pub fn client(&self) -> kube::Client {
-        self.client.clone()
+        self.inner.client()
     }
 
+    /// The test's own namespace.
     pub fn namespace(&self) -> &str {
-        "default"
+        self.inner.namespace()
     }
 
-    pub fn faults(&self) -> shoal_emulator::server::Faults {
-        self.server.faults()
+    /// Whether this is the emulator (not `SHOAL_TEST_KUBECONFIG`).
+    pub fn is_emulated(&self) -> bool {
+        self.inner.is_emulated()
     }
 
-    /// The API server's address (for a [`Partition`] in front of it).
-    pub fn api_address(&self) -> SocketAddr {
-        self.server
-            .url()
-            .trim_start_matches("http://")
+    /// The kubeconfig for kubectl and the `shoal-worker` binary.
+    pub fn kubeconfig_path(&self) -> &std::path::Path {
+        self.inner.kubeconfig_path()
+    }
+
+    /// Fault injection, on the emulator only.
+    pub fn faults(&self) -> Option<Faults> {
+        self.inner.faults()
+    }
+
+    /// The emulator's fault injection; panics on a real cluster, so call it
+    /// only after [`Cluster::skip_unless_emulated`] or [`Cluster::is_emulated`].
+    pub fn emulator_faults(&self) -> Faults {
+        self.faults()
+            .expect("fault injection exists on the emulator only")
+    }
+
+    /// `true` (after printing why the test is skipped) on a real cluster, for
+    /// tests that need the emulator's fault injection or its address.
+    pub fn skip_unless_emulated(&self, test: &str, reason: &str) -> bool {
+        if self.is_emulated() {
+            return false;
+        }
+        println!("skipped {test} on {KUBECONFIG_ENV}: {reason}");
+        true
+    }
+
+    /// The emulated API server's address (for a [`Partition`] in front of
+    /// it), read from its kubeconfig; `None` on a real cluster (TLS).
+    pub fn api_address(&self) -> Option<SocketAddr> {
+        if !self.is_emulated() {
+            return None;
+        }
+        let kubeconfig = kube::config::Kubeconfig::read_from(self.kubeconfig_path()).ok()?;
+        let server = kubeconfig
+            .clusters
+            .first()?
+            .cluster
+            .as_ref()?
+            .server
+            .clone()?;
+        server
+            .strip_prefix("http://")?
+            .trim_end_matches('/')
             .parse()
-            .expect("emulator URL is http://HOST:PORT")
+            .ok()
     }
 
-    /// A client that reaches the API server through `address` (a [`Partition`]).
+    /// A client that reaches the emulated API server through `address` (a [`Partition`]).
     pub fn client_via(&self, address: SocketAddr) -> kube::Client {
         let mut config = kube::Config::new(format!("http://{address}").parse().expect("proxy URL"));
         config.default_namespace = self.namespace().to_string();
         kube::Client::try_from(config).expect("client through the partition")
     }
 
-    /// Runs the real kubectl against the emulator; panics on failure.
-    /// (Async: the emulator serves on this test's runtime.)
+    /// Runs the real kubectl in the test namespace; panics on failure.
     pub async fn kubectl(&self, args: &[&str]) -> String {
-        let output = tokio::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.server.kubeconfig_path())
-            .arg("--namespace")
-            .arg(self.namespace())
-            .args(args)
-            .output()
+        let output = self
+            .inner
+            .kubectl(args)
             .await
-            .expect("run kubectl");
-        assert!(
-            output.status.success(),
-            "kubectl {args:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).expect("kubectl output is UTF-8")
+            .and_then(|output| output.ok())
+            .unwrap_or_else(|error| panic!("{error}"));
+        output.stdout
+    }
+
+    /// Deletes the namespace (real cluster) or stops the emulator.
+    pub async fn cleanup(self) {
+        self.inner.cleanup().await;
     }
 }
