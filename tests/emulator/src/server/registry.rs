@@ -232,6 +232,29 @@ pub fn builtin_types() -> Vec<ResourceType> {
         .short(&["pdb"])
         .with_status()
         .with_generation(),
+        // RBAC objects are stored and served (so manifests apply), never enforced.
+        ResourceType::builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterroles",
+            "ClusterRole",
+            false,
+        ),
+        ResourceType::builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            false,
+        ),
+        ResourceType::builtin("rbac.authorization.k8s.io", "v1", "roles", "Role", true),
+        ResourceType::builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "rolebindings",
+            "RoleBinding",
+            true,
+        ),
         crds,
     ]
 }
