@@ -1,1 +1,3 @@
 //! The sandbox: emulator, controller and sidecars in one process.
+
+pub mod members;
