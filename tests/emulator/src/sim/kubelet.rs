@@ -163,8 +163,17 @@ fn observe(client: &Client, config: &Arc<KubeletConfig>, seen: &Arc<Mutex<Seen>>
         .and_then(|status| status.phase.clone())
         .unwrap_or_default();
     if phase == "Running" || phase == "Succeeded" || phase == "Failed" {
-        // Started before this kubelet (or by hand): leave it as it is.
+        // Started before this kubelet (or by hand): leave its phase alone,
+        // but keep Ready in step with its readiness gates as a kubelet does.
         seen_guard.started.insert(uid);
+        drop(seen_guard);
+        if phase == "Running" && has_readiness_gates(&pod) && ready_is_stale(&pod) {
+            tokio::spawn(async move {
+                if let Err(error) = sync_ready(&api, &name).await {
+                    tracing::debug!(%error, "kubelet: syncing readiness with gates");
+                }
+            });
+        }
         return;
     }
     if !seen_guard.started.insert(uid) {
@@ -175,33 +184,143 @@ fn observe(client: &Client, config: &Arc<KubeletConfig>, seen: &Arc<Mutex<Seen>>
     let manual = pod
         .annotations()
         .get(MANUAL_READINESS_ANNOTATION)
-        .is_some_and(|value| value == "true")
-        || !readiness_gates_met(&pod);
+        .is_some_and(|value| value == "true");
     tokio::spawn(async move {
         tokio::time::sleep(config.start_delay).await;
-        if let Err(error) = start_pod(&api, &pod, node.is_none(), &config, !manual).await {
+        if let Err(error) = start_pod(&api, &name, node.is_none(), &config, manual).await {
             tracing::debug!(%error, "kubelet: starting pod");
         }
     });
 }
 
-async fn start_pod(
-    api: &Api<Pod>,
-    pod: &Pod,
-    bind: bool,
-    config: &KubeletConfig,
-    ready: bool,
-) -> Result<(), SimError> {
-    let name = pod.name_any();
-    let object = format!("{}/{name}", pod.namespace().unwrap_or_default());
-    let params = PatchParams {
+/// How often a status write that lost a race with another writer is redone
+/// on a fresh read.
+const STATUS_ATTEMPTS: usize = 8;
+
+const KUBELET_CONDITIONS: [&str; 4] = ["PodScheduled", "Initialized", "ContainersReady", "Ready"];
+
+fn is_conflict(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 409)
+}
+
+fn condition_is_true(pod: &Pod, kind: &str) -> bool {
+    pod.status
+        .iter()
+        .flat_map(|status| status.conditions.iter().flatten())
+        .any(|condition| condition.type_ == kind && condition.status == "True")
+}
+
+fn has_readiness_gates(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.readiness_gates.as_ref())
+        .is_some_and(|gates| !gates.is_empty())
+}
+
+/// Ready differs from ContainersReady and the gates.
+fn ready_is_stale(pod: &Pod) -> bool {
+    let wanted = condition_is_true(pod, "ContainersReady") && readiness_gates_met(pod);
+    condition_is_true(pod, "Ready") != wanted
+}
+
+/// The pod's conditions other than the four the kubelet owns (readiness
+/// gate conditions and whatever else others wrote), as JSON.
+fn foreign_conditions(pod: &Pod) -> Vec<Value> {
+    pod.status
+        .iter()
+        .flat_map(|status| status.conditions.iter().flatten())
+        .filter(|condition| !KUBELET_CONDITIONS.contains(&condition.type_.as_str()))
+        .filter_map(|condition| serde_json::to_value(condition).ok())
+        .collect()
+}
+
+fn get_error(object: &str) -> impl FnOnce(kube::Error) -> SimError {
+    let object = object.to_owned();
+    move |source| SimError::Api {
+        action: "get pod",
+        object,
+        source,
+    }
+}
+
+/// Sets Ready to ContainersReady and the readiness gates, on a fresh read
+/// (retrying when another writer got in between).
+async fn sync_ready(api: &Api<Pod>, name: &str) -> Result<(), SimError> {
+    let object = format!("{}/{name}", api.namespace().unwrap_or_default());
+    for _ in 0..STATUS_ATTEMPTS {
+        let Some(pod) = api.get_opt(name).await.map_err(get_error(&object))? else {
+            return Ok(());
+        };
+        if !ready_is_stale(&pod) || pod.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let now = now();
+        let ready = condition_is_true(&pod, "ContainersReady") && readiness_gates_met(&pod);
+        let mut conditions: Vec<Value> = pod
+            .status
+            .iter()
+            .flat_map(|status| status.conditions.iter().flatten())
+            .filter(|condition| condition.type_ != "Ready")
+            .filter_map(|condition| serde_json::to_value(condition).ok())
+            .collect();
+        conditions
+            .push(json!({ "type": "Ready", "status": truth(ready), "lastTransitionTime": now }));
+        let patch = json!({
+            "metadata": { "resourceVersion": pod.metadata.resource_version },
+            "status": { "conditions": conditions },
+        });
+        match api
+            .patch_status(name, &kubelet_params(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(error) if is_conflict(&error) => continue,
+            Err(source) => {
+                return Err(SimError::Api {
+                    action: "sync readiness of",
+                    object,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn kubelet_params() -> PatchParams {
+    PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
-    };
+    }
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+fn truth(value: bool) -> &'static str {
+    if value { "True" } else { "False" }
+}
+
+/// Binds the pod if asked, then reports it Running. Readiness is computed
+/// from a fresh read, so readiness (or gates) set through `pods/status`
+/// before the start are kept rather than overwritten: Ready is
+/// ContainersReady (true unless `manual`, where an earlier `set_pod_ready`
+/// counts) and every readiness gate.
+async fn start_pod(
+    api: &Api<Pod>,
+    name: &str,
+    bind: bool,
+    config: &KubeletConfig,
+    manual: bool,
+) -> Result<(), SimError> {
+    let object = format!("{}/{name}", api.namespace().unwrap_or_default());
     if bind {
         api.patch(
-            &name,
-            &params,
+            name,
+            &kubelet_params(),
             &Patch::Merge(json!({ "spec": { "nodeName": config.node_name } })),
         )
         .await
@@ -211,49 +330,75 @@ async fn start_pod(
             source,
         })?;
     }
-    let now = jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    let containers: Vec<Value> = pod
-        .spec
-        .iter()
-        .flat_map(|spec| spec.containers.iter())
-        .map(|container| {
-            json!({
-                "name": container.name,
-                "image": container.image.clone().unwrap_or_default(),
-                "imageID": "",
-                "ready": ready,
-                "started": true,
-                "restartCount": 0,
-                "state": { "running": { "startedAt": now } },
-            })
-        })
-        .collect();
-    let truth = |value: bool| if value { "True" } else { "False" };
-    let status = json!({
-        "status": {
-            "phase": "Running",
-            "hostIP": "10.0.0.1",
-            "podIP": pod_ip(&name),
-            "startTime": now,
-            "conditions": [
-                { "type": "PodScheduled", "status": "True", "lastTransitionTime": now },
-                { "type": "Initialized", "status": "True", "lastTransitionTime": now },
-                { "type": "ContainersReady", "status": truth(ready), "lastTransitionTime": now },
-                { "type": "Ready", "status": truth(ready), "lastTransitionTime": now },
-            ],
-            "containerStatuses": containers,
+    for _ in 0..STATUS_ATTEMPTS {
+        let Some(pod) = api.get_opt(name).await.map_err(get_error(&object))? else {
+            return Ok(());
+        };
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|status| status.phase.as_deref())
+            .unwrap_or_default();
+        if pod.metadata.deletion_timestamp.is_some() || (!phase.is_empty() && phase != "Pending") {
+            // Deleted, failed or started by someone else in the meantime.
+            return Ok(());
         }
-    });
-    api.patch_status(&name, &params, &Patch::Merge(status))
-        .await
-        .map_err(|source| SimError::Api {
-            action: "report running",
-            object,
-            source,
-        })?;
-    Ok(())
+        let containers_ready = !manual || condition_is_true(&pod, "ContainersReady");
+        let ready = containers_ready && readiness_gates_met(&pod);
+        let now = now();
+        let containers: Vec<Value> = pod
+            .spec
+            .iter()
+            .flat_map(|spec| spec.containers.iter())
+            .map(|container| {
+                json!({
+                    "name": container.name,
+                    "image": container.image.clone().unwrap_or_default(),
+                    "imageID": "",
+                    "ready": containers_ready,
+                    "started": true,
+                    "restartCount": 0,
+                    "state": { "running": { "startedAt": now } },
+                })
+            })
+            .collect();
+        let mut conditions = vec![
+            json!({ "type": "PodScheduled", "status": "True", "lastTransitionTime": now }),
+            json!({ "type": "Initialized", "status": "True", "lastTransitionTime": now }),
+            json!({ "type": "ContainersReady", "status": truth(containers_ready), "lastTransitionTime": now }),
+            json!({ "type": "Ready", "status": truth(ready), "lastTransitionTime": now }),
+        ];
+        conditions.extend(foreign_conditions(&pod));
+        let status = json!({
+            "metadata": { "resourceVersion": pod.metadata.resource_version },
+            "status": {
+                "phase": "Running",
+                "hostIP": "10.0.0.1",
+                "podIP": pod_ip(name),
+                "startTime": now,
+                "conditions": conditions,
+                "containerStatuses": containers,
+            }
+        });
+        match api
+            .patch_status(name, &kubelet_params(), &Patch::Merge(status))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(error) if is_conflict(&error) => continue,
+            Err(source) => {
+                return Err(SimError::Api {
+                    action: "report running",
+                    object,
+                    source,
+                });
+            }
+        }
+    }
+    Err(SimError::Invalid {
+        object,
+        problem: format!("status kept changing under {STATUS_ATTEMPTS} attempts to start it"),
+    })
 }
 
 /// A made-up but stable pod IP.
@@ -311,54 +456,72 @@ pub async fn set_pod_ready(
 ) -> Result<(), SimError> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let object = format!("{namespace}/{name}");
-    let pod = api.get(name).await.map_err(|source| SimError::Api {
-        action: "get pod",
-        object: object.clone(),
-        source,
-    })?;
-    let now = jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    let truth = if ready { "True" } else { "False" };
-    let mut status = serde_json::to_value(pod.status.unwrap_or_default()).unwrap_or(Value::Null);
-    let mut conditions: Vec<Value> = status["conditions"].as_array().cloned().unwrap_or_default();
-    let gates: Vec<String> = pod
-        .spec
-        .iter()
-        .flat_map(|spec| spec.readiness_gates.iter().flatten())
-        .map(|gate| gate.condition_type.clone())
-        .collect();
-    for kind in ["ContainersReady", "Ready"]
-        .into_iter()
-        .chain(gates.iter().map(String::as_str))
-    {
-        conditions.retain(|condition| condition["type"] != kind);
-        conditions.push(json!({ "type": kind, "status": truth, "lastTransitionTime": now }));
-    }
-    status["conditions"] = json!(conditions);
-    if let Some(containers) = status["containerStatuses"].as_array_mut() {
-        for container in containers {
-            container["ready"] = json!(ready);
+    // The write carries the version it was computed from; when the kubelet
+    // (or anyone) wrote in between, read again rather than lose their write.
+    let mut last_conflict = None;
+    for _ in 0..STATUS_ATTEMPTS {
+        let pod = api.get(name).await.map_err(get_error(&object))?;
+        let now = now();
+        let mut status =
+            serde_json::to_value(pod.status.unwrap_or_default()).unwrap_or(Value::Null);
+        let mut conditions: Vec<Value> =
+            status["conditions"].as_array().cloned().unwrap_or_default();
+        let gates: Vec<String> = pod
+            .spec
+            .iter()
+            .flat_map(|spec| spec.readiness_gates.iter().flatten())
+            .map(|gate| gate.condition_type.clone())
+            .collect();
+        for kind in ["ContainersReady", "Ready"]
+            .into_iter()
+            .chain(gates.iter().map(String::as_str))
+        {
+            conditions.retain(|condition| condition["type"] != kind);
+            conditions
+                .push(json!({ "type": kind, "status": truth(ready), "lastTransitionTime": now }));
+        }
+        status["conditions"] = json!(conditions);
+        if let Some(containers) = status["containerStatuses"].as_array_mut() {
+            for container in containers {
+                container["ready"] = json!(ready);
+            }
+        }
+        let outcome = api
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({
+                    "metadata": { "resourceVersion": pod.metadata.resource_version },
+                    "status": {
+                        "conditions": status["conditions"],
+                        "containerStatuses": status["containerStatuses"],
+                    }
+                })),
+            )
+            .await;
+        match outcome {
+            Ok(_) => return Ok(()),
+            Err(error) if is_conflict(&error) => last_conflict = Some(error),
+            Err(source) => {
+                return Err(SimError::Api {
+                    action: "set readiness of pod",
+                    object,
+                    source,
+                });
+            }
         }
     }
-    api.patch_status(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({
-            "metadata": { "resourceVersion": pod.metadata.resource_version },
-            "status": {
-                "conditions": status["conditions"],
-                "containerStatuses": status["containerStatuses"],
-            }
-        })),
-    )
-    .await
-    .map_err(|source| SimError::Api {
-        action: "set readiness of pod",
-        object,
-        source,
-    })?;
-    Ok(())
+    Err(match last_conflict {
+        Some(source) => SimError::Api {
+            action: "set readiness of pod (kept conflicting)",
+            object,
+            source,
+        },
+        None => SimError::Invalid {
+            object,
+            problem: "readiness could not be written".to_owned(),
+        },
+    })
 }
 
 /// Marks a pod Failed (its containers terminated with exit code 1 and the
