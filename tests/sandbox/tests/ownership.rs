@@ -1,0 +1,912 @@
+//! The ownership oracle, end to end: the real controller (in-process,
+//! restartable) and real sidecars in exec mode (one `shoal-worker` per pod,
+//! run by `shoal_sandbox::members`) over a StatefulSet pool on the test
+//! cluster, through a seeded random schedule of `kubectl scale`, job list
+//! edits, pod deletions, sidecar kills, controller kills and restarts,
+//! dropped watches and API error bursts (the last two on the emulator only).
+//!
+//! Every job's process appends `start`/`stop` lines (time, job, member, pid)
+//! to one log; a monitor thread also notes when a process that logged no
+//! `stop` (SIGKILLed with its sidecar) was first seen dead. Afterwards the
+//! oracle asserts that no job ever had two live processes at once and that
+//! every job of the final list runs exactly once, on the member whose slice
+//! holds it, and it reports the handoff gap (a job continuously in the list
+//! stopped on one member → started on another): p50/p99.
+//!
+//! A short schedule runs by default. A long one:
+//! `SHOAL_OWNERSHIP_ROUNDS=200 cargo test --release -p shoal-sandbox --test ownership -- --nocapture`
+//! (`SHOAL_OWNERSHIP_SEED` replays another schedule, `SHOAL_OWNERSHIP_JOBS`
+//! sizes the job list).
+//!
+//! The log only brackets each process's life from inside (first line after
+//! spawn, last line before exit), so an overlap shorter than that logging
+//! latency would go unseen; the protocol orders a revoke's exit before the
+//! grant's spawn by whole API round trips, which is what the oracle checks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use shoal_controller::crd::Swarm;
+use shoal_core::format::parse_slice;
+use shoal_core::names;
+use shoal_emulator::harness::TestCluster;
+use shoal_emulator::harness::fixtures::{parallel, statefulset};
+use shoal_sandbox::members::{Members, MembersError};
+use shoal_worker::Settings;
+
+const SWARM: &str = "oracle";
+const POOL: &str = "pool";
+const JOBS_CONFIG_MAP: &str = "oracle-jobs";
+
+/// A small deterministic generator (xorshift64*), so a failing schedule can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, bound: usize) -> usize {
+        (self.next() % bound.max(1) as u64) as usize
+    }
+
+    fn millis(&mut self, low: u64, high: u64) -> Duration {
+        Duration::from_millis(low + self.next() % (high - low + 1))
+    }
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_nanos())
+        .unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------
+// The process ledger.
+
+/// One process event: when (ns since the epoch), start or stop, job, member,
+/// pid; `seen_dead` marks a stop the monitor inferred (no `stop` line).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Event {
+    at: u128,
+    start: bool,
+    job: String,
+    member: String,
+    pid: u32,
+    seen_dead: bool,
+}
+
+/// `(state, start time)` from `/proc/<pid>/stat`, or `None` if there is no such process.
+fn proc_stat(pid: u32) -> Option<(char, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces): state is field 3, starttime 22.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let state = fields.first()?.chars().next()?;
+    let start_time = fields.get(19)?.parse().ok()?;
+    Some((state, start_time))
+}
+
+/// Whether the process that logged `started` (with that /proc start time) still lives.
+fn alive(pid: u32, started: Option<u64>) -> bool {
+    match (proc_stat(pid), started) {
+        (None, _) | (Some(('Z', _)), _) => false,
+        // The pid was reused by another process.
+        (Some((_, now)), Some(then)) => now == then,
+        (Some(_), None) => false,
+    }
+}
+
+#[derive(Default)]
+struct Ledger {
+    events: Vec<Event>,
+    /// Processes that logged `start` and have not stopped, by pid, with their /proc start time.
+    open: BTreeMap<u32, (Event, Option<u64>)>,
+    offset: u64,
+    partial: Vec<u8>,
+    problems: Vec<String>,
+}
+
+impl Ledger {
+    /// Reads new log lines, then closes processes found dead before the read
+    /// (a dead process wrote all it ever will) at the time they were seen dead.
+    fn poll(&mut self, log: &Path) {
+        let dead: Vec<u32> = self
+            .open
+            .iter()
+            .filter(|(pid, (_, started))| !alive(**pid, *started))
+            .map(|(pid, _)| *pid)
+            .collect();
+        self.read(log);
+        let now = now_ns();
+        for pid in dead {
+            if let Some((event, _)) = self.open.remove(&pid) {
+                self.events.push(Event {
+                    at: now,
+                    start: false,
+                    seen_dead: true,
+                    ..event
+                });
+            }
+        }
+    }
+
+    fn read(&mut self, log: &Path) {
+        let Ok(mut file) = std::fs::File::open(log) else {
+            return;
+        };
+        let mut fresh = Vec::new();
+        if file.seek(SeekFrom::Start(self.offset)).is_err() || file.read_to_end(&mut fresh).is_err()
+        {
+            return;
+        }
+        self.offset += fresh.len() as u64;
+        self.partial.extend_from_slice(&fresh);
+        let Some(end) = self.partial.iter().rposition(|byte| *byte == b'\n') else {
+            return;
+        };
+        let complete: Vec<u8> = self.partial.drain(..=end).collect();
+        for line in String::from_utf8_lossy(&complete).lines() {
+            self.apply(line);
+        }
+    }
+
+    fn apply(&mut self, line: &str) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let parsed = match fields.as_slice() {
+            [at, kind @ ("start" | "stop"), job, member, pid] => {
+                match (at.parse::<u128>(), pid.parse::<u32>()) {
+                    (Ok(at), Ok(pid)) => Some(Event {
+                        at,
+                        start: *kind == "start",
+                        job: (*job).to_owned(),
+                        member: (*member).to_owned(),
+                        pid,
+                        seen_dead: false,
+                    }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let Some(event) = parsed else {
+            self.problems.push(format!("unreadable log line {line:?}"));
+            return;
+        };
+        if event.start {
+            if let Some((earlier, _)) = self.open.remove(&event.pid) {
+                // The pid was reused: the earlier process died before this one started.
+                self.events.push(Event {
+                    at: event.at,
+                    start: false,
+                    seen_dead: true,
+                    ..earlier
+                });
+            }
+            let started = proc_stat(event.pid).map(|(_, start_time)| start_time);
+            self.open.insert(event.pid, (event.clone(), started));
+            self.events.push(event);
+        } else {
+            match self.open.get(&event.pid) {
+                Some((started, _)) if started.job == event.job => {
+                    self.open.remove(&event.pid);
+                    self.events.push(event);
+                }
+                // SIGTERM before the `start` line: the process never logged a start.
+                None => {}
+                Some((started, _)) => self.problems.push(format!(
+                    "pid {} logged stop for {} but started {}",
+                    event.pid, event.job, started.job
+                )),
+            }
+        }
+    }
+}
+
+/// The ledger, kept current by a monitor thread until dropped.
+struct Monitor {
+    ledger: Arc<Mutex<Ledger>>,
+    log: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Monitor {
+    fn start(log: &Path) -> Monitor {
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (ledger, stop, log) = (ledger.clone(), stop.clone(), log.to_path_buf());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    lock(&ledger).poll(&log);
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        };
+        Monitor {
+            ledger,
+            log: log.to_path_buf(),
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        let mut ledger = lock(&self.ledger);
+        ledger.poll(&self.log);
+        ledger
+    }
+
+    /// Running processes: (job, member) pairs.
+    fn running(&self) -> Vec<(String, String)> {
+        self.ledger()
+            .open
+            .values()
+            .map(|(event, _)| (event.job.clone(), event.member.clone()))
+            .collect()
+    }
+
+    /// Waits until no process of `member` is running (after a sidecar kill).
+    async fn wait_member_dead(&self, member: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = self
+                .running()
+                .into_iter()
+                .filter(|(_, owner)| owner == member)
+                .count();
+            if left == 0 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{left} processes of killed sidecar {member} still run after {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn finish(mut self) -> Ledger {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let mut ledger = lock(&self.ledger);
+        ledger.poll(&self.log);
+        std::mem::take(&mut *ledger)
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn lock(ledger: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
+    ledger
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The oracle: per job, process lifetimes never overlap. Returns the handoff
+/// gaps (ns) of the jobs in `steady` (never removed from the list) that
+/// stopped on one member and next started on another.
+fn oracle(mut events: Vec<Event>, steady: &BTreeSet<String>) -> Result<Vec<u128>, String> {
+    events.sort();
+    let mut running: BTreeMap<&str, &Event> = BTreeMap::new();
+    let mut released: BTreeMap<&str, &Event> = BTreeMap::new();
+    let mut gaps = Vec::new();
+    for event in &events {
+        if event.start {
+            if let Some(holder) = running.get(event.job.as_str()) {
+                return Err(format!(
+                    "{} started on {} (pid {}) at {} while {} (pid {}, since {}) still ran it",
+                    event.job,
+                    event.member,
+                    event.pid,
+                    event.at,
+                    holder.member,
+                    holder.pid,
+                    holder.at
+                ));
+            }
+            if let Some(stopped) = released.get(event.job.as_str())
+                && stopped.member != event.member
+                && steady.contains(&event.job)
+            {
+                gaps.push(event.at.saturating_sub(stopped.at));
+            }
+            running.insert(&event.job, event);
+        } else {
+            match running.get(event.job.as_str()) {
+                Some(holder) if holder.pid == event.pid => {
+                    running.remove(event.job.as_str());
+                    released.insert(&event.job, event);
+                }
+                other => {
+                    return Err(format!(
+                        "{} stopped by pid {} on {} that did not run it (running: {other:?})",
+                        event.job, event.pid, event.member
+                    ));
+                }
+            }
+        }
+    }
+    gaps.sort_unstable();
+    Ok(gaps)
+}
+
+fn percentile(sorted: &[u128], percent: usize) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let index = (sorted.len() * percent / 100).min(sorted.len() - 1);
+    sorted[index] as f64 / 1e6
+}
+
+// ---------------------------------------------------------------------------
+// The cluster side.
+
+/// The controller running in-process.
+struct Controller {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Controller {
+    fn start(client: &Client, namespace: &str) -> Controller {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let settings = shoal_controller::Settings {
+            namespace: Some(namespace.to_owned()),
+            identity: "ownership-oracle".to_owned(),
+            resync: Duration::from_secs(5),
+            ..shoal_controller::Settings::default()
+        };
+        let client = client.clone();
+        let task = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.await;
+            };
+            if let Err(error) = shoal_controller::run(client, settings, shutdown).await {
+                tracing::error!(%error, "controller failed");
+            }
+        });
+        Controller {
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// A crash: stops between any two writes.
+    async fn kill(mut self) {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+        self.stop.take();
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.task).await;
+    }
+}
+
+/// kubectl, retried through injected API errors.
+async fn kubectl(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> String {
+    let mut last = String::new();
+    for _ in 0..40 {
+        let output = cluster
+            .kubectl_with_stdin(args, stdin)
+            .await
+            .expect("kubectl runs");
+        if output.success() {
+            return output.stdout;
+        }
+        last = output.stderr;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("kubectl {args:?} kept failing: {last}");
+}
+
+fn jobs_yaml(jobs: &BTreeSet<String>) -> String {
+    let mut yaml = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {JOBS_CONFIG_MAP}\ndata:\n  config.yml: |\n    jobs:\n"
+    );
+    for job in jobs {
+        yaml.push_str(&format!("    - {job}\n"));
+    }
+    yaml
+}
+
+fn swarm_yaml() -> String {
+    format!(
+        "apiVersion: shoal.dev/v1alpha1\nkind: Swarm\nmetadata:\n  name: {SWARM}\nspec:\n  jobsFrom:\n    configMapKeyRef:\n      name: {JOBS_CONFIG_MAP}\n      key: config.yml\n  strategy:\n    type: bounded\n  reload: HotReload\n  approval:\n    policy: Automatic\n"
+    )
+}
+
+fn job_command(log: &Path) -> String {
+    // The trap comes first: a process stopped before logging its start logs
+    // nothing that the oracle would have to pair.
+    format!(
+        "trap 'echo \"$(date +%s%N) stop $SHOAL_JOB $SHOAL_MEMBER $$\" >> {log}; exit 0' TERM; \
+         echo \"$(date +%s%N) start $SHOAL_JOB $SHOAL_MEMBER $$\" >> {log}; \
+         sleep 100000 & wait",
+        log = log.display()
+    )
+}
+
+/// What the cluster says should run: job → member, from the slice ConfigMaps,
+/// once every member acknowledged its slice. `Err` says what is not there yet.
+async fn settled_assignment(
+    client: &Client,
+    namespace: &str,
+    jobs: &BTreeSet<String>,
+    replicas: u32,
+) -> Result<BTreeMap<String, String>, String> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let listed = config_maps
+        .list(&ListParams::default().labels(&format!("{}={SWARM}", names::LABEL_SWARM)))
+        .await
+        .map_err(|error| format!("listing slices: {error}"))?;
+    let expected_members: BTreeSet<String> = (0..replicas)
+        .map(|ordinal| format!("{POOL}-{ordinal}"))
+        .collect();
+    let mut owners = BTreeMap::new();
+    let mut members = BTreeSet::new();
+    for cm in listed.items {
+        let Some(member) = cm.labels().get(names::LABEL_MEMBER).cloned() else {
+            continue;
+        };
+        let text = cm
+            .data
+            .as_ref()
+            .and_then(|data| data.get(names::SLICE_DATA_KEY))
+            .ok_or_else(|| format!("slice of {member} has no {}", names::SLICE_DATA_KEY))?;
+        let slice = parse_slice(text).map_err(|error| format!("slice of {member}: {error}"))?;
+        let lease = leases
+            .get_opt(&names::member_lease(&member))
+            .await
+            .map_err(|error| format!("reading the Lease of {member}: {error}"))?;
+        let acked = lease.as_ref().and_then(|lease| {
+            lease
+                .annotations()
+                .get(names::ANNOTATION_ACKED_HASH)
+                .cloned()
+        });
+        if acked.as_deref() != Some(slice.hash.as_str()) {
+            return Err(format!(
+                "{member} acknowledged {acked:?}, its slice is revision {} {}",
+                slice.revision, slice.hash
+            ));
+        }
+        for job in slice.jobs.iter() {
+            if let Some(other) = owners.insert(job.as_str().to_owned(), member.clone()) {
+                return Err(format!("{job} is in the slices of {member} and {other}"));
+            }
+        }
+        members.insert(member);
+    }
+    if members != expected_members {
+        return Err(format!(
+            "slices for {members:?}, members {expected_members:?}"
+        ));
+    }
+    let assigned: BTreeSet<String> = owners.keys().cloned().collect();
+    if assigned != *jobs {
+        return Err(format!(
+            "slices hold {} jobs, the list {} ({} missing, {} extra)",
+            assigned.len(),
+            jobs.len(),
+            jobs.difference(&assigned).count(),
+            assigned.difference(jobs).count()
+        ));
+    }
+    Ok(owners)
+}
+
+async fn swarm_status(client: &Client, namespace: &str) -> String {
+    let swarms: Api<Swarm> = Api::namespaced(client.clone(), namespace);
+    match swarms.get_opt(SWARM).await {
+        Ok(Some(swarm)) => serde_json::to_string(&swarm.status).unwrap_or_default(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Scale,
+    EditJobs,
+    DeletePod,
+    KillSidecar,
+    KillController,
+    DropWatches,
+    ApiErrors,
+}
+
+/// A deck holding every applicable action once, filled up to `rounds` at
+/// random, shuffled.
+fn schedule(rng: &mut Rng, rounds: usize, emulated: bool) -> Vec<Action> {
+    let mut kinds = vec![
+        Action::Scale,
+        Action::EditJobs,
+        Action::DeletePod,
+        Action::KillSidecar,
+        Action::KillController,
+    ];
+    if emulated {
+        kinds.extend([Action::DropWatches, Action::ApiErrors]);
+    }
+    // Scaling and job edits drive most moves; weigh them up.
+    let weighted: Vec<Action> = kinds
+        .iter()
+        .flat_map(|kind| {
+            let weight = match kind {
+                Action::Scale | Action::EditJobs => 3,
+                _ => 2,
+            };
+            std::iter::repeat_n(*kind, weight)
+        })
+        .collect();
+    let mut deck = kinds.clone();
+    while deck.len() < rounds {
+        deck.push(weighted[rng.below(weighted.len())]);
+    }
+    for index in (1..deck.len()).rev() {
+        deck.swap(index, rng.below(index + 1));
+    }
+    deck
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restarts_and_faults() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            // Injected API errors are expected; the client's own error log would drown the rest.
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client::client::builder=off".into()),
+        )
+        .with_test_writer()
+        .try_init();
+    let rounds: usize = env_or("SHOAL_OWNERSHIP_ROUNDS", 14);
+    let seed: u64 = env_or("SHOAL_OWNERSHIP_SEED", 0x0005_eed0_0a11);
+    let job_count: usize = env_or("SHOAL_OWNERSHIP_JOBS", 300);
+    let mut rng = Rng(seed.max(1));
+    let started = Instant::now();
+
+    let cluster = TestCluster::start().await.expect("a test cluster");
+    let client = cluster.client();
+    let namespace = cluster.namespace().to_owned();
+    let emulated = cluster.is_emulated();
+    if !emulated {
+        println!("not the emulator: dropped watches and API error bursts are skipped");
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("jobs.log");
+    std::fs::write(&log, "").expect("create the log");
+    let monitor = Monitor::start(&log);
+
+    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/crd.yaml");
+    kubectl(&cluster, &["apply", "-f", crd], None).await;
+    let universe: Vec<String> = (0..job_count + job_count / 3)
+        .map(|index| format!("stream:{index:05}"))
+        .collect();
+    let mut jobs: BTreeSet<String> = universe[..job_count].iter().cloned().collect();
+    let mut ever_removed: BTreeSet<String> = BTreeSet::new();
+    kubectl(&cluster, &["apply", "-f", "-"], Some(&jobs_yaml(&jobs))).await;
+    kubectl(&cluster, &["apply", "-f", "-"], Some(&swarm_yaml())).await;
+    let mut pool = parallel(statefulset(POOL, 3));
+    pool.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(names::LABEL_SWARM.to_owned(), SWARM.to_owned());
+    if let Some(spec) = pool
+        .spec
+        .as_mut()
+        .and_then(|spec| spec.template.spec.as_mut())
+    {
+        spec.termination_grace_period_seconds = Some(15);
+    }
+    Api::<StatefulSet>::namespaced(client.clone(), &namespace)
+        .create(&PostParams::default(), &pool)
+        .await
+        .expect("create the pool");
+    let mut replicas: u32 = 3;
+
+    let command = job_command(&log);
+    let members = Members::start(client.clone(), &namespace, &format!("app={POOL}"), {
+        move |pod: &Pod| -> Result<Settings, MembersError> {
+            let mut settings =
+                Settings::for_member(pod.name_any(), pod.namespace().unwrap_or_default());
+            settings.exec = Some(command.clone());
+            settings.stop_grace = Duration::from_secs(10);
+            settings.restart_backoff = Duration::from_millis(200);
+            settings.lease_duration = Duration::from_secs(3);
+            settings.fence_margin = Duration::from_secs(1);
+            Ok(settings)
+        }
+    });
+    let mut controller = Some(Controller::start(&client, &namespace));
+
+    let wait_settled = |jobs: BTreeSet<String>, replicas: u32, limit: Duration| {
+        let client = client.clone();
+        let namespace = namespace.clone();
+        let monitor = &monitor;
+        async move {
+            let deadline = Instant::now() + limit;
+            loop {
+                let verdict = match settled_assignment(&client, &namespace, &jobs, replicas).await {
+                    Err(pending) => Err(pending),
+                    Ok(owners) => {
+                        let mut running = monitor.running();
+                        running.sort();
+                        let expected: Vec<(String, String)> = owners.into_iter().collect();
+                        if running == expected {
+                            Ok(())
+                        } else {
+                            let running_set: BTreeSet<_> = running.iter().cloned().collect();
+                            let expected_set: BTreeSet<_> = expected.iter().cloned().collect();
+                            Err(format!(
+                                "{} processes run, {} expected; not running {:?}; unexpected {:?}",
+                                running.len(),
+                                expected.len(),
+                                expected_set
+                                    .difference(&running_set)
+                                    .take(5)
+                                    .collect::<Vec<_>>(),
+                                running_set
+                                    .difference(&expected_set)
+                                    .take(5)
+                                    .collect::<Vec<_>>()
+                            ))
+                        }
+                    }
+                };
+                match verdict {
+                    Ok(()) => return,
+                    Err(pending) if Instant::now() > deadline => panic!(
+                        "the cluster did not settle within {limit:?}: {pending}; Swarm status {}",
+                        swarm_status(&client, &namespace).await
+                    ),
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        }
+    };
+    wait_settled(jobs.clone(), replicas, Duration::from_secs(60)).await;
+    let settled_at = started.elapsed();
+
+    // The schedule.
+    let deck = schedule(&mut rng, rounds, emulated);
+    let mut revive_at: Vec<(Instant, String)> = Vec::new();
+    let mut restart_at: Option<Instant> = None;
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for action in deck {
+        let now = Instant::now();
+        for (_, pod) in revive_at.iter().filter(|(due, _)| *due <= now) {
+            // The pod may have been replaced meanwhile; its new sidecar runs already.
+            let _ = members.revive(pod).await;
+        }
+        revive_at.retain(|(due, _)| *due > now);
+        if restart_at.is_some_and(|due| due <= now) {
+            restart_at = None;
+            controller = Some(Controller::start(&client, &namespace));
+        }
+        match action {
+            Action::Scale => {
+                replicas = 1 + rng.below(5) as u32;
+                let flag = format!("--replicas={replicas}");
+                kubectl(&cluster, &["scale", "statefulset", POOL, &flag], None).await;
+            }
+            Action::EditJobs => {
+                let present: Vec<String> = jobs.iter().cloned().collect();
+                for _ in 0..rng.below(20) {
+                    let job = &present[rng.below(present.len())];
+                    if jobs.len() > 1 && jobs.remove(job) {
+                        ever_removed.insert(job.clone());
+                    }
+                }
+                for _ in 0..rng.below(20) {
+                    jobs.insert(universe[rng.below(universe.len())].clone());
+                }
+                kubectl(&cluster, &["apply", "-f", "-"], Some(&jobs_yaml(&jobs))).await;
+            }
+            Action::DeletePod => {
+                let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+                let existing: Vec<String> = match pods
+                    .list(&ListParams::default().labels(&format!("app={POOL}")))
+                    .await
+                {
+                    Ok(list) => list.items.iter().map(|pod| pod.name_any()).collect(),
+                    Err(_) => Vec::new(),
+                };
+                if !existing.is_empty() {
+                    let pod = &existing[rng.below(existing.len())];
+                    kubectl(&cluster, &["delete", "pod", pod, "--wait=false"], None).await;
+                }
+            }
+            Action::KillSidecar => {
+                let running: Vec<String> = members.running().into_keys().collect();
+                if !running.is_empty() {
+                    let pod = running[rng.below(running.len())].clone();
+                    if members.kill(&pod).await.is_ok() {
+                        monitor
+                            .wait_member_dead(&pod, Duration::from_secs(20))
+                            .await;
+                        revive_at.push((Instant::now() + rng.millis(200, 5000), pod));
+                    }
+                }
+            }
+            Action::KillController => match controller.take() {
+                Some(running) => {
+                    running.kill().await;
+                    restart_at = Some(Instant::now() + rng.millis(0, 2000));
+                }
+                None => {
+                    restart_at = None;
+                    controller = Some(Controller::start(&client, &namespace));
+                }
+            },
+            Action::DropWatches => {
+                if let Some(faults) = cluster.faults() {
+                    faults.drop_all_watches();
+                }
+            }
+            Action::ApiErrors => {
+                if let Some(faults) = cluster.faults() {
+                    let status = if rng.below(2) == 0 { 500 } else { 503 };
+                    faults.fail_next(3 + rng.below(20), None, None, status);
+                }
+            }
+        }
+        *counts.entry(format!("{action:?}")).or_default() += 1;
+        tokio::time::sleep(rng.millis(100, 1500)).await;
+    }
+
+    // Everything comes back, then the cluster settles.
+    for (_, pod) in revive_at.drain(..) {
+        let _ = members.revive(&pod).await;
+    }
+    if controller.is_none() {
+        controller = Some(Controller::start(&client, &namespace));
+    }
+    let chaos_ended = started.elapsed();
+    wait_settled(jobs.clone(), replicas, Duration::from_secs(120)).await;
+    let settle_time = started.elapsed() - chaos_ended;
+
+    if let Some(controller) = controller.take() {
+        controller.stop().await;
+    }
+    members.stop().await;
+    let ledger = monitor.finish();
+    assert!(
+        ledger.problems.is_empty(),
+        "the log is inconsistent: {:?}",
+        ledger.problems
+    );
+    let starts = ledger.events.iter().filter(|event| event.start).count();
+    let silent_deaths = ledger.events.iter().filter(|event| event.seen_dead).count();
+    let steady: BTreeSet<String> = universe
+        .iter()
+        .filter(|job| !ever_removed.contains(*job))
+        .cloned()
+        .collect();
+    let gaps = match oracle(ledger.events, &steady) {
+        Ok(gaps) => gaps,
+        Err(violation) => panic!("ownership violated (seed {seed}): {violation}"),
+    };
+    assert!(!gaps.is_empty(), "the schedule moved jobs between members");
+    println!(
+        "ownership oracle: seed {seed}, {rounds} rounds {counts:?}, {} jobs at the end over {replicas} members; \
+         {starts} process starts ({silent_deaths} killed without a stop line); first settle {:.1}s, \
+         chaos {:.1}s, final settle {:.1}s; handoff gap over {} moves: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        jobs.len(),
+        settled_at.as_secs_f64(),
+        (chaos_ended - settled_at).as_secs_f64(),
+        settle_time.as_secs_f64(),
+        gaps.len(),
+        percentile(&gaps, 50),
+        percentile(&gaps, 99),
+        percentile(&gaps, 100),
+    );
+    cluster.cleanup().await;
+}
+
+// ---------------------------------------------------------------------------
+// The oracle itself must be able to fail.
+
+fn event(at: u128, start: bool, job: &str, member: &str, pid: u32) -> Event {
+    Event {
+        at,
+        start,
+        job: job.to_owned(),
+        member: member.to_owned(),
+        pid,
+        seen_dead: false,
+    }
+}
+
+#[test]
+fn the_oracle_reports_a_job_started_while_another_process_runs_it() {
+    let events = vec![
+        event(10, true, "a", "pool-0", 1),
+        event(20, true, "a", "pool-1", 2),
+        event(30, false, "a", "pool-0", 1),
+    ];
+    let violation = oracle(events, &BTreeSet::new()).unwrap_err();
+    assert!(
+        violation.contains("a started on pool-1 (pid 2)"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn the_oracle_measures_handoff_gaps_of_steady_jobs_between_members_only() {
+    let steady: BTreeSet<String> = ["a".to_owned()].into();
+    let events = vec![
+        event(10, true, "a", "pool-0", 1),
+        event(20, false, "a", "pool-0", 1),
+        event(1_000_020, true, "a", "pool-1", 2),
+        event(1_000_030, false, "a", "pool-1", 2),
+        event(1_000_040, true, "a", "pool-1", 3),
+        event(10, true, "b", "pool-0", 4),
+        event(20, false, "b", "pool-0", 4),
+        event(50, true, "b", "pool-1", 5),
+    ];
+    assert_eq!(oracle(events, &steady), Ok(vec![1_000_000]));
+}
+
+#[test]
+fn the_ledger_pairs_log_lines_and_closes_processes_seen_dead() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("jobs.log");
+    // pid 0 is never a live process: its `start` is closed as seen dead.
+    std::fs::write(
+        &log,
+        "5 start a pool-0 0\n6 start b pool-1 4194303\n7 stop b pool-1 4194303\n8 stop c pool-0 9\n9 sta",
+    )
+    .unwrap();
+    let mut ledger = Ledger::default();
+    ledger.poll(&log);
+    ledger.poll(&log);
+    assert!(ledger.problems.is_empty(), "{:?}", ledger.problems);
+    assert!(ledger.open.is_empty());
+    let kinds: Vec<(String, bool, bool)> = ledger
+        .events
+        .iter()
+        .map(|event| (event.job.clone(), event.start, event.seen_dead))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("a".to_owned(), true, false),
+            ("b".to_owned(), true, false),
+            ("b".to_owned(), false, false),
+            ("a".to_owned(), false, true),
+        ]
+    );
+    assert_eq!(ledger.partial, b"9 sta");
+}
