@@ -1,0 +1,239 @@
+//! What the sandbox prints once the demo converged: where the kubeconfig is
+//! and the kubectl commands to try. Pure text, built from what the sandbox
+//! found in the cluster.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use crate::convergence::Converged;
+
+/// Everything the instructions name.
+#[derive(Debug, Clone)]
+pub struct Tour {
+    /// The kubeconfig of the emulated cluster.
+    pub kubeconfig: PathBuf,
+    /// The namespace of the demo.
+    pub namespace: String,
+    /// The converged Swarm.
+    pub converged: Converged,
+    /// A pool (StatefulSet) of the Swarm and its replica count.
+    pub pool: String,
+    /// Replicas of `pool`.
+    pub replicas: u32,
+    /// Slice file of each member, by pod.
+    pub slice_files: Vec<(String, PathBuf)>,
+}
+
+/// A shell word: quoted with single quotes when it holds anything but safe characters.
+fn shell_word(text: &str) -> String {
+    let safe = text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-=:,+@%".contains(c));
+    if safe && !text.is_empty() {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+impl Tour {
+    /// `kubectl <args>`, with `-n <namespace>` unless it is the kubeconfig's default.
+    fn kubectl(&self, args: &str) -> String {
+        if self.namespace == "default" {
+            format!("kubectl {args}")
+        } else {
+            format!("kubectl -n {} {args}", shell_word(&self.namespace))
+        }
+    }
+
+    /// The text printed to stdout: one command per line, each followed by a
+    /// `# comment` (the commands run as printed once `KUBECONFIG` is exported).
+    pub fn render(&self) -> String {
+        let swarm = &self.converged.swarm;
+        let members = self
+            .converged
+            .slices
+            .iter()
+            .map(|(pod, slice)| format!("{pod}: {}", slice.jobs.len()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let kubeconfig = shell_word(&self.kubeconfig.display().to_string());
+        let first_member = self.converged.slices.keys().next().cloned();
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            text,
+            "Shoal sandbox ready: Swarm {swarm} is at revision {}, {} jobs over {} members ({members}), every member acknowledged its slice.",
+            self.converged.revision,
+            self.converged.job_count(),
+            self.converged.slices.len()
+        );
+        let _ = writeln!(text);
+        let _ = writeln!(text, "Kubeconfig: {}", self.kubeconfig.display());
+        let _ = writeln!(text);
+        let _ = writeln!(text, "  export KUBECONFIG={kubeconfig}");
+        let _ = writeln!(text);
+        let _ = writeln!(text, "Try:");
+        let mut tries: Vec<(String, String)> = vec![
+            (
+                self.kubectl("get swarms"),
+                "members ready, jobs, revision in force".to_owned(),
+            ),
+            (
+                self.kubectl(&format!("describe swarm {swarm}")),
+                "conditions, members and the revision each acknowledged".to_owned(),
+            ),
+            (
+                self.kubectl(&format!("get cm {swarm} -o yaml")),
+                "the seed-compatible index (config.yml: workloads)".to_owned(),
+            ),
+        ];
+        if let Some(member) = &first_member {
+            tries.push((
+                self.kubectl(&format!("describe cm {member}-slice")),
+                format!("{member}'s slice (format v1)"),
+            ));
+            tries.push((
+                self.kubectl(&format!("get lease {member}-member -o yaml")),
+                "what the sidecar acknowledged (shoal.dev/acked-revision, acked-hash)".to_owned(),
+            ));
+        }
+        for (pod, path) in self.slice_files.iter().take(1) {
+            tries.push((
+                format!("cat {}", shell_word(&path.display().to_string())),
+                format!("the file {pod}'s sidecar keeps for the application"),
+            ));
+        }
+        tries.push((
+            self.kubectl(&format!(
+                "scale statefulset {} --replicas={}",
+                self.pool,
+                self.replicas + 1
+            )),
+            "a new member: only the jobs it takes move, revoked before granted".to_owned(),
+        ));
+        tries.push((
+            self.kubectl("get swarms -w"),
+            "watch the revision roll out (Ctrl-C to stop watching)".to_owned(),
+        ));
+        push_aligned(&mut text, &tries);
+        let _ = writeln!(text);
+        let _ = writeln!(text, "Approvals:");
+        let approvals = vec![
+            (
+                self.kubectl(&format!(
+                    "patch swarm {swarm} --type merge -p '{{\"spec\":{{\"approval\":{{\"policy\":\"Manual\"}}}}}}'"
+                )),
+                "from now on a revision waits for you".to_owned(),
+            ),
+            (
+                self.kubectl(&format!(
+                    "scale statefulset {} --replicas={}",
+                    self.pool,
+                    self.replicas + 2
+                )),
+                "its revision is computed but only pending".to_owned(),
+            ),
+            (
+                self.kubectl(&format!(
+                    "get swarm {swarm} -o jsonpath='{{.status.pendingRevision}}{{\"\\n\"}}'"
+                )),
+                "what it would move".to_owned(),
+            ),
+            (
+                self.kubectl(&format!(
+                    "annotate swarm {swarm} --overwrite shoal.dev/approve=$({})",
+                    self.kubectl(&format!(
+                        "get swarm {swarm} -o jsonpath='{{.status.pendingRevision.revision}}'"
+                    ))
+                )),
+                "approve exactly that revision".to_owned(),
+            ),
+        ];
+        push_aligned(&mut text, &approvals);
+        let _ = writeln!(text);
+        let _ = writeln!(text, "Press Ctrl-C to stop the sandbox.");
+        text
+    }
+}
+
+/// Commands with their comments aligned in one column.
+fn push_aligned(text: &mut String, lines: &[(String, String)]) {
+    let width = lines
+        .iter()
+        .map(|(command, _)| command.len())
+        .filter(|len| *len <= 72)
+        .max()
+        .unwrap_or(0);
+    for (command, comment) in lines {
+        let _ = writeln!(text, "  {command:<width$}  # {comment}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_worker::SliceView;
+    use std::collections::BTreeMap;
+
+    fn tour(namespace: &str) -> Tour {
+        let slices: BTreeMap<String, SliceView> = [
+            (
+                "swarm-worker-0".to_owned(),
+                SliceView::new("demo", "swarm-worker-0", 1, ["a", "b"]).expect("valid"),
+            ),
+            (
+                "swarm-worker-1".to_owned(),
+                SliceView::new("demo", "swarm-worker-1", 1, ["c"]).expect("valid"),
+            ),
+        ]
+        .into();
+        Tour {
+            kubeconfig: PathBuf::from("/tmp/sand box/kubeconfig"),
+            namespace: namespace.to_owned(),
+            converged: Converged {
+                swarm: "demo".to_owned(),
+                revision: 1,
+                slices,
+            },
+            pool: "swarm-worker".to_owned(),
+            replicas: 2,
+            slice_files: vec![(
+                "swarm-worker-0".to_owned(),
+                PathBuf::from("/tmp/sand box/members/swarm-worker-0/slice.yaml"),
+            )],
+        }
+    }
+
+    #[test]
+    fn the_tour_names_the_kubeconfig_the_members_and_the_commands_to_try() {
+        let text = tour("default").render();
+        assert!(
+            text.contains("export KUBECONFIG='/tmp/sand box/kubeconfig'"),
+            "{text}"
+        );
+        assert!(text.contains("3 jobs over 2 members (swarm-worker-0: 2, swarm-worker-1: 1)"));
+        assert!(text.contains("\n  kubectl get swarms "), "{text}");
+        assert!(text.contains("kubectl describe swarm demo "));
+        assert!(text.contains("kubectl describe cm swarm-worker-0-slice "));
+        assert!(text.contains("cat '/tmp/sand box/members/swarm-worker-0/slice.yaml' "));
+        assert!(text.contains("kubectl scale statefulset swarm-worker --replicas=3 "));
+        assert!(text.contains(
+            "kubectl annotate swarm demo --overwrite shoal.dev/approve=$(kubectl get swarm demo -o jsonpath='{.status.pendingRevision.revision}')"
+        ));
+        assert!(text.contains(r#"-p '{"spec":{"approval":{"policy":"Manual"}}}'"#));
+    }
+
+    #[test]
+    fn a_namespace_other_than_default_is_named_in_every_kubectl_command() {
+        let text = tour("swarm").render();
+        for line in text.lines().filter(|line| line.contains("kubectl ")) {
+            let commands = line.matches("kubectl ").count();
+            assert_eq!(
+                line.matches("kubectl -n swarm ").count(),
+                commands,
+                "{line}"
+            );
+        }
+    }
+}

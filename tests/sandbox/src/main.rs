@@ -1,0 +1,140 @@
+//! `cargo run -p shoal-sandbox`: an emulated cluster with Shoal and a demo,
+//! ready for the real kubectl, until Ctrl-C or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use shoal_sandbox::{Options, Sandbox};
+
+/// Shoal's try-it-now sandbox: an in-process API server, Shoal's CRD and
+/// controller, the seed's 27 streams over a 2-replica StatefulSet, and one
+/// sidecar per member pod. Test infrastructure, not a cluster.
+#[derive(Parser, Debug)]
+#[command(name = "shoal-sandbox", version, about)]
+struct Cli {
+    /// Directory for the kubeconfig and the members' slice files
+    /// (default: `target/shoal-sandbox` next to this binary's profile directory).
+    #[arg(long, env = "SHOAL_SANDBOX_DIR")]
+    dir: Option<PathBuf>,
+    /// Port of the API server on 127.0.0.1 (0: any free port).
+    #[arg(long, env = "SHOAL_SANDBOX_PORT", default_value_t = 0)]
+    port: u16,
+    /// Namespace to apply the demo into, created if missing (default: the
+    /// namespaces its manifests name, else `default`).
+    #[arg(long, env = "SHOAL_SANDBOX_NAMESPACE")]
+    namespace: Option<String>,
+    /// The Swarm CRD manifest.
+    #[arg(long, env = "SHOAL_SANDBOX_CRD", default_value_os_t = shoal_sandbox::default_crd())]
+    crd: PathBuf,
+    /// The demo: a manifest file or a directory of them (`kubectl apply -f`),
+    /// or a kustomization directory such as manifests/example (`kubectl apply -k`).
+    #[arg(long, env = "SHOAL_SANDBOX_DEMO", default_value_os_t = shoal_sandbox::default_demo())]
+    demo: PathBuf,
+    /// The kubectl program.
+    #[arg(long, env = "SHOAL_KUBECTL", default_value = "kubectl")]
+    kubectl: String,
+    /// Seconds to wait for the demo to converge before giving up.
+    #[arg(long, env = "SHOAL_SANDBOX_CONVERGE_SECONDS", default_value_t = 120)]
+    converge_seconds: u64,
+    /// Seconds of each member's Lease (renewed every third of it).
+    #[arg(long, env = "SHOAL_SANDBOX_MEMBER_LEASE_SECONDS", default_value_t = 15)]
+    member_lease_seconds: u64,
+    /// Address of the controller's /metrics, /healthz and /readyz server (default: none).
+    #[arg(long, env = "SHOAL_SANDBOX_CONTROLLER_METRICS")]
+    controller_metrics: Option<SocketAddr>,
+}
+
+/// `target/shoal-sandbox` when the binary lives in `target/<profile>/`.
+fn default_dir() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("finding this program's path")?;
+    let target = exe
+        .parent()
+        .and_then(|profile| profile.parent())
+        .context("this program has no grandparent directory; pass --dir")?;
+    Ok(target.join("shoal-sandbox"))
+}
+
+/// Resolves on Ctrl-C or SIGTERM, naming which.
+async fn stop_signal() -> anyhow::Result<&'static str> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    tokio::select! {
+        interrupted = tokio::signal::ctrl_c() => {
+            interrupted.context("listening for Ctrl-C")?;
+            Ok("Ctrl-C")
+        }
+        _ = terminate.recv() => Ok("SIGTERM"),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let dir = match cli.dir {
+        Some(dir) => dir,
+        None => default_dir()?,
+    };
+    let options = Options {
+        dir: std::path::absolute(&dir)
+            .with_context(|| format!("resolving the sandbox directory {}", dir.display()))?,
+        port: cli.port,
+        namespace: cli.namespace,
+        crd: cli.crd,
+        demo: cli.demo,
+        kubectl: cli.kubectl,
+        member_lease: Duration::from_secs(cli.member_lease_seconds.max(1)),
+        controller_metrics: cli.controller_metrics,
+    };
+    eprintln!(
+        "shoal-sandbox: starting the emulated cluster, applying {} and {}",
+        options.crd.display(),
+        options.demo.display()
+    );
+    let stop = stop_signal();
+    tokio::pin!(stop);
+    let mut sandbox = tokio::select! {
+        started = Sandbox::start(options) => started.context("starting the sandbox")?,
+        signal = &mut stop => {
+            eprintln!("shoal-sandbox: {} while starting; stopped", signal?);
+            return Ok(());
+        }
+    };
+    let timeout = Duration::from_secs(cli.converge_seconds);
+    let converged = tokio::select! {
+        converged = sandbox.wait_converged(timeout) => converged,
+        signal = &mut stop => {
+            eprintln!("shoal-sandbox: {}; stopping", signal?);
+            return sandbox.shutdown().await.context("stopping the sandbox");
+        }
+    };
+    let converged = match converged {
+        Ok(converged) => converged,
+        Err(error) => {
+            let _ = sandbox.shutdown().await;
+            return Err(error).context("waiting for the demo to converge");
+        }
+    };
+    let tour = sandbox
+        .tour(&converged)
+        .await
+        .context("describing the demo")?;
+    println!("{}", tour.render());
+    let outcome = tokio::select! {
+        signal = &mut stop => signal.map(|name| eprintln!("shoal-sandbox: {name}; stopping")),
+        failure = sandbox.until_failure() => Err(failure).context("the sandbox failed"),
+    };
+    let stopped = sandbox.shutdown().await.context("stopping the sandbox");
+    outcome?;
+    stopped?;
+    eprintln!("shoal-sandbox: stopped");
+    Ok(())
+}

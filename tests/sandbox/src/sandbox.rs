@@ -1,0 +1,507 @@
+//! The sandbox itself: the emulated cluster, Shoal's CRD and the demo applied
+//! with the real kubectl, the controller and one sidecar per member pod.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+use shoal_controller::crd::Swarm;
+use shoal_controller::{LeaderElection, RunError};
+use shoal_emulator::ServerOptions;
+use shoal_emulator::sim::{Cluster, ClusterOptions, SimError};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::convergence::{Converged, Verdict, judge};
+use crate::instructions::Tour;
+use crate::kubectl::{Kubectl, KubectlError};
+use crate::observe::{self, ObserveError};
+use crate::sidecars::{SidecarOptions, Sidecars};
+
+/// How to run the sandbox.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Directory for the kubeconfig and the members' slice files
+    /// (`members/<pod>/slice.yaml`); created if missing.
+    pub dir: PathBuf,
+    /// Port of the emulated API server on 127.0.0.1 (0: any free port).
+    pub port: u16,
+    /// Namespace to apply the demo into (created if missing); `None`: the
+    /// namespaces its manifests name, else `default`.
+    pub namespace: Option<String>,
+    /// The CRD manifest applied first.
+    pub crd: PathBuf,
+    /// The demo: a manifest file or a directory of them (`kubectl apply -f`),
+    /// or a kustomization directory (`kubectl apply -k`).
+    pub demo: PathBuf,
+    /// The kubectl program.
+    pub kubectl: String,
+    /// Duration of each member's Lease (renewed every third of it).
+    pub member_lease: Duration,
+    /// Address of the controller's `/metrics`, `/healthz`, `/readyz` server; `None`: no server.
+    pub controller_metrics: Option<SocketAddr>,
+}
+
+impl Options {
+    /// Defaults around `dir`: any free port, the repository's CRD and the
+    /// demo in `tests/sandbox/demo` (namespace `default`).
+    pub fn new(dir: impl Into<PathBuf>) -> Options {
+        Options {
+            dir: dir.into(),
+            port: 0,
+            namespace: None,
+            crd: default_crd(),
+            demo: default_demo(),
+            kubectl: "kubectl".to_owned(),
+            member_lease: Duration::from_secs(15),
+            controller_metrics: None,
+        }
+    }
+}
+
+/// `manifests/crd.yaml` of this repository.
+pub fn default_crd() -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifests/crd.yaml");
+    // Shown to the user: without the `..` when the file is there.
+    std::fs::canonicalize(&path).unwrap_or(path)
+}
+
+/// `tests/sandbox/demo` of this repository: the seed's 27 streams, a Swarm and a 2-replica pool.
+pub fn default_demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("demo")
+}
+
+/// Why the sandbox could not start, converge or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The sandbox directory could not be prepared.
+    #[error("preparing the sandbox directory {path}: {source}")]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A manifest to apply does not exist.
+    #[error("{what} {path} does not exist")]
+    MissingManifest {
+        /// Which manifest.
+        what: &'static str,
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// The emulated cluster did not start.
+    #[error("starting the emulated cluster: {0}")]
+    Cluster(#[from] SimError),
+    /// A kubectl step failed.
+    #[error("{step}: {source}")]
+    Kubectl {
+        /// What the sandbox was doing.
+        step: String,
+        /// The kubectl failure.
+        #[source]
+        source: KubectlError,
+    },
+    /// Reading the cluster failed.
+    #[error(transparent)]
+    Observe(#[from] ObserveError),
+    /// The demo defines no Swarm.
+    #[error("the demo {path} defines no Swarm")]
+    NoSwarm {
+        /// The demo manifests.
+        path: PathBuf,
+    },
+    /// The demo's Swarm has no labelled StatefulSet.
+    #[error("no StatefulSet in namespace {namespace} is labelled shoal.dev/swarm={swarm}")]
+    NoPool {
+        /// The Swarm.
+        swarm: String,
+        /// The namespace.
+        namespace: String,
+    },
+    /// The controller stopped with an error.
+    #[error("the controller stopped: {0}")]
+    Controller(#[from] RunError),
+    /// The controller task ended unexpectedly (it panicked or was cancelled).
+    #[error("the controller task ended: {0}")]
+    ControllerTask(#[source] tokio::task::JoinError),
+    /// The controller returned without being asked to stop.
+    #[error("the controller stopped without being asked to")]
+    ControllerExited,
+    /// Something did not happen in time.
+    #[error("timed out after {timeout:?} waiting for {what}; last saw: {last_seen}")]
+    Timeout {
+        /// What the sandbox waited for.
+        what: String,
+        /// How long it waited.
+        timeout: Duration,
+        /// The last observation.
+        last_seen: String,
+    },
+}
+
+/// The controller running in-process.
+struct Controller {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), RunError>>,
+}
+
+/// A running sandbox. Stop it with [`Sandbox::shutdown`]; dropping it stops
+/// everything abruptly.
+pub struct Sandbox {
+    options: Options,
+    // Field order is drop order: sidecars and controller before the cluster.
+    sidecars: Option<Sidecars>,
+    controller: Option<Controller>,
+    cluster: Option<Cluster>,
+    client: Client,
+    kubectl: Kubectl,
+    namespace: String,
+    swarm: String,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Sandbox")
+            .field("options", &self.options)
+            .field("swarm", &self.swarm)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sandbox {
+    /// Starts the emulated cluster, applies the CRD and the demo with kubectl,
+    /// and starts the controller and the members' sidecars. Returns at once;
+    /// see [`Sandbox::wait_converged`].
+    pub async fn start(options: Options) -> Result<Sandbox, SandboxError> {
+        for (what, path) in [("the CRD", &options.crd), ("the demo", &options.demo)] {
+            if !path.exists() {
+                return Err(SandboxError::MissingManifest {
+                    what,
+                    path: path.clone(),
+                });
+            }
+        }
+        prepare_dir(&options.dir)?;
+        let cluster = Cluster::start_with(ClusterOptions {
+            server: ServerOptions {
+                kubeconfig_dir: Some(options.dir.clone()),
+                port: options.port,
+                ..ServerOptions::default()
+            },
+            ..ClusterOptions::default()
+        })
+        .await?;
+        let client = cluster.client();
+        let kubectl = Kubectl::new(options.kubectl.clone(), cluster.kubeconfig_path());
+        let crd = options.crd.display().to_string();
+        kubectl
+            .run(&["apply", "-f", &crd])
+            .await
+            .map_err(|source| SandboxError::Kubectl {
+                step: format!("installing the CRD {crd}"),
+                source,
+            })?;
+        let apply = match &options.namespace {
+            Some(namespace) => {
+                ensure_namespace(&kubectl, namespace).await?;
+                kubectl.in_namespace(namespace)
+            }
+            None => kubectl.clone(),
+        };
+        let demo = options.demo.display().to_string();
+        let how = if is_kustomization(&options.demo) {
+            "-k"
+        } else {
+            "-f"
+        };
+        apply
+            .run(&["apply", how, &demo])
+            .await
+            .map_err(|source| SandboxError::Kubectl {
+                step: format!("applying the demo {demo}"),
+                source,
+            })?;
+        let (namespace, swarm) = demo_swarm(&client, &options).await?;
+        let controller = start_controller(&client, &options, &namespace);
+        let sidecars = Sidecars::start(
+            client.clone(),
+            SidecarOptions {
+                namespace: namespace.clone(),
+                dir: options.dir.clone(),
+                lease: options.member_lease,
+            },
+        );
+        Ok(Sandbox {
+            options,
+            sidecars: Some(sidecars),
+            controller: Some(controller),
+            cluster: Some(cluster),
+            client,
+            kubectl: kubectl.in_namespace(&namespace),
+            namespace,
+            swarm,
+        })
+    }
+
+    /// The kubeconfig of the emulated cluster (for kubectl and `kube`).
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.cluster
+            .as_ref()
+            .map(|cluster| cluster.kubeconfig_path().to_path_buf())
+            .unwrap_or_default()
+    }
+
+    /// A client of the emulated cluster.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The demo's namespace (the Swarm's).
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The demo's Swarm.
+    pub fn swarm(&self) -> &str {
+        &self.swarm
+    }
+
+    /// kubectl bound to the sandbox's kubeconfig and the demo's namespace.
+    pub fn kubectl(&self) -> &Kubectl {
+        &self.kubectl
+    }
+
+    /// Where member `pod`'s sidecar keeps its slice file.
+    pub fn slice_file(&self, pod: &str) -> PathBuf {
+        observe::slice_file(&self.options.dir, pod)
+    }
+
+    /// One observation of the demo's Swarm.
+    pub async fn observe(&self) -> Result<crate::convergence::Observation, SandboxError> {
+        Ok(observe::observe(
+            &self.client,
+            &self.namespace,
+            &self.swarm,
+            &self.options.dir,
+        )
+        .await?)
+    }
+
+    /// Waits until the Swarm is Ready and every member pod acknowledged its
+    /// slice and holds it in its file.
+    pub async fn wait_converged(&mut self, timeout: Duration) -> Result<Converged, SandboxError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.check_controller().await?;
+            let mut last_seen = match self.observe().await {
+                Ok(observation) => match judge(&observation) {
+                    Verdict::Converged(converged) => return Ok(converged),
+                    Verdict::Pending(reason) => reason,
+                },
+                Err(error) => error.to_string(),
+            };
+            if Instant::now() >= deadline {
+                if let Some(sidecars) = &self.sidecars {
+                    for (pod, failure) in sidecars.failures().await {
+                        last_seen.push_str(&format!("; the sidecar of {pod} failed: {failure}"));
+                    }
+                }
+                return Err(SandboxError::Timeout {
+                    what: format!("Swarm {} to converge", self.swarm),
+                    timeout,
+                    last_seen,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The instructions to print for a converged demo.
+    pub async fn tour(&self, converged: &Converged) -> Result<Tour, SandboxError> {
+        let pools = observe::pools(&self.client, &self.namespace, &converged.swarm).await?;
+        let (pool, replicas) = pools
+            .into_iter()
+            .next()
+            .ok_or_else(|| SandboxError::NoPool {
+                swarm: converged.swarm.clone(),
+                namespace: self.namespace.clone(),
+            })?;
+        Ok(Tour {
+            kubeconfig: self.kubeconfig_path(),
+            namespace: self.namespace.clone(),
+            converged: converged.clone(),
+            pool,
+            replicas,
+            slice_files: converged
+                .slices
+                .keys()
+                .map(|pod| (pod.clone(), self.slice_file(pod)))
+                .collect(),
+        })
+    }
+
+    /// Resolves only when a part of the sandbox stopped on its own, with why.
+    pub async fn until_failure(&mut self) -> SandboxError {
+        loop {
+            if let Err(error) = self.check_controller().await {
+                return error;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Fails if the controller stopped on its own.
+    async fn check_controller(&mut self) -> Result<(), SandboxError> {
+        let finished = self
+            .controller
+            .as_ref()
+            .is_some_and(|controller| controller.task.is_finished());
+        if finished && let Some(controller) = self.controller.take() {
+            controller
+                .task
+                .await
+                .map_err(SandboxError::ControllerTask)??;
+            return Err(SandboxError::ControllerExited);
+        }
+        Ok(())
+    }
+
+    /// Stops the sidecars, the controller (releasing its Lease) and the cluster.
+    pub async fn shutdown(mut self) -> Result<(), SandboxError> {
+        let mut outcome = Ok(());
+        // Sidecars first, as a pod's containers stop before the cluster goes.
+        if let Some(sidecars) = self.sidecars.take() {
+            sidecars.stop().await;
+        }
+        if let Some(mut controller) = self.controller.take() {
+            if let Some(stop) = controller.stop.take() {
+                let _ = stop.send(());
+            }
+            match tokio::time::timeout(Duration::from_secs(10), &mut controller.task).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(error))) => outcome = Err(SandboxError::Controller(error)),
+                Ok(Err(error)) => outcome = Err(SandboxError::ControllerTask(error)),
+                Err(_) => {
+                    controller.task.abort();
+                    outcome = Err(SandboxError::Timeout {
+                        what: "the controller to stop".to_owned(),
+                        timeout: Duration::from_secs(10),
+                        last_seen: "still running".to_owned(),
+                    });
+                }
+            }
+        }
+        if let Some(cluster) = self.cluster.take() {
+            cluster.shutdown().await;
+        }
+        outcome
+    }
+}
+
+/// Creates the sandbox directory and clears the slice files of a previous run.
+fn prepare_dir(dir: &Path) -> Result<(), SandboxError> {
+    let error = |source| SandboxError::Dir {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(error)?;
+    let members = dir.join("members");
+    match std::fs::remove_dir_all(&members) {
+        Ok(()) => {}
+        Err(source) if source.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(SandboxError::Dir {
+                path: members,
+                source,
+            });
+        }
+    }
+    Ok(())
+}
+
+async fn ensure_namespace(kubectl: &Kubectl, namespace: &str) -> Result<(), SandboxError> {
+    let manifest = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n");
+    let file = tempfile::NamedTempFile::new().map_err(|source| SandboxError::Dir {
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    std::fs::write(file.path(), manifest).map_err(|source| SandboxError::Dir {
+        path: file.path().to_path_buf(),
+        source,
+    })?;
+    let path = file.path().display().to_string();
+    kubectl
+        .run(&["apply", "-f", &path])
+        .await
+        .map(|_| ())
+        .map_err(|source| SandboxError::Kubectl {
+            step: format!("creating namespace {namespace}"),
+            source,
+        })
+}
+
+/// A directory with a kustomization file.
+fn is_kustomization(path: &Path) -> bool {
+    ["kustomization.yaml", "kustomization.yml", "Kustomization"]
+        .iter()
+        .any(|name| path.join(name).is_file())
+}
+
+/// The demo's Swarm, as (namespace, name): the first by namespace and name
+/// (in `options.namespace` when set).
+async fn demo_swarm(client: &Client, options: &Options) -> Result<(String, String), SandboxError> {
+    let swarms: Api<Swarm> = match &options.namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    };
+    let list = swarms
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| ObserveError::Api {
+            action: "listing Swarms".to_owned(),
+            source,
+        })?;
+    let mut found: Vec<(String, String)> = list
+        .items
+        .iter()
+        .map(|swarm| (swarm.namespace().unwrap_or_default(), swarm.name_any()))
+        .collect();
+    found.sort();
+    found
+        .into_iter()
+        .next()
+        .ok_or_else(|| SandboxError::NoSwarm {
+            path: options.demo.clone(),
+        })
+}
+
+fn start_controller(client: &Client, options: &Options, namespace: &str) -> Controller {
+    let settings = shoal_controller::Settings {
+        namespace: Some(namespace.to_owned()),
+        leader_election: Some(LeaderElection {
+            lease_name: "shoal-controller".to_owned(),
+            lease_namespace: namespace.to_owned(),
+            duration_seconds: 15,
+        }),
+        identity: "shoal-sandbox".to_owned(),
+        metrics_address: options.controller_metrics,
+        resync: Duration::from_secs(30),
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let client = client.clone();
+    let task = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        shoal_controller::run(client, settings, shutdown).await
+    });
+    Controller {
+        stop: Some(stop),
+        task,
+    }
+}

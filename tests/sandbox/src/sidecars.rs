@@ -1,0 +1,284 @@
+//! One [`Members`] per labelled StatefulSet of the demo's namespace, following
+//! pools as they are labelled, unlabelled, created and deleted.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+use shoal_core::names;
+use shoal_worker::Settings;
+use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
+
+use crate::members::{self, Members, MembersError, SIDECAR_CONTAINER};
+use crate::observe::slice_file;
+
+/// How the sandbox's sidecars run.
+#[derive(Debug, Clone)]
+pub(crate) struct SidecarOptions {
+    /// Namespace of the pools.
+    pub namespace: String,
+    /// The sandbox directory (slice files under `members/<pod>/slice.yaml`).
+    pub dir: PathBuf,
+    /// Member Lease duration for pods without a `shoal-worker` container.
+    pub lease: Duration,
+}
+
+/// A pool's sidecars and the StatefulSet they belong to.
+struct Pool {
+    uid: String,
+    selector: String,
+    members: Members,
+}
+
+/// The sidecars of every labelled pool of a namespace.
+pub(crate) struct Sidecars {
+    pools: Arc<Mutex<BTreeMap<String, Pool>>>,
+    task: JoinHandle<()>,
+}
+
+impl Sidecars {
+    /// Starts following the labelled StatefulSets of `options.namespace`.
+    pub fn start(client: Client, options: SidecarOptions) -> Sidecars {
+        let pools = Arc::new(Mutex::new(BTreeMap::new()));
+        let task = tokio::spawn(follow(client, options, pools.clone()));
+        Sidecars { pools, task }
+    }
+
+    /// Pods whose sidecar could not start, with why.
+    pub async fn failures(&self) -> BTreeMap<String, String> {
+        let pools = self.pools.lock().await;
+        let mut failures = BTreeMap::new();
+        for pool in pools.values() {
+            failures.extend(pool.members.failures().await);
+        }
+        failures
+    }
+
+    /// Stops following pools and stops every sidecar gracefully.
+    pub async fn stop(self) {
+        self.task.abort();
+        let _ = self.task.await;
+        let pools = std::mem::take(&mut *self.pools.lock().await);
+        futures::future::join_all(pools.into_values().map(|pool| pool.members.stop())).await;
+    }
+}
+
+/// Keeps one [`Members`] per labelled StatefulSet (by uid and selector).
+async fn follow(
+    client: Client,
+    options: SidecarOptions,
+    pools: Arc<Mutex<BTreeMap<String, Pool>>>,
+) {
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), &options.namespace);
+    let labelled = ListParams::default().labels(names::LABEL_SWARM);
+    loop {
+        match sets.list(&labelled).await {
+            Err(error) => tracing::warn!(%error, "sandbox: listing the pools"),
+            Ok(list) => {
+                let wanted: BTreeMap<String, (String, String)> = list
+                    .items
+                    .iter()
+                    .filter(|set| set.metadata.deletion_timestamp.is_none())
+                    .filter_map(|set| {
+                        let selector = set.spec.as_ref().map(|spec| &spec.selector)?;
+                        match selector_text(selector) {
+                            Some(text) => {
+                                Some((set.name_any(), (set.uid().unwrap_or_default(), text)))
+                            }
+                            None => {
+                                tracing::warn!(
+                                    pool = set.name_any(),
+                                    "sandbox: a pool with an empty selector gets no sidecars"
+                                );
+                                None
+                            }
+                        }
+                    })
+                    .collect();
+                let mut current = pools.lock().await;
+                let stale: Vec<String> = current
+                    .iter()
+                    .filter(|(name, pool)| {
+                        wanted.get(*name) != Some(&(pool.uid.clone(), pool.selector.clone()))
+                    })
+                    .map(|(name, _)| name.clone())
+                    .collect();
+                for name in stale {
+                    if let Some(pool) = current.remove(&name) {
+                        tracing::info!(pool = name, "sandbox: pool gone; stopping its sidecars");
+                        pool.members.stop().await;
+                    }
+                }
+                for (name, (uid, selector)) in wanted {
+                    if current.contains_key(&name) {
+                        continue;
+                    }
+                    tracing::info!(pool = name, selector, "sandbox: running sidecars for pool");
+                    let settings_options = options.clone();
+                    let members =
+                        Members::start(client.clone(), &options.namespace, &selector, move |pod| {
+                            sidecar_settings(pod, &settings_options)
+                        });
+                    current.insert(
+                        name,
+                        Pool {
+                            uid,
+                            selector,
+                            members,
+                        },
+                    );
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// A label selector in the syntax of `?labelSelector=`; `None` when it selects everything.
+fn selector_text(selector: &LabelSelector) -> Option<String> {
+    let mut terms: Vec<String> = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    for expression in selector.match_expressions.iter().flatten() {
+        let values = expression.values.clone().unwrap_or_default().join(",");
+        let key = &expression.key;
+        terms.push(match expression.operator.as_str() {
+            "In" => format!("{key} in ({values})"),
+            "NotIn" => format!("{key} notin ({values})"),
+            "Exists" => key.clone(),
+            _ => format!("!{key}"),
+        });
+    }
+    (!terms.is_empty()).then(|| terms.join(","))
+}
+
+/// The sidecar settings of a pod: its `shoal-worker` container's flags when it
+/// has one (file/HTTP mode or exec mode), else file mode; always with the
+/// slice file under the sandbox directory, and acknowledging on apply unless
+/// in exec mode (no application runs here to confirm).
+pub(crate) fn sidecar_settings(
+    pod: &Pod,
+    options: &SidecarOptions,
+) -> Result<Settings, MembersError> {
+    let name = pod.name_any();
+    let mut settings = match members::settings_from_pod(pod, SIDECAR_CONTAINER) {
+        Ok(settings) => settings,
+        Err(MembersError::NoSidecarContainer { .. }) => {
+            let mut settings = Settings::for_member(name.clone(), options.namespace.clone());
+            settings.lease_duration = options.lease;
+            settings
+        }
+        Err(error) => return Err(error),
+    };
+    let file = slice_file(&options.dir, &name);
+    create_parent(&file).map_err(|reason| MembersError::Settings {
+        pod: name.clone(),
+        reason,
+    })?;
+    settings.slice_file = Some(file);
+    if settings.exec.is_none() {
+        settings.ack_on_apply = true;
+    }
+    Ok(settings)
+}
+
+fn create_parent(file: &Path) -> Result<(), String> {
+    let Some(parent) = file.parent() else {
+        return Ok(());
+    };
+    std::fs::create_dir_all(parent)
+        .map_err(|error| format!("cannot create {}: {error}", parent.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    fn pod(yaml_containers: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "swarm-worker-1", "namespace": "demo-ns"},
+            "spec": {"containers": yaml_containers},
+        }))
+        .expect("valid pod")
+    }
+
+    fn options(dir: &Path) -> SidecarOptions {
+        SidecarOptions {
+            namespace: "demo-ns".to_owned(),
+            dir: dir.to_path_buf(),
+            lease: Duration::from_secs(6),
+        }
+    }
+
+    #[test]
+    fn a_pod_without_a_sidecar_container_gets_file_mode_acknowledging_on_apply() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pod = pod(serde_json::json!([{"name": "app", "image": "pause"}]));
+        let settings = sidecar_settings(&pod, &options(dir.path())).expect("settings");
+        assert_eq!(settings.pod_name, "swarm-worker-1");
+        assert_eq!(settings.pod_namespace, "demo-ns");
+        assert!(settings.ack_on_apply);
+        assert!(settings.exec.is_none());
+        assert_eq!(settings.lease_duration, Duration::from_secs(6));
+        let file = dir.path().join("members/swarm-worker-1/slice.yaml");
+        assert_eq!(settings.slice_file.as_deref(), Some(file.as_path()));
+        assert!(file.parent().is_some_and(Path::is_dir));
+    }
+
+    #[test]
+    fn a_sidecar_container_keeps_its_flags_but_writes_the_file_into_the_sandbox() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pod = pod(serde_json::json!([{
+            "name": "shoal-worker",
+            "image": "shoal-worker:dev",
+            "env": [
+                {"name": "SHOAL_SLICE_FILE", "value": "/var/run/shoal/slice.yaml"},
+                {"name": "SHOAL_EXEC", "value": "sleep 60"},
+                {"name": "SHOAL_LEASE_DURATION", "value": "9s"},
+            ],
+        }]));
+        let settings = sidecar_settings(&pod, &options(dir.path())).expect("settings");
+        assert_eq!(settings.exec.as_deref(), Some("sleep 60"));
+        assert!(!settings.ack_on_apply, "exec mode acknowledges by itself");
+        assert_eq!(settings.lease_duration, Duration::from_secs(9));
+        assert_eq!(
+            settings.slice_file,
+            Some(dir.path().join("members/swarm-worker-1/slice.yaml"))
+        );
+    }
+
+    #[test]
+    fn selectors_render_in_label_selector_syntax() {
+        let selector = LabelSelector {
+            match_labels: Some([("app".to_owned(), "swarm-worker".to_owned())].into()),
+            match_expressions: Some(vec![
+                LabelSelectorRequirement {
+                    key: "tier".to_owned(),
+                    operator: "In".to_owned(),
+                    values: Some(vec!["a".to_owned(), "b".to_owned()]),
+                },
+                LabelSelectorRequirement {
+                    key: "canary".to_owned(),
+                    operator: "DoesNotExist".to_owned(),
+                    values: None,
+                },
+            ]),
+        };
+        assert_eq!(
+            selector_text(&selector).as_deref(),
+            Some("app=swarm-worker,tier in (a,b),!canary")
+        );
+        assert_eq!(selector_text(&LabelSelector::default()), None);
+    }
+}
