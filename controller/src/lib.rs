@@ -3,11 +3,13 @@
 //! * [`crd`]: the `Swarm` custom resource.
 //! * [`plan`]: the pure decision (approval gate, revoke-then-grant, restarts, status, Events).
 //! * [`reconcile`]: observe → plan → apply against the API.
+//! * [`plugin`]: `kubectl shoal` (binary `kubectl-shoal`), reusing observe and plan.
 //! * [`run`]: the whole controller in-process (watches, leader election, metrics server).
 
 pub mod crd;
 pub mod metrics;
 pub mod plan;
+pub mod plugin;
 pub mod reconcile;
 mod runtime;
 pub mod server;

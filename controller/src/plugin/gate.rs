@@ -1,0 +1,386 @@
+//! `kubectl shoal approve` and `kubectl shoal undo`: one annotation each on
+//! the Swarm; the controller's approval gate does the rest.
+
+use kube::api::{Api, Patch, PatchParams};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::preview::{self, Change, DiffReport};
+use super::table::fields;
+use super::{Error, Report, Target};
+use crate::crd::{RevisionSummary, Swarm};
+use crate::plan::{APPROVE_ANNOTATION, ROLLBACK_ANNOTATION};
+
+/// Attempts at an approval when the Swarm keeps changing under it.
+const APPROVE_ATTEMPTS: usize = 5;
+
+/// Why `approve` or `undo` refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// Nothing waits for approval.
+    #[error(
+        "Swarm {namespace}/{swarm} has no pending revision (revision {current} is in force, approval policy {policy}); nothing to approve. Preview a change with `kubectl shoal diff {swarm} -n {namespace}`"
+    )]
+    NothingPending {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// Revision in force.
+        current: u64,
+        /// Approval policy.
+        policy: String,
+    },
+    /// The revision named is not the pending one.
+    #[error(
+        "Swarm {namespace}/{swarm}: revision {requested} is not the pending revision ({why}); the pending revision is {pending}: review it with `kubectl shoal diff {swarm} -n {namespace}` and approve it with `kubectl shoal approve {swarm} -n {namespace} --revision {pending}`"
+    )]
+    NotPending {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// The revision asked for.
+        requested: u64,
+        /// The pending revision.
+        pending: u64,
+        /// Why the requested one is not it.
+        why: String,
+    },
+    /// The Swarm kept changing while approving.
+    #[error(
+        "Swarm {namespace}/{swarm} changed {APPROVE_ATTEMPTS} times while approving; run `kubectl shoal status {swarm} -n {namespace}` and approve again"
+    )]
+    KeptChanging {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+    },
+    /// Writing the annotation failed.
+    #[error("annotating Swarm {namespace}/{swarm} with {annotation}: {source}")]
+    Annotate {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// `key=value`.
+        annotation: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// `undo` without `--to-revision` and no earlier revision recorded.
+    #[error(
+        "Swarm {namespace}/{swarm}: no revision before {current} is recorded (history: {}); nothing to undo",
+        list(kept)
+    )]
+    NoEarlierRevision {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// Revision in force.
+        current: u64,
+        /// Revisions recorded.
+        kept: Vec<u64>,
+    },
+    /// `undo --to-revision R` with R not recorded.
+    #[error(
+        "Swarm {namespace}/{swarm}: revision {revision} is not in the history (recorded: {}); list them with `kubectl shoal history {swarm} -n {namespace}`",
+        list(kept)
+    )]
+    UnknownRevision {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// The revision asked for.
+        revision: u64,
+        /// Revisions recorded.
+        kept: Vec<u64>,
+    },
+    /// The recorded revision has no job list.
+    #[error(
+        "Swarm {namespace}/{swarm}: revision {revision} was too large to record its job list (jobsOmitted), so it cannot be restored; pick another with `kubectl shoal history {swarm} -n {namespace}`"
+    )]
+    NotReplayable {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// The revision.
+        revision: u64,
+    },
+    /// Rolling back would change nothing.
+    #[error(
+        "Swarm {namespace}/{swarm}: rolling back to revision {revision} changes nothing: {decision}"
+    )]
+    NothingToUndo {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// The revision.
+        revision: u64,
+        /// What the planner says.
+        decision: String,
+    },
+}
+
+fn list(revisions: &[u64]) -> String {
+    if revisions.is_empty() {
+        return "none".to_owned();
+    }
+    revisions
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What `approve` did.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalReport {
+    /// Swarm.
+    pub swarm: String,
+    /// Namespace.
+    pub namespace: String,
+    /// The approved revision.
+    pub revision: u64,
+    /// Its summary.
+    pub summary: RevisionSummary,
+    /// The annotation written.
+    pub annotation: String,
+    /// Anything worth knowing.
+    pub notes: Vec<String>,
+}
+
+impl Report for ApprovalReport {
+    fn table(&self) -> String {
+        let mut out = format!(
+            "Approved revision {} of Swarm {}/{} ({}).\n",
+            self.revision, self.namespace, self.swarm, self.annotation
+        );
+        out.push_str(&fields(&[
+            ("Jobs moved", self.summary.jobs_moved.to_string()),
+            (
+                "Members affected",
+                self.summary.members_affected.to_string(),
+            ),
+            ("Restarts needed", self.summary.restarts_needed.to_string()),
+        ]));
+        for note in &self.notes {
+            out.push_str(&format!("Note: {note}\n"));
+        }
+        out.push_str(&format!(
+            "Follow it with `kubectl shoal status {} -n {}`.\n",
+            self.swarm, self.namespace
+        ));
+        out
+    }
+}
+
+fn is_conflict(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 409)
+}
+
+/// Approves the pending revision (or exactly `revision`, which must be the pending one).
+///
+/// The annotation is written with the Swarm's resourceVersion as a
+/// precondition, so it lands only if the pending revision checked is still the
+/// one in the status; on a conflict the check is made again.
+pub async fn approve(
+    target: &Target,
+    swarm: &str,
+    revision: Option<u64>,
+) -> Result<ApprovalReport, Error> {
+    let api: Api<Swarm> = Api::namespaced(target.client.clone(), &target.namespace);
+    for _ in 0..APPROVE_ATTEMPTS {
+        let object = super::get_swarm(target, swarm).await?;
+        let status = object.status.clone().unwrap_or_default();
+        let Some(pending) = status.pending_revision.clone() else {
+            return Err(GateError::NothingPending {
+                swarm: swarm.to_owned(),
+                namespace: target.namespace.clone(),
+                current: status.current_revision,
+                policy: format!("{:?}", object.spec.approval.policy),
+            }
+            .into());
+        };
+        if let Some(requested) = revision
+            && requested != pending.revision
+        {
+            let why = if requested <= status.current_revision {
+                format!(
+                    "revision {} is in force; {requested} is not waiting",
+                    status.current_revision
+                )
+            } else if requested < pending.revision {
+                format!("it was superseded by revision {}", pending.revision)
+            } else {
+                "no such revision has been computed".to_owned()
+            };
+            return Err(GateError::NotPending {
+                swarm: swarm.to_owned(),
+                namespace: target.namespace.clone(),
+                requested,
+                pending: pending.revision,
+                why,
+            }
+            .into());
+        }
+        let annotation = format!("{APPROVE_ANNOTATION}={}", pending.revision);
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": object.metadata.resource_version,
+                "annotations": { APPROVE_ANNOTATION: pending.revision.to_string() },
+            }
+        });
+        match api
+            .patch(swarm, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => {
+                let mut notes = Vec::new();
+                if object.metadata.generation != status.observed_generation {
+                    notes.push(format!(
+                        "the Swarm changed since the controller last looked (generation {}, observed {}); if the change gives another assignment, revision {} is superseded and this approval is ignored",
+                        object.metadata.generation.unwrap_or_default(),
+                        status.observed_generation.unwrap_or_default(),
+                        pending.revision
+                    ));
+                }
+                return Ok(ApprovalReport {
+                    swarm: swarm.to_owned(),
+                    namespace: target.namespace.clone(),
+                    revision: pending.revision,
+                    summary: pending.summary,
+                    annotation,
+                    notes,
+                });
+            }
+            Err(error) if is_conflict(&error) => continue,
+            Err(source) => {
+                return Err(GateError::Annotate {
+                    swarm: swarm.to_owned(),
+                    namespace: target.namespace.clone(),
+                    annotation,
+                    source,
+                }
+                .into());
+            }
+        }
+    }
+    Err(GateError::KeptChanging {
+        swarm: swarm.to_owned(),
+        namespace: target.namespace.clone(),
+    }
+    .into())
+}
+
+/// What `undo` did.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UndoReport {
+    /// Swarm.
+    pub swarm: String,
+    /// Namespace.
+    pub namespace: String,
+    /// The revision whose job list and strategy come back.
+    pub to_revision: u64,
+    /// The annotation written.
+    pub annotation: String,
+    /// What the rollback does, computed before writing.
+    pub preview: DiffReport,
+}
+
+impl Report for UndoReport {
+    fn table(&self) -> String {
+        let mut out = format!(
+            "Rolling Swarm {}/{} back to revision {} ({}).\n",
+            self.namespace, self.swarm, self.to_revision, self.annotation
+        );
+        out.push_str(&format!(
+            "While {ROLLBACK_ANNOTATION} is set, edits of the Swarm's job list and strategy have no effect; remove it with `kubectl annotate swarm {} -n {} {ROLLBACK_ANNOTATION}-`.\n\n",
+            self.swarm, self.namespace
+        ));
+        out.push_str(&self.preview.table());
+        out
+    }
+}
+
+/// Rolls back through the controller's rollback annotation (and so its approval gate).
+pub async fn undo(
+    target: &Target,
+    swarm: &str,
+    to_revision: Option<u64>,
+) -> Result<UndoReport, Error> {
+    let (_, mut observation) = super::observe(target, swarm).await?;
+    let current = observation.status.current_revision;
+    let kept: Vec<u64> = observation.history.keys().copied().collect();
+    let revision = match to_revision {
+        Some(revision) => revision,
+        None => kept
+            .iter()
+            .copied()
+            .filter(|revision| *revision < current)
+            .max()
+            .ok_or_else(|| GateError::NoEarlierRevision {
+                swarm: swarm.to_owned(),
+                namespace: target.namespace.clone(),
+                current,
+                kept: kept.clone(),
+            })?,
+    };
+    let Some(record) = observation.history.get(&revision) else {
+        return Err(GateError::UnknownRevision {
+            swarm: swarm.to_owned(),
+            namespace: target.namespace.clone(),
+            revision,
+            kept,
+        }
+        .into());
+    };
+    if record.jobs_omitted {
+        return Err(GateError::NotReplayable {
+            swarm: swarm.to_owned(),
+            namespace: target.namespace.clone(),
+            revision,
+        }
+        .into());
+    }
+    let report = preview::preview(
+        &mut observation,
+        &target.namespace,
+        &Change::RollbackTo(revision),
+    )?;
+    if report.revision.is_none() {
+        return Err(GateError::NothingToUndo {
+            swarm: swarm.to_owned(),
+            namespace: target.namespace.clone(),
+            revision,
+            decision: report.decision,
+        }
+        .into());
+    }
+    let annotation = format!("{ROLLBACK_ANNOTATION}={revision}");
+    let api: Api<Swarm> = Api::namespaced(target.client.clone(), &target.namespace);
+    let patch =
+        json!({ "metadata": { "annotations": { ROLLBACK_ANNOTATION: revision.to_string() } } });
+    api.patch(swarm, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|source| GateError::Annotate {
+            swarm: swarm.to_owned(),
+            namespace: target.namespace.clone(),
+            annotation: annotation.clone(),
+            source,
+        })?;
+    Ok(UndoReport {
+        swarm: swarm.to_owned(),
+        namespace: target.namespace.clone(),
+        to_revision: revision,
+        annotation,
+        preview: report,
+    })
+}

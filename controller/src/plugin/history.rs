@@ -1,0 +1,209 @@
+//! `kubectl shoal history`: the revisions recorded in `<swarm>-rev-<n>`
+//! ConfigMaps, as the controller reads them, with the movement between
+//! consecutive revisions recomputed by the core.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use serde::{Deserialize, Serialize};
+use shoal_core::names;
+
+use super::status::age;
+use super::table::{Table, short_hash};
+use super::{Error, Report, Target};
+use crate::plan::{Observation, ROLLBACK_ANNOTATION, RevisionRecord, replay};
+
+/// One recorded (or pending) revision.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionRow {
+    /// Revision number.
+    pub revision: u64,
+    /// `in force`, `pending approval`, `unreadable`, or empty.
+    pub state: String,
+    /// When its history ConfigMap was created (RFC 3339); none for a pending revision.
+    pub recorded: Option<String>,
+    /// Jobs (none when the record omitted them).
+    pub jobs: Option<usize>,
+    /// Members that could own work.
+    pub members: usize,
+    /// Members failed over at that revision.
+    pub unavailable: usize,
+    /// Strategy type.
+    pub strategy: String,
+    /// Jobs whose owner changed from the previous recorded revision.
+    pub moved_from_previous: Option<usize>,
+    /// Assignment hash.
+    pub hash: String,
+}
+
+/// `kubectl shoal history`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryReport {
+    /// Swarm.
+    pub swarm: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Revision in force.
+    pub current_revision: u64,
+    /// `shoal.dev/rollback-to`, if set.
+    pub rollback_to: Option<String>,
+    /// Revisions, oldest first.
+    pub revisions: Vec<RevisionRow>,
+}
+
+/// Builds the history from an observation and the history ConfigMaps' creation times
+/// (by revision; revisions present there but absent from the observation failed to parse).
+pub fn report(
+    obs: &Observation,
+    namespace: &str,
+    recorded: &BTreeMap<u64, Option<String>>,
+) -> HistoryReport {
+    let current = obs.status.current_revision;
+    let mut revisions = Vec::new();
+    let mut previous: Option<&RevisionRecord> = None;
+    let numbers: std::collections::BTreeSet<u64> =
+        obs.history.keys().chain(recorded.keys()).copied().collect();
+    for revision in numbers {
+        let recorded_at = recorded.get(&revision).cloned().flatten();
+        let Some(record) = obs.history.get(&revision) else {
+            revisions.push(RevisionRow {
+                revision,
+                state: "unreadable".to_owned(),
+                recorded: recorded_at,
+                jobs: None,
+                members: 0,
+                unavailable: 0,
+                strategy: String::new(),
+                moved_from_previous: None,
+                hash: String::new(),
+            });
+            continue;
+        };
+        let moved_from_previous = previous.and_then(|before| {
+            let before = replay(before).ok()?;
+            let after = replay(record).ok()?;
+            Some(shoal_core::diff(&before, &after).moved.len())
+        });
+        revisions.push(RevisionRow {
+            revision,
+            state: if revision == current {
+                "in force".to_owned()
+            } else {
+                String::new()
+            },
+            recorded: recorded_at,
+            jobs: (!record.jobs_omitted).then_some(record.jobs.len()),
+            members: record.members.len(),
+            unavailable: record.unavailable.len(),
+            strategy: format!("{:?}", record.strategy.type_).to_lowercase(),
+            moved_from_previous,
+            hash: record.hash.clone(),
+        });
+        previous = Some(record);
+    }
+    if let Some(pending) = &obs.status.pending_revision {
+        revisions.push(RevisionRow {
+            revision: pending.revision,
+            state: "pending approval".to_owned(),
+            recorded: None,
+            jobs: None,
+            members: 0,
+            unavailable: 0,
+            strategy: format!("{:?}", obs.spec.strategy.type_).to_lowercase(),
+            moved_from_previous: Some(pending.summary.jobs_moved as usize),
+            hash: pending.hash.clone(),
+        });
+    }
+    HistoryReport {
+        swarm: obs.swarm.clone(),
+        namespace: namespace.to_owned(),
+        current_revision: current,
+        rollback_to: obs.annotations.get(ROLLBACK_ANNOTATION).cloned(),
+        revisions,
+    }
+}
+
+/// Reads the Swarm's history.
+pub async fn history(target: &Target, swarm: &str) -> Result<HistoryReport, Error> {
+    let (_, observation) = super::observe(target, swarm).await?;
+    let api: Api<ConfigMap> = Api::namespaced(target.client.clone(), &target.namespace);
+    let selector = format!(
+        "{}={swarm},{}=true",
+        names::LABEL_SWARM,
+        names::LABEL_REVISION_HISTORY
+    );
+    let maps = api
+        .list_metadata(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::ListConfigMaps {
+            swarm: swarm.to_owned(),
+            namespace: target.namespace.clone(),
+            source,
+        })?;
+    let recorded: BTreeMap<u64, Option<String>> = maps
+        .items
+        .iter()
+        .filter_map(|cm| {
+            let revision = cm.labels().get(names::LABEL_REVISION)?.parse().ok()?;
+            let created = cm
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|time| time.0.to_string());
+            Some((revision, created))
+        })
+        .collect();
+    Ok(report(&observation, &target.namespace, &recorded))
+}
+
+fn optional<T: ToString>(value: Option<T>) -> String {
+    value.map_or_else(|| "-".to_owned(), |value| value.to_string())
+}
+
+impl Report for HistoryReport {
+    fn table(&self) -> String {
+        let now = Timestamp::now();
+        let mut out = format!(
+            "Revision History of Swarm {}/{} (revision {} in force)\n",
+            self.namespace, self.swarm, self.current_revision
+        );
+        if let Some(rollback) = &self.rollback_to {
+            out.push_str(&format!(
+                "Rolled back to revision {rollback} ({ROLLBACK_ANNOTATION})\n"
+            ));
+        }
+        let mut table = Table::new([
+            "Revision",
+            "State",
+            "Recorded",
+            "Jobs",
+            "Members",
+            "Unavailable",
+            "Strategy",
+            "Moved From Previous",
+            "Hash",
+        ]);
+        for row in &self.revisions {
+            table.row([
+                row.revision.to_string(),
+                row.state.clone(),
+                row.recorded
+                    .as_deref()
+                    .map_or_else(|| "-".to_owned(), |time| age(Some(time), now)),
+                optional(row.jobs),
+                row.members.to_string(),
+                row.unavailable.to_string(),
+                row.strategy.clone(),
+                optional(row.moved_from_previous),
+                short_hash(&row.hash),
+            ]);
+        }
+        out.push_str(&table.render("No revision recorded yet"));
+        out
+    }
+}

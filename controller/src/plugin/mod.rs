@@ -1,0 +1,383 @@
+//! `kubectl shoal`: the kubectl plugin (binary `kubectl-shoal`).
+//!
+//! Every command reads the cluster alone; the computations reuse the
+//! controller's own [`crate::reconcile::observe`] and [`crate::plan::plan`], so
+//! what `diff` and `status` say is what the controller does. Only `approve`
+//! and `undo` write, and only one annotation on the Swarm each: the controller
+//! does the rest through its approval gate.
+//!
+//! * [`status`]: pools, members, revisions, pending summary, conditions, operations, Events.
+//! * [`preview`]: `diff` (and the preview `undo` prints) — which jobs move from whom to whom.
+//! * [`gate`]: `approve` and `undo`.
+//! * [`history`]: recorded revisions.
+//! * [`slices`]: slice ConfigMaps, one member's jobs.
+
+pub mod gate;
+pub mod history;
+pub mod preview;
+pub mod slices;
+pub mod status;
+pub mod table;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use kube::api::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde::Serialize;
+
+use crate::crd::Swarm;
+
+/// `kubectl shoal`: inspect and steer Shoal Swarms.
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "kubectl-shoal",
+    bin_name = "kubectl shoal",
+    version,
+    about = "Inspect and steer Shoal Swarms: status, diff, approve, history, undo, slices."
+)]
+pub struct Cli {
+    /// Namespace of the Swarm (default: the kubeconfig context's namespace, else `default`).
+    #[arg(short = 'n', long, global = true)]
+    pub namespace: Option<String>,
+    /// Kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster).
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (default: the current context).
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How a report is printed.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// Readable tables.
+    Table,
+    /// YAML.
+    Yaml,
+    /// JSON.
+    Json,
+}
+
+/// The plugin's commands.
+#[derive(Subcommand, Debug, Clone)]
+pub enum Command {
+    /// Pools, members, revisions, the pending revision, conditions, operations and recent Events.
+    Status {
+        /// The Swarm.
+        swarm: String,
+    },
+    /// What a change would do, computed like the controller does; writes nothing.
+    ///
+    /// Without options: what the controller would do with the cluster as it is now.
+    Diff {
+        /// The Swarm.
+        swarm: String,
+        /// Scale a pool to this many replicas (with --pool when the Swarm has several pools).
+        #[arg(long)]
+        replicas: Option<u32>,
+        /// The pool (StatefulSet) --replicas applies to.
+        #[arg(long, requires = "replicas")]
+        pool: Option<String>,
+        /// Replace the whole job list with this file: a `jobs: [...]` YAML document
+        /// (as in a jobsFrom ConfigMap), a YAML list, or one key per line.
+        #[arg(long, conflicts_with = "replicas")]
+        jobs_file: Option<PathBuf>,
+    },
+    /// Approve the pending revision (annotates the Swarm `shoal.dev/approve=<revision>`).
+    Approve {
+        /// The Swarm.
+        swarm: String,
+        /// The revision to approve; refused unless it is the pending one.
+        #[arg(long)]
+        revision: Option<u64>,
+    },
+    /// Revisions recorded in the history ConfigMaps.
+    History {
+        /// The Swarm.
+        swarm: String,
+    },
+    /// Roll back to the job list and strategy of a recorded revision, through the approval gate
+    /// (annotates the Swarm `shoal.dev/rollback-to=<revision>`).
+    Undo {
+        /// The Swarm.
+        swarm: String,
+        /// The revision to return to (default: the one before the revision in force).
+        #[arg(long)]
+        to_revision: Option<u64>,
+    },
+    /// Slice ConfigMaps per member, or one member's jobs.
+    Slices {
+        /// The Swarm.
+        swarm: String,
+        /// A member (pod name): print its jobs.
+        member: Option<String>,
+    },
+}
+
+/// Why a command failed. One variant per failing step; each names the object
+/// and says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The kubeconfig could not be read or used.
+    #[error(
+        "cannot use the kubeconfig{}: {source}; pass --kubeconfig <file> or set KUBECONFIG",
+        path.as_ref().map(|path| format!(" {}", path.display())).unwrap_or_default()
+    )]
+    Kubeconfig {
+        /// The file given with --kubeconfig, if any.
+        path: Option<PathBuf>,
+        /// Cause.
+        source: kube::config::KubeconfigError,
+    },
+    /// No kubeconfig and no in-cluster configuration.
+    #[error("no cluster configuration found: {0}; pass --kubeconfig <file> or set KUBECONFIG")]
+    InferConfig(kube::config::InferConfigError),
+    /// The HTTP client could not be built.
+    #[error("cannot build a Kubernetes client: {0}")]
+    Client(kube::Error),
+    /// The Swarm does not exist.
+    #[error(
+        "Swarm {swarm:?} not found in namespace {namespace:?}; list Swarms with `kubectl get swarms -n {namespace}` or pick the namespace with -n"
+    )]
+    SwarmNotFound {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+    },
+    /// Reading the Swarm failed.
+    #[error("reading Swarm {namespace}/{swarm}: {source}")]
+    ReadSwarm {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Observing the Swarm's objects failed.
+    #[error("reading the objects of Swarm {namespace}/{swarm}: {source}")]
+    Observe {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// Cause (boxed: it is large and rare).
+        source: Box<crate::reconcile::Error>,
+    },
+    /// Listing the Swarm's ConfigMaps failed.
+    #[error("listing ConfigMaps of Swarm {namespace}/{swarm}: {source}")]
+    ListConfigMaps {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Listing the Swarm's Events failed.
+    #[error("listing Events of Swarm {namespace}/{swarm}: {source}")]
+    ListEvents {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// `diff`: the change cannot be previewed.
+    #[error(transparent)]
+    Preview(Box<preview::PreviewError>),
+    /// `approve` / `undo`: refused.
+    #[error(transparent)]
+    Gate(Box<gate::GateError>),
+    /// `slices <member>`: no such member.
+    #[error(
+        "Swarm {namespace}/{swarm} has no member {member:?} (members: {}); pass a pod name listed by `kubectl shoal slices {swarm} -n {namespace}`",
+        members.join(", ")
+    )]
+    UnknownMember {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// The name given.
+        member: String,
+        /// Members with a slice or a pod.
+        members: Vec<String>,
+    },
+    /// Serializing the report failed.
+    #[error("rendering the report as {format}: {message}")]
+    Render {
+        /// `yaml` or `json`.
+        format: &'static str,
+        /// Cause.
+        message: String,
+    },
+}
+
+impl From<preview::PreviewError> for Error {
+    fn from(error: preview::PreviewError) -> Error {
+        Error::Preview(Box::new(error))
+    }
+}
+
+impl From<gate::GateError> for Error {
+    fn from(error: gate::GateError) -> Error {
+        Error::Gate(Box::new(error))
+    }
+}
+
+/// A command's result: serializable for `-o yaml|json`, and a readable table.
+pub trait Report: Serialize {
+    /// The readable rendering.
+    fn table(&self) -> String;
+}
+
+/// Renders a report in the requested format.
+pub fn render<R: Report>(report: &R, format: OutputFormat) -> Result<String, Error> {
+    match format {
+        OutputFormat::Table => Ok(report.table()),
+        OutputFormat::Json => serde_json::to_string_pretty(report)
+            .map(|text| text + "\n")
+            .map_err(|error| Error::Render {
+                format: "json",
+                message: error.to_string(),
+            }),
+        OutputFormat::Yaml => {
+            // Through a JSON value so that maps with non-string keys cannot trip the YAML writer.
+            let value = serde_json::to_value(report).map_err(|error| Error::Render {
+                format: "yaml",
+                message: error.to_string(),
+            })?;
+            serde_saphyr::to_string(&value).map_err(|error| Error::Render {
+                format: "yaml",
+                message: error.to_string(),
+            })
+        }
+    }
+}
+
+/// A client and the namespace commands act in.
+#[derive(Clone)]
+pub struct Target {
+    /// The API client.
+    pub client: Client,
+    /// The namespace.
+    pub namespace: String,
+}
+
+/// Connects like kubectl does: `--kubeconfig`, else `KUBECONFIG` (a list of
+/// files, merged), else `~/.kube/config`, else the in-cluster service account;
+/// `--context` picks a context; `-n` overrides the context's namespace.
+pub async fn connect(cli: &Cli) -> Result<Target, Error> {
+    let options = KubeConfigOptions {
+        context: cli.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = match &cli.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(|source| Error::Kubeconfig {
+                path: Some(path.clone()),
+                source,
+            })?;
+            Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|source| Error::Kubeconfig {
+                    path: Some(path.clone()),
+                    source,
+                })?
+        }
+        None if cli.context.is_some() => Config::from_kubeconfig(&options)
+            .await
+            .map_err(|source| Error::Kubeconfig { path: None, source })?,
+        None => Config::infer().await.map_err(Error::InferConfig)?,
+    };
+    let namespace = cli
+        .namespace
+        .clone()
+        .unwrap_or_else(|| config.default_namespace.clone());
+    let client = Client::try_from(config).map_err(Error::Client)?;
+    Ok(Target { client, namespace })
+}
+
+/// Reads a Swarm, with an error that says how to find it when it is missing.
+pub async fn get_swarm(target: &Target, swarm: &str) -> Result<Swarm, Error> {
+    let api: Api<Swarm> = Api::namespaced(target.client.clone(), &target.namespace);
+    match api.get_opt(swarm).await {
+        Ok(Some(object)) => Ok(object),
+        Ok(None) => Err(Error::SwarmNotFound {
+            swarm: swarm.to_owned(),
+            namespace: target.namespace.clone(),
+        }),
+        Err(source) => Err(Error::ReadSwarm {
+            swarm: swarm.to_owned(),
+            namespace: target.namespace.clone(),
+            source,
+        }),
+    }
+}
+
+/// Reads a Swarm and observes its objects exactly as the controller does.
+pub async fn observe(
+    target: &Target,
+    swarm: &str,
+) -> Result<(Swarm, crate::plan::Observation), Error> {
+    let object = get_swarm(target, swarm).await?;
+    let observation = crate::reconcile::observe(&object, &target.client)
+        .await
+        .map_err(|source| Error::Observe {
+            swarm: swarm.to_owned(),
+            namespace: target.namespace.clone(),
+            source: Box::new(source),
+        })?;
+    Ok((object, observation))
+}
+
+/// Runs one command and returns what to print.
+pub async fn run(cli: &Cli) -> Result<String, Error> {
+    let target = connect(cli).await?;
+    match &cli.command {
+        Command::Status { swarm } => render(&status::status(&target, swarm).await?, cli.output),
+        Command::Diff {
+            swarm,
+            replicas,
+            pool,
+            jobs_file,
+        } => {
+            let change = match (replicas, jobs_file) {
+                (Some(replicas), _) => preview::Change::Replicas {
+                    pool: pool.clone(),
+                    replicas: *replicas,
+                },
+                (None, Some(path)) => preview::Change::Jobs {
+                    source: path.display().to_string(),
+                    jobs: preview::read_jobs_file(path)?,
+                },
+                (None, None) => preview::Change::AsIs,
+            };
+            let (_, mut observation) = observe(&target, swarm).await?;
+            let report = preview::preview(&mut observation, &target.namespace, &change)?;
+            render(&report, cli.output)
+        }
+        Command::Approve { swarm, revision } => {
+            render(&gate::approve(&target, swarm, *revision).await?, cli.output)
+        }
+        Command::History { swarm } => render(&history::history(&target, swarm).await?, cli.output),
+        Command::Undo { swarm, to_revision } => {
+            render(&gate::undo(&target, swarm, *to_revision).await?, cli.output)
+        }
+        Command::Slices { swarm, member } => render(
+            &slices::slices(&target, swarm, member.as_deref()).await?,
+            cli.output,
+        ),
+    }
+}

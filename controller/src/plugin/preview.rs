@@ -1,0 +1,720 @@
+//! `kubectl shoal diff`: what a change would do, computed by the controller's
+//! own planner on an observation of the cluster with the change applied in
+//! memory. Nothing is written.
+//!
+//! The planner is run three times on the same observation: as it is (does the
+//! approval gate let the revision through?), with the gate closed (the
+//! revision number and the summary the controller would publish as pending),
+//! and with the gate open (the revision record the controller would write,
+//! which is replayed into the exact assignment). The moves are the core's
+//! [`shoal_core::diff`] between the assignment in force and that one — the
+//! same diff the planner summarises.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use shoal_core::format::parse_slice;
+use shoal_core::{Assignment, JobSet, MemberId, diff};
+
+use super::Report;
+use super::table::{Table, fields};
+use crate::crd::{ApprovalPolicy, ReloadPolicy, RevisionSummary};
+use crate::plan::{
+    self, APPROVE_ANNOTATION, JobSource, Observation, Operation, ROLLBACK_ANNOTATION, replay,
+};
+
+/// A change to preview.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// No change: what the controller does with the cluster as it is (e.g. the pending revision).
+    AsIs,
+    /// Scale a pool.
+    Replicas {
+        /// The pool; `None` when the Swarm has exactly one.
+        pool: Option<String>,
+        /// The new `spec.replicas`.
+        replicas: u32,
+    },
+    /// Replace the whole job list.
+    Jobs {
+        /// Where the list came from (for messages).
+        source: String,
+        /// The keys.
+        jobs: Vec<String>,
+    },
+    /// Annotate `shoal.dev/rollback-to=<revision>`.
+    RollbackTo(u64),
+}
+
+/// Why a change cannot be previewed.
+#[derive(Debug, thiserror::Error)]
+pub enum PreviewError {
+    /// The jobs file could not be read.
+    #[error("cannot read jobs file {path}: {source}")]
+    ReadJobsFile {
+        /// The file.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The jobs file holds an invalid job list.
+    #[error("jobs file {path}: {message}; fix the file and run the diff again")]
+    ParseJobsFile {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// `--replicas` on a Swarm without pools.
+    #[error(
+        "Swarm {namespace}/{swarm} has no pool; label a StatefulSet with `kubectl label statefulset <name> shoal.dev/swarm={swarm} -n {namespace}`"
+    )]
+    NoPools {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+    },
+    /// `--replicas` without `--pool` on a Swarm with several pools.
+    #[error(
+        "Swarm {namespace}/{swarm} has {} pools ({}); say which one to scale with --pool",
+        pools.len(), pools.join(", ")
+    )]
+    AmbiguousPool {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// Its pools.
+        pools: Vec<String>,
+    },
+    /// `--pool` names no pool of the Swarm.
+    #[error(
+        "Swarm {namespace}/{swarm} has no pool {pool:?} (pools: {}); a pool is a StatefulSet labelled shoal.dev/swarm={swarm}",
+        pools.join(", ")
+    )]
+    UnknownPool {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// The name given.
+        pool: String,
+        /// Its pools.
+        pools: Vec<String>,
+    },
+    /// The planner computes no revision from these inputs (bad input, no members).
+    #[error(
+        "Swarm {namespace}/{swarm}: with this change the controller would apply nothing and report {reason}: {message}"
+    )]
+    NoRevision {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// The Degraded reason the controller would report.
+        reason: String,
+        /// Its message.
+        message: String,
+    },
+    /// A revision record the preview needs cannot be replayed.
+    #[error("Swarm {namespace}/{swarm}: revision {revision} cannot be recomputed: {message}")]
+    Replay {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// The revision.
+        revision: u64,
+        /// Why.
+        message: String,
+    },
+}
+
+/// A job that changes owner.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct JobMove {
+    /// The job key.
+    pub job: String,
+    /// Its owner now (pod name).
+    pub from: String,
+    /// Its owner after the change (pod name).
+    pub to: String,
+}
+
+/// A job that appears or disappears, and the member concerned.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct JobPlacement {
+    /// The job key.
+    pub job: String,
+    /// The member that receives it (created) or gives it up (deleted).
+    pub member: String,
+}
+
+/// One member before and after.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberChangeRow {
+    /// Pod name.
+    pub member: String,
+    /// Jobs it owns now.
+    pub before: usize,
+    /// Jobs it owns after.
+    pub after: usize,
+    /// Jobs it gains.
+    pub gains: Vec<String>,
+    /// Jobs it loses.
+    pub loses: Vec<String>,
+    /// `unchanged`, `revoke`, `grant after revokes are acknowledged`, or `revoke, then grant`.
+    pub step: String,
+}
+
+/// A pod the change restarts (reload policy Restart).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct PodRestart {
+    /// Pod name.
+    pub pod: String,
+    /// Its uid now (the eviction is conditional on it).
+    pub uid: String,
+    /// 1, or 2 when the member both gives jobs away and receives jobs.
+    pub times: u32,
+    /// Why.
+    pub reason: String,
+}
+
+/// What a change would do.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DiffReport {
+    /// Swarm.
+    pub swarm: String,
+    /// Namespace.
+    pub namespace: String,
+    /// The change, in words.
+    pub change: String,
+    /// Revision in force.
+    pub current_revision: u64,
+    /// The revision the change becomes; `None` when nothing would change.
+    pub revision: Option<u64>,
+    /// The summary the controller publishes for it.
+    pub summary: Option<RevisionSummary>,
+    /// Whether it waits for `kubectl shoal approve`.
+    pub needs_approval: bool,
+    /// What the approval gate does with it, in words.
+    pub decision: String,
+    /// Jobs that change owner, in job order.
+    pub moves: Vec<JobMove>,
+    /// New jobs and who receives them.
+    pub created: Vec<JobPlacement>,
+    /// Removed jobs and who gives them up.
+    pub deleted: Vec<JobPlacement>,
+    /// Every member before and after.
+    pub members: Vec<MemberChangeRow>,
+    /// Pods restarted (reload policy Restart).
+    pub restarts: Vec<PodRestart>,
+    /// Anything else worth knowing.
+    pub notes: Vec<String>,
+}
+
+/// The seed's job-list document.
+#[derive(Deserialize)]
+struct JobListDocument {
+    jobs: Vec<String>,
+}
+
+/// Reads a jobs file: a `jobs: [...]` document, a YAML list, or one key per line
+/// (blank lines and `#` comments skipped). The keys are validated like the controller does.
+pub fn read_jobs_file(path: &Path) -> Result<Vec<String>, PreviewError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| PreviewError::ReadJobsFile {
+        path: shown.clone(),
+        source,
+    })?;
+    let keys = parse_jobs_text(&text);
+    JobSet::parse(keys.iter().cloned()).map_err(|invalid| PreviewError::ParseJobsFile {
+        path: shown,
+        message: invalid.to_string(),
+    })?;
+    Ok(keys)
+}
+
+fn parse_jobs_text(text: &str) -> Vec<String> {
+    if let Ok(document) = serde_saphyr::from_str::<JobListDocument>(text) {
+        return document.jobs;
+    }
+    if let Ok(list) = serde_saphyr::from_str::<Vec<String>>(text) {
+        return list;
+    }
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Applies `change` to the observation (in memory) and says what it is.
+fn apply_change(
+    obs: &mut Observation,
+    namespace: &str,
+    change: &Change,
+    notes: &mut Vec<String>,
+) -> Result<String, PreviewError> {
+    match change {
+        Change::AsIs => Ok("none: what the controller does with the cluster as it is".to_owned()),
+        Change::Replicas { pool, replicas } => {
+            let pools: Vec<String> = obs.pools.iter().map(|pool| pool.name.clone()).collect();
+            let index = match pool {
+                Some(name) => obs
+                    .pools
+                    .iter()
+                    .position(|pool| &pool.name == name)
+                    .ok_or_else(|| PreviewError::UnknownPool {
+                        swarm: obs.swarm.clone(),
+                        namespace: namespace.to_owned(),
+                        pool: name.clone(),
+                        pools: pools.clone(),
+                    })?,
+                None if pools.is_empty() => {
+                    return Err(PreviewError::NoPools {
+                        swarm: obs.swarm.clone(),
+                        namespace: namespace.to_owned(),
+                    });
+                }
+                None if pools.len() > 1 => {
+                    return Err(PreviewError::AmbiguousPool {
+                        swarm: obs.swarm.clone(),
+                        namespace: namespace.to_owned(),
+                        pools,
+                    });
+                }
+                None => 0,
+            };
+            let pool = &mut obs.pools[index];
+            let description = format!(
+                "scale StatefulSet {} from {} to {replicas} replicas",
+                pool.name, pool.replicas
+            );
+            pool.replicas = *replicas;
+            Ok(description)
+        }
+        Change::Jobs { source, jobs } => {
+            if obs.annotations.contains_key(ROLLBACK_ANNOTATION) {
+                notes.push(format!(
+                    "the Swarm carries {ROLLBACK_ANNOTATION}; while it is present the controller uses that revision's job list, not the Swarm's"
+                ));
+            }
+            obs.spec.jobs = jobs.clone();
+            obs.spec.jobs_from = None;
+            obs.job_source = JobSource::NotReferenced;
+            Ok(format!(
+                "replace the job list with the {} jobs of {source}",
+                jobs.len()
+            ))
+        }
+        Change::RollbackTo(revision) => {
+            obs.annotations
+                .insert(ROLLBACK_ANNOTATION.to_owned(), revision.to_string());
+            Ok(format!(
+                "roll back to the job list and strategy of revision {revision}"
+            ))
+        }
+    }
+}
+
+/// The assignment in force, as the planner sees it: the replayed current
+/// revision, else what the slices in the cluster say (nothing, when two slices
+/// claim one job).
+fn in_force(obs: &Observation) -> Option<Assignment> {
+    let current = obs.status.current_revision;
+    if let Some(record) = obs.history.get(&current).filter(|r| !r.jobs_omitted)
+        && let Ok(assignment) = replay(record)
+    {
+        return Some(assignment);
+    }
+    let slices = obs.slices.iter().filter_map(|(name, object)| {
+        let slice = parse_slice(object.text.as_deref()?).ok()?;
+        let (pool, ordinal) = name.rsplit_once('-')?;
+        Some((MemberId::new(pool, ordinal.parse().ok()?), slice.jobs))
+    });
+    Assignment::from_slices(slices)
+        .or_else(|_| Assignment::from_slices(std::iter::empty()))
+        .ok()
+}
+
+/// Previews `change` on an observation of the cluster. Pure: no I/O.
+pub fn preview(
+    obs: &mut Observation,
+    namespace: &str,
+    change: &Change,
+) -> Result<DiffReport, PreviewError> {
+    let mut notes = Vec::new();
+    let description = apply_change(obs, namespace, change, &mut notes)?;
+    let current_revision = obs.status.current_revision;
+
+    let as_is = plan::plan(obs);
+    let mut gated = obs.clone();
+    gated.spec.approval.policy = ApprovalPolicy::Manual;
+    gated.annotations.remove(APPROVE_ANNOTATION);
+    let held = plan::plan(&gated);
+    let mut open = obs.clone();
+    open.spec.approval.policy = ApprovalPolicy::Automatic;
+    let opened = plan::plan(&open);
+
+    let empty_report = |decision: String, notes: Vec<String>| DiffReport {
+        swarm: obs.swarm.clone(),
+        namespace: namespace.to_owned(),
+        change: description.clone(),
+        current_revision,
+        revision: None,
+        summary: None,
+        needs_approval: false,
+        decision,
+        moves: Vec::new(),
+        created: Vec::new(),
+        deleted: Vec::new(),
+        members: Vec::new(),
+        restarts: Vec::new(),
+        notes,
+    };
+
+    let Some(revision) = opened.applied_revision else {
+        let degraded = opened
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Degraded" && c.status == "True" && c.reason != "SliceEdited");
+        if let Some(degraded) = degraded {
+            return Err(PreviewError::NoRevision {
+                swarm: obs.swarm.clone(),
+                namespace: namespace.to_owned(),
+                reason: degraded.reason.clone(),
+                message: degraded.message.clone(),
+            });
+        }
+        let decision = if current_revision == 0 {
+            "nothing to apply".to_owned()
+        } else {
+            format!(
+                "nothing changes: the inputs give revision {current_revision}, which is in force"
+            )
+        };
+        return Ok(empty_report(decision, notes));
+    };
+    let record = opened
+        .operations
+        .iter()
+        .find_map(|operation| match operation {
+            Operation::WriteRevision(record) if record.revision == revision => Some(record),
+            _ => None,
+        })
+        .ok_or_else(|| PreviewError::Replay {
+            swarm: obs.swarm.clone(),
+            namespace: namespace.to_owned(),
+            revision,
+            message: "the planner applied it without recording it".to_owned(),
+        })?;
+    let desired = replay(record).map_err(|message| PreviewError::Replay {
+        swarm: obs.swarm.clone(),
+        namespace: namespace.to_owned(),
+        revision,
+        message,
+    })?;
+    // As in the planner: with nothing readable in force, the diff is taken against the target itself.
+    let before = in_force(obs).unwrap_or_else(|| desired.clone());
+    let change = diff(&before, &desired);
+
+    let summary = held
+        .status
+        .pending_revision
+        .as_ref()
+        .filter(|pending| pending.revision == revision)
+        .map(|pending| pending.summary.clone())
+        .unwrap_or_else(|| RevisionSummary {
+            jobs_moved: change.moved.len() as u64,
+            members_affected: change.affected.len() as u64,
+            restarts_needed: 0,
+            lower_bound: change.lower_bound as u64,
+            supersedes: None,
+        });
+    let needs_approval = as_is.applied_revision != Some(revision);
+    let decision = if needs_approval {
+        let waiting = as_is
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "AwaitingApproval" && c.status == "True")
+            .map(|c| c.message.clone())
+            .unwrap_or_else(|| format!("revision {revision} waits for approval"));
+        format!(
+            "{waiting}; or run `kubectl shoal approve {} -n {namespace} --revision {revision}`",
+            obs.swarm
+        )
+    } else {
+        match obs.spec.approval.policy {
+            ApprovalPolicy::Automatic => {
+                format!("revision {revision} applies at once (approval policy Automatic)")
+            }
+            ApprovalPolicy::Budget => {
+                format!("revision {revision} applies at once (within the approval budget)")
+            }
+            ApprovalPolicy::Manual => format!(
+                "revision {revision} applies at once (already approved with {APPROVE_ANNOTATION}={revision})"
+            ),
+        }
+    };
+    if let Some(superseded) = summary.supersedes {
+        notes.push(format!(
+            "revision {revision} supersedes pending revision {superseded}, which will never apply"
+        ));
+    }
+
+    let moves = change
+        .moved
+        .iter()
+        .map(|moved| JobMove {
+            job: moved.key.as_str().to_owned(),
+            from: moved.from.pod_name(),
+            to: moved.to.pod_name(),
+        })
+        .collect();
+    let mut created = Vec::new();
+    let mut deleted = Vec::new();
+    for (member, member_change) in &change.members {
+        for key in &member_change.added {
+            if before.owner_of(key.as_str()).is_none() {
+                created.push(JobPlacement {
+                    job: key.as_str().to_owned(),
+                    member: member.pod_name(),
+                });
+            }
+        }
+        for key in &member_change.removed {
+            if desired.owner_of(key.as_str()).is_none() {
+                deleted.push(JobPlacement {
+                    job: key.as_str().to_owned(),
+                    member: member.pod_name(),
+                });
+            }
+        }
+    }
+    created.sort_by(|a, b| a.job.cmp(&b.job));
+    deleted.sort_by(|a, b| a.job.cmp(&b.job));
+
+    let pods: BTreeMap<String, &plan::PodState> = obs
+        .pools
+        .iter()
+        .flat_map(|pool| {
+            pool.pods
+                .iter()
+                .filter(move |(ordinal, _)| **ordinal < pool.replicas)
+                .map(move |(ordinal, pod)| (format!("{}-{ordinal}", pool.name), pod))
+        })
+        .collect();
+    let mut members = Vec::new();
+    let mut restarts = Vec::new();
+    for (member, member_change) in &change.members {
+        let name = member.pod_name();
+        let gains: Vec<String> = member_change
+            .added
+            .iter()
+            .map(|key| key.as_str().to_owned())
+            .collect();
+        let loses: Vec<String> = member_change
+            .removed
+            .iter()
+            .map(|key| key.as_str().to_owned())
+            .collect();
+        let before_count = member_change.unchanged + loses.len();
+        let after_count = member_change.unchanged + gains.len();
+        let step = match (loses.is_empty(), gains.is_empty()) {
+            (true, true) => "unchanged",
+            (false, true) => "revoke",
+            (true, false) => "grant after revokes are acknowledged",
+            (false, false) => "revoke, then grant",
+        };
+        if obs.spec.reload == ReloadPolicy::Restart
+            && member_change.is_changed()
+            && let Some(pod) = pods.get(&name).filter(|pod| !pod.deleting)
+        {
+            let times = if !loses.is_empty() && !gains.is_empty() {
+                2
+            } else {
+                1
+            };
+            restarts.push(PodRestart {
+                pod: name.clone(),
+                uid: pod.uid.clone(),
+                times,
+                reason: match times {
+                    2 => "gives jobs away (restart to release), then receives jobs (restart to pick up)",
+                    _ if loses.is_empty() => "receives jobs",
+                    _ => "gives jobs away",
+                }
+                .to_owned(),
+            });
+        }
+        if member_change.is_changed()
+            && !pods.contains_key(&name)
+            && desired.members().contains(member)
+        {
+            notes.push(format!(
+                "pod {name} does not exist yet; it starts with its slice"
+            ));
+        }
+        members.push(MemberChangeRow {
+            member: name,
+            before: before_count,
+            after: after_count,
+            gains,
+            loses,
+            step: step.to_owned(),
+        });
+    }
+    if obs.spec.reload == ReloadPolicy::HotReload && !change.affected.is_empty() {
+        notes.push(format!(
+            "reload policy HotReload: no pod restarts; {} members reload their slice in place",
+            change.affected.len()
+        ));
+    }
+
+    Ok(DiffReport {
+        swarm: obs.swarm.clone(),
+        namespace: namespace.to_owned(),
+        change: description,
+        current_revision,
+        revision: Some(revision),
+        summary: Some(summary),
+        needs_approval,
+        decision,
+        moves,
+        created,
+        deleted,
+        members,
+        restarts,
+        notes,
+    })
+}
+
+fn limited(keys: &[String], limit: usize) -> String {
+    let mut shown: Vec<String> = keys.iter().take(limit).cloned().collect();
+    if keys.len() > limit {
+        shown.push(format!("… {} more (-o yaml lists all)", keys.len() - limit));
+    }
+    shown.join("\n")
+}
+
+impl Report for DiffReport {
+    fn table(&self) -> String {
+        let mut out = String::from("Swarm Diff\n");
+        let mut pairs = vec![
+            ("Swarm", format!("{}/{}", self.namespace, self.swarm)),
+            ("Change", self.change.clone()),
+            ("Revision in force", self.current_revision.to_string()),
+        ];
+        match (&self.revision, &self.summary) {
+            (Some(revision), Some(summary)) => {
+                pairs.push(("New revision", revision.to_string()));
+                pairs.push(("Jobs moved", summary.jobs_moved.to_string()));
+                pairs.push(("Lower bound", summary.lower_bound.to_string()));
+                pairs.push(("Members affected", summary.members_affected.to_string()));
+                pairs.push(("Restarts needed", summary.restarts_needed.to_string()));
+                pairs.push(("Jobs created", self.created.len().to_string()));
+                pairs.push(("Jobs deleted", self.deleted.len().to_string()));
+            }
+            _ => pairs.push(("New revision", "none".to_owned())),
+        }
+        pairs.push(("Approval", self.decision.clone()));
+        out.push_str(&fields(&pairs));
+        if self.revision.is_none() {
+            for note in &self.notes {
+                out.push_str(&format!("Note: {note}\n"));
+            }
+            return out;
+        }
+
+        out.push_str("\nMoves\n");
+        let mut moves = Table::new(["Job", "From", "To"]);
+        for moved in &self.moves {
+            moves.row([moved.job.clone(), moved.from.clone(), moved.to.clone()]);
+        }
+        out.push_str(&moves.render("No job changes owner"));
+
+        if !self.created.is_empty() || !self.deleted.is_empty() {
+            out.push_str("\nCreated and Deleted Jobs\n");
+            let mut jobs = Table::new(["Job", "Change", "Member"]);
+            for placement in &self.created {
+                jobs.row([
+                    placement.job.clone(),
+                    "created".to_owned(),
+                    placement.member.clone(),
+                ]);
+            }
+            for placement in &self.deleted {
+                jobs.row([
+                    placement.job.clone(),
+                    "deleted".to_owned(),
+                    placement.member.clone(),
+                ]);
+            }
+            out.push_str(&jobs.render(""));
+        }
+
+        out.push_str("\nMembers\n");
+        let mut members =
+            Table::new(["Member", "Jobs Now", "Jobs After", "Gains", "Loses", "Step"]);
+        for member in &self.members {
+            members.row([
+                member.member.clone(),
+                member.before.to_string(),
+                member.after.to_string(),
+                limited(&member.gains, 10),
+                limited(&member.loses, 10),
+                member.step.clone(),
+            ]);
+        }
+        out.push_str(&members.render("No members"));
+
+        out.push_str("\nPod Restarts\n");
+        let mut restarts = Table::new(["Pod", "Uid", "Times", "Reason"]);
+        for restart in &self.restarts {
+            restarts.row([
+                restart.pod.clone(),
+                restart.uid.clone(),
+                restart.times.to_string(),
+                restart.reason.clone(),
+            ]);
+        }
+        out.push_str(&restarts.render("No pod restarts"));
+        for note in &self.notes {
+            out.push_str(&format!("Note: {note}\n"));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jobs_file_may_be_a_jobs_document_a_yaml_list_or_plain_lines() {
+        assert_eq!(
+            parse_jobs_text("jobs:\n- stream:a\n- stream:b\n"),
+            ["stream:a", "stream:b"]
+        );
+        assert_eq!(parse_jobs_text("- x\n- y\n"), ["x", "y"]);
+        assert_eq!(
+            parse_jobs_text("# streams\nstream:a\n\nstream:b\n"),
+            ["stream:a", "stream:b"]
+        );
+    }
+
+    #[test]
+    fn long_key_lists_are_cut_short_in_tables() {
+        let keys: Vec<String> = (0..12).map(|i| format!("k{i}")).collect();
+        let text = limited(&keys, 10);
+        assert_eq!(text.lines().count(), 11);
+        assert!(text.ends_with("… 2 more (-o yaml lists all)"));
+    }
+}
