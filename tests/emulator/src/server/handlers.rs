@@ -387,15 +387,34 @@ fn apply_defaults(resource_type: &ResourceType, object: &mut Value) {
             for (field, value) in [
                 ("replicas", json!(1)),
                 ("podManagementPolicy", json!("OrderedReady")),
-                (
-                    "updateStrategy",
-                    json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
-                ),
                 ("revisionHistoryLimit", json!(10)),
             ] {
                 if spec.get(field).is_none_or(Value::is_null) {
                     spec[field] = value;
                 }
+            }
+            // As upstream's SetDefaults_StatefulSet: a missing type becomes
+            // RollingUpdate with an empty rollingUpdate; a present
+            // rollingUpdate gets partition 0; an explicit RollingUpdate
+            // without rollingUpdate stays without (kubectl's rollout status
+            // tells the two apart).
+            let strategy = &mut spec["updateStrategy"];
+            if !strategy.is_object() {
+                *strategy = json!({});
+            }
+            if strategy.get("type").is_none_or(Value::is_null) {
+                strategy["type"] = json!("RollingUpdate");
+                if strategy.get("rollingUpdate").is_none_or(Value::is_null) {
+                    strategy["rollingUpdate"] = json!({});
+                }
+            }
+            if strategy["type"] == "RollingUpdate"
+                && strategy["rollingUpdate"].is_object()
+                && strategy["rollingUpdate"]
+                    .get("partition")
+                    .is_none_or(Value::is_null)
+            {
+                strategy["rollingUpdate"]["partition"] = json!(0);
             }
         }
         ("apps", "deployments") => {

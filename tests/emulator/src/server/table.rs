@@ -173,14 +173,33 @@ fn builtin_layout(resource_type: &ResourceType) -> Layout<'static> {
             }),
         ),
         ("apps", "statefulsets") => (
-            vec![name, column("Ready", "string", "", 0), age],
+            vec![
+                name,
+                column("Ready", "string", "", 0),
+                age,
+                column("Containers", "string", "", 1),
+                column("Images", "string", "", 1),
+            ],
             Box::new(move |object| {
                 let ready = object["status"]["readyReplicas"].as_i64().unwrap_or(0);
                 let wanted = object["spec"]["replicas"].as_i64().unwrap_or(0);
+                let containers = object["spec"]["template"]["spec"]["containers"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let joined = |field: &str| {
+                    containers
+                        .iter()
+                        .map(|container| text(&container[field]))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
                 vec![
                     name_of(object),
                     json!(format!("{ready}/{wanted}")),
                     age_cell(object),
+                    json!(joined("name")),
+                    json!(joined("image")),
                 ]
             }),
         ),

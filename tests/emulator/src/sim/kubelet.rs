@@ -375,6 +375,8 @@ async fn start_pod(
                 "phase": "Running",
                 "hostIP": "10.0.0.1",
                 "podIP": pod_ip(name),
+                "podIPs": [{ "ip": pod_ip(name) }],
+                "hostIPs": [{ "ip": "10.0.0.1" }],
                 "startTime": now,
                 "conditions": conditions,
                 "containerStatuses": containers,
