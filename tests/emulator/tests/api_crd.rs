@@ -1,6 +1,9 @@
 //! Custom resources served from their CRD (discovery, status and scale
 //! subresources, schema validation, printer columns as a Table), built-in
 //! scale subresource, and the Table output kubectl asks for.
+//!
+//! Emulator-only: each test starts its own `ApiServer` and creates and deletes
+//! cluster-wide CRDs in it, which a shared real cluster must not be put through.
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -1,5 +1,8 @@
 //! CRUD through the real kube client over HTTP: create, get, list, update
 //! with optimistic concurrency, delete, and the errors the API documents.
+//!
+//! Emulator-only: each test starts its own `ApiServer` and works in its
+//! `default` namespace, relying on a fresh store (no other objects there).
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

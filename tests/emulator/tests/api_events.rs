@@ -1,6 +1,9 @@
 //! Events: events.k8s.io/v1 and core/v1 Events share storage, so what a
 //! kube `Recorder` writes is what `kubectl describe` reads (by
 //! involvedObject field selectors).
+//!
+//! Emulator-only: starts its own `ApiServer` and expects exactly the events it
+//! wrote in `default`, which a real cluster's own events would disturb.
 
 use k8s_openapi::api::core::v1::Event as CoreEvent;
 use k8s_openapi::api::events::v1::Event as EventV1;

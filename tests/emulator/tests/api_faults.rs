@@ -1,5 +1,8 @@
 //! Fault injection: failing requests with 500/429, forced update conflicts,
 //! latency, and dropping every open watch (watchers must recover).
+//!
+//! Emulator-only: fault injection ([`shoal_emulator::Faults`]) exists only in
+//! the emulated API server.
 
 use std::time::{Duration, Instant};
 

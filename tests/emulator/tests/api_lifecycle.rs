@@ -1,6 +1,9 @@
 //! Deletion semantics: ownerReference garbage collection (background,
 //! foreground, orphan), finalizers and deletionTimestamp, graceful pod
 //! deletion, namespace cleanup, and eviction against PodDisruptionBudgets.
+//!
+//! Emulator-only: starts its own `ApiServer` with no kubelet and writes pod
+//! status by hand, which a real cluster's kubelet would overwrite.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;

@@ -1,6 +1,9 @@
 //! Every patch type through the kube client: JSON merge, JSON patch,
 //! strategic merge (merge keys and directives), and server-side apply with
 //! field managers, conflicts and force.
+//!
+//! Emulator-only: each test starts its own `ApiServer` and works in its
+//! `default` namespace, relying on a fresh store.
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};

@@ -1,6 +1,9 @@
 //! List filtering and paging: equality and set-based label selectors,
 //! field selectors (name, namespace, pod fields, event involvedObject),
 //! limit/continue.
+//!
+//! Emulator-only: seeds its own `ApiServer`'s `default` namespace and expects
+//! list results to hold exactly those objects.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod};
 use kube::api::{Api, ListParams, PostParams};

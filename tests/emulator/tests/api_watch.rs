@@ -1,5 +1,8 @@
 //! Watches through the kube client and kube-runtime: initial events, resume
 //! from a version, bookmarks, 410 Gone, timeouts, selector transitions.
+//!
+//! Emulator-only: starts its own `ApiServer`, some with a tiny watch history so
+//! that 410 Gone (compaction) happens on demand, and exact resourceVersions.
 
 use std::time::Duration;
 
