@@ -1,0 +1,448 @@
+//! The sandbox end to end: the demo converges, follows `kubectl scale` and the
+//! approval gate, and the binary prints a tour whose commands work.
+//!
+//! Emulator-only by design: the sandbox *is* the emulated cluster plus Shoal,
+//! so these tests start their own emulator whether or not
+//! `SHOAL_TEST_KUBECONFIG` names a real cluster (the real-cluster path of the
+//! same demo is `manifests/example`, tested in `manifests.rs`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use shoal_controller::crd::Swarm;
+use shoal_core::format::parse_slice;
+use shoal_core::names;
+use shoal_core::seed::SEED_STREAMS;
+use shoal_sandbox::{Converged, Options, Sandbox};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const CONVERGE: Duration = Duration::from_secs(90);
+
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+async fn start(dir: &Path) -> Sandbox {
+    init_tracing();
+    Sandbox::start(Options::new(dir))
+        .await
+        .expect("the sandbox starts")
+}
+
+/// Jobs by member, as the slice ConfigMaps hold them.
+fn jobs_by_member(converged: &Converged) -> BTreeMap<String, BTreeSet<String>> {
+    converged
+        .slices
+        .iter()
+        .map(|(pod, slice)| (pod.clone(), slice.jobs.iter().cloned().collect()))
+        .collect()
+}
+
+/// Every job of every member, sorted, duplicates kept.
+fn all_jobs(slices: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let mut all: Vec<String> = slices.values().flatten().cloned().collect();
+    all.sort();
+    all
+}
+
+/// The core's assignment of the seed's streams to `members` pods of the demo pool.
+fn core_assign(members: u32) -> shoal_core::assignment::Assignment {
+    let jobs = shoal_core::job::JobSet::parse(SEED_STREAMS).expect("valid streams");
+    let members = shoal_core::member::pool_members("swarm-worker", members);
+    shoal_core::strategy::assign(&jobs, &members, &Default::default()).expect("assignable")
+}
+
+/// [`core_assign`] as jobs by pod.
+fn core_assignment(members: u32) -> BTreeMap<String, BTreeSet<String>> {
+    let assignment = core_assign(members);
+    shoal_core::member::pool_members("swarm-worker", members)
+        .into_iter()
+        .map(|member| {
+            let jobs = assignment
+                .slice_of(&member.id)
+                .expect("a member of the assignment");
+            (
+                member.id.to_string(),
+                jobs.iter().map(|key| key.as_str().to_owned()).collect(),
+            )
+        })
+        .collect()
+}
+
+fn seed_streams() -> Vec<String> {
+    let mut streams: Vec<String> = SEED_STREAMS.iter().map(|s| (*s).to_owned()).collect();
+    streams.sort();
+    streams
+}
+
+/// Reads, independently of the sandbox's own judgement, each member's slice
+/// ConfigMap, its Lease and its slice file, and checks they agree: the file
+/// holds exactly the ConfigMap's slice and the Lease acknowledges its hash.
+/// Returns the jobs by member.
+async fn check_members_hold_their_slices(
+    sandbox: &Sandbox,
+    pods: &[&str],
+) -> BTreeMap<String, BTreeSet<String>> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(sandbox.client(), sandbox.namespace());
+    let leases: Api<Lease> = Api::namespaced(sandbox.client(), sandbox.namespace());
+    let mut slices = BTreeMap::new();
+    for pod in pods {
+        let config_map = config_maps
+            .get(&names::slice_configmap(pod))
+            .await
+            .expect("the member's slice ConfigMap exists");
+        let text = config_map
+            .data
+            .as_ref()
+            .and_then(|data| data.get(names::SLICE_DATA_KEY))
+            .expect("the slice is plain text");
+        let slice = parse_slice(text).expect("the ConfigMap holds a v1 slice");
+        assert_eq!(slice.member, *pod);
+        let file = std::fs::read_to_string(sandbox.slice_file(pod)).expect("the slice file exists");
+        let in_file = parse_slice(&file).expect("the file holds a v1 slice");
+        assert_eq!(in_file, slice, "{pod}'s file holds its ConfigMap's slice");
+        let lease = leases
+            .get(&names::member_lease(pod))
+            .await
+            .expect("the member's Lease exists");
+        let annotations = lease.metadata.annotations.unwrap_or_default();
+        assert_eq!(
+            annotations.get(names::ANNOTATION_ACKED_HASH),
+            Some(&slice.hash),
+            "{pod} acknowledged its slice"
+        );
+        slices.insert(
+            (*pod).to_owned(),
+            slice
+                .jobs
+                .iter()
+                .map(|key| key.as_str().to_owned())
+                .collect(),
+        );
+    }
+    slices
+}
+
+async fn wait_for_members(sandbox: &mut Sandbox, count: usize) -> Converged {
+    let started = Instant::now();
+    loop {
+        let remaining = CONVERGE.saturating_sub(started.elapsed());
+        let converged = sandbox
+            .wait_converged(remaining)
+            .await
+            .expect("the demo converges");
+        if converged.slices.len() == count {
+            return converged;
+        }
+        assert!(
+            !remaining.is_zero(),
+            "timed out waiting for {count} members; last converged with {:?}",
+            converged.slices.keys().collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_converges_to_two_slices_covering_the_27_streams_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut sandbox = start(dir.path()).await;
+    let converged = sandbox.wait_converged(CONVERGE).await.expect("converges");
+    assert_eq!(sandbox.swarm(), "demo");
+    assert_eq!(converged.revision, 1);
+    let slices =
+        check_members_hold_their_slices(&sandbox, &["swarm-worker-0", "swarm-worker-1"]).await;
+    assert_eq!(slices, jobs_by_member(&converged));
+    assert_eq!(
+        all_jobs(&slices),
+        seed_streams(),
+        "every stream exactly once"
+    );
+    let mut sizes: Vec<usize> = slices.values().map(BTreeSet::len).collect();
+    sizes.sort();
+    assert_eq!(sizes, [13, 14], "balanced: the largest slice is ceil(27/2)");
+
+    let swarm = Api::<Swarm>::namespaced(sandbox.client(), sandbox.namespace())
+        .get("demo")
+        .await
+        .expect("the Swarm exists");
+    let status = swarm.status.expect("the Swarm has a status");
+    assert_eq!(status.phase.as_deref(), Some("Ready"));
+    assert_eq!(status.ready.as_deref(), Some("2/2"));
+    assert_eq!(status.jobs, 27);
+    let ready = status
+        .conditions
+        .iter()
+        .find(|condition| condition.type_ == "Ready")
+        .expect("a Ready condition");
+    assert_eq!(ready.status, "True");
+    for member in &status.members {
+        assert_eq!(
+            member.acked_revision,
+            Some(1),
+            "{} acknowledged",
+            member.name
+        );
+    }
+
+    // The seed-compatible index lists the same assignment.
+    let index = sandbox
+        .kubectl()
+        .run(&["get", "cm", "demo", "-o", "jsonpath={.data.config\\.yml}"])
+        .await
+        .expect("kubectl reads the index");
+    let index = shoal_core::format::parse_index(&index).expect("a seed-compatible index");
+    let from_index: BTreeMap<String, BTreeSet<String>> = index
+        .workloads
+        .into_iter()
+        .map(|(pod, workload)| {
+            (
+                pod,
+                workload
+                    .jobs
+                    .iter()
+                    .map(|key| key.as_str().to_owned())
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(from_index, slices);
+    sandbox.shutdown().await.expect("stops cleanly");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_scale_to_three_moves_only_the_streams_the_new_member_takes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut sandbox = start(dir.path()).await;
+    let before = jobs_by_member(&sandbox.wait_converged(CONVERGE).await.expect("converges"));
+
+    sandbox
+        .kubectl()
+        .run(&["scale", "statefulset", "swarm-worker", "--replicas=3"])
+        .await
+        .expect("kubectl scale succeeds");
+    let converged = wait_for_members(&mut sandbox, 3).await;
+    assert_eq!(converged.revision, 2);
+    let after = check_members_hold_their_slices(
+        &sandbox,
+        &["swarm-worker-0", "swarm-worker-1", "swarm-worker-2"],
+    )
+    .await;
+    assert_eq!(after, jobs_by_member(&converged));
+    assert_eq!(
+        all_jobs(&after),
+        seed_streams(),
+        "every stream exactly once"
+    );
+    for (pod, jobs) in &after {
+        assert_eq!(jobs.len(), 9, "{pod} holds ceil(27/3) streams");
+    }
+    // Exactly the assignments the core computes for two and three members,
+    // so the streams that changed hands are exactly the core's planned moves.
+    assert_eq!(before, core_assignment(2));
+    assert_eq!(after, core_assignment(3));
+    let moved: BTreeSet<String> = before
+        .iter()
+        .flat_map(|(pod, jobs)| jobs.difference(&after[pod]).cloned())
+        .collect();
+    let planned = shoal_core::diff::diff(&core_assign(2), &core_assign(3));
+    let planned_moves: BTreeSet<String> = planned
+        .moved
+        .iter()
+        .map(|job| job.key.as_str().to_owned())
+        .collect();
+    assert_eq!(moved, planned_moves);
+    assert!(
+        after["swarm-worker-2"].is_subset(&moved),
+        "the new member's streams all moved to it"
+    );
+    // The new member must receive 9 streams; anything more is movement
+    // between the old members that balance alone does not require.
+    assert_eq!(planned.lower_bound, 9);
+    eprintln!(
+        "scale 2 -> 3: {} streams moved, lower bound {}",
+        moved.len(),
+        planned.lower_bound
+    );
+    sandbox.shutdown().await.expect("stops cleanly");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_manual_approval_a_scale_waits_until_its_revision_is_approved() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut sandbox = start(dir.path()).await;
+    let before = jobs_by_member(&sandbox.wait_converged(CONVERGE).await.expect("converges"));
+    let kubectl = sandbox.kubectl().clone();
+    kubectl
+        .run(&[
+            "patch",
+            "swarm",
+            "demo",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"approval":{"policy":"Manual"}}}"#,
+        ])
+        .await
+        .expect("kubectl patch succeeds");
+    kubectl
+        .run(&["scale", "statefulset", "swarm-worker", "--replicas=3"])
+        .await
+        .expect("kubectl scale succeeds");
+
+    let swarms: Api<Swarm> = Api::namespaced(sandbox.client(), sandbox.namespace());
+    let started = Instant::now();
+    let pending = loop {
+        let status = swarms
+            .get("demo")
+            .await
+            .expect("the Swarm exists")
+            .status
+            .unwrap_or_default();
+        if let Some(pending) = status.pending_revision {
+            assert_eq!(status.phase.as_deref(), Some("AwaitingApproval"));
+            assert_eq!(
+                status.current_revision, 1,
+                "nothing applied before approval"
+            );
+            break pending.revision;
+        }
+        assert!(
+            started.elapsed() < CONVERGE,
+            "no pending revision; status {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let held =
+        check_members_hold_their_slices(&sandbox, &["swarm-worker-0", "swarm-worker-1"]).await;
+    assert_eq!(
+        held, before,
+        "the old members keep their slices until approval"
+    );
+
+    kubectl
+        .run(&[
+            "annotate",
+            "swarm",
+            "demo",
+            "--overwrite",
+            &format!("{}={pending}", names::ANNOTATION_APPROVE),
+        ])
+        .await
+        .expect("kubectl annotate succeeds");
+    let converged = wait_for_members(&mut sandbox, 3).await;
+    assert_eq!(converged.revision, pending);
+    assert_eq!(all_jobs(&jobs_by_member(&converged)), seed_streams());
+    sandbox.shutdown().await.expect("stops cleanly");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_prints_a_tour_whose_kubectl_commands_work_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_shoal-sandbox"))
+        .arg("--dir")
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the sandbox binary starts");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let mut tour = Vec::new();
+    let read_tour = async {
+        while let Some(line) = lines.next_line().await.expect("stdout is readable") {
+            let done = line.starts_with("Press Ctrl-C");
+            tour.push(line);
+            if done {
+                return true;
+            }
+        }
+        false
+    };
+    let complete = tokio::time::timeout(CONVERGE, read_tour)
+        .await
+        .expect("the tour is printed in time");
+    assert!(complete, "stdout ended before the tour: {tour:#?}");
+    let tour_text = tour.join("\n");
+
+    let kubeconfig = tour
+        .iter()
+        .find_map(|line| line.trim().strip_prefix("export KUBECONFIG="))
+        .expect("the tour exports KUBECONFIG");
+    assert_eq!(Path::new(kubeconfig), dir.path().join("kubeconfig"));
+    assert!(tour_text.contains("27 jobs over 2 members"), "{tour_text}");
+    let command_of = |prefix: &str| {
+        tour.iter()
+            .map(|line| line.trim())
+            .find(|line| line.starts_with(prefix))
+            .and_then(|line| line.split("  #").next())
+            .map(|command| command.trim().to_owned())
+            .unwrap_or_else(|| panic!("the tour has a `{prefix}` line: {tour_text}"))
+    };
+    // Run as printed, through a shell, with only the exported kubeconfig.
+    let run = |command: String| {
+        let kubeconfig = kubeconfig.to_owned();
+        async move {
+            let output = tokio::process::Command::new("sh")
+                .arg("-c")
+                .arg(&command)
+                .env("KUBECONFIG", kubeconfig)
+                .output()
+                .await
+                .expect("sh runs");
+            assert!(
+                output.status.success(),
+                "`{command}` failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        }
+    };
+    let swarms = run(command_of("kubectl get swarms")).await;
+    let row = swarms
+        .lines()
+        .find(|line| line.starts_with("demo "))
+        .unwrap_or_else(|| panic!("`kubectl get swarms` lists demo: {swarms}"));
+    let columns: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&columns[1..4], ["2/2", "27", "1"], "{swarms}");
+    assert!(row.contains("Ready"), "{swarms}");
+    let slice = run(command_of("kubectl describe cm")).await;
+    assert!(slice.contains("format: shoal.dev/slice/v1"), "{slice}");
+    let file = run(command_of("cat ")).await;
+    assert!(file.contains("member: swarm-worker-0"), "{file}");
+
+    let pid = child.id().expect("the sandbox is running");
+    let killed = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .await
+        .expect("kill runs");
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the sandbox exits within 30 s of SIGTERM")
+        .expect("waiting for the sandbox");
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        use tokio::io::AsyncReadExt;
+        let _ = pipe.read_to_string(&mut stderr).await;
+    }
+    assert!(status.success(), "exit {status:?}; stderr: {stderr}");
+    assert!(stderr.contains("SIGTERM; stopping"), "{stderr}");
+    assert!(
+        stderr.trim_end().ends_with("shoal-sandbox: stopped"),
+        "{stderr}"
+    );
+}
