@@ -113,7 +113,7 @@ pub enum GateError {
     },
     /// Rolling back would change nothing.
     #[error(
-        "Swarm {namespace}/{swarm}: rolling back to revision {revision} changes nothing: {decision}"
+        "Swarm {namespace}/{swarm}: rolling back to revision {revision} changes nothing ({decision}); a rollback restores a revision's job list and strategy, not its members, and revision {revision} has the job list and strategy in force"
     )]
     NothingToUndo {
         /// Swarm.

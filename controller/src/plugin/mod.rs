@@ -258,10 +258,14 @@ pub fn render<R: Report>(report: &R, format: OutputFormat) -> Result<String, Err
                 format: "yaml",
                 message: error.to_string(),
             })?;
-            serde_saphyr::to_string(&value).map_err(|error| Error::Render {
+            let mut text = serde_saphyr::to_string(&value).map_err(|error| Error::Render {
                 format: "yaml",
                 message: error.to_string(),
-            })
+            })?;
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            Ok(text)
         }
     }
 }

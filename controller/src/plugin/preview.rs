@@ -444,10 +444,28 @@ pub fn preview(
             .conditions
             .iter()
             .find(|c| c.type_ == "AwaitingApproval" && c.status == "True")
-            .map(|c| c.message.clone())
+            .map(|c| {
+                // The controller's message ends with the kubectl annotate command; the plugin's is shorter.
+                let message = c.message.as_str();
+                match message.find("; approve with `kubectl annotate") {
+                    Some(cut) => {
+                        // Drop "; approve with `...`", keep whatever follows the closing backtick.
+                        let rest = &message[cut..];
+                        let after = rest
+                            .find('`')
+                            .and_then(|open| {
+                                let close = rest[open + 1..].find('`')?;
+                                Some(&rest[open + 1 + close + 1..])
+                            })
+                            .unwrap_or("");
+                        format!("{}{after}", &message[..cut])
+                    }
+                    None => message.to_owned(),
+                }
+            })
             .unwrap_or_else(|| format!("revision {revision} waits for approval"));
         format!(
-            "{waiting}; or run `kubectl shoal approve {} -n {namespace} --revision {revision}`",
+            "{waiting}; approve with `kubectl shoal approve {} -n {namespace} --revision {revision}`",
             obs.swarm
         )
     } else {
@@ -513,6 +531,10 @@ pub fn preview(
         .collect();
     let mut members = Vec::new();
     let mut restarts = Vec::new();
+    let any_revoke = change
+        .members
+        .values()
+        .any(|member_change| !member_change.removed.is_empty());
     for (member, member_change) in &change.members {
         let name = member.pod_name();
         let gains: Vec<String> = member_change
@@ -530,7 +552,8 @@ pub fn preview(
         let step = match (loses.is_empty(), gains.is_empty()) {
             (true, true) => "unchanged",
             (false, true) => "revoke",
-            (true, false) => "grant after revokes are acknowledged",
+            (true, false) if any_revoke => "grant after revokes are acknowledged",
+            (true, false) => "grant",
             (false, false) => "revoke, then grant",
         };
         if obs.spec.reload == ReloadPolicy::Restart

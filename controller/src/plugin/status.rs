@@ -351,7 +351,7 @@ impl Report for StatusReport {
     fn table(&self) -> String {
         let now = Timestamp::now();
         let mut out = String::from("Swarm Info\n");
-        out.push_str(&fields(&[
+        let mut pairs = vec![
             ("Swarm", format!("{}/{}", self.namespace, self.swarm)),
             ("Phase", optional(self.phase.as_ref())),
             ("Ready", optional(self.ready.as_ref())),
@@ -365,12 +365,22 @@ impl Report for StatusReport {
             ("Approval policy", self.approval_policy.clone()),
             ("Reload policy", self.reload_policy.clone()),
             ("Last error", optional(self.last_error.as_ref())),
-        ]));
-        if let Some(rollback) = &self.rollback_to {
-            out.push_str(&format!(
-                "Rolled back:         to revision {rollback} ({ROLLBACK_ANNOTATION}); job list edits have no effect until it is removed\n"
+        ];
+        if let Some(approved) = &self.approved {
+            pairs.push((
+                "Approved",
+                format!("revision {approved} ({APPROVE_ANNOTATION})"),
             ));
         }
+        if let Some(rollback) = &self.rollback_to {
+            pairs.push((
+                "Rolled back",
+                format!(
+                    "to revision {rollback} ({ROLLBACK_ANNOTATION}); job list and strategy edits have no effect until it is removed"
+                ),
+            ));
+        }
+        out.push_str(&fields(&pairs));
 
         out.push_str("\nPending Revision\n");
         match &self.pending {

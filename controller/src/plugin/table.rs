@@ -27,7 +27,10 @@ impl Table {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let mut cells: Vec<String> = cells.into_iter().map(Into::into).collect();
+        let mut cells: Vec<String> = cells
+            .into_iter()
+            .map(|cell| wrap(&cell.into(), MAX_CELL_WIDTH))
+            .collect();
         cells.resize(self.headers.len(), String::new());
         self.rows.push(cells);
     }
@@ -81,6 +84,29 @@ impl Table {
         out.push_str(&format!("Total: {}\n", self.rows.len()));
         out
     }
+}
+
+/// Cells wider than this are wrapped at spaces, so that long messages stay readable.
+pub const MAX_CELL_WIDTH: usize = 72;
+
+/// Wraps every line of `text` at spaces to at most `limit` characters (a
+/// single longer word stays whole).
+pub fn wrap(text: &str, limit: usize) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let mut current = String::new();
+        for word in line.split(' ') {
+            if !current.is_empty() && width(&current) + 1 + width(word) > limit {
+                out.push(std::mem::take(&mut current));
+            }
+            if !current.is_empty() {
+                current.push(' ');
+            }
+            current.push_str(word);
+        }
+        out.push(current);
+    }
+    out.join("\n")
 }
 
 fn width(text: &str) -> usize {
@@ -151,6 +177,16 @@ mod tests {
         table.row(["w-0", "a\nbb"]);
         let text = table.render("none");
         assert!(text.contains("| w-0 | a    |\n|     | bb   |\n"), "{text}");
+    }
+
+    #[test]
+    fn long_cells_wrap_at_spaces() {
+        assert_eq!(wrap("aaa bbb ccc", 7), "aaa bbb\nccc");
+        assert_eq!(
+            wrap("averyveryverylongword x", 5),
+            "averyveryverylongword\nx"
+        );
+        assert_eq!(wrap("short", 72), "short");
     }
 
     #[test]

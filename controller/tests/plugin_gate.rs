@@ -1,0 +1,224 @@
+//! `kubectl shoal approve|history|undo` (and `diff` of a pending revision): the
+//! real plugin binary against the emulated cluster with the controller in-process.
+
+mod common;
+mod plugin_common;
+
+use std::time::Duration;
+
+use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
+use plugin_common::{moved, owners, shoal, shoal_json, shoal_ok};
+use shoal_controller::plugin::gate::{ApprovalReport, UndoReport};
+use shoal_controller::plugin::history::HistoryReport;
+use shoal_controller::plugin::preview::DiffReport;
+
+const WAIT: Duration = Duration::from_secs(30);
+const MANUAL: &str = "  approval:\n    policy: Manual\n";
+
+async fn pending(env: &Env, revision: u64) {
+    eventually(&format!("revision {revision} pending"), WAIT, || async {
+        let pending = env.swarm("demo").await.status?.pending_revision?;
+        (pending.revision == revision).then_some(())
+    })
+    .await;
+}
+
+async fn approve_annotation(env: &Env) -> Option<String> {
+    env.swarm("demo")
+        .await
+        .metadata
+        .annotations
+        .and_then(|annotations| annotations.get("shoal.dev/approve").cloned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_applies_the_pending_manual_revision_and_refuses_a_stale_one() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    env.apply(&swarm_yaml("demo", &job_keys(10), MANUAL)).await;
+    pending(&env, 1).await;
+
+    // A revision that was never computed is refused, naming the pending one.
+    let run = shoal(&env, &["approve", "demo", "--revision", "2"]).await;
+    assert!(!run.success, "{}", run.stdout);
+    assert!(
+        run.stderr
+            .contains("revision 2 is not the pending revision (no such revision has been computed); the pending revision is 1"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(approve_annotation(&env).await, None);
+
+    let approval: ApprovalReport = shoal_json(&env, &["approve", "demo"]).await;
+    assert_eq!(approval.revision, 1);
+    assert_eq!(approval.annotation, "shoal.dev/approve=1");
+    assert_eq!(approve_annotation(&env).await.as_deref(), Some("1"));
+    env.in_force("demo", 1, WAIT).await;
+    assert_eq!(all_jobs(&env.slices("demo").await), job_keys(10));
+
+    let run = shoal(&env, &["approve", "demo"]).await;
+    assert!(!run.success);
+    assert!(
+        run.stderr
+            .contains("has no pending revision (revision 1 is in force, approval policy Manual)"),
+        "{}",
+        run.stderr
+    );
+
+    // Revision 2 is superseded by revision 3 before anyone approves it.
+    env.apply(&swarm_yaml("demo", &job_keys(11), MANUAL)).await;
+    pending(&env, 2).await;
+    env.apply(&swarm_yaml("demo", &job_keys(14), MANUAL)).await;
+    pending(&env, 3).await;
+    let run = shoal(&env, &["approve", "demo", "--revision", "2"]).await;
+    assert!(!run.success);
+    assert!(
+        run.stderr
+            .contains("revision 2 is not the pending revision (it was superseded by revision 3)"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(approve_annotation(&env).await.as_deref(), Some("1"));
+
+    // The diff of the pending revision names what approving it does.
+    let before = owners(&env.slices("demo").await);
+    let preview: DiffReport = shoal_json(&env, &["diff", "demo"]).await;
+    assert_eq!(preview.revision, Some(3));
+    assert!(preview.needs_approval, "{}", preview.decision);
+    assert!(
+        preview.decision.contains("approve demo"),
+        "{}",
+        preview.decision
+    );
+    assert_eq!(preview.created.len(), 4);
+    let status = env.swarm("demo").await.status.expect("status");
+    assert_eq!(
+        preview.summary.as_ref(),
+        status
+            .pending_revision
+            .as_ref()
+            .map(|pending| &pending.summary)
+    );
+
+    let table = shoal_ok(&env, &["approve", "demo", "--revision", "3"]).await;
+    assert!(table.contains("Approved revision 3 of Swarm"), "{table}");
+    env.in_force("demo", 3, WAIT).await;
+    let slices = env.slices("demo").await;
+    assert_eq!(all_jobs(&slices), job_keys(14));
+    let predicted: Vec<(String, String, String)> = preview
+        .moves
+        .iter()
+        .map(|moved| (moved.job.clone(), moved.from.clone(), moved.to.clone()))
+        .collect();
+    assert_eq!(predicted, moved(&before, &owners(&slices)));
+    let after = owners(&slices);
+    for created in &preview.created {
+        assert_eq!(after.get(&created.job), Some(&created.member));
+    }
+    controller.stop().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_lists_the_recorded_revisions_and_undo_rolls_back_through_the_gate() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    env.apply(&swarm_yaml("demo", &job_keys(6), MANUAL)).await;
+    pending(&env, 1).await;
+    shoal_ok(&env, &["approve", "demo"]).await;
+    env.in_force("demo", 1, WAIT).await;
+    env.apply(&swarm_yaml("demo", &job_keys(9), MANUAL)).await;
+    pending(&env, 2).await;
+    shoal_ok(&env, &["approve", "demo", "--revision", "2"]).await;
+    env.in_force("demo", 2, WAIT).await;
+
+    let history: HistoryReport = shoal_json(&env, &["history", "demo"]).await;
+    assert_eq!(history.current_revision, 2);
+    let rows: Vec<(u64, &str, Option<usize>, usize)> = history
+        .revisions
+        .iter()
+        .map(|row| (row.revision, row.state.as_str(), row.jobs, row.members))
+        .collect();
+    assert_eq!(rows, [(1, "", Some(6), 2), (2, "in force", Some(9), 2)]);
+    let recorded = env
+        .kubectl(&[
+            "get",
+            "configmaps",
+            "-l",
+            "shoal.dev/revision-history=true",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(
+        recorded.lines().collect::<Vec<_>>(),
+        ["configmap/demo-rev-1", "configmap/demo-rev-2"]
+    );
+    let table = shoal_ok(&env, &["history", "demo"]).await;
+    assert!(table.contains("in force"), "{table}");
+    assert!(table.contains("Total: 2"), "{table}");
+
+    let run = shoal(&env, &["undo", "demo", "--to-revision", "9"]).await;
+    assert!(!run.success);
+    assert!(
+        run.stderr
+            .contains("revision 9 is not in the history (recorded: 1, 2)"),
+        "{}",
+        run.stderr
+    );
+
+    let before = owners(&env.slices("demo").await);
+    let undo: UndoReport = shoal_json(&env, &["undo", "demo"]).await;
+    assert_eq!(undo.to_revision, 1);
+    assert_eq!(undo.annotation, "shoal.dev/rollback-to=1");
+    assert_eq!(undo.preview.revision, Some(3));
+    assert!(undo.preview.needs_approval);
+    assert_eq!(undo.preview.deleted.len(), 3);
+    let annotations = env
+        .swarm("demo")
+        .await
+        .metadata
+        .annotations
+        .unwrap_or_default();
+    assert_eq!(
+        annotations.get("shoal.dev/rollback-to").map(String::as_str),
+        Some("1")
+    );
+    // Through the gate: nothing changes before the approval.
+    pending(&env, 3).await;
+    assert_eq!(all_jobs(&env.slices("demo").await), job_keys(9));
+    let history: HistoryReport = shoal_json(&env, &["history", "demo"]).await;
+    assert_eq!(history.rollback_to.as_deref(), Some("1"));
+    assert_eq!(
+        history
+            .revisions
+            .last()
+            .map(|row| (row.revision, row.state.as_str())),
+        Some((3, "pending approval"))
+    );
+
+    shoal_ok(&env, &["approve", "demo", "--revision", "3"]).await;
+    env.in_force("demo", 3, WAIT).await;
+    let slices = env.slices("demo").await;
+    assert_eq!(all_jobs(&slices), job_keys(6));
+    let predicted: Vec<(String, String, String)> = undo
+        .preview
+        .moves
+        .iter()
+        .map(|moved| (moved.job.clone(), moved.from.clone(), moved.to.clone()))
+        .collect();
+    assert_eq!(predicted, moved(&before, &owners(&slices)));
+    let history: HistoryReport = shoal_json(&env, &["history", "demo"]).await;
+    assert_eq!(
+        history
+            .revisions
+            .iter()
+            .map(|row| (row.revision, row.jobs))
+            .collect::<Vec<_>>(),
+        [(1, Some(6)), (2, Some(9)), (3, Some(6))]
+    );
+    controller.stop().await;
+    env.finish().await;
+}
