@@ -48,9 +48,14 @@ fn kubectl_program() -> String {
 /// Runs kubectl against the cluster without `-n`: the manifests name their
 /// own namespaces. Panics with kubectl's stderr when it fails.
 async fn kubectl(cluster: &TestCluster, args: &[&str]) -> String {
+    kubectl_with(cluster.kubeconfig_path(), args).await
+}
+
+/// As [`kubectl`], with any kubeconfig (e.g. one pointing at a recording proxy).
+async fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> String {
     let output = tokio::process::Command::new(kubectl_program())
         .arg("--kubeconfig")
-        .arg(cluster.kubeconfig_path())
+        .arg(kubeconfig)
         .args(args)
         .current_dir(repo_path(""))
         .output()
@@ -501,6 +506,19 @@ impl RecordingProxy {
             .collect()
     }
 
+    /// A kubeconfig (for kubectl and the plugin) that goes through this proxy.
+    fn kubeconfig(&self, directory: &Path, user: &str) -> PathBuf {
+        let path = directory.join(format!("{user}.kubeconfig"));
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster:\n    server: http://{}\n\
+             users:\n- name: {user}\n  user: {{}}\ncontexts:\n- name: proxy\n  context:\n    cluster: proxy\n\
+             \x20   user: {user}\n    namespace: {DEMO_NAMESPACE}\ncurrent-context: proxy\n",
+            self.address
+        );
+        std::fs::write(&path, text).expect("write the proxy kubeconfig");
+        path
+    }
+
     /// A kube client for `base` that goes through this proxy.
     fn client(&self, base: &kube::Config) -> Client {
         let mut config = base.clone();
@@ -931,6 +949,24 @@ async fn start_member(client: Client, pod: &str, directory: &Path) -> Member {
     Member { worker, slice_file }
 }
 
+/// Runs `kubectl shoal <args>` in-process (the plugin binary's own entry
+/// point) with `kubeconfig`.
+async fn plugin(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
+    let mut full = vec![
+        "kubectl-shoal".to_owned(),
+        "--kubeconfig".to_owned(),
+        kubeconfig.display().to_string(),
+        "-n".to_owned(),
+        DEMO_NAMESPACE.to_owned(),
+    ];
+    full.extend(args.iter().map(|arg| (*arg).to_owned()));
+    let cli = <shoal_controller::plugin::Cli as clap::Parser>::try_parse_from(full)
+        .map_err(|error| error.to_string())?;
+    shoal_controller::plugin::run(&cli)
+        .await
+        .map_err(|error| error.to_string())
+}
+
 async fn patch_swarm(cluster: &TestCluster, patch: &str) {
     kubectl(
         cluster,
@@ -1082,8 +1118,72 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
     .await;
     let pending = wait_pending(&client).await;
     assert!(pending > first);
-    kubectl(
-        &cluster,
+
+    // The plugin's read-only commands as a shoal-viewer, its approve and
+    // kubectl annotate as a shoal-approver, each behind its own recorder.
+    let viewer_proxy = RecordingProxy::start(upstream).await;
+    let approver_proxy = RecordingProxy::start(upstream).await;
+    let viewer_kubeconfig = viewer_proxy.kubeconfig(slices.path(), "viewer");
+    let approver_kubeconfig = approver_proxy.kubeconfig(slices.path(), "approver");
+    for command in [
+        &["status", "demo"][..],
+        &["diff", "demo"],
+        &["diff", "demo", "--replicas", "4"],
+        &["history", "demo"],
+        &["slices", "demo"],
+        &["slices", "demo", "swarm-worker-0"],
+    ] {
+        let printed = plugin(&viewer_kubeconfig, command)
+            .await
+            .unwrap_or_else(|error| panic!("kubectl shoal {command:?}: {error}"));
+        assert!(
+            !printed.is_empty(),
+            "kubectl shoal {command:?} printed nothing"
+        );
+    }
+    // An approver looks for pending revisions and watches the status.
+    let listed = kubectl_with(
+        &approver_kubeconfig,
+        &["-n", DEMO_NAMESPACE, "get", "swarms"],
+    )
+    .await;
+    assert!(listed.contains("demo"), "{listed}");
+    {
+        use futures::StreamExt as _;
+        let swarms: Api<Swarm> = Api::namespaced(approver_proxy.client(&base), DEMO_NAMESPACE);
+        let version = swarms
+            .list(&ListParams::default())
+            .await
+            .expect("an approver lists Swarms")
+            .metadata
+            .resource_version
+            .unwrap_or_default();
+        let mut changes = swarms
+            .watch(&kube::api::WatchParams::default().timeout(1), &version)
+            .await
+            .expect("an approver watches Swarms")
+            .boxed();
+        // Whatever arrives (or the timeout's end of stream), the watch was made.
+        let _ = tokio::time::timeout(Duration::from_secs(3), changes.next()).await;
+    }
+    let stale = (pending + 1).to_string();
+    let refused = plugin(
+        &approver_kubeconfig,
+        &["approve", "demo", "--revision", &stale],
+    )
+    .await;
+    assert!(
+        refused.is_err(),
+        "approving revision {stale} while {pending} is pending was accepted"
+    );
+    plugin(
+        &approver_kubeconfig,
+        &["approve", "demo", "--revision", &pending.to_string()],
+    )
+    .await
+    .unwrap_or_else(|error| panic!("kubectl shoal approve: {error}"));
+    kubectl_with(
+        &approver_kubeconfig,
         &[
             "-n",
             DEMO_NAMESPACE,
@@ -1184,6 +1284,34 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
         worker_denied.join("\n  ")
     );
 
+    // The people's roles, bound the way docs/real-cluster.md says.
+    for (account, role) in [("viewer", "shoal-viewer"), ("approver", "shoal-approver")] {
+        bind(&client, account, role).await;
+    }
+    for (account, proxy, role) in [
+        ("viewer", &viewer_proxy, "shoal-viewer"),
+        ("approver", &approver_proxy, "shoal-approver"),
+    ] {
+        let grants = grants_of(&client, DEMO_NAMESPACE, account).await;
+        let accesses = proxy.accesses();
+        assert!(!accesses.is_empty(), "nothing recorded for {role}");
+        let refused = denied(&grants, &accesses);
+        assert!(
+            refused.is_empty(),
+            "the {role} ClusterRole does not allow what its commands did:\n  {}",
+            refused.join("\n  ")
+        );
+        let unused: Vec<_> = grants
+            .granted()
+            .difference(&used(&accesses))
+            .cloned()
+            .collect();
+        assert!(
+            unused.is_empty(),
+            "{role} grants what its commands never used: {unused:?}"
+        );
+    }
+
     // Least privilege the other way round: every verb granted was used in
     // this run, except the one no API server here asks for.
     let exempt: BTreeSet<(String, String, String)> = [(
@@ -1227,6 +1355,20 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
         );
     }
     cluster.cleanup().await;
+}
+
+/// Binds ClusterRole `role` to ServiceAccount `account` in the demo namespace.
+async fn bind(client: &Client, account: &str, role: &str) {
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("{account}-{role}"), "namespace": DEMO_NAMESPACE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": DEMO_NAMESPACE}]
+    }))
+    .expect("a RoleBinding");
+    Api::<RoleBinding>::namespaced(client.clone(), DEMO_NAMESPACE)
+        .create(&Default::default(), &binding)
+        .await
+        .unwrap_or_else(|error| panic!("bind {role} to {account}: {error}"));
 }
 
 async fn orphan_pool(cluster: &TestCluster) -> StatefulSet {
