@@ -15,8 +15,11 @@
 //! runs from the patch to the moment every member of the new size has a Lease
 //! carrying the acknowledgement (revision and hash) of the slice it holds once
 //! the controller reports the revision in force; acknowledgement times are
-//! taken from a Lease watch as the events arrive. Also reported: patch → Swarm
-//! `Ready` (the revision in force, every slice written).
+//! taken from a Lease watch as the events arrive. Also reported, as a
+//! breakdown: patch → the new pod Ready (or the removed pod marked for
+//! deletion), → the controller's first and last slice write (from a
+//! ConfigMap watch), → Swarm `Ready` seen (the revision in force; polled
+//! every 20 ms, so it can trail the acknowledgements).
 //!
 //! `cargo bench -p shoal-worker --bench scale_ack` (env: SHOAL_BENCH_MEMBERS,
 //! default 100; SHOAL_BENCH_JOBS, default 10000; SHOAL_BENCH_ROUNDS, default 20).
@@ -89,6 +92,51 @@ impl AckLog {
     }
 }
 
+/// Milestones of a scale event, for the breakdown.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Milestone {
+    /// A member pod became Ready.
+    PodReady(String),
+    /// A member pod was marked for deletion.
+    PodLeaving(String),
+    /// The controller wrote a member's slice ConfigMap.
+    SliceWritten,
+}
+
+/// Milestones with when this process saw them.
+type Timeline = Arc<Mutex<Vec<(Instant, Milestone)>>>;
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
+        })
+}
+
+/// Records every write of a slice ConfigMap as the watch delivers it.
+fn watch_slices(
+    client: Client,
+    namespace: &str,
+    timeline: Timeline,
+) -> tokio::task::JoinHandle<()> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client, namespace);
+    tokio::spawn(async move {
+        let config = watcher::Config::default().labels(&format!("shoal.dev/swarm={SWARM}"));
+        let mut events = watcher(config_maps, config).boxed();
+        while let Some(event) = events.next().await {
+            if let Ok(watcher::Event::Apply(config_map)) = event
+                && config_map.name_any().ends_with("-slice")
+            {
+                lock(&timeline).push((Instant::now(), Milestone::SliceWritten));
+            }
+        }
+    })
+}
+
 fn lease_ack(lease: &Lease) -> Option<(String, Ack)> {
     let member = lease.name_any().strip_suffix("-member")?.to_owned();
     let annotations = lease.metadata.annotations.as_ref()?;
@@ -125,9 +173,13 @@ fn follow_pods(
     namespace: String,
     dir: PathBuf,
     workers: Arc<tokio::sync::Mutex<BTreeMap<String, Worker>>>,
+    timeline: Timeline,
 ) -> tokio::task::JoinHandle<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     tokio::spawn(async move {
+        // Pod uids already seen Ready / leaving, to record each transition once.
+        let mut seen_ready = std::collections::BTreeSet::new();
+        let mut seen_leaving = std::collections::BTreeSet::new();
         let config = watcher::Config::default().labels(&format!("app={POOL}"));
         let mut events = watcher(pods, config).boxed();
         while let Some(event) = events.next().await {
@@ -140,6 +192,13 @@ fn follow_pods(
                 _ => continue,
             };
             let member = pod.name_any();
+            let uid = pod.uid().unwrap_or_default();
+            if alive && is_ready(&pod) && seen_ready.insert(uid.clone()) {
+                lock(&timeline).push((Instant::now(), Milestone::PodReady(member.clone())));
+            }
+            if !alive && seen_leaving.insert(uid) {
+                lock(&timeline).push((Instant::now(), Milestone::PodLeaving(member.clone())));
+            }
             let mut running = workers.lock().await;
             if alive && !running.contains_key(&member) {
                 let mut settings = Settings::for_member(&member, &namespace);
@@ -223,6 +282,37 @@ struct Measured {
     in_force: Duration,
     all_acked: Duration,
     revision: u64,
+    /// When the controller was done: the acknowledgement was seen.
+    done: Instant,
+}
+
+/// Where the time of one scale event went, from the patch.
+struct Breakdown {
+    /// The new pod Ready (scale up) or the removed pod marked for deletion.
+    pod: Option<Duration>,
+    /// The controller's first and last slice write.
+    first_write: Option<Duration>,
+    last_write: Option<Duration>,
+}
+
+fn breakdown(timeline: &Timeline, started: Instant, done: Instant, pod: &Milestone) -> Breakdown {
+    let events = lock(timeline);
+    let window = || {
+        events
+            .iter()
+            .filter(|(at, _)| *at >= started && *at <= done)
+    };
+    let writes: Vec<Instant> = window()
+        .filter(|(_, milestone)| *milestone == Milestone::SliceWritten)
+        .map(|(at, _)| *at)
+        .collect();
+    Breakdown {
+        pod: window()
+            .find(|(_, milestone)| milestone == pod)
+            .map(|(at, _)| at.duration_since(started)),
+        first_write: writes.first().map(|at| at.duration_since(started)),
+        last_write: writes.last().map(|at| at.duration_since(started)),
+    }
 }
 
 /// Waits for the Swarm to settle at `members` after `revision` and for every
@@ -259,6 +349,7 @@ async fn until_acked(
                             in_force,
                             all_acked: last.duration_since(started),
                             revision: settled.revision,
+                            done: Instant::now(),
                         };
                     }
                     None => {
@@ -279,6 +370,18 @@ async fn until_acked(
     }
 }
 
+/// The figures of one step of the round (e.g. 100 → 101), over all rounds.
+#[derive(Default)]
+struct Samples {
+    from: usize,
+    to: usize,
+    in_force: Vec<Duration>,
+    all_acked: Vec<Duration>,
+    pod: Vec<Duration>,
+    first_write: Vec<Duration>,
+    last_write: Vec<Duration>,
+}
+
 async fn scale(client: &Client, namespace: &str, replicas: usize) {
     let patch = serde_json::json!({ "spec": { "replicas": replicas } });
     if let Err(error) = Api::<StatefulSet>::namespaced(client.clone(), namespace)
@@ -295,6 +398,10 @@ fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
 }
 
 fn report(what: &str, mut samples: Vec<Duration>) {
+    if samples.is_empty() {
+        println!("{what}: not observed");
+        return;
+    }
     samples.sort();
     let ms = |duration: Duration| duration.as_secs_f64() * 1000.0;
     println!(
@@ -340,6 +447,8 @@ async fn bench() {
 
     let acks = Arc::new(Mutex::new(AckLog::default()));
     let lease_watch = watch_acks(client.clone(), &namespace, acks.clone());
+    let timeline: Timeline = Arc::default();
+    let slice_watch = watch_slices(client.clone(), &namespace, timeline.clone());
     let dir = tempfile::tempdir().expect("temp dir");
     let workers = Arc::new(tokio::sync::Mutex::new(BTreeMap::new()));
     let pod_follower = follow_pods(
@@ -347,6 +456,7 @@ async fn bench() {
         namespace.clone(),
         dir.path().to_path_buf(),
         workers.clone(),
+        timeline.clone(),
     );
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -392,8 +502,7 @@ async fn bench() {
     );
 
     let mut revision = first.revision;
-    // Per step of a round, in order: (from, to, in force, all acknowledged).
-    let mut samples: Vec<(usize, usize, Vec<Duration>, Vec<Duration>)> = Vec::new();
+    let mut samples: Vec<Samples> = Vec::new();
     let steps = [members + 1, members, members - 1, members];
     for round in 0..rounds {
         let mut from = members;
@@ -403,24 +512,50 @@ async fn bench() {
             let measured = until_acked(&client, &namespace, to, revision, &acks, started).await;
             revision = measured.revision;
             if samples.len() <= step {
-                samples.push((from, to, Vec::new(), Vec::new()));
+                samples.push(Samples {
+                    from,
+                    to,
+                    ..Samples::default()
+                });
             }
-            samples[step].2.push(measured.in_force);
-            samples[step].3.push(measured.all_acked);
+            let pod = if to > from {
+                Milestone::PodReady(format!("{POOL}-{from}"))
+            } else {
+                Milestone::PodLeaving(format!("{POOL}-{to}"))
+            };
+            let phases = breakdown(&timeline, started, measured.done, &pod);
+            let sample = &mut samples[step];
+            sample.in_force.push(measured.in_force);
+            sample.all_acked.push(measured.all_acked);
+            sample.pod.extend(phases.pod);
+            sample.first_write.extend(phases.first_write);
+            sample.last_write.extend(phases.last_write);
             from = to;
         }
         if round == 0 {
             println!("round 1 done (revision {revision})");
         }
     }
-    for (from, to, in_force, all_acked) in samples {
+    for sample in samples {
+        let (from, to) = (sample.from, sample.to);
         report(
             &format!("scale {from} → {to}: patch → every member's Lease acks its slice"),
-            all_acked,
+            sample.all_acked,
         );
+        let pod = if to > from {
+            "new pod Ready"
+        } else {
+            "removed pod marked for deletion"
+        };
+        report(&format!("  breakdown: patch → {pod}"), sample.pod);
         report(
-            &format!("scale {from} → {to}: patch → revision in force (Swarm Ready)"),
-            in_force,
+            "  breakdown: patch → first slice written",
+            sample.first_write,
+        );
+        report("  breakdown: patch → last slice written", sample.last_write);
+        report(
+            "  breakdown: patch → revision in force seen (Swarm Ready)",
+            sample.in_force,
         );
     }
 
@@ -428,6 +563,7 @@ async fn bench() {
     let _ = controller.await;
     pod_follower.abort();
     lease_watch.abort();
+    slice_watch.abort();
     let running: Vec<Worker> = std::mem::take(&mut *workers.lock().await)
         .into_values()
         .collect();
