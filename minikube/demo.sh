@@ -73,6 +73,14 @@ current="$(swarm_field '{.status.currentRevision}')" || die "cannot read the cur
 echo "revision in force: $current"
 pause
 
+if command -v kubectl-shoal >/dev/null 2>&1; then
+  step "before anything changes: which streams would move to a third member (kubectl shoal diff)"
+  run kubectl-shoal --context "$SHOAL_PROFILE" -n "$ns" diff demo --replicas 3
+  pause
+else
+  echo "(install the kubectl shoal plugin to preview the move first: cargo install --locked --path controller --bin kubectl-shoal)"
+fi
+
 step "scaling the StatefulSet to 3 (seed 002: kubectl scale statefulset swarm-worker --replicas=3)"
 k -n "$ns" scale statefulset swarm-worker --replicas=3
 k -n "$ns" rollout status statefulset/swarm-worker --timeout=180s
@@ -84,6 +92,9 @@ pending="$(swarm_field '{.status.pendingRevision.revision}')" || die "cannot rea
 echo "pending revision: $pending"
 k -n "$ns" get swarm demo -o 'jsonpath={.status.pendingRevision.summary}{"\n"}'
 k -n "$ns" get events --field-selector involvedObject.name=demo --sort-by=.lastTimestamp
+if command -v kubectl-shoal >/dev/null 2>&1; then
+  run kubectl-shoal --context "$SHOAL_PROFILE" -n "$ns" status demo
+fi
 echo "nothing moved yet: swarm-worker-0 still holds its streams"
 k -n "$ns" exec swarm-worker-0 -c shoal-worker -- cat /var/run/shoal/slice.yaml
 pause
