@@ -32,7 +32,40 @@ async fn status_and_slices_after_convergence_show_what_the_cluster_holds() {
     let swarm_status = env.swarm("demo").await.status.expect("status written");
     let slices = env.slices("demo").await;
 
+    // Sidecar Leases: worker-0 acknowledged its slice, worker-1 something else, worker-2 has none.
+    let hash_of = |member: &str| {
+        swarm_status
+            .members
+            .iter()
+            .find(|status| status.name == member)
+            .and_then(|status| status.slice_hash.clone())
+            .expect("a target hash")
+    };
+    let renewed = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S.%6fZ");
+    for (pod, hash) in [
+        ("worker-0", hash_of("worker-0")),
+        ("worker-1", "sha256:0000".to_owned()),
+    ] {
+        env.apply(&format!(
+            "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: {pod}-member\n  annotations:\n    shoal.dev/acked-revision: \"1\"\n    shoal.dev/acked-hash: \"{hash}\"\nspec:\n  holderIdentity: {pod}\n  leaseDurationSeconds: 3600\n  renewTime: \"{renewed}\"\n"
+        ))
+        .await;
+    }
+
     let report: StatusReport = shoal_json(&env, &["status", "demo"]).await;
+    let acknowledged: Vec<(&str, &str)> = report
+        .members
+        .iter()
+        .map(|member| (member.name.as_str(), member.acknowledged.as_str()))
+        .collect();
+    assert_eq!(
+        acknowledged,
+        [
+            ("worker-0", "yes"),
+            ("worker-1", "no"),
+            ("worker-2", "no lease")
+        ]
+    );
     assert_eq!(report.swarm, "demo");
     assert_eq!(report.namespace, env.namespace);
     assert_eq!(report.current_revision, swarm_status.current_revision);
@@ -106,6 +139,14 @@ async fn status_and_slices_after_convergence_show_what_the_cluster_holds() {
             .iter()
             .all(|slice| slice.target == "yes" && slice.error.is_none()),
         "{listed:?}"
+    );
+    assert_eq!(
+        listed
+            .slices
+            .iter()
+            .map(|slice| slice.acknowledged.as_str())
+            .collect::<Vec<_>>(),
+        ["yes", "no", "no lease"]
     );
     let one: SlicesReport = shoal_json(&env, &["slices", "demo", "worker-1"]).await;
     assert_eq!(one.slices.len(), 1);
@@ -357,5 +398,54 @@ async fn kubectl_runs_the_plugin_found_on_its_path() {
         "{stdout}"
     );
     assert!(stdout.contains("| worker | 2        |"), "{stdout}");
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_of_one_pool_among_two_matches_what_the_controller_does_when_that_pool_scales() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("red", "demo", 2).await;
+    env.pool("blue", "demo", 1).await;
+    env.apply(&swarm_yaml("demo", &job_keys(18), "")).await;
+    env.in_force("demo", 1, WAIT).await;
+    eventually("3/3 members ready in the status", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        (status.ready.as_deref() == Some("3/3")).then_some(())
+    })
+    .await;
+    let before = owners(&env.slices("demo").await);
+
+    let run = shoal(&env, &["diff", "demo", "--replicas", "3"]).await;
+    assert!(!run.success);
+    assert!(
+        run.stderr.contains("has 2 pools (") && run.stderr.contains("--pool"),
+        "{}",
+        run.stderr
+    );
+    let report: DiffReport =
+        shoal_json(&env, &["diff", "demo", "--pool", "blue", "--replicas", "3"]).await;
+    assert!(
+        report.change.contains("blue from 1 to 3"),
+        "{}",
+        report.change
+    );
+    assert!(
+        report.moves.iter().any(|moved| moved.to == "blue-2"),
+        "the new member blue-2 receives jobs: {:?}",
+        report.moves
+    );
+
+    env.kubectl(&["scale", "statefulset", "blue", "--replicas=3"])
+        .await;
+    env.in_force("demo", 2, WAIT).await;
+    let after = owners(&env.slices("demo").await);
+    let predicted: Vec<(String, String, String)> = report
+        .moves
+        .iter()
+        .map(|moved| (moved.job.clone(), moved.from.clone(), moved.to.clone()))
+        .collect();
+    assert_eq!(predicted, moved(&before, &after));
+    controller.stop().await;
     env.finish().await;
 }

@@ -392,6 +392,13 @@ pub fn preview(
                 message: degraded.message.clone(),
             });
         }
+        if !as_is.operations.is_empty() {
+            notes.push(format!(
+                "the controller is still applying revision {current_revision}: {} writes to go (`kubectl shoal status {} -n {namespace}` lists them)",
+                as_is.operations.len(),
+                obs.swarm
+            ));
+        }
         let decision = if current_revision == 0 {
             "nothing to apply".to_owned()
         } else {
@@ -719,6 +726,185 @@ impl Report for DiffReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crd::{SwarmSpec, SwarmStatus};
+    use crate::plan::{PodState, PoolState, SliceObject};
+
+    fn pool(name: &str, replicas: u32) -> PoolState {
+        PoolState {
+            name: name.to_owned(),
+            replicas,
+            pods: (0..replicas)
+                .map(|ordinal| {
+                    let pod = PodState {
+                        uid: format!("{name}-{ordinal}-uid"),
+                        ready: true,
+                        deleting: false,
+                    };
+                    (ordinal, pod)
+                })
+                .collect(),
+        }
+    }
+
+    fn observation(jobs: usize, pools: Vec<PoolState>) -> Observation {
+        let spec: SwarmSpec = serde_json::from_value(serde_json::json!({
+            "jobs": (0..jobs).map(|i| format!("stream:{i:03}")).collect::<Vec<_>>(),
+        }))
+        .unwrap();
+        Observation {
+            swarm: "demo".to_owned(),
+            generation: Some(1),
+            spec,
+            annotations: BTreeMap::new(),
+            status: SwarmStatus::default(),
+            pools,
+            job_source: JobSource::NotReferenced,
+            slices: BTreeMap::new(),
+            leases: BTreeMap::new(),
+            history: BTreeMap::new(),
+            index: None,
+            now: "2026-01-01T00:00:00Z".parse().unwrap(),
+        }
+    }
+
+    /// Plans and applies the plan's writes in memory until nothing is left to do.
+    fn converge(obs: &mut Observation) {
+        for _ in 0..20 {
+            let next = plan::plan(obs);
+            obs.status = next.status.clone();
+            if next.operations.is_empty() {
+                return;
+            }
+            for operation in next.operations {
+                match operation {
+                    Operation::WriteRevision(record) => {
+                        obs.history.insert(record.revision, record);
+                    }
+                    Operation::WriteSlice { slice, phase, .. } => {
+                        obs.slices.insert(
+                            slice.member.clone(),
+                            SliceObject {
+                                text: Some(plan::slice_text(&slice)),
+                                written_for_uid: None,
+                                phase: Some(phase.to_owned()),
+                                parts: 1,
+                                decode_error: None,
+                            },
+                        );
+                    }
+                    Operation::DeleteSlice { member, .. } => {
+                        obs.slices.remove(&member);
+                    }
+                    Operation::WriteIndex { text } => obs.index = Some(text),
+                    Operation::PruneRevision { revision } => {
+                        obs.history.remove(&revision);
+                    }
+                    Operation::Evict { .. } => {}
+                }
+            }
+        }
+        panic!("no convergence in 20 plans");
+    }
+
+    fn owners(obs: &Observation) -> BTreeMap<String, String> {
+        obs.slices
+            .iter()
+            .flat_map(|(member, object)| {
+                let slice = parse_slice(object.text.as_deref().unwrap()).unwrap();
+                let member = member.clone();
+                slice
+                    .jobs
+                    .iter()
+                    .map(move |key| (key.as_str().to_owned(), member.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_preview_of_a_scale_is_what_the_planner_then_does() {
+        let mut obs = observation(30, vec![pool("worker", 3)]);
+        converge(&mut obs);
+        assert_eq!(obs.status.current_revision, 1);
+        let before = owners(&obs);
+
+        let mut copy = obs.clone();
+        let change = Change::Replicas {
+            pool: None,
+            replicas: 5,
+        };
+        let report = preview(&mut copy, "ns", &change).unwrap();
+        assert_eq!(report.revision, Some(2));
+        assert!(!report.needs_approval);
+        assert!(!report.moves.is_empty());
+
+        obs.pools = vec![pool("worker", 5)];
+        converge(&mut obs);
+        assert_eq!(obs.status.current_revision, 2);
+        let after = owners(&obs);
+        let actual: Vec<JobMove> = before
+            .iter()
+            .filter(|(job, from)| after.get(*job) != Some(*from))
+            .map(|(job, from)| JobMove {
+                job: job.clone(),
+                from: from.clone(),
+                to: after[job].clone(),
+            })
+            .collect();
+        assert_eq!(report.moves, actual);
+    }
+
+    #[test]
+    fn a_converged_swarm_previews_no_change() {
+        let mut obs = observation(8, vec![pool("worker", 2)]);
+        converge(&mut obs);
+        let report = preview(&mut obs, "ns", &Change::AsIs).unwrap();
+        assert_eq!(report.revision, None);
+        assert!(report.decision.contains("revision 1, which is in force"));
+    }
+
+    #[test]
+    fn scaling_needs_a_known_pool_and_says_which_when_there_are_several() {
+        let mut obs = observation(8, vec![pool("a", 1), pool("b", 1)]);
+        let ambiguous = Change::Replicas {
+            pool: None,
+            replicas: 2,
+        };
+        let error = preview(&mut obs.clone(), "ns", &ambiguous).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "Swarm ns/demo has 2 pools (a, b); say which one to scale with --pool"
+        );
+        let unknown = Change::Replicas {
+            pool: Some("c".to_owned()),
+            replicas: 2,
+        };
+        let error = preview(&mut obs, "ns", &unknown).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("has no pool \"c\" (pools: a, b)")
+        );
+        let mut empty = observation(8, Vec::new());
+        let error = preview(&mut empty, "ns", &ambiguous).unwrap_err();
+        assert!(matches!(error, PreviewError::NoPools { .. }), "{error}");
+    }
+
+    #[test]
+    fn an_invalid_job_list_is_reported_as_the_controller_would_report_it() {
+        let mut obs = observation(4, vec![pool("worker", 2)]);
+        converge(&mut obs);
+        let change = Change::Jobs {
+            source: "jobs.txt".to_owned(),
+            jobs: vec!["a".to_owned(), "a".to_owned()],
+        };
+        let error = preview(&mut obs, "ns", &change).unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.contains("would apply nothing and report InvalidJobs"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn a_jobs_file_may_be_a_jobs_document_a_yaml_list_or_plain_lines() {
