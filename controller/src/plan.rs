@@ -999,14 +999,14 @@ pub fn plan(obs: &Observation) -> Plan {
                 let settled = match view {
                     None => true,
                     Some(view) => {
-                        let hash = held
+                        let revoked = held
                             .as_ref()
                             .ok()
                             .and_then(|s| s.as_ref())
-                            .map(|s| s.hash.clone());
+                            .map(|s| (s.revision, s.hash.as_str()));
                         settled(
                             view,
-                            hash.as_deref(),
+                            revoked,
                             object.and_then(|o| o.written_for_uid.as_deref()),
                             spec.reload,
                             obs.now,
@@ -1354,10 +1354,10 @@ pub fn plan(obs: &Observation) -> Plan {
     }
 }
 
-/// Whether a member has let go of what its revoked slice took away.
+/// Whether a member has let go of what its revoked slice (revision, hash) took away.
 fn settled(
     view: &MemberView,
-    hash: Option<&str>,
+    revoked: Option<(u64, &str)>,
     written_for_uid: Option<&str>,
     reload: ReloadPolicy,
     now: Timestamp,
@@ -1370,7 +1370,13 @@ fn settled(
         if lease.expired(now) {
             return true;
         }
-        return hash.is_some() && lease.acked_hash.as_deref() == hash;
+        // The acknowledgement must be of this revoke: the same hash at an older revision
+        // (the member held these very jobs before, then was granted more) says nothing
+        // about whether it has let go of what it was granted since.
+        return revoked.is_some_and(|(revision, hash)| {
+            lease.acked_hash.as_deref() == Some(hash)
+                && lease.acked_revision.is_some_and(|acked| acked >= revision)
+        });
     }
     // No sidecar: pod readiness stands in for an acknowledgement.
     match reload {

@@ -825,3 +825,102 @@ fn a_rollback_to_a_revision_not_in_the_history_is_reported() {
     assert_eq!(degraded.reason, "RollbackUnavailable");
     assert!(degraded.message.contains("\"7\""), "{}", degraded.message);
 }
+
+#[test]
+fn a_revoke_is_not_settled_by_an_older_acknowledgement_of_the_same_jobs() {
+    let members = ["worker-0", "worker-1", "worker-2"];
+    let mut cluster = Cluster::new(spec(jobs(30)), 2);
+    // Each sidecar acknowledges the slice it holds, unless `holding_back` says not.
+    let step_and_ack = |cluster: &mut Cluster, holding_back: &dyn Fn(&[String]) -> bool| {
+        let plan = cluster.step();
+        for member in members {
+            let Some(object) = cluster.obs.slices.get(member) else {
+                continue;
+            };
+            let slice = parse_slice(object.text.as_deref().unwrap()).unwrap();
+            let held: Vec<String> = slice.jobs.iter().map(|k| k.as_str().to_owned()).collect();
+            if holding_back(&held) && member == "worker-0" {
+                continue;
+            }
+            cluster.obs.leases.insert(
+                member.to_owned(),
+                LeaseState {
+                    acked_revision: Some(slice.revision),
+                    acked_hash: Some(slice.hash),
+                    renew_time: Some(t0()),
+                    duration_seconds: Some(30),
+                },
+            );
+        }
+        plan
+    };
+    let never = |_: &[String]| false;
+    for _ in 0..10 {
+        step_and_ack(&mut cluster, &never);
+    }
+    let at_two = cluster.slice_of("worker-0");
+    cluster.scale(3);
+    for _ in 0..10 {
+        step_and_ack(&mut cluster, &never);
+    }
+    let at_three = cluster.slice_of("worker-0");
+    let moving: Vec<String> = at_two
+        .iter()
+        .filter(|job| cluster.slice_of("worker-2").contains(job))
+        .cloned()
+        .collect();
+    assert!(
+        !moving.is_empty(),
+        "growing moves jobs from worker-0 to worker-2"
+    );
+    // Shrinking hands worker-0 those jobs back; from then on it acknowledges nothing.
+    let stopped = std::cell::Cell::new(false);
+    let handed = |held: &[String]| {
+        if held.iter().any(|job| moving.contains(job)) {
+            stopped.set(true);
+        }
+        stopped.get()
+    };
+    cluster.scale(2);
+    for _ in 0..10 {
+        step_and_ack(&mut cluster, &handed);
+    }
+    assert!(stopped.get());
+    // Its Lease acknowledges the very jobs the next revoke keeps, at an older revision.
+    let kept: Vec<String> = at_two
+        .iter()
+        .filter(|job| at_three.contains(job))
+        .cloned()
+        .collect();
+    let kept_hash = canonical_hash(&JobSet::parse(kept).unwrap());
+    assert_eq!(
+        cluster.obs.leases["worker-0"].acked_hash.as_deref(),
+        Some(kept_hash.as_str())
+    );
+    // Growing again revokes them from worker-0; nobody else may get them.
+    cluster.scale(3);
+    for _ in 0..5 {
+        let plan = step_and_ack(&mut cluster, &handed);
+        for operation in &plan.operations {
+            if let Operation::WriteSlice { slice, .. } = operation
+                && slice.member != "worker-0"
+            {
+                let granted: Vec<&str> = slice
+                    .jobs
+                    .iter()
+                    .map(|key| key.as_str())
+                    .filter(|job| moving.iter().any(|moved| moved == job))
+                    .collect();
+                assert!(
+                    granted.is_empty(),
+                    "{granted:?} granted to {} before worker-0 acknowledged their revoke",
+                    slice.member
+                );
+            }
+        }
+    }
+    assert_eq!(
+        cluster.obs.slices["worker-0"].phase.as_deref(),
+        Some("revoke")
+    );
+}
