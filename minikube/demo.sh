@@ -91,7 +91,7 @@ pending="$(swarm_field '{.status.pendingRevision.revision}')" || die "cannot rea
 [ -n "$pending" ] || die "swarm/demo is AwaitingApproval but has no status.pendingRevision"
 echo "pending revision: $pending"
 k -n "$ns" get swarm demo -o 'jsonpath={.status.pendingRevision.summary}{"\n"}'
-k -n "$ns" get events --field-selector involvedObject.name=demo --sort-by=.lastTimestamp
+k -n "$ns" get events --field-selector involvedObject.name=demo --sort-by=.metadata.creationTimestamp
 if command -v kubectl-shoal >/dev/null 2>&1; then
   run kubectl-shoal --context "$SHOAL_PROFILE" -n "$ns" status demo
 fi
