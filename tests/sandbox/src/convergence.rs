@@ -31,6 +31,9 @@ pub struct Observation {
     pub slices: BTreeMap<String, Result<SliceView, String>>,
     /// Acknowledgements from the `<pod>-member` Leases, by pod.
     pub acks: BTreeMap<String, Ack>,
+    /// `status.members[].ackedRevision` by pod: the acknowledgements as the
+    /// controller last reported them.
+    pub reported_acks: BTreeMap<String, Option<u64>>,
     /// Slices read from the members' slice files, by pod (missing or unreadable ones as their error).
     pub files: BTreeMap<String, Result<SliceView, String>>,
 }
@@ -64,7 +67,8 @@ pub enum Verdict {
 
 /// Judges one observation: converged when the Swarm is `Ready` at a revision
 /// with nothing pending, every pod has a slice, has acknowledged exactly that
-/// slice on its Lease and holds it in its file, and no job is in two slices.
+/// slice on its Lease (and the Swarm's status says so) and holds it in its
+/// file, and no job is in two slices.
 pub fn judge(observation: &Observation) -> Verdict {
     let swarm = &observation.swarm;
     if observation.phase.as_deref() != Some("Ready") || observation.current_revision == 0 {
@@ -101,6 +105,16 @@ pub fn judge(observation: &Observation) -> Verdict {
                 ));
             }
             None => return Verdict::Pending(format!("member {pod} has not acknowledged yet")),
+        }
+        match observation.reported_acks.get(pod) {
+            Some(Some(revision)) if *revision == slice.revision => {}
+            reported => {
+                return Verdict::Pending(format!(
+                    "Swarm {swarm}'s status reports {pod}'s acknowledged revision as {:?}, its slice is revision {}",
+                    reported.copied().flatten(),
+                    slice.revision
+                ));
+            }
         }
         match observation.files.get(pod) {
             Some(Ok(file)) if file.hash == slice.hash && file.jobs == slice.jobs => {}
@@ -162,6 +176,9 @@ mod tests {
                 },
             );
             observation.files.insert(pod.clone(), Ok(slice.clone()));
+            observation
+                .reported_acks
+                .insert(pod.clone(), Some(slice.revision));
             observation.slices.insert(pod, Ok(slice));
         }
         observation
@@ -198,6 +215,20 @@ mod tests {
             },
         );
         assert!(pending_reason(&observation).contains("member worker-1 acknowledged"));
+    }
+
+    #[test]
+    fn an_acknowledgement_the_status_does_not_report_yet_keeps_it_pending() {
+        let mut observation = converged_observation();
+        observation
+            .reported_acks
+            .insert("worker-0".to_owned(), None);
+        assert!(
+            pending_reason(&observation)
+                .contains("reports worker-0's acknowledged revision as None")
+        );
+        observation.reported_acks.remove("worker-0");
+        assert!(pending_reason(&observation).contains("worker-0"));
     }
 
     #[test]

@@ -22,6 +22,26 @@ pub struct Tour {
     pub replicas: u32,
     /// Slice file of each member, by pod.
     pub slice_files: Vec<(String, PathBuf)>,
+    /// Where the `kubectl-shoal` plugin is (or would be) built; `None`: not mentioned.
+    pub plugin: Option<Plugin>,
+}
+
+/// The `kubectl shoal` plugin, for the tour.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plugin {
+    /// The directory holding (or to hold) `kubectl-shoal`.
+    pub dir: PathBuf,
+    /// Whether `kubectl-shoal` is there already.
+    pub built: bool,
+}
+
+impl Plugin {
+    /// The plugin next to `program` (the sandbox binary: same cargo profile directory).
+    pub fn beside(program: &std::path::Path) -> Option<Plugin> {
+        let dir = program.parent()?.to_path_buf();
+        let built = dir.join("kubectl-shoal").is_file();
+        Some(Plugin { dir, built })
+    }
 }
 
 /// A shell word: quoted with single quotes when it holds anything but safe characters.
@@ -152,8 +172,59 @@ impl Tour {
         ];
         push_aligned(&mut text, &approvals);
         let _ = writeln!(text);
+        if let Some(plugin) = &self.plugin {
+            self.render_plugin(&mut text, plugin);
+        }
         let _ = writeln!(text, "Press Ctrl-C to stop the sandbox.");
         text
+    }
+}
+
+impl Tour {
+    /// The `kubectl shoal` lines (kubectl wants a plugin's flags after its name).
+    fn render_plugin(&self, text: &mut String, plugin: &Plugin) {
+        let swarm = &self.converged.swarm;
+        let namespace = if self.namespace == "default" {
+            String::new()
+        } else {
+            format!(" -n {}", shell_word(&self.namespace))
+        };
+        let _ = writeln!(text, "The kubectl plugin:");
+        let mut lines = Vec::new();
+        if !plugin.built {
+            lines.push((
+                "cargo build -p shoal-controller --bin kubectl-shoal".to_owned(),
+                "build it first".to_owned(),
+            ));
+        }
+        lines.push((
+            format!(
+                "export PATH={}:\"$PATH\"",
+                shell_word(&plugin.dir.display().to_string())
+            ),
+            "where kubectl finds kubectl-shoal".to_owned(),
+        ));
+        lines.push((
+            format!("kubectl shoal status {swarm}{namespace}"),
+            "pools, members, revisions, pending approval, Events".to_owned(),
+        ));
+        lines.push((
+            format!(
+                "kubectl shoal diff {swarm} --replicas={}{namespace}",
+                self.replicas + 3
+            ),
+            "what a scale would move, without doing it".to_owned(),
+        ));
+        lines.push((
+            format!("kubectl shoal approve {swarm}{namespace}"),
+            "approve the pending revision".to_owned(),
+        ));
+        lines.push((
+            format!("kubectl shoal history {swarm}{namespace}"),
+            "the recorded revisions".to_owned(),
+        ));
+        push_aligned(text, &lines);
+        let _ = writeln!(text);
     }
 }
 
@@ -202,6 +273,7 @@ mod tests {
                 "swarm-worker-0".to_owned(),
                 PathBuf::from("/tmp/sand box/members/swarm-worker-0/slice.yaml"),
             )],
+            plugin: None,
         }
     }
 
@@ -225,9 +297,39 @@ mod tests {
     }
 
     #[test]
+    fn the_plugin_is_offered_with_a_build_step_only_when_it_is_missing() {
+        let mut missing = tour("swarm");
+        missing.plugin = Some(Plugin {
+            dir: PathBuf::from("/repo/target/debug"),
+            built: false,
+        });
+        let text = missing.render();
+        assert!(text.contains("cargo build -p shoal-controller --bin kubectl-shoal"));
+        assert!(
+            text.contains(r#"export PATH=/repo/target/debug:"$PATH""#),
+            "{text}"
+        );
+        assert!(
+            text.contains("kubectl shoal status demo -n swarm "),
+            "{text}"
+        );
+        let mut built = missing.clone();
+        built.plugin = Some(Plugin {
+            dir: PathBuf::from("/repo/target/debug"),
+            built: true,
+        });
+        let text = built.render();
+        assert!(!text.contains("cargo build"), "{text}");
+        assert!(!tour("default").render().contains("kubectl shoal"));
+    }
+
+    #[test]
     fn a_namespace_other_than_default_is_named_in_every_kubectl_command() {
         let text = tour("swarm").render();
-        for line in text.lines().filter(|line| line.contains("kubectl ")) {
+        for line in text
+            .lines()
+            .filter(|line| line.contains("kubectl ") && !line.contains("kubectl shoal"))
+        {
             let commands = line.matches("kubectl ").count();
             assert_eq!(
                 line.matches("kubectl -n swarm ").count(),

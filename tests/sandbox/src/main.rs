@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use shoal_sandbox::{Options, Sandbox};
+use shoal_sandbox::{Options, Plugin, Sandbox};
 
 /// Shoal's try-it-now sandbox: an in-process API server, Shoal's CRD and
 /// controller, the seed's 27 streams over a 2-replica StatefulSet, and one
@@ -123,10 +123,13 @@ async fn main() -> anyhow::Result<()> {
             return Err(error).context("waiting for the demo to converge");
         }
     };
-    let tour = sandbox
+    let mut tour = sandbox
         .tour(&converged)
         .await
         .context("describing the demo")?;
+    tour.plugin = std::env::current_exe()
+        .ok()
+        .and_then(|program| Plugin::beside(&program));
     println!("{}", tour.render());
     let outcome = tokio::select! {
         signal = &mut stop => signal.map(|name| eprintln!("shoal-sandbox: {name}; stopping")),

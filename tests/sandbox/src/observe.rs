@@ -103,6 +103,11 @@ pub async fn observe(
         .await
         .map_err(api_error(format!("reading Swarm {namespace}/{swarm}")))?;
     let status = object.status.unwrap_or_default();
+    let reported_acks = status
+        .members
+        .iter()
+        .map(|member| (member.name.clone(), member.acked_revision))
+        .collect();
     let pool_names: Vec<String> = pools(client, namespace, swarm)
         .await?
         .into_iter()
@@ -117,6 +122,7 @@ pub async fn observe(
         current_revision: status.current_revision,
         pending_revision: status.pending_revision.map(|pending| pending.revision),
         pods,
+        reported_acks,
         ..Observation::default()
     };
     for pod in &observation.pods {

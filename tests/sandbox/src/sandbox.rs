@@ -342,6 +342,7 @@ impl Sandbox {
                 .keys()
                 .map(|pod| (pod.clone(), self.slice_file(pod)))
                 .collect(),
+            plugin: None,
         })
     }
 

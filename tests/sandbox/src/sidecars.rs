@@ -1,7 +1,7 @@
 //! One [`Members`] per labelled StatefulSet of the demo's namespace, following
 //! pools as they are labelled, unlabelled, created and deleted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -137,7 +137,43 @@ async fn follow(
                 }
             }
         }
+        remove_gone_member_dirs(&client, &options).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Removes `members/<pod>/` of pods that no longer exist, as a pod's
+/// `emptyDir` goes with the pod (a pod object stays until its sidecar
+/// stopped, see [`members::SIDECAR_FINALIZER`]).
+async fn remove_gone_member_dirs(client: &Client, options: &SidecarOptions) {
+    let members_dir = options.dir.join("members");
+    let Ok(entries) = std::fs::read_dir(&members_dir) else {
+        return;
+    };
+    let dirs: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().is_dir())
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .collect();
+    if dirs.is_empty() {
+        return;
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &options.namespace);
+    let existing: BTreeSet<String> = match pods.list_metadata(&ListParams::default()).await {
+        Ok(list) => list.items.iter().map(|pod| pod.name_any()).collect(),
+        Err(error) => {
+            tracing::debug!(%error, "sandbox: listing pods");
+            return;
+        }
+    };
+    for dir in dirs.iter().filter(|dir| !existing.contains(*dir)) {
+        let path = members_dir.join(dir);
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => tracing::info!(pod = dir, "sandbox: pod gone; its slice directory too"),
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "sandbox: removing a gone pod's directory")
+            }
+        }
     }
 }
 

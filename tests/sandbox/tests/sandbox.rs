@@ -172,11 +172,13 @@ async fn the_demo_converges_to_two_slices_covering_the_27_streams_once() {
     sizes.sort();
     assert_eq!(sizes, [13, 14], "balanced: the largest slice is ceil(27/2)");
 
-    let swarm = Api::<Swarm>::namespaced(sandbox.client(), sandbox.namespace())
+    let swarms = Api::<Swarm>::namespaced(sandbox.client(), sandbox.namespace());
+    let status = swarms
         .get("demo")
         .await
-        .expect("the Swarm exists");
-    let status = swarm.status.expect("the Swarm has a status");
+        .expect("the Swarm exists")
+        .status
+        .expect("the Swarm has a status");
     assert_eq!(status.phase.as_deref(), Some("Ready"));
     assert_eq!(status.ready.as_deref(), Some("2/2"));
     assert_eq!(status.jobs, 27);
@@ -186,13 +188,33 @@ async fn the_demo_converges_to_two_slices_covering_the_27_streams_once() {
         .find(|condition| condition.type_ == "Ready")
         .expect("a Ready condition");
     assert_eq!(ready.status, "True");
-    for member in &status.members {
-        assert_eq!(
-            member.acked_revision,
-            Some(1),
-            "{} acknowledged",
-            member.name
+    // The status reports the Lease acknowledgements as of the controller's
+    // last reconcile, which a sidecar's first Lease write may trigger just after.
+    let started = Instant::now();
+    loop {
+        let status = swarms
+            .get("demo")
+            .await
+            .expect("the Swarm exists")
+            .status
+            .unwrap_or_default();
+        let acked: Vec<(String, Option<u64>)> = status
+            .members
+            .iter()
+            .map(|member| (member.name.clone(), member.acked_revision))
+            .collect();
+        let expected = vec![
+            ("swarm-worker-0".to_owned(), Some(1)),
+            ("swarm-worker-1".to_owned(), Some(1)),
+        ];
+        if acked == expected {
+            break;
+        }
+        assert!(
+            started.elapsed() < CONVERGE,
+            "the status never showed both members acknowledging revision 1: {acked:?}"
         );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
     // The seed-compatible index lists the same assignment.
@@ -273,6 +295,91 @@ async fn kubectl_scale_to_three_moves_only_the_streams_the_new_member_takes() {
         "scale 2 -> 3: {} streams moved, lower bound {}",
         moved.len(),
         planned.lower_bound
+    );
+    sandbox.shutdown().await.expect("stops cleanly");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_follows_a_scale_down_and_a_second_labelled_pool() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut sandbox = start(dir.path()).await;
+    sandbox.wait_converged(CONVERGE).await.expect("converges");
+    let kubectl = sandbox.kubectl().clone();
+
+    kubectl
+        .run(&["scale", "statefulset", "swarm-worker", "--replicas=1"])
+        .await
+        .expect("kubectl scale succeeds");
+    let alone = wait_for_members(&mut sandbox, 1).await;
+    let slices = check_members_hold_their_slices(&sandbox, &["swarm-worker-0"]).await;
+    assert_eq!(slices, jobs_by_member(&alone));
+    assert_eq!(
+        all_jobs(&slices),
+        seed_streams(),
+        "one member holds every stream"
+    );
+    // The removed pod's directory goes with it, as an emptyDir would.
+    let gone = sandbox
+        .slice_file("swarm-worker-1")
+        .parent()
+        .expect("the slice file has a directory")
+        .to_path_buf();
+    let started = Instant::now();
+    while gone.exists() {
+        assert!(
+            started.elapsed() < CONVERGE,
+            "{} still exists",
+            gone.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let second_pool = dir.path().join("second-pool.yaml");
+    std::fs::write(
+        &second_pool,
+        r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: swarm-worker-b
+  labels:
+    shoal.dev/swarm: demo
+spec:
+  replicas: 2
+  serviceName: swarm-worker-b
+  selector:
+    matchLabels:
+      app: swarm-worker-b
+  template:
+    metadata:
+      labels:
+        app: swarm-worker-b
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: app
+        image: registry.k8s.io/pause:3.10
+"#,
+    )
+    .expect("write the second pool");
+    kubectl
+        .run(&["apply", "-f", &second_pool.display().to_string()])
+        .await
+        .expect("kubectl apply succeeds");
+    let pods = ["swarm-worker-0", "swarm-worker-b-0", "swarm-worker-b-1"];
+    let converged = wait_for_members(&mut sandbox, 3).await;
+    assert_eq!(
+        converged
+            .slices
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        pods
+    );
+    let slices = check_members_hold_their_slices(&sandbox, &pods).await;
+    assert_eq!(
+        all_jobs(&slices),
+        seed_streams(),
+        "every stream exactly once"
     );
     sandbox.shutdown().await.expect("stops cleanly");
 }
