@@ -181,6 +181,15 @@ async fn diff_of_a_scale_names_exactly_the_moves_the_controller_then_makes_and_w
 
     let report: DiffReport = shoal_json(&env, &["diff", "demo", "--replicas", "5"]).await;
     let table = shoal_ok(&env, &["diff", "demo", "--replicas", "5"]).await;
+    // The other read-only commands write nothing either.
+    for args in [
+        vec!["status", "demo"],
+        vec!["history", "demo"],
+        vec!["slices", "demo"],
+        vec!["slices", "demo", "worker-0", "-o", "yaml"],
+    ] {
+        shoal_ok(&env, &args).await;
+    }
     assert_eq!(resource_versions(&env).await, before_versions);
     assert_eq!(report.revision, Some(2));
     assert!(!report.needs_approval, "{}", report.decision);

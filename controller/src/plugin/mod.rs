@@ -18,6 +18,8 @@ pub mod preview;
 pub mod slices;
 pub mod status;
 pub mod table;
+#[cfg(test)]
+mod testing;
 
 use std::path::PathBuf;
 

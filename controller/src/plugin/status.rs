@@ -495,6 +495,36 @@ impl Report for StatusReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugin::testing::{converge, observation, pool};
+
+    #[test]
+    fn a_scale_in_progress_shows_the_revokes_the_controller_makes_next() {
+        let mut obs = observation(12, vec![pool("worker", 2)]);
+        converge(&mut obs);
+        obs.pools = vec![pool("worker", 3)];
+        let report = report(&obs, "ns", Vec::new());
+        assert_eq!(report.current_revision, 1);
+        assert_eq!(report.pools[0].replicas, 3);
+        let steps: Vec<(&str, &str)> = report
+            .operations
+            .iter()
+            .map(|row| (row.step.as_str(), row.object.as_str()))
+            .collect();
+        assert_eq!(steps[0], ("record revision", "ConfigMap demo-rev-2"));
+        assert!(
+            steps
+                .iter()
+                .any(|step| step.0 == "revoke slice" && step.1.starts_with("ConfigMap worker-")),
+            "{steps:?}"
+        );
+        // Nothing is granted before the revokes are acknowledged.
+        assert!(
+            !steps.iter().any(|step| step.0 == "grant slice"),
+            "{steps:?}"
+        );
+        let table = report.table();
+        assert!(table.contains("| revoke slice "), "{table}");
+    }
 
     #[test]
     fn ages_read_like_kubectl() {
