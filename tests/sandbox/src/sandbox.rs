@@ -85,6 +85,16 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+    /// Another sandbox process uses the directory.
+    #[error(
+        "the sandbox directory {path} is in use by process {pid} (another shoal-sandbox); stop it or pass --dir"
+    )]
+    DirInUse {
+        /// The directory.
+        path: PathBuf,
+        /// The other process.
+        pid: String,
+    },
     /// A manifest to apply does not exist.
     #[error("{what} {path} does not exist")]
     MissingManifest {
@@ -400,17 +410,52 @@ impl Sandbox {
         if let Some(cluster) = self.cluster.take() {
             cluster.shutdown().await;
         }
+        let pid_file = self.options.dir.join(PID_FILE);
+        let mine = std::fs::read_to_string(&pid_file)
+            .is_ok_and(|owner| owner.trim() == std::process::id().to_string());
+        if mine {
+            let _ = std::fs::remove_file(&pid_file);
+        }
         outcome
     }
 }
 
-/// Creates the sandbox directory and clears the slice files of a previous run.
+/// The file naming the process that uses a sandbox directory.
+const PID_FILE: &str = "sandbox.pid";
+
+/// The program name of a live process (Linux `/proc/<pid>/comm`).
+fn program_of(pid: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|comm| comm.trim().to_owned())
+}
+
+/// Creates the sandbox directory, refuses it while another sandbox process
+/// uses it, claims it and clears the slice files of a previous run.
 fn prepare_dir(dir: &Path) -> Result<(), SandboxError> {
     let error = |source| SandboxError::Dir {
         path: dir.to_path_buf(),
         source,
     };
     std::fs::create_dir_all(dir).map_err(error)?;
+    let pid_file = dir.join(PID_FILE);
+    let me = std::process::id().to_string();
+    if let Ok(owner) = std::fs::read_to_string(&pid_file) {
+        let owner = owner.trim().to_owned();
+        // A live process running the same program; a stale file (or a reused pid) is taken over.
+        let live_sandbox = owner != me
+            && program_of(&owner).is_some_and(|program| Some(program) == program_of("self"));
+        if live_sandbox {
+            return Err(SandboxError::DirInUse {
+                path: dir.to_path_buf(),
+                pid: owner,
+            });
+        }
+    }
+    std::fs::write(&pid_file, &me).map_err(|source| SandboxError::Dir {
+        path: pid_file.clone(),
+        source,
+    })?;
     let members = dir.join("members");
     match std::fs::remove_dir_all(&members) {
         Ok(()) => {}

@@ -530,7 +530,22 @@ async fn the_binary_prints_a_tour_whose_kubectl_commands_work_and_stops_cleanly_
     let file = run(command_of("cat ")).await;
     assert!(file.contains("member: swarm-worker-0"), "{file}");
 
+    // A second sandbox on the same directory is refused, naming the first.
     let pid = child.id().expect("the sandbox is running");
+    let second = tokio::process::Command::new(env!("CARGO_BIN_EXE_shoal-sandbox"))
+        .arg("--dir")
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("a second sandbox binary runs");
+    let refusal = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{refusal}");
+    assert!(
+        refusal.contains(&format!("is in use by process {pid}")),
+        "{refusal}"
+    );
+
     let killed = tokio::process::Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status()
@@ -549,7 +564,38 @@ async fn the_binary_prints_a_tour_whose_kubectl_commands_work_and_stops_cleanly_
     assert!(status.success(), "exit {status:?}; stderr: {stderr}");
     assert!(stderr.contains("SIGTERM; stopping"), "{stderr}");
     assert!(
+        !dir.path().join("sandbox.pid").exists(),
+        "the stopped sandbox releases its directory"
+    );
+    assert!(
         stderr.trim_end().ends_with("shoal-sandbox: stopped"),
         "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_demo_or_kubectl_is_named_in_the_error() {
+    init_tracing();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut no_demo = Options::new(dir.path());
+    no_demo.demo = dir.path().join("no-such-demo");
+    let error = Sandbox::start(no_demo)
+        .await
+        .expect_err("a missing demo is refused")
+        .to_string();
+    assert!(
+        error.contains("the demo") && error.contains("no-such-demo does not exist"),
+        "{error}"
+    );
+
+    let mut no_kubectl = Options::new(dir.path());
+    no_kubectl.kubectl = "/nonexistent/kubectl".to_owned();
+    let error = Sandbox::start(no_kubectl)
+        .await
+        .expect_err("a missing kubectl is refused")
+        .to_string();
+    assert!(
+        error.contains("installing the CRD") && error.contains("cannot run /nonexistent/kubectl"),
+        "{error}"
     );
 }
