@@ -130,7 +130,7 @@ impl Tour {
                 self.pool,
                 self.replicas + 1
             )),
-            "a new member: only the jobs it takes move, revoked before granted".to_owned(),
+            "a new member: moved streams are revoked first, then granted".to_owned(),
         ));
         tries.push((
             self.kubectl("get swarms -w"),
