@@ -36,6 +36,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use shoal_controller::crd::Swarm;
+use shoal_core::JobSet;
 use shoal_core::format::parse_slice;
 use shoal_core::names;
 use shoal_emulator::harness::TestCluster;
@@ -447,15 +448,22 @@ fn swarm_yaml() -> String {
     )
 }
 
+/// Writes the job script next to the log and returns the exec template
+/// running it. bash's `EPOCHREALTIME` stamps lines without a `date` child,
+/// which a SIGTERM to the process group could kill mid-line. The trap comes
+/// first: a process stopped before logging its start logs nothing the
+/// oracle would have to pair.
 fn job_command(log: &Path) -> String {
-    // The trap comes first: a process stopped before logging its start logs
-    // nothing that the oracle would have to pair.
-    format!(
-        "trap 'echo \"$(date +%s%N) stop $SHOAL_JOB $SHOAL_MEMBER $$\" >> {log}; exit 0' TERM; \
-         echo \"$(date +%s%N) start $SHOAL_JOB $SHOAL_MEMBER $$\" >> {log}; \
-         sleep 100000 & wait",
+    let script = log.with_extension("sh");
+    let body = format!(
+        "trap 'echo \"${{EPOCHREALTIME/[.,]/}}000 stop $SHOAL_JOB $SHOAL_MEMBER $$\" >> {log}; exit 0' TERM\n\
+         echo \"${{EPOCHREALTIME/[.,]/}}000 start $SHOAL_JOB $SHOAL_MEMBER $$\" >> {log}\n\
+         sleep 100000 &\n\
+         wait\n",
         log = log.display()
-    )
+    );
+    std::fs::write(&script, body).expect("write the job script");
+    format!("exec bash {}", script.display())
 }
 
 /// What the cluster says should run: job → member, from the slice ConfigMaps,
@@ -909,4 +917,263 @@ fn the_ledger_pairs_log_lines_and_closes_processes_seen_dead() {
         ]
     );
     assert_eq!(ledger.partial, b"9 sta");
+}
+
+// ---------------------------------------------------------------------------
+// A revoke is settled by the acknowledgement of that revoke, not by an older
+// acknowledgement of a slice with the same jobs (hash).
+
+/// A minimal HTTP/1.1 exchange with a sidecar's localhost server: (status, body).
+async fn http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.ok()?;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let (_, body) = text.split_once("\r\n\r\n")?;
+    Some((status, body.to_owned()))
+}
+
+/// The slice a sidecar delivers to its application (`GET /v1/slice`).
+async fn delivered(members: &Members, pod: &str) -> Option<shoal_worker::SliceView> {
+    let addr = members.running().get(pod)?.http_addr;
+    let (status, body) = http(addr, "GET", "/v1/slice", "").await?;
+    if status != 200 {
+        return None;
+    }
+    serde_json::from_str(&body).ok()
+}
+
+async fn slice_jobs(client: &Client, namespace: &str, pod: &str) -> BTreeSet<String> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    config_maps
+        .get_opt(&names::slice_configmap(pod))
+        .await
+        .ok()
+        .flatten()
+        .and_then(|cm| cm.data?.get(names::SLICE_DATA_KEY).cloned())
+        .and_then(|text| parse_slice(&text).ok())
+        .map(|slice| {
+            slice
+                .jobs
+                .iter()
+                .map(|job| job.as_str().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn wait_settled_simply(
+    client: &Client,
+    namespace: &str,
+    jobs: &BTreeSet<String>,
+    replicas: u32,
+) -> BTreeMap<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match settled_assignment(client, namespace, jobs, replicas).await {
+            Ok(owners) => return owners,
+            Err(pending) if Instant::now() > deadline => panic!(
+                "not settled at {replicas} members: {pending}; Swarm status {}",
+                swarm_status(client, namespace).await
+            ),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoke_waits_for_its_own_acknowledgement_not_an_older_one_of_the_same_slice() {
+    let cluster = TestCluster::start().await.expect("a test cluster");
+    let client = cluster.client();
+    let namespace = cluster.namespace().to_owned();
+    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/crd.yaml");
+    kubectl(&cluster, &["apply", "-f", crd], None).await;
+    let jobs: BTreeSet<String> = (0..12).map(|index| format!("stream:{index:02}")).collect();
+    kubectl(&cluster, &["apply", "-f", "-"], Some(&jobs_yaml(&jobs))).await;
+    kubectl(&cluster, &["apply", "-f", "-"], Some(&swarm_yaml())).await;
+    let mut pool = parallel(statefulset(POOL, 2));
+    pool.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(names::LABEL_SWARM.to_owned(), SWARM.to_owned());
+    Api::<StatefulSet>::namespaced(client.clone(), &namespace)
+        .create(&PostParams::default(), &pool)
+        .await
+        .expect("create the pool");
+    // pool-0's application confirms slices itself (POST /v1/ack), when the test lets it.
+    let members = Members::start(client.clone(), &namespace, &format!("app={POOL}"), {
+        move |pod: &Pod| -> Result<Settings, MembersError> {
+            let mut settings =
+                Settings::for_member(pod.name_any(), pod.namespace().unwrap_or_default());
+            settings.ack_on_apply = pod.name_any() != "pool-0";
+            Ok(settings)
+        }
+    });
+    // Its application confirms every slice until `careful` is set; from then
+    // on it stops confirming for good once it is handed any of `moving`.
+    let confirming = Arc::new(AtomicBool::new(true));
+    let careful = Arc::new(AtomicBool::new(false));
+    let moving_shared: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let application = {
+        let (confirming, careful, moving) =
+            (confirming.clone(), careful.clone(), moving_shared.clone());
+        let members_running = members.watch_running();
+        tokio::spawn(async move {
+            loop {
+                let addr = members_running
+                    .borrow()
+                    .get("pool-0")
+                    .map(|member| member.http_addr);
+                if let Some(addr) = addr
+                    && let Some((200, body)) = http(addr, "GET", "/v1/slice", "").await
+                    && let Ok(slice) = serde_json::from_str::<shoal_worker::SliceView>(&body)
+                {
+                    let handed = {
+                        let moving = moving.lock().unwrap_or_else(|p| p.into_inner());
+                        slice.jobs.iter().any(|job| moving.contains(job))
+                    };
+                    if careful.load(Ordering::Relaxed) && handed {
+                        confirming.store(false, Ordering::Relaxed);
+                    }
+                    if confirming.load(Ordering::Relaxed) {
+                        let ack = serde_json::to_string(&slice.ack_target()).unwrap_or_default();
+                        let _ = http(addr, "POST", "/v1/ack", &ack).await;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let controller = Controller::start(&client, &namespace);
+
+    let at_two = wait_settled_simply(&client, &namespace, &jobs, 2).await;
+    kubectl(
+        &cluster,
+        &["scale", "statefulset", POOL, "--replicas=3"],
+        None,
+    )
+    .await;
+    let at_three = wait_settled_simply(&client, &namespace, &jobs, 3).await;
+    // The jobs pool-0 gives to pool-2 when the pool grows (and takes back when it shrinks).
+    let moving: BTreeSet<String> = jobs
+        .iter()
+        .filter(|job| at_two[*job] == "pool-0" && at_three[*job] == "pool-2")
+        .cloned()
+        .collect();
+    assert!(
+        !moving.is_empty(),
+        "scaling up moves jobs from pool-0 to pool-2"
+    );
+
+    // Shrink: pool-0 confirms the revoke of what it gives back (if anything),
+    // is then handed `moving` back, and its application does not confirm that.
+    *moving_shared.lock().unwrap_or_else(|p| p.into_inner()) = moving.clone();
+    careful.store(true, Ordering::Relaxed);
+    kubectl(
+        &cluster,
+        &["scale", "statefulset", POOL, "--replicas=2"],
+        None,
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let holds = delivered(&members, "pool-0")
+            .await
+            .is_some_and(|slice| moving.iter().all(|job| slice.jobs.contains(job)));
+        if holds {
+            break;
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "pool-0 should be handed {moving:?} back; it delivers {:?}; its slice {:?}; Swarm status {}",
+                delivered(&members, "pool-0").await,
+                slice_jobs(&client, &namespace, "pool-0").await,
+                swarm_status(&client, &namespace).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Grow again: the controller revokes the same jobs from pool-0, and the
+    // slice it keeps is the very one (hash) pool-0 acknowledged while shrinking,
+    // at an older revision. Its application has not confirmed anything since,
+    // so pool-2 must not get them.
+    let of_pool_0 = |owners: &BTreeMap<String, String>| -> BTreeSet<String> {
+        owners
+            .iter()
+            .filter(|(_, member)| *member == "pool-0")
+            .map(|(job, _)| job.clone())
+            .collect()
+    };
+    let kept: Vec<String> = of_pool_0(&at_two)
+        .intersection(&of_pool_0(&at_three))
+        .cloned()
+        .collect();
+    let kept_hash = shoal_core::slice::canonical_hash(&JobSet::parse(kept).expect("valid keys"));
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let acked = |lease: &Lease, key: &str| lease.annotations().get(key).cloned();
+    let lease = leases
+        .get(&names::member_lease("pool-0"))
+        .await
+        .expect("pool-0's Lease");
+    assert_eq!(
+        acked(&lease, names::ANNOTATION_ACKED_HASH),
+        Some(kept_hash.clone()),
+        "the scenario needs pool-0's Lease to acknowledge the slice the next revoke keeps"
+    );
+    kubectl(
+        &cluster,
+        &["scale", "statefulset", POOL, "--replicas=3"],
+        None,
+    )
+    .await;
+    let mut saw_revoke = false;
+    let watch_until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < watch_until {
+        saw_revoke |= delivered(&members, "pool-0")
+            .await
+            .is_some_and(|slice| slice.hash == kept_hash);
+        let granted: BTreeSet<String> = slice_jobs(&client, &namespace, "pool-2")
+            .await
+            .intersection(&moving)
+            .cloned()
+            .collect();
+        if !granted.is_empty() {
+            let lease = leases.get(&names::member_lease("pool-0")).await.ok();
+            panic!(
+                "{granted:?} were granted to pool-2 while pool-0 had not acknowledged their revoke (its application still runs them): pool-0 delivers {:?}, its Lease acknowledges revision {:?} hash {:?}",
+                delivered(&members, "pool-0").await,
+                lease
+                    .as_ref()
+                    .and_then(|lease| acked(lease, names::ANNOTATION_ACKED_REVISION)),
+                lease
+                    .as_ref()
+                    .and_then(|lease| acked(lease, names::ANNOTATION_ACKED_HASH)),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(saw_revoke, "pool-0 was sent the revoke");
+
+    // Once pool-0 confirms the revoke, the jobs move.
+    confirming.store(true, Ordering::Relaxed);
+    let owners = wait_settled_simply(&client, &namespace, &jobs, 3).await;
+    assert!(moving.iter().all(|job| owners[job] == "pool-2"));
+
+    application.abort();
+    controller.stop().await;
+    members.stop().await;
+    cluster.cleanup().await;
 }
