@@ -159,6 +159,23 @@ async fn history_lists_the_recorded_revisions_and_undo_rolls_back_through_the_ga
     let table = shoal_ok(&env, &["history", "demo"]).await;
     assert!(table.contains("in force"), "{table}");
     assert!(table.contains("Total: 2"), "{table}");
+    // Revision 2 in detail is exactly what its slices hold.
+    let detailed: HistoryReport = shoal_json(&env, &["history", "demo", "--revision", "2"]).await;
+    let detail = detailed.detail.expect("revision 2 in detail");
+    let recomputed: std::collections::BTreeMap<String, String> = detail
+        .jobs
+        .iter()
+        .map(|owner| (owner.job.clone(), owner.member.clone()))
+        .collect();
+    assert_eq!(recomputed, owners(&env.slices("demo").await));
+    let run = shoal(&env, &["history", "demo", "--revision", "7"]).await;
+    assert!(!run.success);
+    assert!(
+        run.stderr
+            .contains("revision 7 is not in the history (recorded: 1, 2)"),
+        "{}",
+        run.stderr
+    );
 
     let run = shoal(&env, &["undo", "demo", "--to-revision", "9"]).await;
     assert!(!run.success);

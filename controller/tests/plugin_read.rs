@@ -357,6 +357,29 @@ async fn errors_name_the_missing_object_and_say_what_to_do() {
     .await;
     assert!(run.success, "{}", run.stderr);
     assert!(run.stdout.contains("No conditions yet"), "{}", run.stdout);
+    // An API server that does not answer.
+    let unreachable = tempfile::NamedTempFile::new().expect("a temporary file");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let dead = listener.local_addr().expect("its address");
+    drop(listener);
+    std::fs::write(
+        unreachable.path(),
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://{dead}\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+        ),
+    )
+    .expect("write kubeconfig");
+    let path = unreachable.path().to_string_lossy().into_owned();
+    let run = shoal_with_env(&["status", "demo", "--kubeconfig", &path], &[]).await;
+    assert!(!run.success);
+    assert!(
+        run.stderr.contains("reading Swarm default/demo")
+            && run
+                .stderr
+                .contains("is the API server in your kubeconfig reachable?"),
+        "{}",
+        run.stderr
+    );
     let run = shoal_with_env(
         &["status", "demo", "--kubeconfig", "/nonexistent/kubeconfig"],
         &[],

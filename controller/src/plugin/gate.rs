@@ -58,7 +58,10 @@ pub enum GateError {
         namespace: String,
     },
     /// Writing the annotation failed.
-    #[error("annotating Swarm {namespace}/{swarm} with {annotation}: {source}")]
+    #[error(
+        "annotating Swarm {namespace}/{swarm} with {annotation}: {source}{}",
+        super::hint(source)
+    )]
     Annotate {
         /// Swarm.
         swarm: String,

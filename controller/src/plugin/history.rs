@@ -11,8 +11,10 @@ use kube::api::{Api, ListParams};
 use serde::{Deserialize, Serialize};
 use shoal_core::names;
 
+use super::gate::GateError;
+use super::preview::PreviewError;
 use super::status::age;
-use super::table::{Table, short_hash};
+use super::table::{Table, fields, short_hash};
 use super::{Error, Report, Target};
 use crate::plan::{Observation, ROLLBACK_ANNOTATION, RevisionRecord, replay};
 
@@ -54,6 +56,94 @@ pub struct HistoryReport {
     pub rollback_to: Option<String>,
     /// Revisions, oldest first.
     pub revisions: Vec<RevisionRow>,
+    /// One revision in detail (`--revision`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<RevisionDetail>,
+}
+
+/// One member at a recorded revision.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct MemberSlice {
+    /// Pod name.
+    pub member: String,
+    /// Jobs it owned.
+    pub jobs: usize,
+    /// Whether it could own work (not failed over).
+    pub available: bool,
+}
+
+/// A job and its owner at a recorded revision.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct JobOwner {
+    /// The job key.
+    pub job: String,
+    /// Its owner (pod name).
+    pub member: String,
+}
+
+/// One recorded revision recomputed from its inputs.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionDetail {
+    /// Revision number.
+    pub revision: u64,
+    /// Strategy type.
+    pub strategy: String,
+    /// Assignment hash.
+    pub hash: String,
+    /// Members and their slice sizes.
+    pub members: Vec<MemberSlice>,
+    /// Every job and its owner (empty when the record omitted the job list).
+    pub jobs: Vec<JobOwner>,
+    /// The record is too large to hold its job list.
+    pub jobs_omitted: bool,
+}
+
+/// Recomputes one recorded revision; `Err` names why it cannot be.
+pub fn detail(record: &RevisionRecord) -> Result<RevisionDetail, String> {
+    let strategy = format!("{:?}", record.strategy.type_).to_lowercase();
+    if record.jobs_omitted {
+        return Ok(RevisionDetail {
+            revision: record.revision,
+            strategy,
+            hash: record.hash.clone(),
+            members: record
+                .members
+                .iter()
+                .map(|member| MemberSlice {
+                    member: member.clone(),
+                    jobs: 0,
+                    available: !record.unavailable.contains(member),
+                })
+                .collect(),
+            jobs: Vec::new(),
+            jobs_omitted: true,
+        });
+    }
+    let assignment = replay(record)?;
+    let loads = assignment.loads();
+    Ok(RevisionDetail {
+        revision: record.revision,
+        strategy,
+        hash: record.hash.clone(),
+        members: assignment
+            .members()
+            .iter()
+            .map(|member| MemberSlice {
+                member: member.pod_name(),
+                jobs: loads.get(member).copied().unwrap_or_default(),
+                available: assignment.is_available(member),
+            })
+            .collect(),
+        jobs: assignment
+            .iter()
+            .map(|(key, member)| JobOwner {
+                job: key.as_str().to_owned(),
+                member: member.pod_name(),
+            })
+            .collect(),
+        jobs_omitted: false,
+    })
 }
 
 /// Builds the history from an observation and the history ConfigMaps' creation times
@@ -125,11 +215,16 @@ pub fn report(
         current_revision: current,
         rollback_to: obs.annotations.get(ROLLBACK_ANNOTATION).cloned(),
         revisions,
+        detail: None,
     }
 }
 
-/// Reads the Swarm's history.
-pub async fn history(target: &Target, swarm: &str) -> Result<HistoryReport, Error> {
+/// Reads the Swarm's history, and one revision in detail if asked.
+pub async fn history(
+    target: &Target,
+    swarm: &str,
+    revision: Option<u64>,
+) -> Result<HistoryReport, Error> {
     let (_, observation) = super::observe(target, swarm).await?;
     let api: Api<ConfigMap> = Api::namespaced(target.client.clone(), &target.namespace);
     let selector = format!(
@@ -158,7 +253,25 @@ pub async fn history(target: &Target, swarm: &str) -> Result<HistoryReport, Erro
             Some((revision, created))
         })
         .collect();
-    Ok(report(&observation, &target.namespace, &recorded))
+    let mut history = report(&observation, &target.namespace, &recorded);
+    if let Some(revision) = revision {
+        let Some(record) = observation.history.get(&revision) else {
+            return Err(GateError::UnknownRevision {
+                swarm: swarm.to_owned(),
+                namespace: target.namespace.clone(),
+                revision,
+                kept: observation.history.keys().copied().collect(),
+            }
+            .into());
+        };
+        history.detail = Some(detail(record).map_err(|message| PreviewError::Replay {
+            swarm: swarm.to_owned(),
+            namespace: target.namespace.clone(),
+            revision,
+            message,
+        })?);
+    }
+    Ok(history)
 }
 
 fn optional<T: ToString>(value: Option<T>) -> String {
@@ -204,6 +317,31 @@ impl Report for HistoryReport {
             ]);
         }
         out.push_str(&table.render("No revision recorded yet"));
+        if let Some(detail) = &self.detail {
+            out.push_str(&format!("\nRevision {}\n", detail.revision));
+            out.push_str(&fields(&[
+                ("Strategy", detail.strategy.clone()),
+                ("Hash", detail.hash.clone()),
+            ]));
+            let mut members = Table::new(["Member", "Jobs", "Available"]);
+            for member in &detail.members {
+                members.row([
+                    member.member.clone(),
+                    member.jobs.to_string(),
+                    if member.available { "yes" } else { "no" }.to_owned(),
+                ]);
+            }
+            out.push_str(&members.render("No members"));
+            let mut jobs = Table::new(["Job", "Member"]);
+            for owner in &detail.jobs {
+                jobs.row([owner.job.clone(), owner.member.clone()]);
+            }
+            out.push_str(&jobs.render(if detail.jobs_omitted {
+                "The job list was too large to record (jobsOmitted)"
+            } else {
+                "No jobs"
+            }));
+        }
         out
     }
 }

@@ -105,6 +105,9 @@ pub enum Command {
     History {
         /// The Swarm.
         swarm: String,
+        /// Also show this revision in detail: its members and who owned which job.
+        #[arg(long)]
+        revision: Option<u64>,
     },
     /// Roll back to the job list and strategy of a recorded revision, through the approval gate
     /// (annotates the Swarm `shoal.dev/rollback-to=<revision>`).
@@ -156,7 +159,7 @@ pub enum Error {
         namespace: String,
     },
     /// Reading the Swarm failed.
-    #[error("reading Swarm {namespace}/{swarm}: {source}")]
+    #[error("reading Swarm {namespace}/{swarm}: {source}{}", hint(source))]
     ReadSwarm {
         /// Swarm.
         swarm: String,
@@ -176,7 +179,10 @@ pub enum Error {
         source: Box<crate::reconcile::Error>,
     },
     /// Listing the Swarm's ConfigMaps failed.
-    #[error("listing ConfigMaps of Swarm {namespace}/{swarm}: {source}")]
+    #[error(
+        "listing ConfigMaps of Swarm {namespace}/{swarm}: {source}{}",
+        hint(source)
+    )]
     ListConfigMaps {
         /// Swarm.
         swarm: String,
@@ -186,7 +192,10 @@ pub enum Error {
         source: kube::Error,
     },
     /// Listing the Swarm's Events failed.
-    #[error("listing Events of Swarm {namespace}/{swarm}: {source}")]
+    #[error(
+        "listing Events of Swarm {namespace}/{swarm}: {source}{}",
+        hint(source)
+    )]
     ListEvents {
         /// Swarm.
         swarm: String,
@@ -235,6 +244,20 @@ impl From<preview::PreviewError> for Error {
 impl From<gate::GateError> for Error {
     fn from(error: gate::GateError) -> Error {
         Error::Gate(Box::new(error))
+    }
+}
+
+/// What to do about an API error, as a sentence to append to its message.
+pub fn hint(error: &kube::Error) -> &'static str {
+    match error {
+        kube::Error::Api(status) if status.code == 401 => {
+            "; the cluster did not accept your credentials: check the user in your kubeconfig"
+        }
+        kube::Error::Api(status) if status.code == 403 => {
+            "; your user may not do this: reading needs get/list on swarms, configmaps, statefulsets, pods, leases and events; approve and undo need patch on swarms (the shoal-approver role)"
+        }
+        kube::Error::Api(_) => "",
+        _ => "; is the API server in your kubeconfig reachable? (try `kubectl cluster-info`)",
     }
 }
 
@@ -377,7 +400,10 @@ pub async fn run(cli: &Cli) -> Result<String, Error> {
         Command::Approve { swarm, revision } => {
             render(&gate::approve(&target, swarm, *revision).await?, cli.output)
         }
-        Command::History { swarm } => render(&history::history(&target, swarm).await?, cli.output),
+        Command::History { swarm, revision } => render(
+            &history::history(&target, swarm, *revision).await?,
+            cli.output,
+        ),
         Command::Undo { swarm, to_revision } => {
             render(&gate::undo(&target, swarm, *to_revision).await?, cli.output)
         }
