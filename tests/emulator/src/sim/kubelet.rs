@@ -151,9 +151,21 @@ fn observe(client: &Client, config: &Arc<KubeletConfig>, seen: &Arc<Mutex<Seen>>
                 }),
                 ..DeleteParams::default()
             };
-            if let Err(error) = api.delete(&name, &params).await {
-                tracing::debug!(%error, pod = %name, "kubelet: confirming termination");
-            }
+            with_retries("confirming termination", &name, || async {
+                match api.delete(&name, &params).await {
+                    Ok(_) => Ok(()),
+                    // Gone already, or a newer pod under the same name.
+                    Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+                        Ok(())
+                    }
+                    Err(source) => Err(SimError::Api {
+                        action: "confirm termination of",
+                        object: name.clone(),
+                        source,
+                    }),
+                }
+            })
+            .await;
         });
         return;
     }
@@ -169,9 +181,10 @@ fn observe(client: &Client, config: &Arc<KubeletConfig>, seen: &Arc<Mutex<Seen>>
         drop(seen_guard);
         if phase == "Running" && has_readiness_gates(&pod) && ready_is_stale(&pod) {
             tokio::spawn(async move {
-                if let Err(error) = sync_ready(&api, &name).await {
-                    tracing::debug!(%error, "kubelet: syncing readiness with gates");
-                }
+                with_retries("syncing readiness with gates", &name, || {
+                    sync_ready(&api, &name)
+                })
+                .await;
             });
         }
         return;
@@ -187,10 +200,43 @@ fn observe(client: &Client, config: &Arc<KubeletConfig>, seen: &Arc<Mutex<Seen>>
         .is_some_and(|value| value == "true");
     tokio::spawn(async move {
         tokio::time::sleep(config.start_delay).await;
-        if let Err(error) = start_pod(&api, &name, node.is_none(), &config, manual).await {
-            tracing::debug!(%error, "kubelet: starting pod");
-        }
+        with_retries("starting pod", &name, || {
+            start_pod(&api, &name, node.is_none(), &config, manual)
+        })
+        .await;
     });
+}
+
+/// Attempts of an action that failed (an injected fault, a server hiccup)
+/// before the kubelet gives up on it; a pod must not stay Pending, or stay
+/// terminating, because one request failed.
+const ACTION_ATTEMPTS: u32 = 20;
+
+async fn with_retries<F, Fut>(what: &str, pod: &str, mut action: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), SimError>>,
+{
+    let mut pause = Duration::from_millis(50);
+    for attempt in 1..=ACTION_ATTEMPTS {
+        match action().await {
+            Ok(()) => return,
+            // The pod is gone: nothing left to do.
+            Err(SimError::Api {
+                source: kube::Error::Api(status),
+                ..
+            }) if status.code == 404 => return,
+            Err(error) => {
+                tracing::debug!(%error, attempt, pod, "kubelet: {what} failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+    tracing::warn!(
+        pod,
+        "kubelet: gave up {what} after {ACTION_ATTEMPTS} attempts"
+    );
 }
 
 /// How often a status write that lost a race with another writer is redone
