@@ -22,6 +22,8 @@ pub struct Tour {
     pub replicas: u32,
     /// Slice file of each member, by pod.
     pub slice_files: Vec<(String, PathBuf)>,
+    /// Output log of each member's job processes (exec mode), by pod.
+    pub exec_logs: Vec<(String, PathBuf)>,
     /// Where the `kubectl-shoal` plugin is (or would be) built; `None`: not mentioned.
     pub plugin: Option<Plugin>,
 }
@@ -122,6 +124,12 @@ impl Tour {
             tries.push((
                 format!("cat {}", shell_word(&path.display().to_string())),
                 format!("the file {pod}'s sidecar keeps for the application"),
+            ));
+        }
+        for (pod, path) in self.exec_logs.iter().take(1) {
+            tries.push((
+                format!("tail -f {}", shell_word(&path.display().to_string())),
+                format!("what {pod}'s job processes print"),
             ));
         }
         tries.push((
@@ -273,6 +281,7 @@ mod tests {
                 "swarm-worker-0".to_owned(),
                 PathBuf::from("/tmp/sand box/members/swarm-worker-0/slice.yaml"),
             )],
+            exec_logs: Vec::new(),
             plugin: None,
         }
     }
@@ -294,6 +303,16 @@ mod tests {
             "kubectl annotate swarm demo --overwrite shoal.dev/approve=$(kubectl get swarm demo -o jsonpath='{.status.pendingRevision.revision}')"
         ));
         assert!(text.contains(r#"-p '{"spec":{"approval":{"policy":"Manual"}}}'"#));
+        assert!(!text.contains("tail -f"), "no exec log without exec mode");
+        let mut exec = tour("default");
+        exec.exec_logs = vec![(
+            "swarm-worker-0".to_owned(),
+            PathBuf::from("/tmp/s/members/swarm-worker-0/exec.log"),
+        )];
+        assert!(
+            exec.render()
+                .contains("tail -f /tmp/s/members/swarm-worker-0/exec.log ")
+        );
     }
 
     #[test]

@@ -89,6 +89,11 @@ pub fn slice_file(dir: &Path, pod: &str) -> std::path::PathBuf {
     dir.join("members").join(pod).join("slice.yaml")
 }
 
+/// Where the job processes of member `pod` (exec mode) write their output.
+pub fn exec_log(dir: &Path, pod: &str) -> std::path::PathBuf {
+    dir.join("members").join(pod).join("exec.log")
+}
+
 /// Observes `swarm` in `namespace`: its status, its member pods, their slice
 /// ConfigMaps and Leases, and their slice files under `dir`.
 pub async fn observe(

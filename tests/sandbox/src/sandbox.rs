@@ -352,6 +352,12 @@ impl Sandbox {
                 .keys()
                 .map(|pod| (pod.clone(), self.slice_file(pod)))
                 .collect(),
+            exec_logs: converged
+                .slices
+                .keys()
+                .map(|pod| (pod.clone(), observe::exec_log(&self.options.dir, pod)))
+                .filter(|(_, log)| log.is_file())
+                .collect(),
             plugin: None,
         })
     }

@@ -17,7 +17,7 @@ use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
 use crate::members::{self, Members, MembersError, SIDECAR_CONTAINER};
-use crate::observe::slice_file;
+use crate::observe::{exec_log, slice_file};
 
 /// How the sandbox's sidecars run.
 #[derive(Debug, Clone)]
@@ -222,10 +222,25 @@ pub(crate) fn sidecar_settings(
         reason,
     })?;
     settings.slice_file = Some(file);
-    if settings.exec.is_none() {
-        settings.ack_on_apply = true;
+    match settings.exec.take() {
+        // Job processes inherit this process's output; into a per-member log
+        // it does not bury the tour on the terminal.
+        Some(template) => {
+            let log = exec_log(&options.dir, &name);
+            settings.exec = Some(format!(
+                "exec >>{} 2>&1; {template}",
+                shell_quote(&log.display().to_string())
+            ));
+        }
+        // No application runs here to confirm a slice.
+        None => settings.ack_on_apply = true,
     }
     Ok(settings)
+}
+
+/// `text` as one single-quoted shell word.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 fn create_parent(file: &Path) -> Result<(), String> {
@@ -285,13 +300,44 @@ mod tests {
             ],
         }]));
         let settings = sidecar_settings(&pod, &options(dir.path())).expect("settings");
-        assert_eq!(settings.exec.as_deref(), Some("sleep 60"));
+        let log = dir.path().join("members/swarm-worker-1/exec.log");
+        assert_eq!(
+            settings.exec,
+            Some(format!("exec >>'{}' 2>&1; sleep 60", log.display()))
+        );
         assert!(!settings.ack_on_apply, "exec mode acknowledges by itself");
         assert_eq!(settings.lease_duration, Duration::from_secs(9));
         assert_eq!(
             settings.slice_file,
             Some(dir.path().join("members/swarm-worker-1/slice.yaml"))
         );
+    }
+
+    #[tokio::test]
+    async fn exec_mode_job_output_lands_in_the_members_log() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pod = pod(serde_json::json!([{
+            "name": "shoal-worker",
+            "image": "shoal-worker:dev",
+            "env": [{"name": "SHOAL_EXEC", "value": "echo \"$SHOAL_MEMBER runs {job}\""}],
+        }]));
+        let settings = sidecar_settings(&pod, &options(dir.path())).expect("settings");
+        let command = settings
+            .exec
+            .expect("exec mode")
+            .replace("{job}", "stream:a");
+        let status = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .env("SHOAL_MEMBER", "swarm-worker-1")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .await
+            .expect("sh runs");
+        assert!(status.success());
+        let log = std::fs::read_to_string(dir.path().join("members/swarm-worker-1/exec.log"))
+            .expect("the log exists");
+        assert_eq!(log, "swarm-worker-1 runs stream:a\n");
     }
 
     #[test]

@@ -599,3 +599,55 @@ async fn a_missing_demo_or_kubectl_is_named_in_the_error() {
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_cluster_example_runs_in_the_sandbox_from_its_kustomization() {
+    init_tracing();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut options = Options::new(dir.path());
+    options.demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifests/example");
+    let mut sandbox = Sandbox::start(options)
+        .await
+        .expect("the sandbox applies manifests/example with kubectl apply -k");
+    assert_eq!(sandbox.namespace(), "shoal-demo");
+    assert_eq!(sandbox.swarm(), "demo");
+    let converged = sandbox.wait_converged(CONVERGE).await.expect("converges");
+    let slices =
+        check_members_hold_their_slices(&sandbox, &["swarm-worker-0", "swarm-worker-1"]).await;
+    assert_eq!(slices, jobs_by_member(&converged));
+    assert_eq!(
+        all_jobs(&slices),
+        seed_streams(),
+        "every stream exactly once"
+    );
+    let tour = sandbox.tour(&converged).await.expect("a tour").render();
+    assert!(
+        tour.contains("kubectl -n shoal-demo scale statefulset swarm-worker --replicas=3"),
+        "{tour}"
+    );
+    // Exec mode: the demo consumers run, their output in each member's log.
+    let log = dir.path().join("members/swarm-worker-0/exec.log");
+    assert!(
+        tour.contains(&format!("tail -f {}", log.display())),
+        "{tour}"
+    );
+    let started = Instant::now();
+    loop {
+        let printed = std::fs::read_to_string(&log).unwrap_or_default();
+        let streams = &slices["swarm-worker-0"];
+        let running = streams
+            .iter()
+            .filter(|stream| printed.contains(&format!("swarm-worker-0 consuming {stream} ")))
+            .count();
+        if running == streams.len() {
+            break;
+        }
+        assert!(
+            started.elapsed() < CONVERGE,
+            "{running} of {} consumers printed: {printed}",
+            streams.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    sandbox.shutdown().await.expect("stops cleanly");
+}
