@@ -11,6 +11,31 @@
 //! * [`gate`]: `approve` and `undo`.
 //! * [`history`]: recorded revisions.
 //! * [`slices`]: slice ConfigMaps, one member's jobs.
+//!
+//! # Use
+//!
+//! Put `kubectl-shoal` on the `PATH`; kubectl finds it as `kubectl shoal`
+//! (the plugin name comes first, flags after it):
+//!
+//! ```text
+//! kubectl shoal status demo -n streams            # pools, members, pending revision, conditions, Events
+//! kubectl shoal diff demo --replicas 4            # which jobs would move from whom to whom; writes nothing
+//! kubectl shoal diff demo --pool blue --replicas 3
+//! kubectl shoal diff demo --jobs-file jobs.yaml   # a new job list (`jobs: [...]`, a YAML list, or lines)
+//! kubectl shoal approve demo --revision 4         # refused unless 4 is the pending revision
+//! kubectl shoal history demo [--revision 2]
+//! kubectl shoal undo demo [--to-revision 2]       # shoal.dev/rollback-to, through the approval gate
+//! kubectl shoal slices demo [worker-1]
+//! ```
+//!
+//! `--kubeconfig`, `KUBECONFIG` (a list of files), `--context` and `-n` work as
+//! in kubectl; `-o yaml|json` prints the report as data.
+//!
+//! # Rights
+//!
+//! Reading needs get/list on swarms, configmaps, statefulsets, pods, leases and
+//! events in the Swarm's namespace; `approve` and `undo` also need patch on
+//! swarms (they write one annotation each).
 
 pub mod gate;
 pub mod history;

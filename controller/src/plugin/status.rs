@@ -355,7 +355,7 @@ impl Report for StatusReport {
             ("Swarm", format!("{}/{}", self.namespace, self.swarm)),
             ("Phase", optional(self.phase.as_ref())),
             ("Ready", optional(self.ready.as_ref())),
-            ("Jobs", self.jobs.to_string()),
+            ("Jobs in force", self.jobs.to_string()),
             ("Revision in force", self.current_revision.to_string()),
             (
                 "Assignment hash",
