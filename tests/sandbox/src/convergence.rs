@@ -25,6 +25,8 @@ pub struct Observation {
     pub current_revision: u64,
     /// `status.pendingRevision.revision`.
     pub pending_revision: Option<u64>,
+    /// `status.jobs`: how many jobs the revision in force has.
+    pub jobs: u64,
     /// Pods of the Swarm's pools that are not terminating.
     pub pods: BTreeSet<String>,
     /// Slices from the `<pod>-slice` ConfigMaps, by pod (unparsable ones as their error).
@@ -86,6 +88,13 @@ pub fn judge(observation: &Observation) -> Verdict {
     if observation.pods.is_empty() {
         return Verdict::Pending(format!("Swarm {swarm} has no member pods yet"));
     }
+    let reported: BTreeSet<&String> = observation.reported_acks.keys().collect();
+    if reported != observation.pods.iter().collect() {
+        return Verdict::Pending(format!(
+            "Swarm {swarm}'s status lists members {reported:?}, the pools have pods {:?}",
+            observation.pods
+        ));
+    }
     let mut slices = BTreeMap::new();
     let mut owners: BTreeMap<&str, &str> = BTreeMap::new();
     for pod in &observation.pods {
@@ -141,6 +150,16 @@ pub fn judge(observation: &Observation) -> Verdict {
         }
         slices.insert(pod.clone(), slice.clone());
     }
+    let held: usize = slices
+        .values()
+        .map(|slice: &SliceView| slice.jobs.len())
+        .sum();
+    if held as u64 != observation.jobs {
+        return Verdict::Pending(format!(
+            "the members' slices hold {held} jobs, revision {} of Swarm {swarm} has {}",
+            observation.current_revision, observation.jobs
+        ));
+    }
     Verdict::Converged(Converged {
         swarm: swarm.clone(),
         revision: observation.current_revision,
@@ -163,6 +182,7 @@ mod tests {
             swarm: "demo".to_owned(),
             phase: Some("Ready".to_owned()),
             current_revision: 1,
+            jobs: 3,
             pods: ["worker-0".to_owned(), "worker-1".to_owned()].into(),
             ..Observation::default()
         };
@@ -232,6 +252,24 @@ mod tests {
     }
 
     #[test]
+    fn slices_missing_jobs_of_the_revision_are_not_converged() {
+        // After a scale down, before the controller moved the departed member's jobs.
+        let mut observation = converged_observation();
+        observation.jobs = 5;
+        assert!(
+            pending_reason(&observation)
+                .contains("slices hold 3 jobs, revision 1 of Swarm demo has 5")
+        );
+    }
+
+    #[test]
+    fn a_status_listing_other_members_than_the_pods_is_not_converged() {
+        let mut observation = converged_observation();
+        observation.pods.remove("worker-1");
+        assert!(pending_reason(&observation).contains("status lists members"));
+    }
+
+    #[test]
     fn a_slice_file_that_differs_from_the_configmap_keeps_it_pending() {
         let mut observation = converged_observation();
         observation
@@ -251,6 +289,9 @@ mod tests {
     fn a_new_pod_without_a_slice_keeps_it_pending() {
         let mut observation = converged_observation();
         observation.pods.insert("worker-2".to_owned());
+        observation
+            .reported_acks
+            .insert("worker-2".to_owned(), None);
         assert!(pending_reason(&observation).contains("worker-2 has no slice ConfigMap"));
     }
 

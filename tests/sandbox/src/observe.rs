@@ -126,6 +126,7 @@ pub async fn observe(
         phase: status.phase,
         current_revision: status.current_revision,
         pending_revision: status.pending_revision.map(|pending| pending.revision),
+        jobs: status.jobs,
         pods,
         reported_acks,
         ..Observation::default()
