@@ -13,7 +13,7 @@ use shoal_sandbox::{Options, Plugin, Sandbox};
 /// controller, the seed's 27 streams over a 2-replica StatefulSet, and one
 /// sidecar per member pod. Test infrastructure, not a cluster.
 #[derive(Parser, Debug)]
-#[command(name = "shoal-sandbox", version, about)]
+#[command(name = "shoal-sandbox", version)]
 struct Cli {
     /// Directory for the kubeconfig and the members' slice files
     /// (default: `target/shoal-sandbox` next to this binary's profile directory).
@@ -39,7 +39,8 @@ struct Cli {
     /// Seconds to wait for the demo to converge before giving up.
     #[arg(long, env = "SHOAL_SANDBOX_CONVERGE_SECONDS", default_value_t = 120)]
     converge_seconds: u64,
-    /// Seconds of each member's Lease (renewed every third of it).
+    /// Seconds of the member Lease (renewed every third of it) for pods
+    /// without a shoal-worker container; those with one use its flags.
     #[arg(long, env = "SHOAL_SANDBOX_MEMBER_LEASE_SECONDS", default_value_t = 15)]
     member_lease_seconds: u64,
     /// Address of the controller's /metrics, /healthz and /readyz server (default: none).

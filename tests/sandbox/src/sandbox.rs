@@ -38,7 +38,8 @@ pub struct Options {
     pub demo: PathBuf,
     /// The kubectl program.
     pub kubectl: String,
-    /// Duration of each member's Lease (renewed every third of it).
+    /// Member Lease duration for pods without a `shoal-worker` container
+    /// (a pod with one runs with that container's flags).
     pub member_lease: Duration,
     /// Address of the controller's `/metrics`, `/healthz`, `/readyz` server; `None`: no server.
     pub controller_metrics: Option<SocketAddr>,
