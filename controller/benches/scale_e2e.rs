@@ -1,28 +1,51 @@
-//! Time from `kubectl scale` to the new revision in force (every slice written),
-//! and ConfigMap writes per scale event, on the emulated API server with the
-//! controller in-process. No pods run (members without pods count as having
-//! applied their revoke), so this measures the controller and the API path.
+//! Time from `kubectl scale` to the new revision in force, API writes per
+//! scale event, and the controller's peak memory, on the emulated cluster.
 //!
-//! `cargo bench -p shoal-controller --bench scale_e2e`
+//! The cluster is the emulator with its simulated StatefulSet controller and
+//! kubelet, so members are real pods that become Ready; the controller is the
+//! release `shoal-controller` binary in its own process (so its peak memory,
+//! `VmHWM` from `/proc/<pid>/status`, is its own), talking to the emulator
+//! over HTTP like it would to a real API server. Writes are the controller's
+//! own count (`shoal_api_writes_total` on `/metrics`).
+//!
+//! `cargo bench -p shoal-controller --bench scale_e2e` (`-- --quick` for a
+//! small run).
 
 use std::collections::BTreeMap;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use shoal_controller::crd::Swarm;
-use shoal_controller::{Settings, run};
-use shoal_emulator::server::ApiServer;
+use shoal_emulator::sim::{Cluster, is_running_and_ready};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-async fn kubectl(server: &ApiServer, args: &[&str]) {
-    let output = tokio::process::Command::new("kubectl")
+const NAMESPACE: &str = "default";
+
+async fn kubectl(cluster: &Cluster, args: &[&str], stdin: Option<&str>) {
+    let mut child = tokio::process::Command::new("kubectl")
         .arg("--kubeconfig")
-        .arg(server.kubeconfig_path())
+        .arg(cluster.kubeconfig_path())
+        .arg("-n")
+        .arg(NAMESPACE)
         .args(args)
-        .output()
-        .await
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("kubectl runs");
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(text.as_bytes())
+            .await
+            .expect("kubectl stdin");
+    }
+    let output = child.wait_with_output().await.expect("kubectl runs");
     assert!(
         output.status.success(),
         "kubectl {args:?}: {}",
@@ -31,7 +54,7 @@ async fn kubectl(server: &ApiServer, args: &[&str]) {
 }
 
 async fn versions(client: &Client) -> BTreeMap<String, String> {
-    Api::<ConfigMap>::namespaced(client.clone(), "default")
+    Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE)
         .list(&ListParams::default().labels("shoal.dev/swarm=bench"))
         .await
         .expect("list ConfigMaps")
@@ -41,9 +64,34 @@ async fn versions(client: &Client) -> BTreeMap<String, String> {
         .collect()
 }
 
+async fn wait_for_pods(client: &Client, count: usize) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let started = Instant::now();
+    loop {
+        let ready = api
+            .list(&ListParams::default().labels("app=worker"))
+            .await
+            .map(|pods| {
+                pods.items
+                    .iter()
+                    .filter(|pod| is_running_and_ready(pod))
+                    .count()
+            })
+            .unwrap_or(0);
+        if ready == count {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "only {ready} of {count} pods Ready"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn wait_for_revision(client: &Client, revision: u64) -> Duration {
     let started = Instant::now();
-    let api: Api<Swarm> = Api::namespaced(client.clone(), "default");
+    let api: Api<Swarm> = Api::namespaced(client.clone(), NAMESPACE);
     loop {
         if let Ok(swarm) = api.get("bench").await
             && let Some(status) = swarm.status
@@ -53,94 +101,190 @@ async fn wait_for_revision(client: &Client, revision: u64) -> Duration {
             return started.elapsed();
         }
         assert!(
-            started.elapsed() < Duration::from_secs(600),
-            "revision {revision} never applied"
+            started.elapsed() < Duration::from_secs(900),
+            "revision {revision} never in force"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-async fn scenario(members: u32, jobs: usize) {
-    let server = ApiServer::start().await.expect("API server");
-    let client = server.client().await.expect("client");
-    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/crd.yaml");
-    kubectl(&server, &["apply", "-f", crd]).await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let sts = dir.path().join("sts.yaml");
-    std::fs::write(
-        &sts,
-        format!(
-            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: worker\n  labels:\n    shoal.dev/swarm: bench\nspec:\n  replicas: {members}\n  serviceName: worker\n  selector:\n    matchLabels:\n      app: worker\n  template:\n    metadata:\n      labels:\n        app: worker\n    spec:\n      containers:\n      - name: app\n        image: example.invalid/app:1\n"
-        ),
-    )
-    .expect("write sts");
-    kubectl(&server, &["apply", "-f", &sts.to_string_lossy()]).await;
-    let jobs_cm = dir.path().join("jobs.yaml");
-    let mut text = String::from(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: jobs\ndata:\n  config.yml: |\n    jobs:\n",
-    );
-    for i in 0..jobs {
-        text.push_str(&format!("    - stream:{i:08}\n"));
+async fn scrape(address: std::net::SocketAddr) -> String {
+    for _ in 0..100 {
+        if let Ok(mut stream) = tokio::net::TcpStream::connect(address).await {
+            let request = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+            if stream.write_all(request.as_bytes()).await.is_ok() {
+                let mut response = String::new();
+                if stream.read_to_string(&mut response).await.is_ok() {
+                    return response;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    std::fs::write(&jobs_cm, text).expect("write jobs");
+    panic!("no /metrics at {address}");
+}
+
+/// `shoal_api_writes_total` by kind.
+fn writes(metrics: &str) -> BTreeMap<String, u64> {
+    metrics
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("shoal_api_writes_total{kind=\"")?;
+            let (kind, value) = rest.split_once("\"} ")?;
+            Some((kind.to_owned(), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// `VmHWM` (peak resident set) and `VmRSS` of a process, in KiB.
+fn memory_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kib| kib.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+async fn scenario(members: u32, jobs: usize) {
+    let cluster = Cluster::start().await.expect("emulated cluster");
+    let client = cluster.client();
+    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/crd.yaml");
+    kubectl(&cluster, &["apply", "-f", crd], None).await;
+    let sts = format!(
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: worker\n  labels:\n    shoal.dev/swarm: bench\nspec:\n  replicas: {members}\n  podManagementPolicy: Parallel\n  serviceName: worker\n  selector:\n    matchLabels:\n      app: worker\n  template:\n    metadata:\n      labels:\n        app: worker\n    spec:\n      terminationGracePeriodSeconds: 0\n      containers:\n      - name: app\n        image: registry.k8s.io/pause:3.10\n"
+    );
+    kubectl(&cluster, &["apply", "-f", "-"], Some(&sts)).await;
+    // Short keys in flow style keep even 100,000 jobs under the 1 MiB a real
+    // ConfigMap may hold.
+    let keys: Vec<String> = (0..jobs).map(|i| format!("j{i:06}")).collect();
+    let jobs_cm = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: jobs\ndata:\n  config.yml: \"jobs: [{}]\"\n",
+        keys.join(",")
+    );
     kubectl(
-        &server,
-        &["apply", "--server-side", "-f", &jobs_cm.to_string_lossy()],
+        &cluster,
+        &["apply", "--server-side", "-f", "-"],
+        Some(&jobs_cm),
     )
     .await;
-    let swarm = dir.path().join("swarm.yaml");
-    std::fs::write(
-        &swarm,
-        "apiVersion: shoal.dev/v1alpha1\nkind: Swarm\nmetadata:\n  name: bench\nspec:\n  jobsFrom:\n    configMapKeyRef:\n      name: jobs\n      key: config.yml\n",
-    )
-    .expect("write swarm");
+    wait_for_pods(&client, members as usize).await;
 
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(run(
-        client.clone(),
-        Settings {
-            namespace: Some("default".to_owned()),
-            ..Settings::default()
-        },
-        async move {
-            let _ = stopped.await;
-        },
-    ));
-    kubectl(&server, &["apply", "-f", &swarm.to_string_lossy()]).await;
+    let address = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
+        probe.local_addr().expect("address")
+    };
+    let mut controller = tokio::process::Command::new(env!("CARGO_BIN_EXE_shoal-controller"))
+        .args([
+            "--namespace",
+            NAMESPACE,
+            "--metrics-address",
+            &address.to_string(),
+            "--leader-lease",
+            "",
+            "--resync-seconds",
+            "600",
+        ])
+        .env("KUBECONFIG", cluster.kubeconfig_path())
+        .env(
+            "RUST_LOG",
+            std::env::var("SHOAL_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned()),
+        )
+        // The controller logs to stdout; shown only when SHOAL_BENCH_LOG asks for logs.
+        .stdout(if std::env::var_os("SHOAL_BENCH_LOG").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .kill_on_drop(true)
+        .spawn()
+        .expect("shoal-controller starts");
+    let pid = controller.id().expect("controller pid");
+    kubectl(
+        &cluster,
+        &["apply", "-f", "-"],
+        Some("apiVersion: shoal.dev/v1alpha1\nkind: Swarm\nmetadata:\n  name: bench\nspec:\n  jobsFrom:\n    configMapKeyRef:\n      name: jobs\n      key: config.yml\n"),
+    )
+    .await;
     let first = wait_for_revision(&client, 1).await;
+    // Let the Events of revision 1 land before counting.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let writes_before = writes(&scrape(address).await);
+    let (peak_first, _) = memory_kib(pid);
     let before = versions(&client).await;
+
     let started = Instant::now();
     kubectl(
-        &server,
+        &cluster,
         &[
             "scale",
             "statefulset",
             "worker",
             &format!("--replicas={}", members + 1),
         ],
+        None,
     )
     .await;
     wait_for_revision(&client, 2).await;
     let scale = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let writes_after = writes(&scrape(address).await);
+    let (peak, rss) = memory_kib(pid);
+
     let after = versions(&client).await;
-    let writes = after
+    let changed = after
         .iter()
         .filter(|(name, version)| before.get(*name) != Some(*version))
         .count();
-    let swarm: Swarm = Api::namespaced(client.clone(), "default")
+    let delta: BTreeMap<&str, u64> = writes_after
+        .iter()
+        .map(|(kind, count)| {
+            let earlier = writes_before.get(kind).copied().unwrap_or(0);
+            (kind.as_str(), count.saturating_sub(earlier))
+        })
+        .collect();
+    let total: u64 = delta.values().sum();
+    let swarm: Swarm = Api::namespaced(client.clone(), NAMESPACE)
         .get("bench")
         .await
         .expect("swarm");
-    let affected = swarm
-        .status
-        .map(|status| status.members.iter().filter(|m| m.slice_size > 0).count())
-        .unwrap_or(0);
+    let slice_maps = after.keys().filter(|name| name.ends_with("-slice")).count();
+    let affected = {
+        // Members whose slice ConfigMap changed: the scale event's affected set.
+        after
+            .iter()
+            .filter(|(name, version)| {
+                name.ends_with("-slice") && before.get(*name) != Some(*version)
+            })
+            .count()
+    };
     println!(
-        "{members} -> {} members x {jobs} jobs: first revision in force after {first:?}; scale to revision 2 in force after {scale:?}; {writes} ConfigMaps created or rewritten ({affected} members own jobs)",
+        "{members} -> {} members x {jobs} jobs: revision 1 in force after {first:.2?}; \
+         kubectl scale to revision 2 in force (every slice written, phase Ready) after {scale:.2?}",
         members + 1
     );
-    let _ = stop.send(());
-    let _ = controller.await;
+    println!(
+        "  API writes for the scale event: {total} ({delta:?}); ConfigMaps changed: {changed} \
+         ({affected} affected members' slices of {slice_maps}, + index + history); \
+         target <= affected + 2 = {} (a member that both loses and gains jobs is written \
+         twice: revoke, then grant)",
+        affected + 2
+    );
+    println!(
+        "  controller peak memory (VmHWM): {:.1} MiB after revision 1, {:.1} MiB after the scale; \
+         RSS now {:.1} MiB; status lists {} members",
+        peak_first as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        rss as f64 / 1024.0,
+        swarm.status.map_or(0, |status| status.members.len())
+    );
+    let _ = controller.start_kill();
+    let _ = controller.wait().await;
+    cluster.shutdown().await;
 }
 
 fn main() {

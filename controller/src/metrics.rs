@@ -16,6 +16,14 @@ pub struct ErrorLabels {
     pub category: String,
 }
 
+/// Label of the API write counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    /// What was written: `configmap` (slices, index, history, deletions
+    /// included), `status`, `eviction` or `event`.
+    pub kind: String,
+}
+
 /// Label of per-Swarm gauges.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SwarmLabels {
@@ -37,6 +45,8 @@ pub struct Metrics {
     pub members_restarted: Counter,
     /// Slice ConfigMaps written.
     pub slices_written: Counter,
+    /// Write requests sent to the API server, by kind.
+    pub api_writes: Family<WriteLabels, Counter>,
     /// 1 while a Swarm has a revision waiting for approval.
     pub pending_approvals: Family<SwarmLabels, Gauge>,
     /// Seconds from a change being seen to its revision in force everywhere.
@@ -57,6 +67,7 @@ impl Metrics {
             jobs_moved: Counter::default(),
             members_restarted: Counter::default(),
             slices_written: Counter::default(),
+            api_writes: Family::default(),
             pending_approvals: Family::default(),
             change_to_applied: change_to_applied.clone(),
             registry: Mutex::new(Registry::default()),
@@ -92,6 +103,11 @@ impl Metrics {
             metrics.slices_written.clone(),
         );
         registry.register(
+            "api_writes",
+            "Write requests sent to the API server, by kind",
+            metrics.api_writes.clone(),
+        );
+        registry.register(
             "pending_approvals",
             "Revisions waiting for approval",
             metrics.pending_approvals.clone(),
@@ -106,6 +122,15 @@ impl Metrics {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = registry;
         metrics
+    }
+
+    /// Counts one write request of `kind` (see [`WriteLabels`]).
+    pub fn wrote(&self, kind: &str) {
+        self.api_writes
+            .get_or_create(&WriteLabels {
+                kind: kind.to_owned(),
+            })
+            .inc();
     }
 
     /// Sets the pending-approval gauge of a Swarm.

@@ -930,8 +930,12 @@ pub fn plan(obs: &Observation) -> Plan {
             .map(MemberId::pod_name)
             .chain(observed.keys().cloned())
             .collect();
+        // Members that left the pools (scaled down) but whose pod still exists, terminating or
+        // not: until the pod is gone it may still run its jobs, so they are revoked and must
+        // settle like any other revoke before anyone else is granted them.
+        let leaving: BTreeMap<String, MemberView> = members_leaving(obs, &by_name);
         for name in &names {
-            let view = by_name.get(name).copied();
+            let view = by_name.get(name).copied().or_else(|| leaving.get(name));
             let target_jobs: Option<&JobSet> = member_jobs
                 .iter()
                 .find(|(member, _)| &member.pod_name() == name)
@@ -1352,6 +1356,35 @@ pub fn plan(obs: &Observation) -> Plan {
         applied_revision,
         jobs_moved,
     }
+}
+
+/// Pods of pool members beyond `spec.replicas` (the StatefulSet scaled down, the pod not
+/// gone yet) that still have a slice, by pod name, as views with their Leases.
+fn members_leaving(
+    obs: &Observation,
+    members: &BTreeMap<String, &MemberView>,
+) -> BTreeMap<String, MemberView> {
+    let mut leaving = BTreeMap::new();
+    for pool in &obs.pools {
+        for (ordinal, pod) in &pool.pods {
+            let id = MemberId::new(pool.name.clone(), *ordinal);
+            let name = id.pod_name();
+            if members.contains_key(&name) || !obs.slices.contains_key(&name) {
+                continue;
+            }
+            leaving.insert(
+                name.clone(),
+                MemberView {
+                    id,
+                    pod: Some(pod.clone()),
+                    lease: obs.leases.get(&name).cloned(),
+                    unavailable_since: None,
+                    failed_over: false,
+                },
+            );
+        }
+    }
+    leaving
 }
 
 /// Whether a member has let go of what its revoked slice (revision, hash) took away.

@@ -924,3 +924,117 @@ fn a_revoke_is_not_settled_by_an_older_acknowledgement_of_the_same_jobs() {
         Some("revoke")
     );
 }
+
+#[test]
+fn the_swarms_strategy_and_its_parameters_decide_the_assignment() {
+    let keys = JobSet::parse(jobs(60)).unwrap();
+    let members = shoal_core::member::pool_members("worker", 4);
+    let slices_of = |strategy: &Strategy| -> Vec<Vec<String>> {
+        let assignment = assign(&keys, &members, strategy).unwrap();
+        (0..4)
+            .map(|ordinal| {
+                assignment
+                    .slice_of(&MemberId::new("worker", ordinal))
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|key| key.as_str().to_owned())
+                    .collect()
+            })
+            .collect()
+    };
+    let bounded = slices_of(&Strategy::default());
+    for (written, strategy) in [
+        (serde_json::json!({"type": "jump"}), Strategy::Jump),
+        (
+            serde_json::json!({"type": "ring", "vnodes": 8}),
+            Strategy::Ring { vnodes: 8 },
+        ),
+        (
+            serde_json::json!({"type": "bounded", "epsilon": 0.5}),
+            Strategy::Bounded { epsilon: 0.5 },
+        ),
+    ] {
+        let mut swarm = spec(jobs(60));
+        swarm.strategy = serde_json::from_value(written.clone()).unwrap();
+        let mut cluster = Cluster::new(swarm, 4);
+        cluster.settle();
+        let planned: Vec<Vec<String>> = (0..4)
+            .map(|ordinal| cluster.slice_of(&format!("worker-{ordinal}")))
+            .collect();
+        assert_eq!(planned, slices_of(&strategy), "{written}");
+        if strategy != Strategy::default() && !matches!(strategy, Strategy::Bounded { .. }) {
+            assert_ne!(planned, bounded, "{written} planned like the default");
+        }
+    }
+}
+
+#[test]
+fn scaling_down_grants_the_removed_members_jobs_only_once_its_pod_is_gone() {
+    let mut cluster = Cluster::new(spec(jobs(30)), 3);
+    cluster.settle();
+    let leaving_jobs = cluster.slice_of("worker-2");
+    assert!(!leaving_jobs.is_empty());
+    // Scaled to 2: worker-2's pod is terminating but still there (and may still run its jobs).
+    cluster.obs.pools[0].replicas = 2;
+    if let Some(pod) = cluster.obs.pools[0].pods.get_mut(&2) {
+        pod.deleting = true;
+        pod.ready = false;
+    }
+    for _ in 0..3 {
+        cluster.step();
+    }
+    assert!(
+        cluster.slice_of("worker-2").is_empty(),
+        "worker-2's jobs are revoked first"
+    );
+    for member in ["worker-0", "worker-1"] {
+        let slice = cluster.slice_of(member);
+        assert!(
+            leaving_jobs.iter().all(|key| !slice.contains(key)),
+            "{member} was granted worker-2's jobs while its pod still exists"
+        );
+    }
+    // The pod is gone: the jobs are granted and the slice deleted.
+    cluster.obs.pools[0].pods.remove(&2);
+    cluster.settle();
+    assert!(!cluster.obs.slices.contains_key("worker-2"));
+    let mut all: Vec<String> = ["worker-0", "worker-1"]
+        .iter()
+        .flat_map(|member| cluster.slice_of(member))
+        .collect();
+    all.sort();
+    assert_eq!(all, jobs(30));
+}
+
+#[test]
+fn a_removed_member_acknowledging_its_revoke_releases_its_jobs_before_its_pod_is_gone() {
+    let mut cluster = Cluster::new(spec(jobs(30)), 3);
+    cluster.settle();
+    cluster.obs.pools[0].replicas = 2;
+    cluster.step();
+    let revoked = parse_slice(
+        cluster.obs.slices["worker-2"]
+            .text
+            .as_deref()
+            .expect("revoked slice"),
+    )
+    .unwrap();
+    assert!(revoked.jobs.is_empty());
+    // The sidecar of the still-running pod acknowledges the empty slice.
+    cluster.obs.leases.insert(
+        "worker-2".to_owned(),
+        LeaseState {
+            acked_revision: Some(revoked.revision),
+            acked_hash: Some(revoked.hash.clone()),
+            renew_time: Some(t0()),
+            duration_seconds: Some(3600),
+        },
+    );
+    cluster.step();
+    let mut all: Vec<String> = ["worker-0", "worker-1"]
+        .iter()
+        .flat_map(|member| cluster.slice_of(member))
+        .collect();
+    all.sort();
+    assert_eq!(all, jobs(30), "granted once worker-2 acknowledged");
+}

@@ -329,7 +329,12 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
     let lease_api: Api<Lease> = Api::namespaced(client.clone(), &namespace);
     let member_names: std::collections::BTreeSet<String> = pools
         .iter()
-        .flat_map(|pool| (0..pool.replicas).map(move |ordinal| format!("{}-{ordinal}", pool.name)))
+        // Pods beyond `replicas` (scaling down) still hold their jobs until they acknowledge.
+        .flat_map(|pool| {
+            (0..pool.replicas)
+                .chain(pool.pods.keys().copied())
+                .map(move |ordinal| format!("{}-{ordinal}", pool.name))
+        })
         .collect();
     let leases = lease_api
         // Member Leases are few; selecting by name suffix avoids relying on existence selectors.
@@ -527,6 +532,13 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
     for operation in &plan.operations {
         if let Operation::WriteRevision(record) = operation {
             let cm_name = names::revision_configmap(&name, record.revision);
+            tracing::debug!(
+                revision = record.revision,
+                hash = %record.hash,
+                members = record.members.len(),
+                unavailable = record.unavailable.len(),
+                "writing revision history"
+            );
             let serialize = |record: &RevisionRecord| {
                 serde_json::to_string(record).map_err(|source| Error::SerializeRevision {
                     revision: record.revision,
@@ -554,6 +566,7 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
                 BTreeMap::new(),
                 text_payload(REVISION_DATA_KEY, &text),
             );
+            ctx.metrics.wrote("configmap");
             cm_api
                 .patch(&cm_name, &apply_params(), &Patch::Apply(body))
                 .await
@@ -582,6 +595,7 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
                 fields.entry(optional).or_insert(serde_json::Value::Null);
             }
         }
+        ctx.metrics.wrote("status");
         swarm_api
             .patch_status(
                 &name,
@@ -651,6 +665,14 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
                         count
                     }
                 };
+                tracing::debug!(
+                    member = %pod,
+                    phase,
+                    revision = slice.revision,
+                    hash = %slice.hash,
+                    jobs = slice.jobs.len(),
+                    "writing slice"
+                );
                 for (cm_name, data, binary_data) in writes {
                     let first = cm_name == names::slice_configmap(&pod);
                     let body = config_map(
@@ -664,6 +686,7 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
                         },
                         (data, binary_data),
                     );
+                    ctx.metrics.wrote("configmap");
                     cm_api
                         .patch(&cm_name, &apply_params(), &Patch::Apply(body))
                         .await
@@ -674,6 +697,7 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
                 }
                 for stale in parts..*previous_parts {
                     let cm_name = names::slice_configmap_part(&pod, stale);
+                    ctx.metrics.wrote("configmap");
                     match cm_api.delete(&cm_name, &DeleteParams::default()).await {
                         Ok(_) => {}
                         Err(source) if is_not_found(&source) => {}
@@ -690,6 +714,7 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
             Operation::DeleteSlice { member, parts } => {
                 for part in (0..(*parts).max(1)).rev() {
                     let cm_name = names::slice_configmap_part(member, part);
+                    ctx.metrics.wrote("configmap");
                     match cm_api.delete(&cm_name, &DeleteParams::default()).await {
                         Ok(_) => {}
                         Err(source) if is_not_found(&source) => {}
@@ -713,6 +738,7 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
                     }),
                     post_options: PostParams::default(),
                 };
+                ctx.metrics.wrote("eviction");
                 match pod_api.evict(pod, &params).await {
                     Ok(_) => {
                         ctx.metrics.members_restarted.inc();
@@ -754,6 +780,7 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
                     BTreeMap::new(),
                     text_payload(names::INDEX_DATA_KEY, text),
                 );
+                ctx.metrics.wrote("configmap");
                 cm_api
                     .patch(&cm_name, &apply_params(), &Patch::Apply(body))
                     .await
@@ -764,6 +791,7 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
             }
             Operation::PruneRevision { revision } => {
                 let cm_name = names::revision_configmap(&name, *revision);
+                ctx.metrics.wrote("configmap");
                 match cm_api.delete(&cm_name, &DeleteParams::default()).await {
                     Ok(_) => {}
                     Err(source) if is_not_found(&source) => {}
@@ -803,6 +831,7 @@ pub async fn publish_on(
         action: "Reconcile".to_owned(),
         secondary: None,
     };
+    ctx.metrics.wrote("event");
     if let Err(error) = ctx.recorder.publish(&event, reference).await {
         warn!(%error, reason, "could not publish Event");
     }

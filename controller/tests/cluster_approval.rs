@@ -49,6 +49,21 @@ async fn manual_approval_applies_exactly_the_approved_revision_and_ignores_a_sta
     })
     .await;
     assert_eq!(pending.summary.supersedes, Some(2));
+    // The pending revisions and the superseding are Events too.
+    let events = eventually(
+        "RevisionPending and RevisionSuperseded Events",
+        WAIT,
+        || async {
+            let events = env.events().await;
+            (events.contains("RevisionPending") && events.contains("RevisionSuperseded"))
+                .then_some(events)
+        },
+    )
+    .await;
+    assert!(
+        events.contains("revision 3 supersedes pending revision 2"),
+        "{events}"
+    );
 
     // Approving the superseded revision 2 changes nothing and is called stale.
     env.kubectl(&[

@@ -27,7 +27,7 @@ async fn event_with_reason(env: &Env, reason: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_duplicate_key_is_reported_and_the_last_good_slices_stay() {
+async fn a_duplicate_and_an_empty_key_are_reported_and_the_last_good_slices_stay() {
     let env = Env::start().await;
     let controller = env.start_controller();
     env.pool("worker", "demo", 2).await;
@@ -38,9 +38,12 @@ async fn a_duplicate_key_is_reported_and_the_last_good_slices_stay() {
     .await;
     let mut duplicated = job_keys(6);
     duplicated.push("stream:002".to_owned());
+    duplicated.push(String::new());
     env.apply(&swarm_yaml("demo", &duplicated, "")).await;
     let message = degraded(&env, "InvalidJobs").await;
     assert!(message.contains("stream:002"), "{message}");
+    assert!(message.contains("duplicate"), "{message}");
+    assert!(message.contains("empty key"), "{message}");
     event_with_reason(&env, "InvalidJobs").await;
     assert_eq!(all_jobs(&env.slices("demo").await), job_keys(6));
     assert_eq!(env.swarm("demo").await.status.unwrap().current_revision, 1);
@@ -126,6 +129,8 @@ async fn a_deleted_slice_configmap_is_written_again() {
         (env.slices("demo").await == good).then_some(())
     })
     .await;
+    let events = event_with_reason(&env, "SliceRestored").await;
+    assert!(events.contains("worker-1-slice"), "{events}");
     controller.stop().await;
     env.finish().await;
 }

@@ -5,6 +5,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+
 use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -48,6 +51,40 @@ async fn a_swarm_applied_with_kubectl_gets_one_slice_per_member_and_an_index() {
     assert_eq!(env.ready_pods().await, 2, "{table}");
     assert!(table.contains("REVISION"), "{table}");
     let swarm = env.swarm("demo").await;
+    // Slice ConfigMaps: named after the pod, labelled, owned by the Swarm.
+    for (member, cm) in env.slice_maps("demo").await {
+        assert_eq!(
+            cm.metadata.name.as_deref(),
+            Some(format!("{member}-slice").as_str())
+        );
+        let labels = cm.metadata.labels.clone().unwrap_or_default();
+        for (key, value) in [
+            ("shoal.dev/swarm", "demo"),
+            ("shoal.dev/pool", "worker"),
+            ("shoal.dev/member", member.as_str()),
+            ("shoal.dev/revision", "1"),
+        ] {
+            assert_eq!(
+                labels.get(key).map(String::as_str),
+                Some(value),
+                "{member}: {key}"
+            );
+        }
+        let owners = cm.metadata.owner_references.clone().unwrap_or_default();
+        assert!(
+            owners.iter().any(|owner| owner.kind == "Swarm"
+                && owner.name == "demo"
+                && Some(&owner.uid) == swarm.metadata.uid.as_ref()),
+            "{member}: {owners:?}"
+        );
+    }
+    assert_eq!(
+        swarm
+            .status
+            .as_ref()
+            .and_then(|status| status.observed_generation),
+        swarm.metadata.generation
+    );
     let status = swarm.status.expect("status written");
     assert_eq!(status.current_revision, 1);
     assert_eq!(status.jobs, 10);
@@ -222,6 +259,208 @@ async fn a_forced_failover_moves_only_that_members_jobs_and_they_return_afterwar
         (env.slices("demo").await == before).then_some(())
     })
     .await;
+    controller.stop().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labelling_a_statefulset_adds_a_pool_and_unlabelling_it_removes_the_pool() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    env.statefulset("extra", None, 2, false).await;
+    env.apply(&swarm_yaml("demo", &job_keys(20), "")).await;
+    env.in_force("demo", 1, WAIT).await;
+    let first = env.slices("demo").await;
+    assert_eq!(
+        first.keys().collect::<Vec<_>>(),
+        ["worker-0", "worker-1"],
+        "an unlabelled StatefulSet is no pool"
+    );
+
+    env.kubectl(&["label", "statefulset", "extra", "shoal.dev/swarm=demo"])
+        .await;
+    let pooled = eventually("revision 2 on both pools", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        let slices = env.slices("demo").await;
+        (status.current_revision == 2
+            && status.phase.as_deref() == Some("Ready")
+            && slices.len() == 4
+            && all_jobs(&slices) == job_keys(20))
+        .then_some(slices)
+    })
+    .await;
+    for member in ["extra-0", "extra-1", "worker-0", "worker-1"] {
+        assert_eq!(pooled[member].len(), 5, "{member}: {pooled:?}");
+    }
+    let status = env.swarm("demo").await.status.unwrap();
+    let pools: std::collections::BTreeSet<&str> =
+        status.members.iter().map(|m| m.pool.as_str()).collect();
+    assert_eq!(pools, ["extra", "worker"].into());
+
+    env.kubectl(&["label", "statefulset", "extra", "shoal.dev/swarm-"])
+        .await;
+    eventually(
+        "revision 3 on the first pool only, the other's slices deleted",
+        WAIT,
+        || async {
+            let status = env.swarm("demo").await.status?;
+            let slices = env.slices("demo").await;
+            (status.current_revision == 3
+                && status.phase.as_deref() == Some("Ready")
+                && slices.keys().eq(["worker-0", "worker-1"].iter())
+                && all_jobs(&slices) == job_keys(20))
+            .then_some(())
+        },
+    )
+    .await;
+    // The unlabelled StatefulSet's pods are left alone.
+    assert!(env.pod_uids().await.contains_key("extra-0"));
+    controller.stop().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_unready_past_failover_after_loses_its_jobs_and_gets_them_back() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.statefulset("worker", Some("demo"), 3, true).await;
+    for pod in ["worker-0", "worker-1", "worker-2"] {
+        // Readiness is set once the kubelet reported the pod running (it
+        // writes the pod's conditions then).
+        eventually(&format!("{pod} running"), WAIT, || async {
+            let pod = Api::<Pod>::namespaced(env.client.clone(), &env.namespace)
+                .get_opt(pod)
+                .await
+                .ok()??;
+            (pod.status?.phase.as_deref() == Some("Running")).then_some(())
+        })
+        .await;
+        env.set_ready(pod, true).await;
+    }
+    env.ready_pool("worker", 3).await;
+    let failover = "  failover:\n    after: 3s\n";
+    env.apply(&swarm_yaml("demo", &job_keys(30), failover))
+        .await;
+    env.in_force("demo", 1, WAIT).await;
+    let before = env.slices("demo").await;
+
+    env.set_ready("worker-1", false).await;
+    // Within failover.after nothing moves.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        env.slices("demo").await,
+        before,
+        "jobs moved before failover.after"
+    );
+    let during = eventually("worker-1 failed over", WAIT, || async {
+        let slices = env.slices("demo").await;
+        let status = env.swarm("demo").await.status?;
+        let failed_over = status
+            .members
+            .iter()
+            .any(|member| member.name == "worker-1" && member.failed_over);
+        (failed_over
+            && slices.get("worker-1").is_some_and(Vec::is_empty)
+            && all_jobs(&slices) == job_keys(30))
+        .then_some(slices)
+    })
+    .await;
+    for member in ["worker-0", "worker-2"] {
+        assert!(
+            before[member]
+                .iter()
+                .all(|key| during[member].contains(key)),
+            "{member} lost a job during failover"
+        );
+    }
+    assert!(env.events().await.contains("MemberFailedOver"));
+
+    env.set_ready("worker-1", true).await;
+    eventually("worker-1's jobs back", WAIT, || async {
+        (env.slices("demo").await == before).then_some(())
+    })
+    .await;
+    eventually("a MemberReturned Event", WAIT, || async {
+        env.events().await.contains("MemberReturned").then_some(())
+    })
+    .await;
+    controller.stop().await;
+    env.finish().await;
+}
+
+/// (reason, count) of every Event in the namespace.
+async fn event_counts(env: &Env) -> BTreeMap<String, u64> {
+    let text = env.kubectl(&["get", "events", "-o", "json"]).await;
+    let list: serde_json::Value = serde_json::from_str(&text).expect("events JSON");
+    let mut counts = BTreeMap::new();
+    for event in list["items"].as_array().into_iter().flatten() {
+        let reason = event["reason"].as_str().unwrap_or_default().to_owned();
+        let count = event["count"]
+            .as_u64()
+            .or_else(|| event["series"]["count"].as_u64())
+            .unwrap_or(1);
+        *counts.entry(reason).or_insert(0) += count;
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_published_on_transitions_only() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    env.apply(&swarm_yaml("demo", &job_keys(6), "")).await;
+    env.in_force("demo", 1, WAIT).await;
+    let applied = eventually("the RevisionApplied Event", WAIT, || async {
+        let counts = event_counts(&env).await;
+        counts.contains_key("RevisionApplied").then_some(counts)
+    })
+    .await;
+    assert_eq!(applied.get("RevisionApproved"), Some(&1), "{applied:?}");
+    assert_eq!(applied.get("RevisionApplied"), Some(&1), "{applied:?}");
+
+    // Reconciles that change nothing say nothing.
+    for touch in 1..=3 {
+        env.kubectl(&[
+            "annotate",
+            "swarm",
+            "demo",
+            &format!("example.com/touch={touch}"),
+            "--overwrite",
+        ])
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(event_counts(&env).await, applied);
+
+    // A bad input is reported once, however often it is reconciled.
+    let mut duplicated = job_keys(6);
+    duplicated.push("stream:001".to_owned());
+    env.apply(&swarm_yaml("demo", &duplicated, "")).await;
+    eventually("the InvalidJobs Event", WAIT, || async {
+        event_counts(&env)
+            .await
+            .contains_key("InvalidJobs")
+            .then_some(())
+    })
+    .await;
+    for touch in 4..=6 {
+        env.kubectl(&[
+            "annotate",
+            "swarm",
+            "demo",
+            &format!("example.com/touch={touch}"),
+            "--overwrite",
+        ])
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let counts = event_counts(&env).await;
+    assert_eq!(counts.get("InvalidJobs"), Some(&1), "{counts:?}");
+    let mut expected = applied.clone();
+    expected.insert("InvalidJobs".to_owned(), 1);
+    assert_eq!(counts, expected);
     controller.stop().await;
     env.finish().await;
 }

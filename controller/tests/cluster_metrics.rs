@@ -48,6 +48,14 @@ async fn the_metrics_server_reports_health_and_applied_revisions() {
         (all_jobs(&env.slices("demo").await) == job_keys(8)).then_some(())
     })
     .await;
+    env.in_force("demo", 1, WAIT).await;
+    eventually("the index written", WAIT, || async {
+        env.kubectl_status(&["get", "configmap", "demo"])
+            .await
+            .0
+            .then_some(())
+    })
+    .await;
     let metrics = eventually("revisions_applied counted", WAIT, || async {
         let metrics = get(address, "/metrics").await?;
         metrics
@@ -62,6 +70,10 @@ async fn the_metrics_server_reports_health_and_applied_revisions() {
         "shoal_pending_approvals{swarm=\"demo\"} 0",
         "shoal_change_to_applied_seconds_count",
         "shoal_slices_written_total 2",
+        // Revision 1 on two members: its history, two slices and the index, nothing more.
+        "shoal_api_writes_total{kind=\"configmap\"} 4",
+        "shoal_api_writes_total{kind=\"status\"}",
+        "shoal_api_writes_total{kind=\"event\"}",
     ] {
         assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");
     }

@@ -176,14 +176,30 @@ impl Env {
     /// A StatefulSet of `replicas` pause pods labelled for `swarm`; its pods
     /// are created by the StatefulSet controller and become Ready.
     pub async fn pool(&self, name: &str, swarm: &str, replicas: u32) {
+        self.statefulset(name, Some(swarm), replicas, false).await;
+    }
+
+    /// A StatefulSet of `replicas` pause pods, labelled for `swarm` if given.
+    /// `gated` pods carry the emulator's readiness gate: they stay unready
+    /// until [`Env::set_ready`] (on a real cluster too).
+    pub async fn statefulset(&self, name: &str, swarm: Option<&str>, replicas: u32, gated: bool) {
+        let labels = swarm.map_or(String::new(), |swarm| {
+            format!("  labels:\n    shoal.dev/swarm: {swarm}\n")
+        });
+        let gate = if gated {
+            format!(
+                "      readinessGates:\n      - conditionType: {}\n",
+                shoal_emulator::sim::READINESS_GATE
+            )
+        } else {
+            String::new()
+        };
         self.apply(&format!(
             r#"apiVersion: apps/v1
 kind: StatefulSet
 metadata:
   name: {name}
-  labels:
-    shoal.dev/swarm: {swarm}
-spec:
+{labels}spec:
   replicas: {replicas}
   serviceName: {name}
   selector:
@@ -194,13 +210,20 @@ spec:
       labels:
         app: {name}
     spec:
-      terminationGracePeriodSeconds: 0
+{gate}      terminationGracePeriodSeconds: 0
       containers:
       - name: app
         image: {PAUSE_IMAGE}
 "#
         ))
         .await;
+    }
+
+    /// Sets a pod's readiness (and its readiness gate) through `pods/status`.
+    pub async fn set_ready(&self, pod: &str, ready: bool) {
+        shoal_emulator::sim::set_pod_ready(&self.client, &self.namespace, pod, ready)
+            .await
+            .expect("set pod readiness");
     }
 
     /// Waits until `count` pods of `pool` exist, all Ready; returns their uids by name.
