@@ -113,8 +113,10 @@ async fn main() -> anyhow::Result<()> {
     let converged = tokio::select! {
         converged = sandbox.wait_converged(timeout) => converged,
         signal = &mut stop => {
-            eprintln!("shoal-sandbox: {}; stopping", signal?);
-            return sandbox.shutdown().await.context("stopping the sandbox");
+            eprintln!("shoal-sandbox: {} before the demo converged; stopping", signal?);
+            sandbox.shutdown().await.context("stopping the sandbox")?;
+            eprintln!("shoal-sandbox: stopped");
+            return Ok(());
         }
     };
     let converged = match converged {
