@@ -19,7 +19,8 @@ pub use kubelet::{
 };
 pub use statefulset::{
     CONTROLLER_REVISION_HASH_LABEL, POD_INDEX_LABEL, POD_NAME_LABEL, SetView,
-    StatefulSetController, Step, UpdateStrategy, ordinal_of, plan, revision_name, template_hash,
+    StatefulSetController, Step, UpdateStrategy, ordinal_of, plan, revision_name,
+    revisions_to_prune, template_hash,
 };
 
 /// What can go wrong while a simulated controller acts on an object.

@@ -620,3 +620,68 @@ async fn pods_are_listed_by_the_set_selector_only() {
     assert_eq!(names, vec!["db-0", "db-1", "web-0"]);
     cluster.cleanup().await;
 }
+
+#[tokio::test]
+async fn old_controller_revisions_are_pruned_to_the_history_limit() {
+    let cluster = cluster().await;
+    let client = cluster.client();
+    let namespace = cluster.namespace().to_owned();
+    let mut set = statefulset("web", 1);
+    if let Some(spec) = set.spec.as_mut() {
+        spec.revision_history_limit = Some(1);
+    }
+    create_set(&cluster, &set).await;
+    let mut seen_revisions = Vec::new();
+    for version in ["1", "2", "3", "4"] {
+        change_template(&cluster, "web", version).await;
+        let settled = wait_for_status(&cluster, "web", "the update rolled out", |set| {
+            set.status.as_ref().is_some_and(|status| {
+                status.observed_generation == set.metadata.generation
+                    && status.current_revision == status.update_revision
+                    && status.ready_replicas == Some(1)
+            })
+        })
+        .await;
+        seen_revisions.push(update_revision(&settled));
+    }
+    let distinct: std::collections::BTreeSet<&String> = seen_revisions.iter().collect();
+    assert_eq!(distinct.len(), 4, "each template got its own revision");
+    let revisions: Api<ControllerRevision> = Api::namespaced(client, &namespace);
+    let remaining = cluster
+        .wait_for(
+            "history truncated to one idle revision",
+            TIMEOUT,
+            || async {
+                match revisions
+                    .list(&ListParams::default().labels("app=web"))
+                    .await
+                {
+                    Ok(list) if list.items.len() == 2 => Check::Done(list.items),
+                    Ok(list) => Check::Pending(
+                        list.items
+                            .iter()
+                            .map(|revision| {
+                                format!("{}#{}", revision.name_any(), revision.revision)
+                            })
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    ),
+                    Err(error) => Check::Pending(error.to_string()),
+                }
+            },
+        )
+        .await
+        .expect("pruned");
+    let mut names: Vec<String> = remaining
+        .iter()
+        .map(|revision| revision.name_any())
+        .collect();
+    names.sort();
+    let mut expected = vec![seen_revisions[2].clone(), seen_revisions[3].clone()];
+    expected.sort();
+    assert_eq!(
+        names, expected,
+        "the live revision and the newest idle one are kept"
+    );
+    cluster.cleanup().await;
+}

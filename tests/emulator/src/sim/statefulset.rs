@@ -587,9 +587,56 @@ async fn reconcile(set: Arc<StatefulSet>, context: Arc<Context>) -> Result<Actio
                 &Patch::Merge(json!({ "status": status })),
             )
             .await
-            .map_err(api_error("update status of statefulset", object))?;
+            .map_err(api_error("update status of statefulset", object.clone()))?;
+    }
+
+    // Truncate history: revisions no pod uses beyond revisionHistoryLimit.
+    let mut live: std::collections::BTreeSet<String> =
+        pods.values().map(|pod| pod.revision.clone()).collect();
+    live.insert(status.current_revision.clone().unwrap_or_default());
+    live.insert(update_revision.clone());
+    let history: Vec<(String, i64)> = owned_revisions
+        .iter()
+        .map(|revision| (revision.name_any(), revision.revision))
+        .collect();
+    let limit = spec
+        .revision_history_limit
+        .and_then(|limit| usize::try_from(limit).ok())
+        .unwrap_or(10);
+    for name in revisions_to_prune(&history, &live, limit) {
+        match revisions_api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => {
+                return Err(SimError::Api {
+                    action: "prune controllerrevision",
+                    object: format!("{namespace}/{name}"),
+                    source,
+                });
+            }
+        }
     }
     Ok(Action::requeue(Duration::from_secs(5)))
+}
+
+/// The ControllerRevisions to delete, as upstream's history truncation:
+/// revisions not `live` (used by a pod, or the current or update revision)
+/// beyond the newest `limit` of them, oldest first.
+pub fn revisions_to_prune(
+    history: &[(String, i64)],
+    live: &std::collections::BTreeSet<String>,
+    limit: usize,
+) -> Vec<String> {
+    let mut idle: Vec<&(String, i64)> = history
+        .iter()
+        .filter(|(name, _)| !live.contains(name))
+        .collect();
+    idle.sort_by_key(|(_, number)| *number);
+    let excess = idle.len().saturating_sub(limit);
+    idle.into_iter()
+        .take(excess)
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 fn owned_by(meta: &ObjectMeta, uid: &str) -> bool {
@@ -782,6 +829,22 @@ mod tests {
             ..ObjectMeta::default()
         });
         assert_ne!(first, template_hash(&template));
+    }
+
+    #[test]
+    fn history_keeps_live_revisions_and_the_newest_idle_ones_up_to_the_limit() {
+        let history: Vec<(String, i64)> = [("web-a", 1), ("web-b", 2), ("web-c", 3), ("web-d", 4)]
+            .iter()
+            .map(|(name, number)| ((*name).to_owned(), *number))
+            .collect();
+        let live: std::collections::BTreeSet<String> =
+            ["web-a".to_owned(), "web-d".to_owned()].into();
+        assert_eq!(revisions_to_prune(&history, &live, 1), vec!["web-b"]);
+        assert_eq!(
+            revisions_to_prune(&history, &live, 0),
+            vec!["web-b", "web-c"]
+        );
+        assert!(revisions_to_prune(&history, &live, 10).is_empty());
     }
 
     #[test]
