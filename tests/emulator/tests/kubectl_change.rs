@@ -428,3 +428,81 @@ async fn a_defaulted_update_strategy_gets_partition_zero_and_rollout_status_says
         .expect("the pod is ready once rollout status is done");
     cluster.cleanup().await;
 }
+
+#[tokio::test]
+async fn set_image_then_rollout_history_and_undo_bring_the_old_template_back() {
+    let cluster = cluster().await;
+    let client = cluster.client();
+    let namespace = cluster.namespace().to_owned();
+    create_set(&cluster, &statefulset("web", 2)).await;
+    wait_for_ready_pods(&client, &namespace, "web", 2, TIMEOUT)
+        .await
+        .expect("two pods");
+    let old_image = shoal_emulator::harness::fixtures::PAUSE_IMAGE;
+    let new_image = "registry.k8s.io/pause:3.9";
+    kubectl_ok(
+        &cluster,
+        &[
+            "set",
+            "image",
+            "statefulset/web",
+            &format!("app={new_image}"),
+        ],
+    )
+    .await;
+    let images = |pods: &std::collections::BTreeMap<u32, Pod>| -> Vec<String> {
+        pods.values()
+            .map(|pod| {
+                pod.spec
+                    .as_ref()
+                    .and_then(|spec| spec.containers[0].image.clone())
+                    .unwrap_or_default()
+            })
+            .collect()
+    };
+    let pods_now = |image: &'static str| {
+        let client = client.clone();
+        let namespace = namespace.clone();
+        async move {
+            match pods_of(&client, &namespace, "web").await {
+                Ok(pods)
+                    if pods.len() == 2
+                        && images(&pods).iter().all(|found| found == image)
+                        && pods.values().all(is_running_and_ready) =>
+                {
+                    Check::Done(())
+                }
+                Ok(pods) => Check::Pending(format!("{} {:?}", describe_pods(&pods), images(&pods))),
+                Err(error) => Check::Pending(error.to_string()),
+            }
+        }
+    };
+    cluster
+        .wait_for("pods on the new image", TIMEOUT, || pods_now(new_image))
+        .await
+        .expect("rolled forward");
+
+    let history = kubectl_ok(&cluster, &["rollout", "history", "statefulset/web"]).await;
+    let numbers: Vec<&str> = history
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|first| first.chars().all(|c| c.is_ascii_digit()))
+        .collect();
+    assert_eq!(numbers, vec!["1", "2"], "{history}");
+    let first = kubectl_ok(
+        &cluster,
+        &["rollout", "history", "statefulset/web", "--revision=1"],
+    )
+    .await;
+    assert!(first.contains(old_image), "{first}");
+
+    let undone = kubectl_ok(&cluster, &["rollout", "undo", "statefulset/web"]).await;
+    assert_eq!(undone.trim(), "statefulset.apps/web rolled back");
+    cluster
+        .wait_for("pods back on the old image", TIMEOUT, || {
+            pods_now(old_image)
+        })
+        .await
+        .expect("rolled back");
+    cluster.cleanup().await;
+}
