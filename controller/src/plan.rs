@@ -293,6 +293,21 @@ struct JobListDocument {
     jobs: Option<Vec<String>>,
 }
 
+/// YAML parser limits for a job list of `bytes` bytes. The parser's default node and
+/// event budgets (250,000 and 1,000,000) would refuse a list of a few hundred thousand
+/// jobs; every job takes at least two bytes of text, so budgets sized from the text
+/// admit every list that fits in it and still bound the work (aliases stay limited).
+fn job_list_options(bytes: usize) -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_nodes = budget.max_nodes.max(bytes.saturating_add(16));
+    budget.max_events = budget
+        .max_events
+        .max(bytes.saturating_mul(2).saturating_add(16));
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
+}
+
 /// Reads the job list of a Swarm: inline keys plus the `jobsFrom` document.
 pub fn job_list(swarm: &str, spec: &SwarmSpec, source: &JobSource) -> Result<JobSet, InputProblem> {
     let mut keys: Vec<String> = spec.jobs.clone();
@@ -311,8 +326,11 @@ pub fn job_list(swarm: &str, spec: &SwarmSpec, source: &JobSource) -> Result<Job
             });
         }
         JobSource::Text { name, key, text } => {
-            let document: JobListDocument =
-                serde_saphyr::from_str(text).map_err(|error| InputProblem {
+            let document: JobListDocument = serde_saphyr::from_str_with_options(
+                text,
+                job_list_options(text.len()),
+            )
+            .map_err(|error| InputProblem {
                     reason: "JobConfigMapInvalid",
                     message: format!(
                         "Swarm {swarm}: ConfigMap {name} key {key} is not a `jobs: [...]` YAML document: {error}"
@@ -991,14 +1009,19 @@ pub fn plan(obs: &Observation) -> Plan {
                 .collect();
             let loses = keep.len() != held_jobs.len();
             // Slices revoked by this rollout (or by the one it superseded) must be settled before
-            // anything is granted.
+            // anything is granted. With a sidecar (a Lease) so must any older revoke: once a newer
+            // revision is approved, `current_revision` moves past revokes that may still be in
+            // flight, and an acknowledged revoke stays settled, so checking it costs nothing.
+            let has_lease = view.is_some_and(|view| view.lease.is_some());
             let revoked_here = object
                 .is_some_and(|object| object.phase.as_deref() == Some("revoke"))
                 && held
                     .as_ref()
                     .ok()
                     .and_then(|slice| slice.as_ref())
-                    .is_some_and(|slice| slice.revision >= current_revision.min(revision));
+                    .is_some_and(|slice| {
+                        slice.revision >= current_revision.min(revision) || has_lease
+                    });
             if revoked_here {
                 let settled = match view {
                     None => true,

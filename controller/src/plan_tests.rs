@@ -1038,3 +1038,89 @@ fn a_removed_member_acknowledging_its_revoke_releases_its_jobs_before_its_pod_is
     all.sort();
     assert_eq!(all, jobs(30), "granted once worker-2 acknowledged");
 }
+
+#[test]
+fn a_revoke_still_unacknowledged_when_a_newer_revision_is_approved_still_holds_back_grants() {
+    let members = ["worker-0", "worker-1", "worker-2", "worker-3"];
+    let mut cluster = Cluster::new(spec(jobs(30)), 3);
+    // Each sidecar acknowledges the slice it holds, except worker-0 while `silent`.
+    let step_and_ack = |cluster: &mut Cluster, silent: bool| {
+        let plan = cluster.step();
+        for member in members {
+            let Some(object) = cluster.obs.slices.get(member) else {
+                continue;
+            };
+            if silent && member == "worker-0" {
+                continue;
+            }
+            let slice = parse_slice(object.text.as_deref().unwrap()).unwrap();
+            cluster.obs.leases.insert(
+                member.to_owned(),
+                LeaseState {
+                    acked_revision: Some(slice.revision),
+                    acked_hash: Some(slice.hash),
+                    renew_time: Some(t0()),
+                    duration_seconds: Some(30),
+                },
+            );
+        }
+        plan
+    };
+    for _ in 0..10 {
+        step_and_ack(&mut cluster, false);
+    }
+    let still_running = cluster.slice_of("worker-0");
+    // Growing revokes some of worker-0's jobs; worker-0 is slow to acknowledge.
+    cluster.scale(4);
+    step_and_ack(&mut cluster, true);
+    assert_eq!(
+        cluster.obs.slices["worker-0"].phase.as_deref(),
+        Some("revoke")
+    );
+    // Meanwhile the job list changes: a newer revision supersedes the rollout.
+    cluster.obs.spec.jobs = jobs(31);
+    for _ in 0..5 {
+        let plan = step_and_ack(&mut cluster, true);
+        for operation in &plan.operations {
+            if let Operation::WriteSlice { slice, .. } = operation
+                && slice.member != "worker-0"
+            {
+                let granted: Vec<&str> = slice
+                    .jobs
+                    .iter()
+                    .map(|key| key.as_str())
+                    .filter(|job| still_running.iter().any(|running| running == job))
+                    .collect();
+                assert!(
+                    granted.is_empty(),
+                    "{granted:?} granted to {} while worker-0 has not acknowledged their revoke",
+                    slice.member
+                );
+            }
+        }
+    }
+    // Once worker-0 acknowledges, the grants go out.
+    for _ in 0..5 {
+        step_and_ack(&mut cluster, false);
+    }
+    assert!(cluster.slice_of("worker-3").len() >= 7);
+}
+
+#[test]
+fn a_job_configmap_past_the_yaml_parsers_default_budget_is_read_whole() {
+    // 300,000 keys exceed the parser's default budget of 250,000 nodes.
+    let keys: Vec<String> = (0..300_000).map(|i| format!("j{i:06}")).collect();
+    let flow = format!("jobs: [{}]", keys.join(","));
+    let block: String = std::iter::once("jobs:\n".to_owned())
+        .chain(keys.iter().map(|key| format!("- {key}\n")))
+        .collect();
+    for text in [flow, block] {
+        let source = JobSource::Text {
+            name: "jobs".to_owned(),
+            key: "config.yml".to_owned(),
+            text,
+        };
+        let read = job_list("demo", &spec(Vec::new()), &source).expect("the whole list");
+        assert_eq!(read.len(), keys.len());
+    }
+}
