@@ -594,8 +594,9 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             // Injected API errors are expected; the client's own error log would drown the rest.
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,kube_client::client::builder=off".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                "warn,kube_client::client::builder=off,shoal_sandbox::members=info".into()
+            }),
         )
         .with_test_writer()
         .try_init();
@@ -712,20 +713,26 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
     let mut revive_at: Vec<(Instant, String)> = Vec::new();
     let mut restart_at: Option<Instant> = None;
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    // What the schedule did and when (ns since the epoch), to explain a violation.
+    let mut actions: Vec<(u128, String)> = Vec::new();
     for action in deck {
         let now = Instant::now();
         for (_, pod) in revive_at.iter().filter(|(due, _)| *due <= now) {
             // The pod may have been replaced meanwhile; its new sidecar runs already.
-            let _ = members.revive(pod).await;
+            let revived = members.revive(pod).await;
+            actions.push((now_ns(), format!("revive sidecar {pod}: {revived:?}")));
         }
         revive_at.retain(|(due, _)| *due > now);
         if restart_at.is_some_and(|due| due <= now) {
             restart_at = None;
             controller = Some(Controller::start(&client, &namespace));
+            actions.push((now_ns(), "restart controller".to_owned()));
         }
+        let mut note = format!("{action:?}");
         match action {
             Action::Scale => {
                 replicas = 1 + rng.below(5) as u32;
+                note = format!("scale to {replicas}");
                 let flag = format!("--replicas={replicas}");
                 kubectl(&cluster, &["scale", "statefulset", POOL, &flag], None).await;
             }
@@ -740,6 +747,7 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
                 for _ in 0..rng.below(20) {
                     jobs.insert(universe[rng.below(universe.len())].clone());
                 }
+                note = format!("edit jobs: {} now", jobs.len());
                 kubectl(&cluster, &["apply", "-f", "-"], Some(&jobs_yaml(&jobs))).await;
             }
             Action::DeletePod => {
@@ -753,6 +761,7 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
                 };
                 if !existing.is_empty() {
                     let pod = &existing[rng.below(existing.len())];
+                    note = format!("delete pod {pod}");
                     kubectl(&cluster, &["delete", "pod", pod, "--wait=false"], None).await;
                 }
             }
@@ -760,6 +769,7 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
                 let running: Vec<String> = members.running().into_keys().collect();
                 if !running.is_empty() {
                     let pod = running[rng.below(running.len())].clone();
+                    note = format!("kill sidecar {pod}");
                     if members.kill(&pod).await.is_ok() {
                         monitor
                             .wait_member_dead(&pod, Duration::from_secs(20))
@@ -786,10 +796,13 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
             Action::ApiErrors => {
                 if let Some(faults) = cluster.faults() {
                     let status = if rng.below(2) == 0 { 500 } else { 503 };
-                    faults.fail_next(3 + rng.below(20), None, None, status);
+                    let count = 3 + rng.below(20);
+                    note = format!("fail the next {count} requests with {status}");
+                    faults.fail_next(count, None, None, status);
                 }
             }
         }
+        actions.push((now_ns(), note));
         *counts.entry(format!("{action:?}")).or_default() += 1;
         tokio::time::sleep(rng.millis(100, 1500)).await;
     }
@@ -822,9 +835,22 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
         .filter(|job| !ever_removed.contains(*job))
         .cloned()
         .collect();
+    let events = ledger.events.clone();
     let gaps = match oracle(ledger.events, &steady) {
         Ok(gaps) => gaps,
-        Err(violation) => panic!("ownership violated (seed {seed}): {violation}"),
+        Err(violation) => {
+            let job = violation.split_whitespace().next().unwrap_or_default();
+            let mut history: Vec<&Event> = events.iter().filter(|event| event.job == job).collect();
+            history.sort();
+            let from = history.first().map_or(0, |event| event.at);
+            let context: Vec<&(u128, String)> = actions
+                .iter()
+                .filter(|(at, _)| *at + 10_000_000_000 >= from)
+                .collect();
+            panic!(
+                "ownership violated (seed {seed}): {violation}\n{job}'s processes: {history:#?}\nschedule since: {context:#?}"
+            );
+        }
     };
     assert!(!gaps.is_empty(), "the schedule moved jobs between members");
     println!(
