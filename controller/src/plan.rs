@@ -293,21 +293,6 @@ struct JobListDocument {
     jobs: Option<Vec<String>>,
 }
 
-/// YAML parser limits for a job list of `bytes` bytes. The parser's default node and
-/// event budgets (250,000 and 1,000,000) would refuse a list of a few hundred thousand
-/// jobs; every job takes at least two bytes of text, so budgets sized from the text
-/// admit every list that fits in it and still bound the work (aliases stay limited).
-fn job_list_options(bytes: usize) -> serde_saphyr::Options {
-    let mut budget = serde_saphyr::Budget::default();
-    budget.max_nodes = budget.max_nodes.max(bytes.saturating_add(16));
-    budget.max_events = budget
-        .max_events
-        .max(bytes.saturating_mul(2).saturating_add(16));
-    let mut options = serde_saphyr::Options::default();
-    options.budget = Some(budget);
-    options
-}
-
 /// Reads the job list of a Swarm: inline keys plus the `jobsFrom` document.
 pub fn job_list(swarm: &str, spec: &SwarmSpec, source: &JobSource) -> Result<JobSet, InputProblem> {
     let mut keys: Vec<String> = spec.jobs.clone();
@@ -328,7 +313,7 @@ pub fn job_list(swarm: &str, spec: &SwarmSpec, source: &JobSource) -> Result<Job
         JobSource::Text { name, key, text } => {
             let document: JobListDocument = serde_saphyr::from_str_with_options(
                 text,
-                job_list_options(text.len()),
+                shoal_core::format::yaml_options_for(text.len()),
             )
             .map_err(|error| InputProblem {
                     reason: "JobConfigMapInvalid",

@@ -142,13 +142,31 @@ fn text(fields: &BTreeMap<String, Value>, field: &'static str) -> Result<String,
     }
 }
 
+/// YAML parser limits for a document of `bytes` bytes. The parser's default
+/// node and event budgets (250,000 and 1,000,000) would refuse a slice or job
+/// list of a few hundred thousand keys; every key takes at least two bytes of
+/// text, so budgets sized from the text admit every list that fits in it and
+/// still bound the work (aliases stay limited).
+pub fn yaml_options_for(bytes: usize) -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_nodes = budget.max_nodes.max(bytes.saturating_add(16));
+    budget.max_events = budget
+        .max_events
+        .max(bytes.saturating_mul(2).saturating_add(16));
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
+}
+
 /// Parses a format v1 slice document, checking the format marker, the hash
 /// syntax, the jobs (valid, unique, sorted) and that the hash matches them.
 pub fn parse_slice(text_yaml: &str) -> Result<Slice, SliceParseError> {
     let fields: BTreeMap<String, Value> =
-        serde_saphyr::from_str(text_yaml).map_err(|error| SliceParseError::Yaml {
-            message: error.to_string(),
-        })?;
+        serde_saphyr::from_str_with_options(text_yaml, yaml_options_for(text_yaml.len())).map_err(
+            |error| SliceParseError::Yaml {
+                message: error.to_string(),
+            },
+        )?;
     let format = text(&fields, "format")?;
     if format != SLICE_FORMAT_V1 {
         return Err(SliceParseError::UnsupportedFormat { found: format });
@@ -306,9 +324,11 @@ pub fn render_index(index: &Index) -> String {
 /// one (k8s-swarm documents always carry both).
 pub fn parse_index(text_yaml: &str) -> Result<Index, IndexParseError> {
     let fields: BTreeMap<String, Value> =
-        serde_saphyr::from_str(text_yaml).map_err(|error| IndexParseError::Yaml {
-            message: error.to_string(),
-        })?;
+        serde_saphyr::from_str_with_options(text_yaml, yaml_options_for(text_yaml.len())).map_err(
+            |error| IndexParseError::Yaml {
+                message: error.to_string(),
+            },
+        )?;
     let version = match fields.get("version") {
         None => {
             return Err(IndexParseError::MissingField {

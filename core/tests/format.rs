@@ -40,6 +40,40 @@ fn slices_with_awkward_keys_survive_a_round_trip() {
 }
 
 #[test]
+fn a_slice_past_the_yaml_parsers_default_node_budget_round_trips() {
+    // The parser refuses more than 250,000 nodes by default; a member of a
+    // 1,000,000-job Swarm on 4 members holds 250,000 jobs plus the header.
+    let keys: Vec<String> = (0..260_000).map(|i| format!("j{i:07}")).collect();
+    let large = Slice::new("demo", "worker-0", 1, JobSet::parse(keys).unwrap());
+    let parsed = parse_slice(&render_slice(&large)).expect("a large slice parses");
+    assert_eq!(parsed.jobs.len(), 260_000);
+    assert_eq!(parsed, large);
+}
+
+#[test]
+fn an_index_past_the_yaml_parsers_default_node_budget_round_trips() {
+    let mut workloads = std::collections::BTreeMap::new();
+    for member in 0..2 {
+        let keys: Vec<shoal_core::JobKey> = (0..130_000)
+            .map(|i| shoal_core::JobKey::new(format!("m{member}-j{i:07}")).unwrap())
+            .collect();
+        workloads.insert(
+            format!("worker-{member}"),
+            shoal_core::format::Workload {
+                jobs: keys,
+                version: 1,
+            },
+        );
+    }
+    let index = Index {
+        workloads,
+        version: 1,
+    };
+    let parsed = parse_index(&render_index(&index)).expect("a large index parses");
+    assert_eq!(parsed, index);
+}
+
+#[test]
 fn an_empty_slice_round_trips() {
     let empty = slice(&[]);
     assert_eq!(empty.hash, EMPTY_HASH);

@@ -80,6 +80,9 @@ pub struct ExecSettings {
     pub member: String,
     /// SIGTERM → SIGKILL grace period.
     pub stop_grace: Duration,
+    /// The grace when every job stops because the sidecar fenced itself: the
+    /// processes must be gone before the Lease may be seen expired.
+    pub fenced_stop_grace: Duration,
     /// First restart delay after a crash.
     pub restart_backoff: Duration,
     /// Longest restart delay.
@@ -111,7 +114,8 @@ impl LiveGroups {
 
 /// A job's process is running (or waiting to restart) under this handle.
 struct JobProcess {
-    stop: oneshot::Sender<()>,
+    /// Sends the SIGTERM → SIGKILL grace to stop with.
+    stop: oneshot::Sender<Duration>,
     task: JoinHandle<()>,
 }
 
@@ -153,7 +157,12 @@ pub(crate) async fn supervise(
             .iter()
             .filter_map(|job| running.remove(job))
             .collect();
-        stop_all(stopping).await;
+        let grace = if current.fenced {
+            settings.fenced_stop_grace
+        } else {
+            settings.stop_grace
+        };
+        stop_all(stopping, grace).await;
         for job in changes.start {
             let process = spawn_job(
                 settings.clone(),
@@ -161,6 +170,7 @@ pub(crate) async fn supervise(
                 revision,
                 metrics.clone(),
                 live.clone(),
+                delivered.clone(),
             );
             running.insert(job, process);
         }
@@ -178,15 +188,15 @@ pub(crate) async fn supervise(
             _ = shutdown.wait_for(|stop| *stop) => break,
         }
     }
-    stop_all(running.into_values().collect()).await;
+    stop_all(running.into_values().collect(), settings.stop_grace).await;
     metrics.exec_processes.set(0);
 }
 
-async fn stop_all(processes: Vec<JobProcess>) {
+async fn stop_all(processes: Vec<JobProcess>, grace: Duration) {
     let mut tasks = Vec::with_capacity(processes.len());
     for process in processes {
         // A task that already ended dropped its receiver; nothing to stop then.
-        let _ = process.stop.send(());
+        let _ = process.stop.send(grace);
         tasks.push(process.task);
     }
     for task in tasks {
@@ -202,9 +212,12 @@ fn spawn_job(
     revision: u64,
     metrics: Arc<Metrics>,
     live: LiveGroups,
+    fencing: watch::Receiver<Delivered>,
 ) -> JobProcess {
     let (stop_tx, stop_rx) = oneshot::channel();
-    let task = tokio::spawn(run_job(settings, job, revision, metrics, live, stop_rx));
+    let task = tokio::spawn(run_job(
+        settings, job, revision, metrics, live, fencing, stop_rx,
+    ));
     JobProcess {
         stop: stop_tx,
         task,
@@ -240,7 +253,8 @@ async fn run_job(
     revision: u64,
     metrics: Arc<Metrics>,
     live: LiveGroups,
-    mut stop: oneshot::Receiver<()>,
+    mut fencing: watch::Receiver<Delivered>,
+    mut stop: oneshot::Receiver<Duration>,
 ) {
     let command = command_for(&settings.template, &job, &settings.member);
     let mut consecutive_crashes = 0u32;
@@ -258,8 +272,10 @@ async fn run_job(
                             Err(error) => tracing::warn!(job, %error, "exec: could not wait for process; restarting"),
                         }
                     }
-                    _ = &mut stop => {
-                        terminate(&job, child, guard, settings.stop_grace).await;
+                    grace = &mut stop => {
+                        // A dropped sender (the supervisor ending) stops with the usual grace.
+                        let grace = grace.unwrap_or(settings.stop_grace);
+                        terminate(&job, child, guard, grace, settings.fenced_stop_grace, &mut fencing).await;
                         return;
                     }
                 }
@@ -317,16 +333,40 @@ fn spawn_process(
     ))
 }
 
-async fn terminate(job: &str, mut child: Child, mut guard: GroupGuard, grace: Duration) {
+/// SIGTERM, then SIGKILL after `grace`; if the sidecar fences itself
+/// meanwhile, SIGKILL comes `fenced_grace` after the fencing at the latest (a
+/// revoke stopping with a long grace must not outlive the Lease either).
+async fn terminate(
+    job: &str,
+    mut child: Child,
+    mut guard: GroupGuard,
+    grace: Duration,
+    fenced_grace: Duration,
+    fencing: &mut watch::Receiver<Delivered>,
+) {
     if let Some(group) = guard.group
         && let Err(error) = rustix::process::kill_process_group(group, Signal::TERM)
     {
         tracing::warn!(job, %error, "exec: SIGTERM failed");
     }
-    match tokio::time::timeout(grace, child.wait()).await {
-        Ok(Ok(status)) => tracing::info!(job, %status, "exec: stopped"),
-        Ok(Err(error)) => tracing::warn!(job, %error, "exec: could not wait for stopped process"),
-        Err(_) => {
+    let mut kill_at = Instant::now() + grace;
+    let mut watching_fencing = true;
+    let exited = loop {
+        tokio::select! {
+            status = child.wait() => break Some(status),
+            _ = tokio::time::sleep_until(kill_at) => break None,
+            fenced = fencing.wait_for(|delivered| delivered.fenced), if watching_fencing => {
+                watching_fencing = false;
+                if fenced.is_ok() {
+                    kill_at = kill_at.min(Instant::now() + fenced_grace);
+                }
+            }
+        }
+    };
+    match exited {
+        Some(Ok(status)) => tracing::info!(job, %status, "exec: stopped"),
+        Some(Err(error)) => tracing::warn!(job, %error, "exec: could not wait for stopped process"),
+        None => {
             tracing::warn!(
                 job,
                 grace_ms = grace.as_millis() as u64,
@@ -425,8 +465,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_process_ignoring_sigterm_is_killed_after_the_grace_period() {
+    async fn process_ignoring_sigterm() -> (Child, GroupGuard, u32) {
         let (child, guard) = spawn_process(
             "trap '' TERM; sleep 30 & wait; sleep 30",
             "j",
@@ -438,9 +477,55 @@ mod tests {
         let pid = child.id().unwrap();
         // Let the shell install its trap before the signal arrives.
         tokio::time::sleep(Duration::from_millis(200)).await;
+        (child, guard, pid)
+    }
+
+    #[tokio::test]
+    async fn a_process_ignoring_sigterm_is_killed_after_the_grace_period() {
+        let (child, guard, pid) = process_ignoring_sigterm().await;
         let started = Instant::now();
-        terminate("j", child, guard, Duration::from_millis(300)).await;
+        let (_unfenced, mut fencing) = watch::channel(Delivered::default());
+        terminate(
+            "j",
+            child,
+            guard,
+            Duration::from_millis(300),
+            Duration::from_millis(100),
+            &mut fencing,
+        )
+        .await;
         assert!(started.elapsed() >= Duration::from_millis(300));
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+    }
+
+    #[tokio::test]
+    async fn fencing_during_a_long_stop_cuts_the_grace_short() {
+        let (child, guard, pid) = process_ignoring_sigterm().await;
+        let (fence, mut fencing) = watch::channel(Delivered::default());
+        let started = Instant::now();
+        let fenced_at = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            fence.send_replace(Delivered {
+                slice: None,
+                fenced: true,
+            });
+            // Keep the sender alive until the stop is over.
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        });
+        terminate(
+            "j",
+            child,
+            guard,
+            Duration::from_secs(20),
+            Duration::from_millis(300),
+            &mut fencing,
+        )
+        .await;
+        let took = started.elapsed();
+        fenced_at.abort();
+        // Fenced at ~200 ms, killed ~300 ms later: nowhere near the 20 s grace.
+        assert!(took >= Duration::from_millis(500), "{took:?}");
+        assert!(took < Duration::from_secs(5), "{took:?}");
         assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
     }
 
@@ -477,6 +562,7 @@ mod tests {
                 template,
                 member: "pool-0".into(),
                 stop_grace: Duration::from_secs(5),
+                fenced_stop_grace: Duration::from_secs(1),
                 restart_backoff: Duration::from_millis(50),
                 restart_backoff_max: Duration::from_millis(400),
             }

@@ -11,6 +11,11 @@
 //! behind the controller's, the sidecar has stopped every job before the
 //! controller may hand them to anyone else. The default margin is 2 s; raise
 //! it (`--fence-margin`) where node clocks are less well synchronised.
+//!
+//! Stopping takes time: a job may take its whole grace to exit after SIGTERM.
+//! So fencing *starts* `--fence-grace` earlier, at `sent + duration − margin −
+//! fence grace`, and a fenced job is SIGKILLed when that grace runs out: every
+//! process is gone by `sent + duration − margin`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -138,10 +143,7 @@ pub(crate) async fn keep(
         .settings
         .renew_interval()
         .max(Duration::from_millis(100));
-    let fence_after = shared
-        .settings
-        .lease_duration
-        .saturating_sub(shared.settings.fence_margin);
+    let fence_after = shared.settings.fence_after();
     let mut deadline: Option<Instant> = None;
     let mut retry_delay = retry_start(renew_every);
     loop {

@@ -298,6 +298,7 @@ impl Worker {
                 template,
                 member: shared.settings.pod_name.clone(),
                 stop_grace: shared.settings.stop_grace,
+                fenced_stop_grace: shared.settings.fenced_stop_grace(),
                 restart_backoff: shared.settings.restart_backoff,
                 restart_backoff_max: shared.settings.restart_backoff_max,
             };
@@ -426,10 +427,17 @@ fn validate(settings: &Settings) -> Result<(), Error> {
             "--lease-duration must be at least 1s".into(),
         ));
     }
-    if settings.fence_margin >= settings.lease_duration {
+    // Fencing must not start before a renewal was even due, or a healthy
+    // sidecar would fence between two renewals.
+    if settings.fence_margin + settings.fenced_stop_grace() + settings.renew_interval()
+        >= settings.lease_duration
+    {
         return Err(Error::InvalidSettings(format!(
-            "--fence-margin ({:?}) must be shorter than --lease-duration ({:?})",
-            settings.fence_margin, settings.lease_duration
+            "--fence-margin ({:?}) + --fence-grace ({:?}) + the renewal interval ({:?}, a third of the lease) must be shorter than --lease-duration ({:?})",
+            settings.fence_margin,
+            settings.fenced_stop_grace(),
+            settings.renew_interval(),
+            settings.lease_duration
         )));
     }
     if let Some(template) = &settings.exec
@@ -575,5 +583,40 @@ async fn write_slice_file(
             });
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fencing_by_default_starts_two_grace_seconds_before_the_margin() {
+        let settings = Settings::for_member("pool-0", "team");
+        // 15 s lease − 2 s margin − 2 s fenced grace: jobs are gone by 13 s.
+        assert_eq!(settings.fence_after(), Duration::from_secs(11));
+        assert!(validate(&settings).is_ok());
+    }
+
+    #[test]
+    fn the_fenced_grace_never_exceeds_the_stop_grace() {
+        let mut settings = Settings::for_member("pool-0", "team");
+        settings.stop_grace = Duration::from_millis(300);
+        assert_eq!(settings.fenced_stop_grace(), Duration::from_millis(300));
+        assert_eq!(settings.fence_after(), Duration::from_millis(12_700));
+    }
+
+    #[test]
+    fn a_fencing_window_that_would_fence_between_renewals_is_refused() {
+        let mut settings = Settings::for_member("pool-0", "team");
+        // 6 s lease: renewed every 2 s, and 2 s margin + 2 s grace leave
+        // fencing due exactly when the next renewal is.
+        settings.lease_duration = Duration::from_secs(6);
+        let error = validate(&settings).expect_err("refused").to_string();
+        assert!(error.contains("--fence-margin"), "{error}");
+        assert!(error.contains("--fence-grace"), "{error}");
+        assert!(error.contains("--lease-duration (6s)"), "{error}");
+        settings.fence_grace = Duration::from_millis(500);
+        assert!(validate(&settings).is_ok());
     }
 }

@@ -67,6 +67,13 @@ pub struct Settings {
     #[arg(long, env = "SHOAL_FENCE_MARGIN", default_value = "2s", value_parser = parse_duration)]
     pub fence_margin: Duration,
 
+    /// SIGTERM → SIGKILL grace for jobs stopped by self-fencing (exec mode;
+    /// at most `--stop-grace`). Fencing starts this long before the fencing
+    /// deadline (last renewal, plus lease duration, minus margin), so that
+    /// every job process is gone — not merely signalled — by then.
+    #[arg(long, env = "SHOAL_FENCE_GRACE", default_value = "2s", value_parser = parse_duration)]
+    pub fence_grace: Duration,
+
     /// Signal the application after each change: a file holding its pid.
     #[arg(
         long,
@@ -101,6 +108,7 @@ impl Settings {
             ack_on_apply: false,
             lease_duration: Duration::from_secs(15),
             fence_margin: Duration::from_secs(2),
+            fence_grace: Duration::from_secs(2),
             signal_pid_file: None,
             signal_process_name: None,
             signal: "HUP".to_string(),
@@ -110,6 +118,21 @@ impl Settings {
     /// How often the Lease is renewed: a third of its duration.
     pub fn renew_interval(&self) -> Duration {
         self.lease_duration / 3
+    }
+
+    /// The grace a job stopped by self-fencing gets: `--fence-grace`, never
+    /// more than `--stop-grace`.
+    pub fn fenced_stop_grace(&self) -> Duration {
+        self.fence_grace.min(self.stop_grace)
+    }
+
+    /// How long after sending the last successful renewal the sidecar starts
+    /// fencing: `lease duration - margin - fenced stop grace`, so that its
+    /// processes are killed by `lease duration - margin` at the latest.
+    pub fn fence_after(&self) -> Duration {
+        self.lease_duration
+            .saturating_sub(self.fence_margin)
+            .saturating_sub(self.fenced_stop_grace())
     }
 }
 

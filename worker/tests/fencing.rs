@@ -56,6 +56,7 @@ async fn a_member_cut_off_from_the_api_fences_itself_before_its_lease_expires_an
 
     let mut settings = Settings::for_member("pool-0", cluster.namespace());
     settings.lease_duration = Duration::from_secs(3);
+    settings.fence_grace = Duration::from_millis(500);
     settings.fence_margin = Duration::from_secs(1);
     settings.stop_grace = Duration::from_secs(2);
     settings.slice_file = Some(file.clone());
@@ -176,6 +177,7 @@ async fn failing_lease_renewals_fence_the_member_until_a_renewal_succeeds() {
     let log = dir.path().join("jobs.log");
     let mut settings = Settings::for_member("pool-0", cluster.namespace());
     settings.lease_duration = Duration::from_secs(3);
+    settings.fence_grace = Duration::from_millis(500);
     settings.fence_margin = Duration::from_secs(1);
     settings.exec = Some(format!(
         "echo start $SHOAL_JOB >> {log}; trap 'echo stop $SHOAL_JOB >> {log}; exit 0' TERM; sleep 1000 & wait",

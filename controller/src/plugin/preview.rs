@@ -240,10 +240,11 @@ pub fn read_jobs_file(path: &Path) -> Result<Vec<String>, PreviewError> {
 }
 
 fn parse_jobs_text(text: &str) -> Vec<String> {
-    if let Ok(document) = serde_saphyr::from_str::<JobListDocument>(text) {
+    let options = || shoal_core::format::yaml_options_for(text.len());
+    if let Ok(document) = serde_saphyr::from_str_with_options::<JobListDocument>(text, options()) {
         return document.jobs;
     }
-    if let Ok(list) = serde_saphyr::from_str::<Vec<String>>(text) {
+    if let Ok(list) = serde_saphyr::from_str_with_options::<Vec<String>>(text, options()) {
         return list;
     }
     text.lines()

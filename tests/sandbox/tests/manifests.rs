@@ -1285,7 +1285,7 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
         worker_denied.join("\n  ")
     );
 
-    // The people's roles, bound the way docs/real-cluster.md says.
+    // The people's roles, bound the way the README (RBAC) says.
     for (account, role) in [("viewer", "shoal-viewer"), ("approver", "shoal-approver")] {
         bind(&client, account, role).await;
     }

@@ -654,6 +654,7 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
             settings.stop_grace = Duration::from_secs(10);
             settings.restart_backoff = Duration::from_millis(200);
             settings.lease_duration = Duration::from_secs(3);
+            settings.fence_grace = Duration::from_millis(500);
             settings.fence_margin = Duration::from_secs(1);
             Ok(settings)
         }
@@ -1209,7 +1210,6 @@ async fn a_revoke_waits_for_its_own_acknowledgement_not_an_older_one_of_the_same
 // expired, also for a job that takes a while to exit after SIGTERM.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known bug, reported: a fenced sidecar gives its jobs the full --stop-grace after SIGTERM, which may outlast renewTime + leaseDuration"]
 async fn a_fenced_sidecars_slow_to_exit_job_is_gone_before_its_lease_expires() {
     let cluster = TestCluster::start().await.expect("a test cluster");
     let Some(faults) = cluster.faults() else {
@@ -1254,6 +1254,9 @@ async fn a_fenced_sidecars_slow_to_exit_job_is_gone_before_its_lease_expires() {
     settings.lease_duration = Duration::from_secs(3);
     settings.fence_margin = Duration::from_secs(1);
     settings.stop_grace = Duration::from_secs(10);
+    // Fencing starts this long before renewTime + leaseDuration - margin and
+    // SIGKILLs what has not exited by then.
+    settings.fence_grace = Duration::from_millis(500);
     let worker = shoal_worker::Worker::start(client.clone(), settings)
         .await
         .expect("sidecar starts");
@@ -1276,21 +1279,38 @@ async fn a_fenced_sidecars_slow_to_exit_job_is_gone_before_its_lease_expires() {
     let expires_ns = (renewed.as_nanosecond()
         + i128::from(spec.lease_duration_seconds.unwrap_or_default()) * 1_000_000_000)
         as u128;
+    // The job's shell (its pid is on the start line) is gone once it exited
+    // and was reaped, or is a zombie: it runs nothing either way.
+    let pid: u32 = read_lines()
+        .lines()
+        .find(|line| line.contains(" start "))
+        .and_then(|line| line.split_whitespace().nth(4))
+        .and_then(|pid| pid.parse().ok())
+        .expect("the start line carries the job's pid");
+    let running = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            // The state follows the parenthesised command name.
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .is_some_and(|state| state != "Z" && state != "X")
+        })
+    };
     let deadline = Instant::now() + Duration::from_secs(20);
     let stopped_at: u128 = loop {
-        if let Some(line) = read_lines().lines().find(|line| line.contains(" stop ")) {
-            break line
-                .split_whitespace()
-                .next()
-                .and_then(|at| at.parse().ok())
-                .expect("a timestamp");
+        if !running(pid) {
+            break now_ns();
         }
         assert!(
             Instant::now() < deadline,
             "the fenced sidecar should stop its job"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
     };
+    assert!(
+        !read_lines().contains(" stop "),
+        "the job needed 2.5 s after SIGTERM and the fenced grace is 0.5 s: it should have been killed, yet it logged its stop:\n{}",
+        read_lines()
+    );
     drop(worker);
     assert!(
         stopped_at <= expires_ns,
