@@ -76,6 +76,21 @@ impl Cluster {
     /// Plans once and applies the plan; returns it.
     fn step(&mut self) -> Plan {
         let plan = plan(&self.obs);
+        // apply() writes the index before the status: that is only right when the index
+        // comes in a pass that changes no slice.
+        let writes_index = plan
+            .operations
+            .iter()
+            .any(|operation| matches!(operation, Operation::WriteIndex { .. }));
+        let writes_slice = plan
+            .operations
+            .iter()
+            .any(|operation| matches!(operation, Operation::WriteSlice { .. }));
+        assert!(
+            !(writes_index && writes_slice),
+            "index and slices written in one pass: {:?}",
+            plan.operations
+        );
         for operation in &plan.operations {
             match operation {
                 Operation::WriteRevision(record) => {

@@ -577,6 +577,29 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
         }
     }
 
+    // The index is planned only once every slice is in place; writing it before the status
+    // means a Swarm reported Ready always has its index.
+    for operation in &plan.operations {
+        if let Operation::WriteIndex { text } = operation {
+            let cm_name = names::index_configmap(&name);
+            let body = config_map(
+                swarm,
+                &cm_name,
+                swarm_label(),
+                BTreeMap::new(),
+                text_payload(names::INDEX_DATA_KEY, text),
+            );
+            ctx.metrics.wrote("configmap");
+            cm_api
+                .patch(&cm_name, &apply_params(), &Patch::Apply(body))
+                .await
+                .map_err(|source| Error::WriteIndex {
+                    name: cm_name.clone(),
+                    source,
+                })?;
+        }
+    }
+
     if swarm.status.as_ref() != Some(&plan.status) {
         let swarm_api: Api<Swarm> = Api::namespaced(ctx.client.clone(), &namespace);
         // A merge patch with explicit nulls: fields that became absent (a pending revision
@@ -612,7 +635,6 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
     let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     for operation in &plan.operations {
         match operation {
-            Operation::WriteRevision(_) => {}
             Operation::WriteSlice {
                 member,
                 slice,
@@ -771,24 +793,7 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
                     }
                 }
             }
-            Operation::WriteIndex { text } => {
-                let cm_name = names::index_configmap(&name);
-                let body = config_map(
-                    swarm,
-                    &cm_name,
-                    swarm_label(),
-                    BTreeMap::new(),
-                    text_payload(names::INDEX_DATA_KEY, text),
-                );
-                ctx.metrics.wrote("configmap");
-                cm_api
-                    .patch(&cm_name, &apply_params(), &Patch::Apply(body))
-                    .await
-                    .map_err(|source| Error::WriteIndex {
-                        name: cm_name.clone(),
-                        source,
-                    })?;
-            }
+            Operation::WriteRevision(_) | Operation::WriteIndex { .. } => {}
             Operation::PruneRevision { revision } => {
                 let cm_name = names::revision_configmap(&name, *revision);
                 ctx.metrics.wrote("configmap");
