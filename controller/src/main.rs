@@ -78,11 +78,30 @@ async fn main() -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("connecting to the Kubernetes API (kubeconfig or in-cluster)")?;
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    shoal_controller::run(client, settings, shutdown)
+    shoal_controller::run(client, settings, shutdown_signal())
         .await
         .context("running the controller")?;
     Ok(())
+}
+
+/// SIGTERM (the kubelet stopping the pod, a rolling update) or Ctrl-C: either way the
+/// controller stops cleanly and gives up its leader Lease so the standby takes over at
+/// once instead of after the Lease expires.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let terminated = async {
+        match signal(SignalKind::terminate()) {
+            Ok(mut stream) => {
+                stream.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops the controller");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = terminated => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }
