@@ -466,8 +466,13 @@ mod tests {
     }
 
     async fn process_ignoring_sigterm() -> (Child, GroupGuard, u32) {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("trap-set");
         let (child, guard) = spawn_process(
-            "trap '' TERM; sleep 30 & wait; sleep 30",
+            &format!(
+                "trap '' TERM; touch {}; sleep 30 & wait; sleep 30",
+                ready.display()
+            ),
             "j",
             "m-0",
             1,
@@ -475,8 +480,15 @@ mod tests {
         )
         .unwrap();
         let pid = child.id().unwrap();
-        // Let the shell install its trap before the signal arrives.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // The signal must not arrive before the shell's trap is in place.
+        let started = Instant::now();
+        while !ready.exists() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the shell never set its trap"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         (child, guard, pid)
     }
 

@@ -121,10 +121,15 @@ mod tests {
     #[tokio::test]
     async fn a_process_named_in_a_pid_file_gets_the_signal() {
         let dir = tempfile::tempdir().unwrap();
-        let marker = dir.path().join("got-hup");
+        let marker = dir.path().join("got-usr1");
+        let ready = dir.path().join("trap-set");
+        // USR1 rather than HUP: a shell cannot trap a signal that was ignored when it
+        // started, and HUP is ignored under nohup, which would make this test hang.
+        // The script says when its trap is in place, so the signal never comes first.
         let script = format!(
-            "trap 'echo hup > {}; exit 0' HUP; while true; do sleep 0.05; done",
-            marker.display()
+            "trap 'echo usr1 > {}; exit 0' USR1; touch {}; while true; do sleep 0.05; done",
+            marker.display(),
+            ready.display()
         );
         let mut child = tokio::process::Command::new("sh")
             .arg("-c")
@@ -134,17 +139,24 @@ mod tests {
             .unwrap();
         let pid_file = dir.path().join("app.pid");
         std::fs::write(&pid_file, format!("{}\n", child.id().unwrap())).unwrap();
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let waited = std::time::Instant::now();
+        while !ready.exists() {
+            assert!(
+                waited.elapsed() < Duration::from_secs(10),
+                "the script never set its trap"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
 
-        let sent = send(&SignalTarget::PidFile(pid_file), Signal::HUP).unwrap();
+        let sent = send(&SignalTarget::PidFile(pid_file), Signal::USR1).unwrap();
 
         assert_eq!(sent, 1);
-        let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+        let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
             .await
-            .unwrap()
+            .expect("the process exits after the signal")
             .unwrap();
-        assert!(status.success());
-        assert_eq!(std::fs::read_to_string(marker).unwrap(), "hup\n");
+        assert!(status.success(), "{status}");
+        assert_eq!(std::fs::read_to_string(marker).unwrap(), "usr1\n");
     }
 
     #[test]

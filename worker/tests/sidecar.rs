@@ -513,11 +513,15 @@ async fn the_application_named_in_a_pid_file_is_signalled_after_each_change() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("slice.yaml");
     let seen = dir.path().join("seen");
-    // The "application": on SIGHUP it records the revision in the slice file.
+    let ready = dir.path().join("trap-set");
+    // The "application": on SIGUSR1 it records the revision in the slice file. USR1,
+    // not the default HUP: a shell cannot trap a signal ignored when it started, and
+    // HUP is ignored under nohup. It says when its trap is in place.
     let script = format!(
-        "trap 'grep ^revision: {file} >> {seen}' HUP; while true; do sleep 0.05; done",
+        "trap 'grep ^revision: {file} >> {seen}' USR1; touch {ready}; while true; do sleep 0.05; done",
         file = file.display(),
-        seen = seen.display()
+        seen = seen.display(),
+        ready = ready.display()
     );
     let mut app = tokio::process::Command::new("sh")
         .arg("-c")
@@ -527,11 +531,15 @@ async fn the_application_named_in_a_pid_file_is_signalled_after_each_change() {
         .unwrap();
     let pid_file = dir.path().join("app.pid");
     std::fs::write(&pid_file, app.id().unwrap().to_string()).unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    eventually("the app's trap in place", LIMIT, || async {
+        ready.exists().then_some(())
+    })
+    .await;
 
     let mut settings = settings(&cluster, "pool-0");
     settings.slice_file = Some(file.clone());
     settings.signal_pid_file = Some(pid_file);
+    settings.signal = "USR1".to_owned();
     let worker = Worker::start(cluster.client(), settings).await.unwrap();
     for revision in 1..=2 {
         write_slice(
@@ -542,7 +550,7 @@ async fn the_application_named_in_a_pid_file_is_signalled_after_each_change() {
         .await;
         wait_for_revision(&worker, revision).await;
         let expected = format!("revision: {revision}");
-        eventually("the app saw the new file on SIGHUP", LIMIT, || async {
+        eventually("the app saw the new file on SIGUSR1", LIMIT, || async {
             read(&seen)
                 .unwrap_or_default()
                 .lines()
