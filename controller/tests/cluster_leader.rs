@@ -30,16 +30,7 @@ async fn only_the_leader_of_two_replicas_reconciles() {
     };
     let first = env.start_controller_with(settings("first"));
     let holder = eventually("a leader", WAIT, || async {
-        let (ok, text) = env
-            .kubectl_status(&[
-                "get",
-                "lease",
-                "shoal-controller",
-                "-o",
-                "jsonpath={.spec.holderIdentity}",
-            ])
-            .await;
-        (ok && !text.is_empty()).then_some(text)
+        lease_holder(&env).await.filter(|holder| !holder.is_empty())
     })
     .await;
     assert_eq!(holder, "first");
@@ -57,20 +48,12 @@ async fn only_the_leader_of_two_replicas_reconciles() {
         (all_jobs(&env.slices("demo").await) == job_keys(5)).then_some(())
     })
     .await;
-    let holder = env
-        .kubectl(&[
-            "get",
-            "lease",
-            "shoal-controller",
-            "-o",
-            "jsonpath={.spec.holderIdentity}",
-        ])
-        .await;
-    assert_eq!(holder, "second");
+    assert_eq!(lease_holder(&env).await.as_deref(), Some("second"));
     second.stop().await;
     env.finish().await;
 }
 
+/// The leader Lease's holder, `None` while the Lease does not exist.
 async fn lease_holder(env: &Env) -> Option<String> {
     let (ok, text) = env
         .kubectl_status(&[
