@@ -247,7 +247,8 @@ fn gizmo_crd(group: &str) -> CustomResourceDefinition {
                     "type": "object",
                     "properties": {
                         "spec": { "type": "object", "required": ["size"], "properties": {
-                            "size": { "type": "integer" }, "color": { "type": "string" }
+                            "size": { "type": "integer", "description": "How big the gizmo is." },
+                            "color": { "type": "string" }
                         } },
                         "status": { "type": "object", "properties": {
                             "phase": { "type": "string" }
@@ -348,6 +349,38 @@ async fn get_shows_a_crds_printer_columns_and_describe_its_spec() {
     assert!(!refused.success(), "a schema violation is refused");
     assert!(refused.stderr.contains("spec.size"), "{}", refused.stderr);
     assert!(gizmos.get_opt("bad").await.expect("get").is_none());
+    remove_gizmos(&cluster, &group).await;
+    cluster.cleanup().await;
+}
+
+#[tokio::test]
+async fn explain_describes_a_custom_resources_fields_from_its_crd_schema() {
+    let cluster = cluster().await;
+    let (group, _gizmos) = install_gizmos(&cluster).await;
+    let api_version = format!("--api-version={group}/v1");
+
+    let top = kubectl_ok(&cluster, &["explain", "gizmo", &api_version]).await;
+    assert!(top.contains("KIND:       Gizmo"), "{top}");
+    for field in ["apiVersion", "kind", "metadata", "spec", "status"] {
+        assert!(
+            top.lines().any(|line| line.trim_start().starts_with(field)),
+            "{field} missing from:\n{top}"
+        );
+    }
+    let spec = kubectl_ok(&cluster, &["explain", "gizmo.spec", &api_version]).await;
+    let size = spec
+        .lines()
+        .find(|line| line.trim_start().starts_with("size"))
+        .unwrap_or_else(|| panic!("no size field in:\n{spec}"));
+    assert!(size.contains("<integer>"), "{size}");
+    assert!(size.contains("-required-"), "{size}");
+    assert!(spec.contains("How big the gizmo is."), "{spec}");
+    let missing = cluster
+        .kubectl(&["explain", "gizmo.spec.weight", &api_version])
+        .await
+        .expect("kubectl");
+    assert!(!missing.success(), "an unknown field is refused");
+    assert!(missing.stderr.contains("weight"), "{}", missing.stderr);
     remove_gizmos(&cluster, &group).await;
     cluster.cleanup().await;
 }

@@ -180,10 +180,12 @@ pub fn openapi_v3_index(registry: &Registry) -> Value {
 
 /// A minimal OpenAPI v3 document for one group-version: for each resource a
 /// path whose PATCH operation names its GVK and accepts `fieldValidation`
-/// (kubectl checks that before sending `fieldValidation=Strict`). No schemas,
-/// so `kubectl explain` has nothing to show.
+/// (kubectl checks that before sending `fieldValidation=Strict`), and for
+/// each custom resource its CRD schema, so that `kubectl explain` works on
+/// it. Built-in types carry no schema (the emulator holds none for them).
 pub fn openapi_v3_group(registry: &Registry, group: &str, version: &str) -> Option<Value> {
     let mut paths = serde_json::Map::new();
+    let mut schemas = serde_json::Map::new();
     let prefix = if group.is_empty() {
         format!("/api/{version}")
     } else {
@@ -216,6 +218,12 @@ pub fn openapi_v3_group(registry: &Registry, group: &str, version: &str) -> Opti
                 "x-kubernetes-group-version-kind": gvk,
             })
         };
+        if let Some(schema) = &resource_type.schema {
+            schemas.insert(
+                schema_name(group, version, &resource_type.kind),
+                object_schema(schema, &gvk),
+            );
+        }
         paths.insert(
             path,
             json!({
@@ -233,6 +241,40 @@ pub fn openapi_v3_group(registry: &Registry, group: &str, version: &str) -> Opti
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": format!("v{MAJOR}.{MINOR}.0")},
         "paths": paths,
-        "components": {"schemas": {}},
+        "components": {"schemas": schemas},
     }))
+}
+
+/// The schema name the API server uses: the group reversed (`shoal.dev` →
+/// `dev.shoal`), then version and kind.
+fn schema_name(group: &str, version: &str, kind: &str) -> String {
+    let reversed: Vec<&str> = group.split('.').rev().collect();
+    format!("{}.{version}.{kind}", reversed.join("."))
+}
+
+/// A CRD's openAPIV3Schema as the API server publishes it: the GVK extension
+/// that `kubectl explain` looks the type up by, and the `apiVersion`, `kind`
+/// and `metadata` fields every object has (CRD schemas usually leave them out).
+fn object_schema(schema: &Value, gvk: &Value) -> Value {
+    let mut published = schema.clone();
+    if let Some(fields) = published.as_object_mut() {
+        fields.insert("x-kubernetes-group-version-kind".into(), json!([gvk]));
+        fields.entry("type").or_insert_with(|| json!("object"));
+        let properties = fields.entry("properties").or_insert_with(|| json!({}));
+        if let Some(properties) = properties.as_object_mut() {
+            properties.entry("apiVersion").or_insert_with(|| json!({
+                "type": "string",
+                "description": "APIVersion defines the versioned schema of this representation of an object.",
+            }));
+            properties.entry("kind").or_insert_with(|| json!({
+                "type": "string",
+                "description": "Kind is a string value representing the REST resource this object represents.",
+            }));
+            properties.entry("metadata").or_insert_with(|| json!({
+                "type": "object",
+                "description": "Standard object's metadata: name, namespace, labels, annotations, ownerReferences, ...",
+            }));
+        }
+    }
+    published
 }
