@@ -7,6 +7,7 @@
 //! * [`run`]: the whole controller in-process (watches, leader election, metrics server).
 
 pub mod crd;
+pub mod events;
 pub mod metrics;
 pub mod plan;
 pub mod plugin;

@@ -12,13 +12,14 @@ use kube::api::{
     DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
 };
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use shoal_core::{format, names};
 use tracing::{info, instrument, warn};
 
 use crate::crd::Swarm;
+use crate::events::EventRecorders;
 use crate::metrics::Metrics;
 use crate::plan::{
     self, JobSource, LeaseState, Observation, Operation, PHASE_ANNOTATION, PodState, PoolState,
@@ -33,7 +34,7 @@ pub struct Context {
     /// The API client.
     pub client: Client,
     /// Publishes Events.
-    pub recorder: Recorder,
+    pub events: EventRecorders,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
     /// How the controller runs.
@@ -837,7 +838,7 @@ pub async fn publish_on(
         secondary: None,
     };
     ctx.metrics.wrote("event");
-    if let Err(error) = ctx.recorder.publish(&event, reference).await {
+    if let Err(error) = ctx.events.publish(&event, reference).await {
         warn!(%error, reason, "could not publish Event");
     }
 }
@@ -848,7 +849,7 @@ pub async fn reconcile(swarm: Arc<Swarm>, ctx: Arc<Context>) -> Result<Action, E
     let started = Instant::now();
     let result = reconcile_inner(&swarm, &ctx).await;
     if let Err(error) = &result {
-        // The recorder folds repeats of one reason into an Event series.
+        // Repeats of one error fold into an Event series; a different error is a new Event.
         publish(&ctx, &swarm, true, error.category(), &error.to_string()).await;
     }
     ctx.metrics

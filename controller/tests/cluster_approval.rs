@@ -64,6 +64,19 @@ async fn manual_approval_applies_exactly_the_approved_revision_and_ignores_a_sta
         events.contains("revision 3 supersedes pending revision 2"),
         "{events}"
     );
+    // Each pending revision is its own Event with its own summary, not a repeat of the
+    // first one's (kube's Recorder alone would fold them into one series, first note kept).
+    eventually(
+        "a RevisionPending Event for each revision",
+        WAIT,
+        || async {
+            let events = env.events().await;
+            (1..=3)
+                .all(|revision| events.contains(&format!("revision {revision} waits for approval")))
+                .then_some(())
+        },
+    )
+    .await;
 
     // Approving the superseded revision 2 changes nothing and is called stale.
     env.kubectl(&[

@@ -685,3 +685,55 @@ async fn old_controller_revisions_are_pruned_to_the_history_limit() {
     );
     cluster.cleanup().await;
 }
+
+#[tokio::test]
+async fn describe_statefulset_shows_the_pod_creations_and_deletions_as_events() {
+    let cluster = cluster().await;
+    let client = cluster.client();
+    let namespace = cluster.namespace().to_owned();
+    create_set(&cluster, &parallel(statefulset("web", 2))).await;
+    wait_for_ready_pods(&client, &namespace, "web", 2, TIMEOUT)
+        .await
+        .expect("two ready pods");
+    scale(&cluster, "web", 1).await;
+    wait_for_pod_names(&cluster, "web", &["web-0"]).await;
+
+    // The real controller's reasons and wording.
+    let expected = [
+        (
+            "SuccessfulCreate",
+            "create Pod web-0 in StatefulSet web successful",
+        ),
+        (
+            "SuccessfulCreate",
+            "create Pod web-1 in StatefulSet web successful",
+        ),
+        (
+            "SuccessfulDelete",
+            "delete Pod web-1 in StatefulSet web successful",
+        ),
+    ];
+    cluster
+        .wait_for("the events in kubectl describe", TIMEOUT, || async {
+            let output = cluster
+                .kubectl(&["describe", "statefulset", "web"])
+                .await
+                .expect("kubectl");
+            let Some(events) = output.stdout.split("\nEvents:").nth(1) else {
+                return Check::Pending(format!("no Events section: {}", output.stdout));
+            };
+            let all_there = expected.iter().all(|(reason, message)| {
+                events
+                    .lines()
+                    .any(|line| line.contains(reason) && line.contains(message))
+            });
+            if all_there {
+                Check::Done(())
+            } else {
+                Check::Pending(events.to_owned())
+            }
+        })
+        .await
+        .expect("every pod creation and deletion is an Event of the StatefulSet");
+    cluster.cleanup().await;
+}

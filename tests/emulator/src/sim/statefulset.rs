@@ -12,8 +12,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
 use super::SimError;
@@ -317,6 +318,37 @@ impl std::fmt::Debug for StatefulSetController {
 
 struct Context {
     client: Client,
+    reporter: Reporter,
+}
+
+/// Records what the real StatefulSet controller records, with its reasons and
+/// wording, so that `kubectl describe statefulset` shows the same history.
+/// Failing to record is logged, never fatal (as in the real controller). A
+/// fresh `Recorder` per Event: one shared Recorder would fold "create Pod
+/// web-1" into the series of "create Pod web-0" (kube keys series by reason,
+/// not by message).
+async fn record(
+    context: &Context,
+    set: &StatefulSet,
+    warning: bool,
+    (reason, action): (&str, &str),
+    note: String,
+) {
+    let event = Event {
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: action.to_owned(),
+        secondary: None,
+    };
+    let recorder = Recorder::new(context.client.clone(), context.reporter.clone());
+    if let Err(error) = recorder.publish(&event, &set.object_ref(&())).await {
+        tracing::debug!(%error, reason, "statefulset event");
+    }
 }
 
 impl StatefulSetController {
@@ -325,7 +357,11 @@ impl StatefulSetController {
     pub fn start(client: Client) -> StatefulSetController {
         let sets: Api<StatefulSet> = Api::all(client.clone());
         let pods: Api<Pod> = Api::all(client.clone());
-        let context = Arc::new(Context { client });
+        let reporter = Reporter {
+            controller: "statefulset-controller".to_owned(),
+            instance: None,
+        };
+        let context = Arc::new(Context { client, reporter });
         let task = tokio::spawn(async move {
             Controller::new(sets, watcher::Config::default())
                 .owns(pods, watcher::Config::default())
@@ -528,12 +564,21 @@ async fn reconcile(set: Arc<StatefulSet>, context: Arc<Context>) -> Result<Actio
                         .unwrap_or_else(|| spec.template.clone())
                 };
                 let pod = build_pod(&set, &template, &revision, ordinal);
+                let pod_name = format!("{set_name}-{ordinal}");
                 match pods_api.create(&PostParams::default(), &pod).await {
-                    Ok(_) => {}
+                    Ok(_) => {
+                        let note =
+                            format!("create Pod {pod_name} in StatefulSet {set_name} successful");
+                        record(&context, &set, false, ("SuccessfulCreate", "Create"), note).await;
+                    }
                     // Still terminating under the same name; its deletion
                     // will trigger another pass.
                     Err(kube::Error::Api(status)) if status.code == 409 => {}
                     Err(source) => {
+                        let note = format!(
+                            "create Pod {pod_name} in StatefulSet {set_name} failed error: {source}"
+                        );
+                        record(&context, &set, true, ("FailedCreate", "Create"), note).await;
                         return Err(SimError::Api {
                             action: "create pod",
                             object: format!("{namespace}/{set_name}-{ordinal}"),
@@ -557,9 +602,17 @@ async fn reconcile(set: Arc<StatefulSet>, context: Arc<Context>) -> Result<Actio
                     ..DeleteParams::default()
                 };
                 match pods_api.delete(&name, &params).await {
-                    Ok(_) => {}
+                    Ok(_) => {
+                        let note =
+                            format!("delete Pod {name} in StatefulSet {set_name} successful");
+                        record(&context, &set, false, ("SuccessfulDelete", "Delete"), note).await;
+                    }
                     Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
                     Err(source) => {
+                        let note = format!(
+                            "delete Pod {name} in StatefulSet {set_name} failed error: {source}"
+                        );
+                        record(&context, &set, true, ("FailedDelete", "Delete"), note).await;
                         return Err(SimError::Api {
                             action: "delete pod",
                             object: format!("{namespace}/{name}"),
