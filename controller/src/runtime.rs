@@ -11,19 +11,20 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::runtime::controller::Controller;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use kube_lease_manager::LeaseManagerBuilder;
+use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use shoal_core::names;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
-use crate::Settings;
 use crate::crd::Swarm;
+use crate::events::EventRecorders;
 use crate::metrics::Metrics;
 use crate::reconcile::{Context, error_policy, publish_on, reconcile};
 use crate::server::{Health, serve};
+use crate::{LeaderElection, Settings};
 
 /// Why the controller stopped.
 #[derive(Debug, thiserror::Error)]
@@ -88,7 +89,7 @@ pub async fn run(
     };
     let ctx = Arc::new(Context {
         client: client.clone(),
-        recorder: Recorder::new(client.clone(), reporter),
+        events: EventRecorders::new(client.clone(), reporter),
         metrics,
         settings: settings.clone(),
     });
@@ -99,18 +100,18 @@ pub async fn run(
             run_controller(ctx, shutdown.clone()).await;
         }
         Some(election) => {
-            let manager = LeaseManagerBuilder::new(client.clone(), &election.lease_name)
-                .with_namespace(&election.lease_namespace)
-                .with_identity(&settings.identity)
-                .with_duration(election.duration_seconds.max(2))
-                .with_grace((election.duration_seconds / 3).max(1))
-                .build()
+            let manager = lease_manager(&client, election, &settings.identity)
                 .await
                 .map_err(|source| RunError::LeaderElection {
                     lease: election.lease_name.clone(),
                     source,
                 })?;
-            let (mut leader, lease_task) = manager.watch().await;
+            let (mut leader, lease_task) = watch_leadership(
+                manager,
+                client.clone(),
+                election.clone(),
+                settings.identity.clone(),
+            );
             ready.store(true, Ordering::Relaxed);
             loop {
                 let became_leader = tokio::select! {
@@ -143,6 +144,99 @@ pub async fn run(
         let _ = server.await;
     }
     Ok(())
+}
+
+/// A lease manager for this replica, its view of the Lease read fresh.
+async fn lease_manager(
+    client: &Client,
+    election: &LeaderElection,
+    identity: &str,
+) -> Result<LeaseManager, LeaseManagerError> {
+    LeaseManagerBuilder::new(client.clone(), &election.lease_name)
+        .with_namespace(&election.lease_namespace)
+        .with_identity(identity)
+        .with_duration(election.duration_seconds.max(2))
+        .with_grace((election.duration_seconds / 3).max(1))
+        .build()
+        .await
+}
+
+/// What woke the leadership loop.
+enum LeadershipStep {
+    /// Every receiver is gone: the controller is stopping.
+    Stop,
+    /// The Lease was seen with no holder while this replica stands by.
+    Released,
+    /// The lease manager's own loop returned.
+    Changed(Result<bool, LeaseManagerError>),
+}
+
+/// Sends `true` while this replica holds the leader Lease; releases it when
+/// every receiver is dropped.
+///
+/// kube-lease-manager's own loop (`LeaseManager::watch`) sleeps until the
+/// holder's Lease would expire even when the holder released it on a clean
+/// stop, so a rolling update would leave no leader for up to a whole Lease
+/// duration. This loop also watches the Lease, and when it sees it released
+/// while standing by, starts over with a fresh view of it and takes it at once.
+fn watch_leadership(
+    manager: LeaseManager,
+    client: Client,
+    election: LeaderElection,
+    identity: String,
+) -> (
+    tokio::sync::watch::Receiver<bool>,
+    tokio::task::JoinHandle<Result<(), LeaseManagerError>>,
+) {
+    let (sender, receiver) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(async move {
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &election.lease_namespace);
+        let only_this =
+            watcher::Config::default().fields(&format!("metadata.name={}", election.lease_name));
+        let mut released = watcher(leases, only_this)
+            .default_backoff()
+            .applied_objects()
+            .filter_map(|lease| async move {
+                let lease = lease.ok()?;
+                let holder = lease.spec.and_then(|spec| spec.holder_identity);
+                holder.is_none_or(|holder| holder.is_empty()).then_some(())
+            })
+            .boxed();
+        let mut manager = manager;
+        let mut backoff = Duration::from_millis(500);
+        loop {
+            let step = tokio::select! {
+                biased;
+                _ = sender.closed() => LeadershipStep::Stop,
+                Some(()) = released.next(), if !*sender.borrow() => LeadershipStep::Released,
+                result = manager.changed() => LeadershipStep::Changed(result),
+            };
+            match step {
+                LeadershipStep::Stop => return manager.release().await,
+                LeadershipStep::Released => {
+                    debug!(%identity, "leader Lease released; trying to take it");
+                    match lease_manager(&client, &election, &identity).await {
+                        Ok(fresh) => manager = fresh,
+                        Err(error) => warn!(%error, "re-reading the leader Lease failed"),
+                    }
+                }
+                LeadershipStep::Changed(Ok(is_leader)) => {
+                    backoff = Duration::from_millis(500);
+                    if sender.send(is_leader).is_err() {
+                        return manager.release().await;
+                    }
+                }
+                LeadershipStep::Changed(Err(error)) => {
+                    // The manager keeps its own view: a leader whose renewal failed stays
+                    // leader until a renewal shows someone else holds the Lease.
+                    warn!(%error, "leader election");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                }
+            }
+        }
+    });
+    (receiver, task)
 }
 
 /// Watches and reconciles until `stop` completes.

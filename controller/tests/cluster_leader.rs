@@ -113,10 +113,12 @@ async fn a_leader_stopped_with_sigterm_exits_cleanly_and_its_standby_takes_over_
     })
     .await;
     let handover = terminated.elapsed();
+    // A third of the Lease: well clear of waiting it out, with room for a loaded machine.
     assert!(
-        handover < Duration::from_secs(LEASE_SECONDS),
-        "the standby took over after {handover:?}, as if the Lease had expired rather than been released"
+        handover < Duration::from_secs(LEASE_SECONDS / 3),
+        "the standby took over after {handover:?}, as if it had waited for the Lease to expire rather than seen it released"
     );
+    println!("SIGTERM → standby holds the Lease: {handover:?}");
     // The new leader reconciles.
     env.pool("worker", "demo", 2).await;
     env.apply(&swarm_yaml("demo", &job_keys(4), "")).await;
