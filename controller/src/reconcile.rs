@@ -47,6 +47,14 @@ pub enum Error {
     /// The Swarm has no namespace (cannot happen for a namespaced resource).
     #[error("Swarm {0} has no namespace")]
     MissingNamespace(String),
+    /// Reading the Swarm itself failed.
+    #[error("reading Swarm {swarm}: {source}")]
+    ReadSwarm {
+        /// Swarm.
+        swarm: String,
+        /// Cause.
+        source: kube::Error,
+    },
     /// Listing the Swarm's pools failed.
     #[error("listing StatefulSets labelled for Swarm {swarm}: {source}")]
     ListPools {
@@ -158,6 +166,7 @@ impl Error {
     pub fn category(&self) -> &'static str {
         match self {
             Error::MissingNamespace(_) => "MissingNamespace",
+            Error::ReadSwarm { .. } => "ReadSwarmFailed",
             Error::ListPools { .. } => "ListPoolsFailed",
             Error::ListPods { .. } => "ListPodsFailed",
             Error::ListConfigMaps { .. } => "ListConfigMapsFailed",
@@ -863,6 +872,29 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
         // Owned ConfigMaps go with the Swarm (ownerReferences); nothing to do.
         return Ok(Action::await_change());
     }
+    // The Swarm as the API server holds it now, not as the watch cache last saw it: a
+    // reconcile triggered by a pod or Lease right after this controller wrote the status
+    // would otherwise plan from the status before that write (and, for one, announce
+    // revision 1 twice).
+    let name = swarm.name_any();
+    let namespace = swarm
+        .namespace()
+        .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
+    let swarms: Api<Swarm> = Api::namespaced(ctx.client.clone(), &namespace);
+    let fresh = swarms
+        .get_opt(&name)
+        .await
+        .map_err(|source| Error::ReadSwarm {
+            swarm: name.clone(),
+            source,
+        })?;
+    let Some(fresh) = fresh else {
+        return Ok(Action::await_change());
+    };
+    if fresh.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let swarm = &fresh;
     let observation = observe(swarm, &ctx.client).await?;
     let changed_at = observation.status.changed_at.clone();
     let plan = plan::plan(&observation);
