@@ -106,6 +106,10 @@ impl Tour {
                 "conditions, members and the revision each acknowledged".to_owned(),
             ),
             (
+                self.kubectl("explain swarm.spec"),
+                "every Swarm field, from the CRD schema".to_owned(),
+            ),
+            (
                 self.kubectl(&format!("get cm {swarm} -o yaml")),
                 "the seed-compatible index (config.yml: workloads)".to_owned(),
             ),
@@ -296,6 +300,7 @@ mod tests {
         assert!(text.contains("3 jobs over 2 members (swarm-worker-0: 2, swarm-worker-1: 1)"));
         assert!(text.contains("\n  kubectl get swarms "), "{text}");
         assert!(text.contains("kubectl describe swarm demo "));
+        assert!(text.contains("kubectl explain swarm.spec "));
         assert!(text.contains("kubectl describe cm swarm-worker-0-slice "));
         assert!(text.contains("cat '/tmp/sand box/members/swarm-worker-0/slice.yaml' "));
         assert!(text.contains("kubectl scale statefulset swarm-worker --replicas=3 "));

@@ -525,6 +525,15 @@ async fn the_binary_prints_a_tour_whose_kubectl_commands_work_and_stops_cleanly_
     let columns: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(&columns[1..4], ["2/2", "27", "1"], "{swarms}");
     assert!(row.contains("Ready"), "{swarms}");
+    let fields = run(command_of("kubectl explain swarm.spec")).await;
+    for field in ["approval", "jobs", "jobsFrom", "reload", "strategy"] {
+        assert!(
+            fields
+                .lines()
+                .any(|line| line.trim_start().starts_with(&format!("{field}\t"))),
+            "`kubectl explain swarm.spec` lists {field}: {fields}"
+        );
+    }
     let slice = run(command_of("kubectl describe cm")).await;
     assert!(slice.contains("format: shoal.dev/slice/v1"), "{slice}");
     let file = run(command_of("cat ")).await;
