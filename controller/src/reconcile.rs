@@ -507,6 +507,20 @@ fn apply_params() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()
 }
 
+/// Server-side applies a ConfigMap body from [`config_map`], counted as one write.
+async fn apply_config_map(
+    cm_api: &Api<ConfigMap>,
+    metrics: &Metrics,
+    name: &str,
+    body: serde_json::Value,
+) -> Result<(), kube::Error> {
+    metrics.wrote("configmap");
+    cm_api
+        .patch(name, &apply_params(), &Patch::Apply(body))
+        .await
+        .map(|_| ())
+}
+
 fn config_map(
     swarm: &Swarm,
     name: &str,
@@ -529,8 +543,9 @@ fn config_map(
     })
 }
 
-/// Carries out one plan: history first, then status (the commit point of an
-/// approval), then slices, evictions, index and pruning.
+/// Carries out one plan: history and index first (the index only comes in a
+/// pass that writes no slice), then status (the commit point of an approval),
+/// then slices, evictions and pruning.
 pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<(), Error> {
     let name = swarm.name_any();
     let namespace = swarm
@@ -539,74 +554,71 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
     let cm_api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
     let swarm_label = || BTreeMap::from([(names::LABEL_SWARM.to_owned(), name.clone())]);
 
+    // Before the status: the history record (an approval's inputs must exist before the
+    // status names the revision) and the index (planned only once every slice is in
+    // place, so that a Swarm reported Ready always has its index).
     for operation in &plan.operations {
-        if let Operation::WriteRevision(record) = operation {
-            let cm_name = names::revision_configmap(&name, record.revision);
-            tracing::debug!(
-                revision = record.revision,
-                hash = %record.hash,
-                members = record.members.len(),
-                unavailable = record.unavailable.len(),
-                "writing revision history"
-            );
-            let serialize = |record: &RevisionRecord| {
-                serde_json::to_string(record).map_err(|source| Error::SerializeRevision {
-                    revision: record.revision,
-                    source,
-                })
-            };
-            let mut text = serialize(record)?;
-            if text.len() > MAX_PLAIN_BYTES && gzip(&text).len() > MAX_PLAIN_BYTES {
-                // Too large even compressed: keep the inputs but the job list.
-                let mut trimmed = record.clone();
-                trimmed.jobs.clear();
-                trimmed.jobs_omitted = true;
-                text = serialize(&trimmed)?;
+        match operation {
+            Operation::WriteRevision(record) => {
+                let cm_name = names::revision_configmap(&name, record.revision);
+                tracing::debug!(
+                    revision = record.revision,
+                    hash = %record.hash,
+                    members = record.members.len(),
+                    unavailable = record.unavailable.len(),
+                    "writing revision history"
+                );
+                let serialize = |record: &RevisionRecord| {
+                    serde_json::to_string(record).map_err(|source| Error::SerializeRevision {
+                        revision: record.revision,
+                        source,
+                    })
+                };
+                let mut text = serialize(record)?;
+                if text.len() > MAX_PLAIN_BYTES && gzip(&text).len() > MAX_PLAIN_BYTES {
+                    // Too large even compressed: keep the inputs but the job list.
+                    let mut trimmed = record.clone();
+                    trimmed.jobs.clear();
+                    trimmed.jobs_omitted = true;
+                    text = serialize(&trimmed)?;
+                }
+                let mut labels = swarm_label();
+                labels.insert(names::LABEL_REVISION_HISTORY.to_owned(), "true".to_owned());
+                labels.insert(
+                    names::LABEL_REVISION.to_owned(),
+                    record.revision.to_string(),
+                );
+                let body = config_map(
+                    swarm,
+                    &cm_name,
+                    labels,
+                    BTreeMap::new(),
+                    text_payload(REVISION_DATA_KEY, &text),
+                );
+                apply_config_map(&cm_api, &ctx.metrics, &cm_name, body)
+                    .await
+                    .map_err(|source| Error::WriteRevision {
+                        name: cm_name.clone(),
+                        source,
+                    })?;
             }
-            let mut labels = swarm_label();
-            labels.insert(names::LABEL_REVISION_HISTORY.to_owned(), "true".to_owned());
-            labels.insert(
-                names::LABEL_REVISION.to_owned(),
-                record.revision.to_string(),
-            );
-            let body = config_map(
-                swarm,
-                &cm_name,
-                labels,
-                BTreeMap::new(),
-                text_payload(REVISION_DATA_KEY, &text),
-            );
-            ctx.metrics.wrote("configmap");
-            cm_api
-                .patch(&cm_name, &apply_params(), &Patch::Apply(body))
-                .await
-                .map_err(|source| Error::WriteRevision {
-                    name: cm_name.clone(),
-                    source,
-                })?;
-        }
-    }
-
-    // The index is planned only once every slice is in place; writing it before the status
-    // means a Swarm reported Ready always has its index.
-    for operation in &plan.operations {
-        if let Operation::WriteIndex { text } = operation {
-            let cm_name = names::index_configmap(&name);
-            let body = config_map(
-                swarm,
-                &cm_name,
-                swarm_label(),
-                BTreeMap::new(),
-                text_payload(names::INDEX_DATA_KEY, text),
-            );
-            ctx.metrics.wrote("configmap");
-            cm_api
-                .patch(&cm_name, &apply_params(), &Patch::Apply(body))
-                .await
-                .map_err(|source| Error::WriteIndex {
-                    name: cm_name.clone(),
-                    source,
-                })?;
+            Operation::WriteIndex { text } => {
+                let cm_name = names::index_configmap(&name);
+                let body = config_map(
+                    swarm,
+                    &cm_name,
+                    swarm_label(),
+                    BTreeMap::new(),
+                    text_payload(names::INDEX_DATA_KEY, text),
+                );
+                apply_config_map(&cm_api, &ctx.metrics, &cm_name, body)
+                    .await
+                    .map_err(|source| Error::WriteIndex {
+                        name: cm_name.clone(),
+                        source,
+                    })?;
+            }
+            _ => {}
         }
     }
 
@@ -718,9 +730,7 @@ pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<()
                         },
                         (data, binary_data),
                     );
-                    ctx.metrics.wrote("configmap");
-                    cm_api
-                        .patch(&cm_name, &apply_params(), &Patch::Apply(body))
+                    apply_config_map(&cm_api, &ctx.metrics, &cm_name, body)
                         .await
                         .map_err(|source| Error::WriteSlice {
                             name: cm_name.clone(),
@@ -868,10 +878,6 @@ pub async fn reconcile(swarm: Arc<Swarm>, ctx: Arc<Context>) -> Result<Action, E
 }
 
 async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> {
-    if swarm.metadata.deletion_timestamp.is_some() {
-        // Owned ConfigMaps go with the Swarm (ownerReferences); nothing to do.
-        return Ok(Action::await_change());
-    }
     // The Swarm as the API server holds it now, not as the watch cache last saw it: a
     // reconcile triggered by a pod or Lease right after this controller wrote the status
     // would otherwise plan from the status before that write (and, for one, announce
@@ -892,6 +898,7 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
         return Ok(Action::await_change());
     };
     if fresh.metadata.deletion_timestamp.is_some() {
+        // Owned ConfigMaps go with the Swarm (ownerReferences); nothing to do.
         return Ok(Action::await_change());
     }
     let swarm = &fresh;
