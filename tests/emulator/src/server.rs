@@ -16,6 +16,7 @@ mod events;
 mod eviction;
 mod handlers;
 mod http;
+mod identity;
 mod jsonpath;
 mod lifecycle;
 mod patch;

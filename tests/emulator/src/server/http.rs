@@ -14,6 +14,7 @@ use serde_json::Value;
 use tokio::sync::watch as signal;
 
 use super::errors::ApiError;
+use super::identity::UserInfo;
 use super::registry::ResourceType;
 use super::store::Store;
 use super::{Faults, ServerOptions, discovery, handlers, watch};
@@ -147,6 +148,8 @@ pub struct ApiRequest {
     pub query: Query,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// Who sent the request.
+    pub user: UserInfo,
 }
 
 impl ApiRequest {
@@ -277,7 +280,9 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         query,
         headers: parts.headers,
         body,
+        user: UserInfo::admin(),
     };
+    tracing::trace!(user = %api_request.user.username, "authenticated");
     let latency = shared.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
