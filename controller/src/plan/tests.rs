@@ -2,7 +2,15 @@
 //! applies each plan's operations the way the I/O layer does.
 
 use super::*;
-use crate::crd::{ApprovalSpec, ConfigMapKeyRef, FailoverSpec, JobsFrom, RolloutSpec};
+use std::collections::BTreeSet;
+
+use shoal_core::format::parse_slice;
+use shoal_core::{Member, Strategy, assign};
+
+use crate::crd::{
+    ApprovalPolicy, ApprovalSpec, ConfigMapKeyRef, FailoverSpec, JobsFrom, ReloadPolicy,
+    RolloutSpec, StrategySpec,
+};
 
 fn t0() -> Timestamp {
     "2026-01-01T00:00:00Z".parse().unwrap()

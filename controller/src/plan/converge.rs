@@ -1,0 +1,423 @@
+//! Convergence of the slice ConfigMaps in the cluster towards the target
+//! revision: revoke, wait until every revoke is settled, grant, delete the
+//! slices of members that left, restart (`reload: Restart`), and write the
+//! index once everything is in place.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use shoal_core::format::parse_slice;
+use shoal_core::slice::canonical_hash;
+use shoal_core::{Assignment, JobSet, MemberId, Slice};
+
+use super::members::{MemberView, Roster, members_leaving};
+use super::{Observation, Operation, SliceObject, index_text, previous_condition};
+use crate::crd::ReloadPolicy;
+
+/// How soon to look again while a rollout waits for something in the cluster.
+const ROLLOUT_POLL: Duration = Duration::from_secs(2);
+
+/// What converging towards the target needs.
+pub(super) struct Convergence {
+    /// Slice writes and deletions, evictions, the index.
+    pub operations: Vec<Operation>,
+    /// Every slice is the target's, every revoke settled, every restart done.
+    pub rollout_done: bool,
+    /// When to look again.
+    pub requeue_after: Option<Duration>,
+    /// Slices found damaged or deleted (and being put back).
+    pub slice_problems: Vec<String>,
+    /// The target's slices (unchanged slices keep their revision).
+    pub target_slices: BTreeMap<MemberId, Slice>,
+    /// Jobs in the target revision.
+    pub jobs: u64,
+}
+
+/// Parses a slice ConfigMap's text into jobs, or says what is wrong with it.
+pub(super) fn parse_observed(
+    swarm: &str,
+    member: &str,
+    object: &SliceObject,
+) -> Result<Slice, String> {
+    if let Some(error) = &object.decode_error {
+        return Err(format!("slice of {member}: {error}"));
+    }
+    let Some(text) = &object.text else {
+        return Err(format!("slice ConfigMap of {member} has no slice.yaml"));
+    };
+    let slice = parse_slice(text).map_err(|error| format!("slice of {member}: {error}"))?;
+    if slice.swarm != swarm || slice.member != member {
+        return Err(format!(
+            "slice of {member} names swarm {} member {}",
+            slice.swarm, slice.member
+        ));
+    }
+    if canonical_hash(&slice.jobs) != slice.hash {
+        return Err(format!(
+            "slice of {member}: hash does not match its jobs (edited by hand?)"
+        ));
+    }
+    Ok(slice)
+}
+
+/// Every slice ConfigMap in the cluster, parsed, by member pod name.
+pub(super) fn observed_slices(obs: &Observation) -> BTreeMap<String, Result<Slice, String>> {
+    obs.slices
+        .iter()
+        .map(|(member, object)| (member.clone(), parse_observed(&obs.swarm, member, object)))
+        .collect()
+}
+
+/// The writes this reconcile makes for the slices, as decided member by member.
+#[derive(Default)]
+struct SliceWrites {
+    revokes: Vec<Operation>,
+    grants: Vec<(String, String, Operation)>,
+    deletes: Vec<String>,
+    /// Members whose revoke is not settled yet (including revokes written now).
+    unsettled: Vec<String>,
+    /// Uid of the pod each slice was (or is now being) written for.
+    written_for: BTreeMap<String, String>,
+    slice_problems: Vec<String>,
+}
+
+/// Everything one member's step looks at.
+struct MemberInputs<'a> {
+    name: &'a str,
+    view: Option<&'a MemberView>,
+    target_jobs: Option<&'a JobSet>,
+    object: Option<&'a SliceObject>,
+    held: Result<Option<Slice>, String>,
+}
+
+/// Converges the slices towards `target`.
+pub(super) fn converge(
+    obs: &Observation,
+    roster: &Roster,
+    observed: &BTreeMap<String, Result<Slice, String>>,
+    target: Option<&(u64, Assignment)>,
+    current_revision: u64,
+) -> Convergence {
+    let mut convergence = Convergence {
+        operations: Vec::new(),
+        rollout_done: true,
+        requeue_after: roster.next_deadline,
+        slice_problems: Vec::new(),
+        target_slices: BTreeMap::new(),
+        jobs: 0,
+    };
+    let Some((revision, assignment)) = target else {
+        return convergence;
+    };
+    let revision = *revision;
+    let by_name = roster.by_name();
+    let member_jobs = assignment.member_jobs();
+    let target_jobs: BTreeMap<String, &JobSet> = member_jobs
+        .iter()
+        .map(|(member, jobs)| (member.pod_name(), jobs))
+        .collect();
+    let names: BTreeSet<String> = target_jobs
+        .keys()
+        .cloned()
+        .chain(observed.keys().cloned())
+        .collect();
+    // Members that left the pools (scaled down) but whose pod still exists, terminating or
+    // not: until the pod is gone it may still run its jobs, so they are revoked and must
+    // settle like any other revoke before anyone else is granted them.
+    let leaving: BTreeMap<String, MemberView> = members_leaving(obs, &by_name);
+    let mut writes = SliceWrites::default();
+    for name in &names {
+        let inputs = MemberInputs {
+            name,
+            view: by_name.get(name).copied().or_else(|| leaving.get(name)),
+            target_jobs: target_jobs.get(name).copied(),
+            object: obs.slices.get(name),
+            held: match observed.get(name) {
+                None => Ok(None),
+                Some(Ok(slice)) => Ok(Some(slice.clone())),
+                Some(Err(problem)) => Err(problem.clone()),
+            },
+        };
+        member_step(obs, &inputs, revision, current_revision, &mut writes);
+    }
+    let SliceWrites {
+        revokes,
+        grants,
+        deletes,
+        unsettled,
+        mut written_for,
+        slice_problems,
+    } = writes;
+    let slices_changing = !revokes.is_empty() || !grants.is_empty();
+    convergence.operations.extend(revokes);
+    if unsettled.is_empty() {
+        for (name, uid, grant) in grants {
+            written_for.insert(name, uid);
+            convergence.operations.push(grant);
+        }
+    } else if !grants.is_empty() {
+        convergence.poll_soon();
+    }
+    if slices_changing || !unsettled.is_empty() {
+        convergence.rollout_done = false;
+    }
+    for name in deletes {
+        let parts = obs
+            .slices
+            .get(&name)
+            .map_or(1, |object| object.parts.max(1));
+        convergence.operations.push(Operation::DeleteSlice {
+            member: name,
+            parts,
+        });
+    }
+    if obs.spec.reload == ReloadPolicy::Restart {
+        restarts(obs, roster, &written_for, &mut convergence);
+    }
+    index(obs, observed, assignment, revision, &mut convergence);
+    convergence.slice_problems = slice_problems;
+    convergence.jobs = assignment.jobs().len() as u64;
+    convergence
+}
+
+impl Convergence {
+    fn poll_soon(&mut self) {
+        self.requeue_after = Some(
+            self.requeue_after
+                .map_or(ROLLOUT_POLL, |after| after.min(ROLLOUT_POLL)),
+        );
+    }
+}
+
+/// Decides what one member's slice needs: a revoke, a grant, a deletion, or nothing;
+/// and whether an earlier revoke of it is still unsettled.
+fn member_step(
+    obs: &Observation,
+    inputs: &MemberInputs<'_>,
+    revision: u64,
+    current_revision: u64,
+    writes: &mut SliceWrites,
+) {
+    let MemberInputs {
+        name,
+        view,
+        target_jobs,
+        object,
+        held,
+    } = inputs;
+    let name = *name;
+    if let Err(problem) = held {
+        writes.slice_problems.push(problem.clone());
+    }
+    if object.is_none() && target_jobs.is_some() && written_before(obs, name) {
+        writes.slice_problems.push(format!(
+            "slice ConfigMap {} of member {name} was deleted",
+            shoal_core::names::slice_configmap(name)
+        ));
+    }
+    let pod_uid = view
+        .and_then(|view| view.pod.as_ref())
+        .map(|pod| pod.uid.clone())
+        .unwrap_or_default();
+    let empty = JobSet::default();
+    let want = target_jobs.unwrap_or(&empty);
+    let held_slice = held.as_ref().ok().and_then(|slice| slice.as_ref());
+    // An unreadable slice is treated as empty; it is rewritten when granting is safe.
+    let held_jobs = held_slice.map_or_else(JobSet::default, |slice| slice.jobs.clone());
+    if let Some(object) = object {
+        writes.written_for.insert(
+            name.to_owned(),
+            object.written_for_uid.clone().unwrap_or_default(),
+        );
+    }
+    let member_id = view.map(|view| view.id.clone()).or_else(|| {
+        let (pool, ordinal) = name.rsplit_once('-')?;
+        Some(MemberId::new(pool, ordinal.parse().ok()?))
+    });
+    let Some(member_id) = member_id else { return };
+    if revoke_outstanding(obs, *view, *object, held_slice, revision, current_revision) {
+        writes.unsettled.push(name.to_owned());
+    }
+    if target_jobs.is_none() {
+        // The member left the pools.
+        let pod_gone = view.is_none_or(|view| view.pod.is_none());
+        if pod_gone || held_jobs.is_empty() && held.is_ok() {
+            if pod_gone {
+                writes.deletes.push(name.to_owned());
+            }
+            return;
+        }
+    }
+    let previous_parts = object.map_or(0, |object| object.parts);
+    let keep: Vec<String> = held_jobs
+        .iter()
+        .filter(|key| want.contains(key.as_str()))
+        .map(|key| key.as_str().to_owned())
+        .collect();
+    if keep.len() != held_jobs.len() {
+        let reduced = JobSet::parse(keep).unwrap_or_default();
+        let slice = Slice::new(obs.swarm.clone(), name.to_owned(), revision, reduced);
+        writes.written_for.insert(name.to_owned(), pod_uid.clone());
+        writes.revokes.push(Operation::WriteSlice {
+            member: member_id,
+            slice,
+            written_for_uid: pod_uid,
+            phase: "revoke",
+            previous_parts,
+        });
+        writes.unsettled.push(name.to_owned());
+        return;
+    }
+    let held_hash = held_slice.map(|slice| slice.hash.as_str());
+    if target_jobs.is_some() && held_hash != Some(canonical_hash(want).as_str()) {
+        let slice = Slice::new(obs.swarm.clone(), name.to_owned(), revision, want.clone());
+        writes.grants.push((
+            name.to_owned(),
+            pod_uid.clone(),
+            Operation::WriteSlice {
+                member: member_id,
+                slice,
+                written_for_uid: pod_uid,
+                phase: "grant",
+                previous_parts,
+            },
+        ));
+    }
+}
+
+/// A slice written before (the last status lists its hash, and the Swarm was Ready).
+fn written_before(obs: &Observation, name: &str) -> bool {
+    let previous = &obs.status;
+    previous_condition(previous, "Ready").is_some_and(|ready| ready.status == "True")
+        && previous
+            .members
+            .iter()
+            .any(|member| member.name == name && member.slice_hash.is_some())
+}
+
+/// Whether a revoke of this member's slice must still settle before anything is granted.
+///
+/// Slices revoked by this rollout (or by the one it superseded) must be settled before
+/// anything is granted. With a sidecar (a Lease) so must any older revoke: once a newer
+/// revision is approved, `current_revision` moves past revokes that may still be in
+/// flight, and an acknowledged revoke stays settled, so checking it costs nothing.
+fn revoke_outstanding(
+    obs: &Observation,
+    view: Option<&MemberView>,
+    object: Option<&SliceObject>,
+    held: Option<&Slice>,
+    revision: u64,
+    current_revision: u64,
+) -> bool {
+    let has_lease = view.is_some_and(|view| view.lease.is_some());
+    let revoked_here = object.is_some_and(|object| object.phase.as_deref() == Some("revoke"))
+        && held.is_some_and(|slice| slice.revision >= current_revision.min(revision) || has_lease);
+    let Some(view) = view else { return false };
+    revoked_here
+        && !settled(
+            view,
+            held.map(|slice| (slice.revision, slice.hash.as_str())),
+            object.and_then(|object| object.written_for_uid.as_deref()),
+            obs.spec.reload,
+            obs.now,
+        )
+}
+
+/// Whether a member has let go of what its revoked slice (revision, hash) took away.
+fn settled(
+    view: &MemberView,
+    revoked: Option<(u64, &str)>,
+    written_for_uid: Option<&str>,
+    reload: ReloadPolicy,
+    now: Timestamp,
+) -> bool {
+    if view.failed_over {
+        return true;
+    }
+    let Some(pod) = &view.pod else { return true };
+    if let Some(lease) = &view.lease {
+        if lease.expired(now) {
+            return true;
+        }
+        // The acknowledgement must be of this revoke: the same hash at an older revision
+        // (the member held these very jobs before, then was granted more) says nothing
+        // about whether it has let go of what it was granted since.
+        return revoked.is_some_and(|(revision, hash)| {
+            lease.acked_hash.as_deref() == Some(hash)
+                && lease.acked_revision.is_some_and(|acked| acked >= revision)
+        });
+    }
+    // No sidecar: pod readiness stands in for an acknowledgement.
+    match reload {
+        ReloadPolicy::HotReload => pod.ready && !pod.deleting,
+        ReloadPolicy::Restart => {
+            pod.ready && !pod.deleting && written_for_uid != Some(pod.uid.as_str())
+        }
+    }
+}
+
+/// Restarts (`reload: Restart`): the pod that was running when its slice was written is
+/// evicted, at most `rollout.maxUnavailable` members unavailable at a time.
+fn restarts(
+    obs: &Observation,
+    roster: &Roster,
+    written_for: &BTreeMap<String, String>,
+    convergence: &mut Convergence,
+) {
+    let unavailable_now = roster
+        .views
+        .iter()
+        .filter(|view| !view.failed_over && !view.available(obs.now))
+        .count();
+    let mut budget =
+        (obs.spec.rollout.max_unavailable.max(1) as usize).saturating_sub(unavailable_now);
+    for view in &roster.views {
+        let Some(pod) = &view.pod else { continue };
+        if pod.deleting || view.failed_over {
+            continue;
+        }
+        let needs = written_for
+            .get(&view.name())
+            .is_some_and(|uid| !uid.is_empty() && uid == &pod.uid);
+        if !needs {
+            continue;
+        }
+        convergence.rollout_done = false;
+        if budget > 0 && pod.ready {
+            budget -= 1;
+            convergence.operations.push(Operation::Evict {
+                pod: view.name(),
+                uid: pod.uid.clone(),
+            });
+        }
+    }
+    if !convergence.rollout_done {
+        convergence.poll_soon();
+    }
+}
+
+/// The target's slices, and the index once every slice is in place.
+fn index(
+    obs: &Observation,
+    observed: &BTreeMap<String, Result<Slice, String>>,
+    assignment: &Assignment,
+    revision: u64,
+    convergence: &mut Convergence,
+) {
+    let previous_slices: BTreeMap<MemberId, Slice> = observed
+        .iter()
+        .filter_map(|(name, slice)| {
+            let slice = slice.as_ref().ok()?;
+            let (pool, ordinal) = name.rsplit_once('-')?;
+            Some((MemberId::new(pool, ordinal.parse().ok()?), slice.clone()))
+        })
+        .collect();
+    convergence.target_slices = assignment.slices_since(&previous_slices, &obs.swarm, revision);
+    if convergence.rollout_done {
+        let text = index_text(&convergence.target_slices, revision);
+        if obs.index.as_deref() != Some(text.as_str()) {
+            convergence.operations.push(Operation::WriteIndex { text });
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! Revision history: the inputs of each revision kept as `<swarm>-rev-<n>`, so the
+//! assignment in force can be recomputed exactly after a controller restart.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use shoal_core::{Assignment, JobSet, Member, MemberId, Slice, assign};
+
+use super::inputs::strategy_of;
+use super::{InputProblem, Observation, Operation};
+use crate::crd::StrategySpec;
+
+/// Inputs of one revision, stored as `<swarm>-rev-<n>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionRecord {
+    /// Revision number.
+    pub revision: u64,
+    /// Assignment hash.
+    pub hash: String,
+    /// Strategy as written in the Swarm.
+    pub strategy: StrategySpec,
+    /// Members (pod names) that could own work.
+    pub members: Vec<String>,
+    /// Members listed but failed over (own nothing).
+    #[serde(default)]
+    pub unavailable: Vec<String>,
+    /// Job keys, sorted (empty when `jobsOmitted`).
+    pub jobs: Vec<String>,
+    /// The job list was too large to keep in a ConfigMap even compressed; this
+    /// revision cannot be replayed and the slices in the cluster stand for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub jobs_omitted: bool,
+}
+
+/// The data key of a revision history ConfigMap.
+pub const REVISION_DATA_KEY: &str = "revision.json";
+
+pub(super) fn revision_record(
+    revision: u64,
+    hash: &str,
+    strategy: &StrategySpec,
+    members: &[Member],
+    jobs: &JobSet,
+) -> RevisionRecord {
+    RevisionRecord {
+        revision,
+        hash: hash.to_owned(),
+        strategy: strategy.clone(),
+        members: members.iter().map(|member| member.id.pod_name()).collect(),
+        unavailable: members
+            .iter()
+            .filter(|member| !member.available)
+            .map(|member| member.id.pod_name())
+            .collect(),
+        jobs: jobs.iter().map(|key| key.as_str().to_owned()).collect(),
+        jobs_omitted: false,
+    }
+}
+
+/// Recomputes the assignment of a recorded revision.
+pub fn replay(record: &RevisionRecord) -> Result<Assignment, String> {
+    let jobs = JobSet::parse(record.jobs.iter().cloned()).map_err(|error| error.to_string())?;
+    let unavailable: BTreeSet<&str> = record.unavailable.iter().map(String::as_str).collect();
+    let mut members = Vec::new();
+    for name in &record.members {
+        let (pool, ordinal) = name
+            .rsplit_once('-')
+            .and_then(|(pool, ordinal)| Some((pool, ordinal.parse::<u32>().ok()?)))
+            .ok_or_else(|| format!("revision {}: bad member name {name}", record.revision))?;
+        members
+            .push(Member::new(pool, ordinal).with_available(!unavailable.contains(name.as_str())));
+    }
+    assign(&jobs, &members, &strategy_of(&record.strategy)).map_err(|error| error.to_string())
+}
+
+/// The revision in force, as far as the cluster tells.
+pub(super) struct InForce {
+    /// The revision in force recomputed from its history record, when it can be.
+    pub replayed: Option<Assignment>,
+    /// What is in force: the replayed revision, else what the slices in the cluster say.
+    pub assignment: Option<Assignment>,
+}
+
+/// Recovers the assignment in force from the history (or, failing that, the slices).
+pub(super) fn in_force(
+    obs: &Observation,
+    observed: &BTreeMap<String, Result<Slice, String>>,
+    problems: &mut Vec<InputProblem>,
+) -> InForce {
+    let current_revision = obs.status.current_revision;
+    let replayed = match obs.history.get(&current_revision) {
+        _ if current_revision == 0 => None,
+        // Reported by the gate unless the inputs still match it, in which case it is rewritten.
+        None => None,
+        // Too large to keep: the slices in the cluster stand for it.
+        Some(record) if record.jobs_omitted => None,
+        Some(record) => match replay(record) {
+            Ok(assignment) => Some(assignment),
+            Err(error) => {
+                problems.push(InputProblem {
+                    reason: "HistoryInvalid",
+                    message: format!("revision {current_revision} cannot be replayed: {error}"),
+                });
+                None
+            }
+        },
+    };
+    let assignment = match &replayed {
+        Some(assignment) => Some(assignment.clone()),
+        None => {
+            let slices = observed.iter().filter_map(|(name, slice)| {
+                let slice = slice.as_ref().ok()?;
+                let (pool, ordinal) = name.rsplit_once('-')?;
+                Some((
+                    MemberId::new(pool, ordinal.parse().ok()?),
+                    slice.jobs.clone(),
+                ))
+            });
+            // Two slices claiming one job (hand edits) leave nothing trustworthy to diff against.
+            Assignment::from_slices(slices)
+                .or_else(|_| Assignment::from_slices(std::iter::empty()))
+                .ok()
+        }
+    };
+    InForce {
+        replayed,
+        assignment,
+    }
+}
+
+/// Deletes history beyond `limit` revisions, never the revision in force.
+pub(super) fn prune(
+    obs: &Observation,
+    limit: u32,
+    applied_revision: Option<u64>,
+    current_revision: u64,
+) -> Vec<Operation> {
+    let limit = limit.max(1) as usize;
+    let mut kept: Vec<u64> = obs.history.keys().copied().collect();
+    if let Some(applied) = applied_revision {
+        kept.push(applied);
+    }
+    kept.sort_unstable();
+    kept.dedup();
+    if kept.len() <= limit {
+        return Vec::new();
+    }
+    kept[..kept.len() - limit]
+        .iter()
+        .filter(|revision| **revision != current_revision && obs.history.contains_key(revision))
+        .map(|revision| Operation::PruneRevision {
+            revision: *revision,
+        })
+        .collect()
+}

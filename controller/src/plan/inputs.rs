@@ -1,0 +1,193 @@
+//! The Swarm's inputs: its job list, strategy and failover setting, and the
+//! assignment they ask for.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use shoal_core::{Assignment, JobSet, Member, Strategy, assign};
+
+use super::{InputProblem, JobSource, Observation, ROLLBACK_ANNOTATION};
+use crate::crd::{StrategySpec, StrategyType, SwarmSpec};
+
+/// Default virtual nodes of the ring strategy.
+pub const DEFAULT_VNODES: u32 = 64;
+
+/// The seed's job-list document: `jobs: [...]`.
+#[derive(Deserialize)]
+struct JobListDocument {
+    jobs: Option<Vec<String>>,
+}
+
+/// Reads the job list of a Swarm: inline keys plus the `jobsFrom` document.
+pub fn job_list(swarm: &str, spec: &SwarmSpec, source: &JobSource) -> Result<JobSet, InputProblem> {
+    let mut keys: Vec<String> = spec.jobs.clone();
+    match source {
+        JobSource::NotReferenced => {}
+        JobSource::MissingConfigMap { name } => {
+            return Err(InputProblem {
+                reason: "JobConfigMapMissing",
+                message: format!("Swarm {swarm}: jobsFrom ConfigMap {name} does not exist"),
+            });
+        }
+        JobSource::MissingKey { name, key } => {
+            return Err(InputProblem {
+                reason: "JobConfigMapMissing",
+                message: format!("Swarm {swarm}: jobsFrom ConfigMap {name} has no key {key}"),
+            });
+        }
+        JobSource::Text { name, key, text } => {
+            let document: JobListDocument = serde_saphyr::from_str_with_options(
+                text,
+                shoal_core::format::yaml_options_for(text.len()),
+            )
+            .map_err(|error| InputProblem {
+                    reason: "JobConfigMapInvalid",
+                    message: format!(
+                        "Swarm {swarm}: ConfigMap {name} key {key} is not a `jobs: [...]` YAML document: {error}"
+                    ),
+                })?;
+            let Some(listed) = document.jobs else {
+                return Err(InputProblem {
+                    reason: "JobConfigMapInvalid",
+                    message: format!(
+                        "Swarm {swarm}: ConfigMap {name} key {key} has no `jobs` list"
+                    ),
+                });
+            };
+            keys.extend(listed);
+        }
+    }
+    JobSet::parse(keys).map_err(|invalid| InputProblem {
+        reason: "InvalidJobs",
+        message: format!("Swarm {swarm}: {invalid}"),
+    })
+}
+
+/// The core strategy for a strategy spec.
+pub fn strategy_of(spec: &StrategySpec) -> Strategy {
+    match spec.type_ {
+        StrategyType::Bounded => Strategy::Bounded {
+            epsilon: spec.epsilon.unwrap_or(0.0),
+        },
+        StrategyType::Jump => Strategy::Jump,
+        StrategyType::Ring => Strategy::Ring {
+            vnodes: spec.vnodes.unwrap_or(DEFAULT_VNODES),
+        },
+    }
+}
+
+/// Parses a duration such as `90s`, `5m`, `1h30m`, `250ms`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("empty duration".to_owned());
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 {
+            return Err(format!("duration {text:?}: expected a number at {rest:?}"));
+        }
+        let number: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("duration {text:?}: number too large"))?;
+        rest = &rest[digits..];
+        let unit_len = rest.bytes().take_while(|b| b.is_ascii_alphabetic()).count();
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let part = match unit {
+            "ms" => Duration::from_millis(number),
+            "s" => Duration::from_secs(number),
+            "m" => Duration::from_secs(number.saturating_mul(60)),
+            "h" => Duration::from_secs(number.saturating_mul(3600)),
+            "" => return Err(format!("duration {text:?}: missing unit (ms, s, m, h)")),
+            other => {
+                return Err(format!(
+                    "duration {text:?}: unknown unit {other:?} (ms, s, m, h)"
+                ));
+            }
+        };
+        total = total.saturating_add(part);
+    }
+    Ok(total)
+}
+
+/// `failover.after`, parsed; a bad value is a problem and means "never".
+pub(super) fn failover_after(
+    obs: &Observation,
+    problems: &mut Vec<InputProblem>,
+) -> Option<Duration> {
+    let text = obs.spec.failover.after.as_deref()?;
+    match parse_duration(text) {
+        Ok(after) => Some(after),
+        Err(error) => {
+            problems.push(InputProblem {
+                reason: "InvalidFailover",
+                message: format!("Swarm {}: failover.after: {error}", obs.swarm),
+            });
+            None
+        }
+    }
+}
+
+/// What the inputs ask for: the job list, the strategy it was assigned with, and the assignment.
+pub(super) struct Desired {
+    /// The job list.
+    pub jobs: JobSet,
+    /// The strategy as written (in the Swarm, or in the revision rolled back to).
+    pub strategy: StrategySpec,
+    /// The assignment of `jobs` to the members.
+    pub assignment: Assignment,
+}
+
+/// The assignment the inputs ask for. A rollback takes the job list and strategy of a
+/// recorded revision instead of the spec's.
+pub(super) fn desired(obs: &Observation, members: &[Member]) -> Result<Desired, InputProblem> {
+    let (jobs, strategy) = match obs.annotations.get(ROLLBACK_ANNOTATION) {
+        None => (
+            job_list(&obs.swarm, &obs.spec, &obs.job_source)?,
+            obs.spec.strategy.clone(),
+        ),
+        Some(text) => rollback_inputs(obs, text)?,
+    };
+    let assignment =
+        assign(&jobs, members, &strategy_of(&strategy)).map_err(|error| InputProblem {
+            reason: if members.is_empty() {
+                "NoMembers"
+            } else {
+                "AssignmentFailed"
+            },
+            message: format!("Swarm {}: {error}", obs.swarm),
+        })?;
+    Ok(Desired {
+        jobs,
+        strategy,
+        assignment,
+    })
+}
+
+/// The job list and strategy of the revision named by the rollback annotation.
+fn rollback_inputs(obs: &Observation, text: &str) -> Result<(JobSet, StrategySpec), InputProblem> {
+    let record = text
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|revision| obs.history.get(&revision))
+        .filter(|record| !record.jobs_omitted);
+    let Some(record) = record else {
+        return Err(InputProblem {
+            reason: "RollbackUnavailable",
+            message: format!(
+                "Swarm {}: {ROLLBACK_ANNOTATION}={text:?} names no revision in the history (kept: {:?})",
+                obs.swarm,
+                obs.history.keys().collect::<Vec<_>>()
+            ),
+        });
+    };
+    let jobs = JobSet::parse(record.jobs.iter().cloned()).map_err(|invalid| InputProblem {
+        reason: "RollbackUnavailable",
+        message: format!("revision {}: {invalid}", record.revision),
+    })?;
+    Ok((jobs, record.strategy.clone()))
+}

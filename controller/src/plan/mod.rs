@@ -1,0 +1,405 @@
+//! The pure heart of the controller: observed cluster state in, operations,
+//! status and Events out. No I/O, no clock (the time is an input).
+//!
+//! # How a revision is applied
+//!
+//! A *revision* is an assignment of the job list to the members, numbered
+//! from 1. Its inputs (job list, strategy, members and their availability)
+//! are kept in a history ConfigMap, so the assignment can be recomputed
+//! exactly (the core is deterministic) after a controller restart.
+//!
+//! Applying revision `N` (the *target*) is a convergence of the slice
+//! ConfigMaps found in the cluster towards the target's slices, computed
+//! afresh on every reconcile from cluster state alone, so a restarted
+//! controller neither repeats nor forgets a step:
+//!
+//! 1. **Revoke.** A member whose slice holds keys the target gives to someone
+//!    else gets `slice ∩ target` (annotated `shoal.dev/phase: revoke`).
+//! 2. **Wait.** Each slice revoked at revision `N` must be *settled*: the
+//!    member Lease acknowledges its hash, or the Lease expired, or the pod is
+//!    gone, or the member was failed over. Until the sidecar runs (no Lease),
+//!    pod readiness stands in: a Ready pod (for `Restart`, a Ready pod that is
+//!    not the one that was running when the slice was written) counts as
+//!    having applied it.
+//! 3. **Grant.** Only then do members receive the keys they gain.
+//! 4. **Restart** (`reload: Restart`): a pod is restarted when it is the very
+//!    pod (by uid) that was running when its slice was last written
+//!    (`shoal.dev/written-for-uid` on the slice ConfigMap). After the
+//!    eviction the replacement pod has another uid, so no restart is ever
+//!    repeated. At most `rollout.maxUnavailable` members are unavailable.
+//!    A member that both gives jobs away and receives jobs is restarted
+//!    twice: once to release (revoke), once to pick up (grant); one restart
+//!    could only do both by granting before the revoke settled.
+//!
+//! A member whose slice does not change is never written and never restarted.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use shoal_core::format::{Index, render_index, render_slice};
+use shoal_core::slice::canonical_hash;
+use shoal_core::{Assignment, JobSet, MemberId, Slice};
+
+use crate::crd::{Condition, SwarmSpec, SwarmStatus};
+
+mod converge;
+mod gate;
+mod history;
+mod inputs;
+mod members;
+mod status;
+
+pub use history::{REVISION_DATA_KEY, RevisionRecord, replay};
+pub use inputs::{DEFAULT_VNODES, job_list, parse_duration, strategy_of};
+
+/// Annotation approving a pending revision.
+pub const APPROVE_ANNOTATION: &str = "shoal.dev/approve";
+/// Annotation rolling back to the job list and strategy of a recorded revision
+/// (`kubectl annotate swarm X shoal.dev/rollback-to=<revision>`); the result goes through
+/// the approval gate like any change, and stays in force while the annotation is present.
+pub const ROLLBACK_ANNOTATION: &str = "shoal.dev/rollback-to";
+/// Annotation forcing failover of the named pods (comma separated).
+pub const FAILOVER_NOW_ANNOTATION: &str = "shoal.dev/failover-now";
+/// Annotation on a slice ConfigMap: the uid of the member pod when the slice was written.
+pub const WRITTEN_FOR_UID_ANNOTATION: &str = "shoal.dev/written-for-uid";
+/// Annotation on a slice ConfigMap: `revoke` or `grant`, the step that wrote it.
+pub const PHASE_ANNOTATION: &str = "shoal.dev/phase";
+
+/// Where the Swarm's `jobsFrom` ConfigMap stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobSource {
+    /// The Swarm has no `jobsFrom`.
+    NotReferenced,
+    /// The ConfigMap does not exist.
+    MissingConfigMap {
+        /// Its name.
+        name: String,
+    },
+    /// The ConfigMap exists but lacks the key.
+    MissingKey {
+        /// ConfigMap name.
+        name: String,
+        /// The missing key.
+        key: String,
+    },
+    /// The text under the key.
+    Text {
+        /// ConfigMap name.
+        name: String,
+        /// The key.
+        key: String,
+        /// The YAML document (`jobs: [...]`).
+        text: String,
+    },
+}
+
+/// One pod of a pool, as observed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodState {
+    /// Pod uid.
+    pub uid: String,
+    /// Ready condition is True.
+    pub ready: bool,
+    /// Has a deletion timestamp.
+    pub deleting: bool,
+}
+
+/// A StatefulSet labelled for this Swarm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolState {
+    /// StatefulSet name.
+    pub name: String,
+    /// `spec.replicas`.
+    pub replicas: u32,
+    /// Its pods by ordinal.
+    pub pods: BTreeMap<u32, PodState>,
+}
+
+/// A member Lease written by the sidecar.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LeaseState {
+    /// `shoal.dev/acked-revision`.
+    pub acked_revision: Option<u64>,
+    /// `shoal.dev/acked-hash`.
+    pub acked_hash: Option<String>,
+    /// `renewTime`.
+    pub renew_time: Option<Timestamp>,
+    /// `leaseDurationSeconds`.
+    pub duration_seconds: Option<i64>,
+}
+
+impl LeaseState {
+    /// The Lease was not renewed within its duration.
+    pub fn expired(&self, now: Timestamp) -> bool {
+        match (self.renew_time, self.duration_seconds) {
+            (Some(renewed), Some(seconds)) => renewed + SignedDuration::from_secs(seconds) < now,
+            // A Lease that never said when it was renewed proves nothing about liveness.
+            _ => true,
+        }
+    }
+}
+
+/// A slice ConfigMap found in the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceObject {
+    /// The `slice.yaml` text, if the key is present.
+    pub text: Option<String>,
+    /// `shoal.dev/written-for-uid`.
+    pub written_for_uid: Option<String>,
+    /// `shoal.dev/phase`.
+    pub phase: Option<String>,
+    /// ConfigMaps the slice occupies (more than 1 when split into parts).
+    pub parts: usize,
+    /// Why the stored data could not be decoded, if it could not.
+    pub decode_error: Option<String>,
+}
+
+/// Everything `plan` looks at.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    /// Swarm name.
+    pub swarm: String,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// The spec.
+    pub spec: SwarmSpec,
+    /// Swarm annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// The status as last written.
+    pub status: SwarmStatus,
+    /// Pools (labelled StatefulSets).
+    pub pools: Vec<PoolState>,
+    /// The `jobsFrom` ConfigMap.
+    pub job_source: JobSource,
+    /// Slice ConfigMaps by member pod name.
+    pub slices: BTreeMap<String, SliceObject>,
+    /// Member Leases by pod name.
+    pub leases: BTreeMap<String, LeaseState>,
+    /// Revision history by revision (records that failed to parse are absent).
+    pub history: BTreeMap<u64, RevisionRecord>,
+    /// The index ConfigMap's `config.yml`, if any.
+    pub index: Option<String>,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// One write (or delete) the controller is to make, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Operation {
+    /// Create or replace the history ConfigMap of a revision.
+    WriteRevision(RevisionRecord),
+    /// Create or replace a member's slice ConfigMap.
+    WriteSlice {
+        /// The member.
+        member: MemberId,
+        /// The slice (rendered in slice format v1).
+        slice: Slice,
+        /// Uid of the member's pod now (empty: no pod).
+        written_for_uid: String,
+        /// `revoke` or `grant`.
+        phase: &'static str,
+        /// ConfigMaps the slice occupied before (stale parts beyond the new count are deleted).
+        previous_parts: usize,
+    },
+    /// Delete the slice ConfigMap of a member that left.
+    DeleteSlice {
+        /// Pod name.
+        member: String,
+        /// ConfigMaps the slice occupies.
+        parts: usize,
+    },
+    /// Restart a pod through the eviction API, only if it still has this uid.
+    Evict {
+        /// Pod name.
+        pod: String,
+        /// Pod uid (precondition).
+        uid: String,
+    },
+    /// Create or replace the index ConfigMap.
+    WriteIndex {
+        /// The `config.yml` text.
+        text: String,
+    },
+    /// Delete a history ConfigMap past `revisionHistoryLimit`.
+    PruneRevision {
+        /// Revision number.
+        revision: u64,
+    },
+}
+
+/// An Event to emit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedEvent {
+    /// Warning (true) or Normal.
+    pub warning: bool,
+    /// CamelCase reason.
+    pub reason: String,
+    /// What happened.
+    pub note: String,
+}
+
+/// What `plan` decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Writes, in the order they must happen: history, slices (revokes before grants), evictions, index, pruning.
+    pub operations: Vec<Operation>,
+    /// The status to write.
+    pub status: SwarmStatus,
+    /// Events for transitions.
+    pub events: Vec<PlannedEvent>,
+    /// Reconcile again after this long (failover deadlines, rollout waits).
+    pub requeue_after: Option<Duration>,
+    /// Numbers of revisions newly put in force by this plan.
+    pub applied_revision: Option<u64>,
+    /// Jobs moved by the revision newly put in force.
+    pub jobs_moved: u64,
+}
+
+/// A problem with the Swarm's inputs; the last good revision stays in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputProblem {
+    /// Condition and Event reason.
+    pub reason: &'static str,
+    /// What is wrong, naming the object.
+    pub message: String,
+}
+
+/// The hash of a whole assignment: which member holds which slice hash.
+pub fn assignment_hash(assignment: &Assignment) -> String {
+    let lines = assignment
+        .member_jobs()
+        .into_iter()
+        .map(|(member, jobs)| format!("{member}={}", canonical_hash(&jobs)));
+    match JobSet::parse(lines) {
+        Ok(lines) => canonical_hash(&lines),
+        // Pod names and hashes are always valid keys; fall back to something stable anyway.
+        Err(_) => String::from("sha256:invalid"),
+    }
+}
+
+pub(crate) fn condition(type_: &str, status: bool, reason: &str, message: String) -> Condition {
+    Condition {
+        type_: type_.to_owned(),
+        status: if status { "True" } else { "False" }.to_owned(),
+        reason: reason.to_owned(),
+        message,
+        last_transition_time: None,
+        observed_generation: None,
+    }
+}
+
+pub(crate) fn previous_condition<'a>(
+    status: &'a SwarmStatus,
+    type_: &str,
+) -> Option<&'a Condition> {
+    status
+        .conditions
+        .iter()
+        .find(|condition| condition.type_ == type_)
+}
+
+/// Computes what to do. Pure: the same observation gives the same plan.
+pub fn plan(obs: &Observation) -> Plan {
+    let mut events = Vec::new();
+    let mut problems: Vec<InputProblem> = Vec::new();
+
+    let failover_after = inputs::failover_after(obs, &mut problems);
+    let roster = members::observe_members(obs, failover_after);
+    let observed = converge::observed_slices(obs);
+    let in_force = history::in_force(obs, &observed, &mut problems);
+    let gate = match inputs::desired(obs, &roster.members()) {
+        Err(problem) => {
+            problems.push(problem);
+            gate::GateOutcome::unchanged(obs, &in_force)
+        }
+        Ok(desired) => gate::decide(obs, &roster, &in_force, desired, &mut events, &mut problems),
+    };
+    let convergence = converge::converge(
+        obs,
+        &roster,
+        &observed,
+        gate.target.as_ref(),
+        obs.status.current_revision,
+    );
+    if !convergence.slice_problems.is_empty() {
+        events.push(PlannedEvent {
+            warning: true,
+            reason: "SliceRestored".to_owned(),
+            note: format!(
+                "putting back slices: {}",
+                convergence.slice_problems.join("; ")
+            ),
+        });
+    }
+
+    let mut status = gate.status;
+    status.jobs = convergence.jobs;
+    let mut operations = gate.operations;
+    operations.extend(convergence.operations);
+    operations.extend(history::prune(
+        obs,
+        obs.spec.revision_history_limit,
+        gate.applied_revision,
+        status.current_revision,
+    ));
+    status::member_statuses(
+        obs,
+        &roster,
+        &convergence.target_slices,
+        &mut events,
+        &mut status,
+    );
+    status::conditions(
+        obs,
+        status::Findings {
+            problems: &problems,
+            slice_problems: &convergence.slice_problems,
+            has_target: gate.target.is_some(),
+            rollout_done: convergence.rollout_done,
+            awaiting: gate.awaiting,
+            applied_revision: gate.applied_revision,
+        },
+        &mut events,
+        &mut status,
+    );
+    Plan {
+        operations,
+        status,
+        events,
+        requeue_after: convergence.requeue_after,
+        applied_revision: gate.applied_revision,
+        jobs_moved: gate.jobs_moved,
+    }
+}
+
+/// Largest index document written in the seed's `workloads:` shape; beyond it a summary.
+pub const MAX_INDEX_BYTES: usize = 900 * 1024;
+
+/// The index document: seed-compatible `workloads:` while it fits, else a per-member summary.
+pub fn index_text(slices: &BTreeMap<MemberId, Slice>, revision: u64) -> String {
+    let full = render_index(&Index::from_slices(slices, revision));
+    if full.len() <= MAX_INDEX_BYTES {
+        return full;
+    }
+    let mut summary = format!(
+        "# The full index exceeds {MAX_INDEX_BYTES} bytes; each member's jobs are in its <pod>-slice ConfigMap.\nsummary: true\nversion: {revision}\nworkloads:\n"
+    );
+    for (member, slice) in slices {
+        summary.push_str(&format!(
+            "  {member}:\n    jobCount: {}\n    hash: {}\n    version: {}\n",
+            slice.jobs.len(),
+            slice.hash,
+            slice.revision
+        ));
+    }
+    summary
+}
+
+/// Renders a slice as the text of its ConfigMap.
+pub fn slice_text(slice: &Slice) -> String {
+    render_slice(slice)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,227 @@
+//! The status a plan reports: members, conditions, phase, and the Events of
+//! their transitions.
+
+use std::collections::BTreeMap;
+
+use shoal_core::{MemberId, Slice};
+
+use super::members::Roster;
+use super::{InputProblem, Observation, PlannedEvent, condition, previous_condition};
+use crate::crd::{Condition, MemberStatus, SwarmStatus};
+
+/// Each member's status, with MemberFailedOver / MemberReturned Events on transitions.
+pub(super) fn member_statuses(
+    obs: &Observation,
+    roster: &Roster,
+    target_slices: &BTreeMap<MemberId, Slice>,
+    events: &mut Vec<PlannedEvent>,
+    status: &mut SwarmStatus,
+) {
+    let previous = &obs.status;
+    let views = &roster.views;
+    let mut member_statuses = Vec::new();
+    let mut ready = 0;
+    for view in views {
+        let name = view.name();
+        let is_ready = view
+            .pod
+            .as_ref()
+            .is_some_and(|pod| pod.ready && !pod.deleting);
+        if is_ready {
+            ready += 1;
+        }
+        let slice = target_slices.get(&view.id);
+        member_statuses.push(MemberStatus {
+            name: name.clone(),
+            pool: view.id.pool.clone(),
+            ready: is_ready,
+            slice_size: slice.map_or(0, |slice| slice.jobs.len() as u64),
+            slice_hash: slice.map(|slice| slice.hash.clone()),
+            acked_revision: view.lease.as_ref().and_then(|lease| lease.acked_revision),
+            unavailable_since: view.unavailable_since.map(|since| since.to_string()),
+            failed_over: view.failed_over,
+        });
+        let was_failed_over = previous
+            .members
+            .iter()
+            .any(|member| member.name == name && member.failed_over);
+        if view.failed_over && !was_failed_over {
+            events.push(PlannedEvent {
+                warning: true,
+                reason: "MemberFailedOver".to_owned(),
+                note: format!("member {name} is unavailable; its jobs move to the other members"),
+            });
+        } else if !view.failed_over && was_failed_over {
+            events.push(PlannedEvent {
+                warning: false,
+                reason: "MemberReturned".to_owned(),
+                note: format!("member {name} is available again; its jobs return to it"),
+            });
+        }
+    }
+    status.members = member_statuses;
+    status.ready = Some(format!("{ready}/{}", views.len()));
+}
+
+/// What the rest of the plan found, for the conditions.
+pub(super) struct Findings<'a> {
+    /// Problems with the inputs (Degraded).
+    pub problems: &'a [InputProblem],
+    /// Slices found damaged or deleted.
+    pub slice_problems: &'a [String],
+    /// There is a revision to converge to.
+    pub has_target: bool,
+    /// It is in place everywhere.
+    pub rollout_done: bool,
+    /// The AwaitingApproval condition, when a revision waits.
+    pub awaiting: Option<Condition>,
+    /// A revision was put in force by this plan.
+    pub applied_revision: Option<u64>,
+}
+
+/// Conditions, phase and the last error, with Events on condition transitions.
+pub(super) fn conditions(
+    obs: &Observation,
+    findings: Findings<'_>,
+    events: &mut Vec<PlannedEvent>,
+    status: &mut SwarmStatus,
+) {
+    let previous = &obs.status;
+    let Findings {
+        problems,
+        slice_problems,
+        has_target,
+        rollout_done,
+        awaiting,
+        applied_revision,
+    } = findings;
+    let degraded = match problems.first() {
+        Some(problem) => {
+            let message = problems
+                .iter()
+                .map(|p| p.message.clone())
+                .collect::<Vec<_>>()
+                .join("; ");
+            condition("Degraded", true, problem.reason, message)
+        }
+        None if !slice_problems.is_empty() => {
+            condition("Degraded", true, "SliceEdited", slice_problems.join("; "))
+        }
+        None => condition("Degraded", false, "AsExpected", String::new()),
+    };
+    let progressing = if has_target && !rollout_done {
+        condition(
+            "Progressing",
+            true,
+            "RollingOut",
+            format!("applying revision {}", status.current_revision),
+        )
+    } else {
+        condition("Progressing", false, "Converged", String::new())
+    };
+    let ready_condition = if has_target && rollout_done {
+        condition(
+            "Ready",
+            true,
+            "Converged",
+            format!(
+                "revision {} is in force on every member",
+                status.current_revision
+            ),
+        )
+    } else if has_target {
+        condition(
+            "Ready",
+            false,
+            "RollingOut",
+            format!("revision {} is being applied", status.current_revision),
+        )
+    } else {
+        condition(
+            "Ready",
+            false,
+            "NoRevision",
+            "no revision has been applied yet".to_owned(),
+        )
+    };
+    let awaiting = awaiting
+        .unwrap_or_else(|| condition("AwaitingApproval", false, "NothingPending", String::new()));
+    status.phase = Some(
+        if degraded.status == "True" && !has_target {
+            "Degraded"
+        } else if awaiting.status == "True" {
+            "AwaitingApproval"
+        } else if degraded.status == "True" {
+            "Degraded"
+        } else if progressing.status == "True" {
+            "Progressing"
+        } else if has_target {
+            "Ready"
+        } else {
+            "Pending"
+        }
+        .to_owned(),
+    );
+    status.last_error = problems
+        .first()
+        .map(|problem| problem.message.clone())
+        .or_else(|| slice_problems.first().cloned());
+
+    // Events for condition transitions.
+    let previous_degraded = previous_condition(previous, "Degraded");
+    if degraded.status == "True"
+        && previous_degraded
+            .is_none_or(|old| old.status != "True" || old.message != degraded.message)
+        && degraded.reason != "SliceEdited"
+    {
+        events.push(PlannedEvent {
+            warning: true,
+            reason: degraded.reason.clone(),
+            note: degraded.message.clone(),
+        });
+    }
+    if degraded.status == "False" && previous_degraded.is_some_and(|old| old.status == "True") {
+        events.push(PlannedEvent {
+            warning: false,
+            reason: "Recovered".to_owned(),
+            note: "the Swarm's inputs are valid again".to_owned(),
+        });
+    }
+    let previous_awaiting = previous_condition(previous, "AwaitingApproval");
+    if awaiting.status == "True"
+        && awaiting.message.contains("stale")
+        && previous_awaiting.is_none_or(|old| old.message != awaiting.message)
+    {
+        events.push(PlannedEvent {
+            warning: true,
+            reason: "StaleApproval".to_owned(),
+            note: awaiting.message.clone(),
+        });
+    }
+    let previous_progressing = previous_condition(previous, "Progressing");
+    if progressing.status == "False"
+        && has_target
+        && (previous_progressing.is_some_and(|old| old.status == "True")
+            || applied_revision.is_some())
+    {
+        events.push(PlannedEvent {
+            warning: false,
+            reason: "RevisionApplied".to_owned(),
+            note: format!(
+                "revision {} is in force on every member",
+                status.current_revision
+            ),
+        });
+        status.changed_at = None;
+    }
+
+    let mut conditions = vec![ready_condition, progressing, awaiting, degraded];
+    for new in &mut conditions {
+        new.observed_generation = obs.generation;
+        new.last_transition_time = match previous_condition(previous, &new.type_) {
+            Some(old) if old.status == new.status => old.last_transition_time.clone(),
+            _ => Some(obs.now.to_string()),
+        };
+    }
+    status.conditions = conditions;
+}
