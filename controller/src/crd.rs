@@ -218,6 +218,15 @@ pub struct SwarmStatus {
     /// A computed revision waiting for approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_revision: Option<PendingRevision>,
+    /// The highest revision number given so far: to a revision in force, pending,
+    /// superseded or withdrawn, or named by a refused approval. A number is never given
+    /// to a second plan, so an approval can never stand for a plan nobody reviewed.
+    #[serde(default)]
+    pub latest_revision: u64,
+    /// Annotations the controller refused, with the value refused (e.g. an approval that
+    /// names no pending revision). Each refusal is announced by one Warning Event.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub refused_annotations: BTreeMap<String, String>,
     /// When the inputs of the revision being applied were first seen changed (RFC 3339), for the change-to-applied metric.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changed_at: Option<String>,
@@ -264,10 +273,13 @@ pub struct Condition {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingRevision {
-    /// The number to approve with `shoal.dev/approve`.
+    /// Its number; approve with `shoal.dev/approve: "<revision>/<hash>"`.
     pub revision: u64,
-    /// Assignment hash of this revision.
+    /// Assignment hash of this revision; an approval must name it.
     pub hash: String,
+    /// The value of `shoal.dev/approve` that approves exactly this revision.
+    #[serde(default)]
+    pub approve_with: String,
     /// What applying it would do.
     pub summary: RevisionSummary,
 }
@@ -278,8 +290,22 @@ pub struct PendingRevision {
 pub struct RevisionSummary {
     /// Jobs whose owner changes.
     pub jobs_moved: u64,
+    /// Of those, jobs whose owner left the pools or was failed over: moving them stops
+    /// nothing that runs.
+    #[serde(default)]
+    pub jobs_rehomed: u64,
+    /// Jobs new in the job list, started on their member.
+    #[serde(default)]
+    pub jobs_started: u64,
+    /// Jobs gone from the job list, stopped on their member.
+    #[serde(default)]
+    pub jobs_stopped: u64,
     /// Members whose slice changes.
     pub members_affected: u64,
+    /// Members that stay and are disrupted: they give up jobs (HotReload) or restart
+    /// (Restart).
+    #[serde(default)]
+    pub members_disrupted: u64,
     /// Pods restarted (Restart policy), 0 for HotReload.
     pub restarts_needed: u64,
     /// The fewest moves any assignment of the new inputs could make.

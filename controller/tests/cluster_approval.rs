@@ -27,8 +27,7 @@ async fn manual_approval_applies_exactly_the_approved_revision_and_ignores_a_sta
     let table = env.kubectl(&["get", "sw", "demo"]).await;
     assert!(table.contains("AwaitingApproval"), "{table}");
 
-    env.kubectl(&["annotate", "swarm", "demo", "shoal.dev/approve=1"])
-        .await;
+    env.approve_pending("demo").await;
     eventually("revision 1 applied", WAIT, || async {
         let slices = env.slices("demo").await;
         (all_jobs(&slices) == job_keys(10)).then_some(())
@@ -37,9 +36,9 @@ async fn manual_approval_applies_exactly_the_approved_revision_and_ignores_a_sta
 
     // A change becomes revision 2; before anyone approves it, another change supersedes it.
     env.apply(&swarm_yaml("demo", &job_keys(11), manual)).await;
-    eventually("revision 2 pending", WAIT, || async {
+    let second = eventually("revision 2 pending", WAIT, || async {
         let pending = env.swarm("demo").await.status?.pending_revision?;
-        (pending.revision == 2).then_some(())
+        (pending.revision == 2).then_some(pending)
     })
     .await;
     env.apply(&swarm_yaml("demo", &job_keys(12), manual)).await;
@@ -78,16 +77,9 @@ async fn manual_approval_applies_exactly_the_approved_revision_and_ignores_a_sta
     )
     .await;
 
-    // Approving the superseded revision 2 changes nothing and is called stale.
-    env.kubectl(&[
-        "annotate",
-        "swarm",
-        "demo",
-        "shoal.dev/approve=2",
-        "--overwrite",
-    ])
-    .await;
-    let message = eventually("the stale approval reported", WAIT, || async {
+    // Approving the superseded revision 2 (as it was reviewed) changes nothing and is refused.
+    env.annotate_approval("demo", &second.approve_with).await;
+    let message = eventually("the refused approval reported", WAIT, || async {
         let status = env.swarm("demo").await.status?;
         let awaiting = status
             .conditions
@@ -95,22 +87,24 @@ async fn manual_approval_applies_exactly_the_approved_revision_and_ignores_a_sta
             .find(|c| c.type_ == "AwaitingApproval")?;
         awaiting
             .message
-            .contains("stale")
+            .contains("refused")
             .then(|| awaiting.message.clone())
     })
     .await;
-    assert!(message.contains("revision 2"), "{message}");
+    assert!(
+        message.contains("revision 2, which is not pending"),
+        "{message}"
+    );
+    let events = eventually("an ApprovalRefused Event", WAIT, || async {
+        let events = env.event_messages().await;
+        events.contains("ApprovalRefused").then_some(events)
+    })
+    .await;
+    assert!(events.contains("the pending revision is 3"), "{events}");
     assert_eq!(all_jobs(&env.slices("demo").await), job_keys(10));
     assert_eq!(env.swarm("demo").await.status.unwrap().current_revision, 1);
 
-    env.kubectl(&[
-        "annotate",
-        "swarm",
-        "demo",
-        "shoal.dev/approve=3",
-        "--overwrite",
-    ])
-    .await;
+    env.approve_pending("demo").await;
     eventually("revision 3 applied", WAIT, || async {
         let status = env.swarm("demo").await.status?;
         let slices = env.slices("demo").await;
@@ -161,56 +155,28 @@ async fn budget_applies_small_changes_alone_and_holds_large_ones() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rollback_annotation_restores_an_earlier_job_list_after_approval() {
+async fn the_old_rollback_annotation_changes_nothing_and_says_to_use_undo() {
     let env = Env::start().await;
     let controller = env.start_controller();
     env.pool("worker", "demo", 2).await;
-    let manual = "  approval:\n    policy: Manual\n";
-    env.apply(&swarm_yaml("demo", &job_keys(6), manual)).await;
-    eventually("revision 1 pending", WAIT, || async {
-        env.swarm("demo").await.status?.pending_revision
-    })
-    .await;
-    env.kubectl(&["annotate", "swarm", "demo", "shoal.dev/approve=1"])
-        .await;
-    env.apply(&swarm_yaml("demo", &job_keys(9), manual)).await;
-    eventually("revision 2 pending", WAIT, || async {
-        let pending = env.swarm("demo").await.status?.pending_revision?;
-        (pending.revision == 2).then_some(())
-    })
-    .await;
-    env.kubectl(&[
-        "annotate",
-        "swarm",
-        "demo",
-        "shoal.dev/approve=2",
-        "--overwrite",
-    ])
-    .await;
-    eventually("revision 2 applied", WAIT, || async {
-        (all_jobs(&env.slices("demo").await) == job_keys(9)).then_some(())
-    })
-    .await;
+    env.apply(&swarm_yaml("demo", &job_keys(6), "")).await;
+    env.in_force("demo", 1, WAIT).await;
+    env.apply(&swarm_yaml("demo", &job_keys(9), "")).await;
+    env.in_force("demo", 2, WAIT).await;
     env.kubectl(&["annotate", "swarm", "demo", "shoal.dev/rollback-to=1"])
         .await;
-    let pending = eventually("the rollback pending as revision 3", WAIT, || async {
-        env.swarm("demo").await.status?.pending_revision
+    let events = eventually("a RollbackAnnotationRefused Event", WAIT, || async {
+        let events = env.event_messages().await;
+        events
+            .contains("RollbackAnnotationRefused")
+            .then_some(events)
     })
     .await;
-    assert_eq!(pending.revision, 3);
+    assert!(events.contains("kubectl shoal undo demo"), "{events}");
+    let status = env.swarm("demo").await.status.unwrap();
+    assert_eq!(status.current_revision, 2);
+    assert!(status.pending_revision.is_none());
     assert_eq!(all_jobs(&env.slices("demo").await), job_keys(9));
-    env.kubectl(&[
-        "annotate",
-        "swarm",
-        "demo",
-        "shoal.dev/approve=3",
-        "--overwrite",
-    ])
-    .await;
-    eventually("revision 1's jobs back", WAIT, || async {
-        (all_jobs(&env.slices("demo").await) == job_keys(6)).then_some(())
-    })
-    .await;
     controller.stop().await;
     env.finish().await;
 }

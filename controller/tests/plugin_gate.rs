@@ -50,10 +50,21 @@ async fn approve_applies_the_pending_manual_revision_and_refuses_a_stale_one() {
     );
     assert_eq!(approve_annotation(&env).await, None);
 
+    let approve_with = env
+        .swarm("demo")
+        .await
+        .status
+        .and_then(|status| status.pending_revision)
+        .map(|pending| pending.approve_with)
+        .expect("the pending revision says how to approve it");
+    assert!(approve_with.starts_with("1/sha256:"), "{approve_with}");
     let approval: ApprovalReport = shoal_json(&env, &["approve", "demo"]).await;
     assert_eq!(approval.revision, 1);
-    assert_eq!(approval.annotation, "shoal.dev/approve=1");
-    assert_eq!(approve_annotation(&env).await.as_deref(), Some("1"));
+    assert_eq!(
+        approval.annotation,
+        format!("shoal.dev/approve={approve_with}")
+    );
+    assert_eq!(approve_annotation(&env).await, Some(approve_with.clone()));
     env.in_force("demo", 1, WAIT).await;
     assert_eq!(all_jobs(&env.slices("demo").await), job_keys(10));
 
@@ -79,7 +90,7 @@ async fn approve_applies_the_pending_manual_revision_and_refuses_a_stale_one() {
         "{}",
         run.stderr
     );
-    assert_eq!(approve_annotation(&env).await.as_deref(), Some("1"));
+    assert_eq!(approve_annotation(&env).await, Some(approve_with));
 
     // The diff of the pending revision names what approving it does.
     let before = owners(&env.slices("demo").await);
@@ -121,7 +132,7 @@ async fn approve_applies_the_pending_manual_revision_and_refuses_a_stale_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn history_lists_the_recorded_revisions_and_undo_rolls_back_through_the_gate() {
+async fn history_lists_the_recorded_revisions_and_undo_rewrites_the_swarm_through_the_gate() {
     let env = Env::start().await;
     let controller = env.start_controller();
     env.pool("worker", "demo", 2).await;
@@ -189,25 +200,24 @@ async fn history_lists_the_recorded_revisions_and_undo_rolls_back_through_the_ga
     let before = owners(&env.slices("demo").await);
     let undo: UndoReport = shoal_json(&env, &["undo", "demo"]).await;
     assert_eq!(undo.to_revision, 1);
-    assert_eq!(undo.annotation, "shoal.dev/rollback-to=1");
     assert_eq!(undo.preview.revision, Some(3));
     assert!(undo.preview.needs_approval);
     assert_eq!(undo.preview.deleted.len(), 3);
-    let annotations = env
-        .swarm("demo")
-        .await
-        .metadata
-        .annotations
-        .unwrap_or_default();
+    // The Swarm itself says what is wanted now: revision 1's job list, and why it changed.
+    let swarm = env.swarm("demo").await;
+    assert_eq!(swarm.spec.jobs, job_keys(6));
+    let annotations = swarm.metadata.annotations.unwrap_or_default();
+    assert!(!annotations.contains_key("shoal.dev/rollback-to"));
     assert_eq!(
-        annotations.get("shoal.dev/rollback-to").map(String::as_str),
-        Some("1")
+        annotations
+            .get("kubernetes.io/change-cause")
+            .map(String::as_str),
+        Some("kubectl shoal undo demo --to-revision 1")
     );
     // Through the gate: nothing changes before the approval.
     pending(&env, 3).await;
     assert_eq!(all_jobs(&env.slices("demo").await), job_keys(9));
     let history: HistoryReport = shoal_json(&env, &["history", "demo"]).await;
-    assert_eq!(history.rollback_to.as_deref(), Some("1"));
     assert_eq!(
         history
             .revisions

@@ -1,7 +1,30 @@
 //! The approval gate: whether the assignment the inputs ask for becomes the
 //! revision in force now, waits for approval, or is already in force.
+//!
+//! # Revision numbers and approvals
+//!
+//! An approval (`shoal.dev/approve: "<revision>/<hash>"`) names exactly one
+//! reviewed plan: its number *and* its assignment hash. Numbers are never
+//! given twice: every number handed out (in force, pending, superseded,
+//! withdrawn) and every number named by a refused approval is at most
+//! `status.latestRevision`, and a new plan gets the next one. An approval is
+//! weighed against the numbers published *before* the pass that reads it, so
+//! an approval written in advance, for a number nobody has seen, is refused
+//! and its number burnt: it can never approve whatever comes next.
+//!
+//! # What needs approval
+//!
+//! `Manual` holds every revision that changes what runs, except one that only
+//! re-homes the jobs of members that are gone (scaled away or failed over):
+//! that stops nothing and nobody is disrupted, so it applies at once rather
+//! than leaving those jobs running nowhere until someone approves. `Budget`
+//! lets a revision through when it disrupts at most `maxDisruptedMembers`
+//! members or moves and stops at most `maxMovedJobs` jobs (re-homed jobs are
+//! not counted, stopped jobs are).
 
-use shoal_core::{Assignment, diff};
+use std::collections::BTreeSet;
+
+use shoal_core::{Assignment, MemberId, diff};
 
 use super::history::{InForce, revision_record};
 use super::inputs::Desired;
@@ -14,11 +37,45 @@ use crate::crd::{
     ApprovalPolicy, Condition, PendingRevision, ReloadPolicy, RevisionSummary, SwarmStatus,
 };
 
+/// The largest revision number Shoal gives (the largest integer JSON tools read exactly).
+pub const MAX_REVISION: u64 = (1 << 53) - 1;
+
+/// The value of `shoal.dev/approve` that approves exactly this revision.
+pub fn approval_value(revision: u64, hash: &str) -> String {
+    format!("{revision}/{hash}")
+}
+
+/// An approval annotation, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Approval {
+    revision: u64,
+    hash: String,
+}
+
+fn parse_approval(text: &str) -> Result<Approval, String> {
+    let text = text.trim();
+    let malformed = || {
+        format!(
+            "{APPROVE_ANNOTATION}={text:?} is not `<revision>/<hash>` (e.g. `4/sha256:…`, as `status.pendingRevision.approveWith` gives it)"
+        )
+    };
+    let (revision, hash) = text.split_once('/').ok_or_else(malformed)?;
+    let revision = revision.parse::<u64>().map_err(|_| malformed())?;
+    let digest = hash.strip_prefix("sha256:").ok_or_else(malformed)?;
+    if digest.len() != 64 || !digest.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        return Err(malformed());
+    }
+    Ok(Approval {
+        revision,
+        hash: hash.to_owned(),
+    })
+}
+
 /// What the gate decided.
 pub(super) struct GateOutcome {
     /// History writes (the record of a revision put in force).
     pub operations: Vec<Operation>,
-    /// The revision fields of the status: current, pending, `changedAt`.
+    /// The revision fields of the status: current, pending, latest, refusals, `changedAt`.
     pub status: SwarmStatus,
     /// The revision newly put in force, if any.
     pub applied_revision: Option<u64>,
@@ -28,12 +85,29 @@ pub(super) struct GateOutcome {
     pub awaiting: Option<Condition>,
     /// The revision the slices converge to, and its assignment.
     pub target: Option<(u64, Assignment)>,
+    /// The revision the inputs ask for when it is not the one in force (approved now or
+    /// not), with what applying it does.
+    pub proposal: Option<PendingRevision>,
+    /// Why the approval annotation was refused, if it was.
+    pub refused_approval: Option<String>,
 }
 
 impl GateOutcome {
     /// Nothing new: the revision in force stays the target.
-    pub fn unchanged(obs: &Observation, in_force: &InForce) -> GateOutcome {
+    fn unchanged(obs: &Observation, in_force: &InForce) -> GateOutcome {
         let previous = &obs.status;
+        let latest = [
+            previous.latest_revision,
+            previous.current_revision,
+            previous
+                .pending_revision
+                .as_ref()
+                .map_or(0, |pending| pending.revision),
+            obs.history.keys().next_back().copied().unwrap_or(0),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0);
         GateOutcome {
             operations: Vec::new(),
             status: SwarmStatus {
@@ -41,37 +115,112 @@ impl GateOutcome {
                 current_revision: previous.current_revision,
                 current_hash: previous.current_hash.clone(),
                 pending_revision: previous.pending_revision.clone(),
+                latest_revision: latest,
                 changed_at: previous.changed_at.clone(),
                 ..SwarmStatus::default()
             },
             applied_revision: None,
             jobs_moved: 0,
             awaiting: None,
+            proposal: None,
+            refused_approval: None,
             target: in_force
                 .replayed
                 .clone()
                 .map(|assignment| (previous.current_revision, assignment)),
         }
     }
+
+    /// A new revision number.
+    fn next_revision(&mut self) -> u64 {
+        self.status.latest_revision = self.status.latest_revision.saturating_add(1);
+        self.status.latest_revision
+    }
 }
 
-/// Runs the desired assignment through the gate.
+/// Runs the desired assignment (or the problem that prevents computing one) through the gate.
 pub(super) fn decide(
     obs: &Observation,
     roster: &Roster,
     in_force: &InForce,
-    desired: Desired,
+    desired: Result<Desired, InputProblem>,
     events: &mut Vec<PlannedEvent>,
     problems: &mut Vec<InputProblem>,
 ) -> GateOutcome {
     let mut outcome = GateOutcome::unchanged(obs, in_force);
+    // Only numbers published before this pass can be approved; see the module docs.
+    let published = outcome.status.latest_revision;
+    let approval = obs.annotations.get(APPROVE_ANNOTATION).map(|text| {
+        parse_approval(text).and_then(|approval| {
+            if approval.revision > published {
+                Err(format!(
+                    "{APPROVE_ANNOTATION} names revision {}, which does not exist yet (the latest is {published}); an approval never stands for a revision nobody has reviewed, so number {} will not be used",
+                    approval.revision, approval.revision
+                ))
+            } else {
+                Ok(approval)
+            }
+        })
+    });
+    if let Some(Err(_)) = &approval {
+        burn_named_revision(obs, &mut outcome);
+    }
+    match desired {
+        Err(problem) => problems.push(problem),
+        Ok(desired) => {
+            let approval = approval
+                .as_ref()
+                .and_then(|approval| approval.as_ref().ok());
+            propose(
+                obs,
+                roster,
+                in_force,
+                desired,
+                approval,
+                events,
+                problems,
+                &mut outcome,
+            );
+        }
+    }
+    outcome.refused_approval = refused_approval(obs, approval, &mut outcome);
+    outcome
+}
+
+/// An approval naming a number not given yet uses that number up, so that no later plan
+/// can get it (numbers beyond [`MAX_REVISION`] are never given anyway).
+fn burn_named_revision(obs: &Observation, outcome: &mut GateOutcome) {
+    let named = obs
+        .annotations
+        .get(APPROVE_ANNOTATION)
+        .and_then(|text| text.trim().split_once('/'))
+        .and_then(|(revision, _)| revision.parse::<u64>().ok())
+        .filter(|revision| *revision <= MAX_REVISION);
+    if let Some(named) = named {
+        outcome.status.latest_revision = outcome.status.latest_revision.max(named);
+    }
+}
+
+/// The desired assignment differs from (or equals) the revision in force: put it in
+/// force, keep it waiting, or withdraw the pending one.
+#[allow(clippy::too_many_arguments)]
+fn propose(
+    obs: &Observation,
+    roster: &Roster,
+    in_force: &InForce,
+    desired: Desired,
+    approval: Option<&Approval>,
+    events: &mut Vec<PlannedEvent>,
+    problems: &mut Vec<InputProblem>,
+    outcome: &mut GateOutcome,
+) {
     let current_revision = obs.status.current_revision;
     let desired_hash = assignment_hash(&desired.assignment);
     let same_as_current =
         current_revision != 0 && obs.status.current_hash.as_deref() == Some(desired_hash.as_str());
     if same_as_current {
-        keep_current(obs, roster, desired, &desired_hash, events, &mut outcome);
-        return outcome;
+        keep_current(obs, roster, desired, &desired_hash, events, outcome);
+        return;
     }
     if current_revision != 0 && !obs.history.contains_key(&current_revision) {
         problems.push(InputProblem {
@@ -87,14 +236,19 @@ pub(super) fn decide(
         Some(pending) if pending.hash == desired_hash => {
             (pending.revision, pending.summary.supersedes)
         }
-        Some(pending) => (
-            pending.revision.max(current_revision) + 1,
-            Some(pending.revision),
-        ),
-        None => (current_revision + 1, None),
+        Some(pending) => (outcome.next_revision(), Some(pending.revision)),
+        None => (outcome.next_revision(), None),
     };
     let summary = summarize(obs, roster, in_force, &desired, supersedes);
-    let (approved, waiting_reason, waiting_message) = approval(obs, &summary, revision);
+    let approved_by_annotation = approval
+        .is_some_and(|approval| approval.revision == revision && approval.hash == desired_hash);
+    let verdict = verdict(obs, &summary, approved_by_annotation);
+    outcome.proposal = Some(PendingRevision {
+        revision,
+        hash: desired_hash.clone(),
+        approve_with: approval_value(revision, &desired_hash),
+        summary: summary.clone(),
+    });
     if let Some(superseded) = supersedes.filter(|_| {
         previous_pending
             .as_ref()
@@ -109,44 +263,67 @@ pub(super) fn decide(
     if outcome.status.changed_at.is_none() {
         outcome.status.changed_at = Some(obs.now.to_string());
     }
-    if approved {
-        put_in_force(
-            obs,
+    match verdict {
+        Verdict::Approved(why) => put_in_force(
             roster,
             desired,
             revision,
             desired_hash,
             &summary,
+            why,
             events,
-            &mut outcome,
-        );
-    } else {
-        let is_new = previous_pending
-            .as_ref()
-            .is_none_or(|pending| pending.revision != revision);
-        if is_new {
-            events.push(PlannedEvent {
-                warning: false,
-                reason: "RevisionPending".to_owned(),
-                note: format!(
-                    "revision {revision} waits for approval: {} jobs moved, {} members affected, {} restarts; approve with `kubectl annotate swarm {} {APPROVE_ANNOTATION}={revision} --overwrite`",
-                    summary.jobs_moved, summary.members_affected, summary.restarts_needed, obs.swarm
-                ),
+            outcome,
+        ),
+        Verdict::Waits { reason, because } => {
+            let approve_with = approval_value(revision, &desired_hash);
+            let command = format!(
+                "`kubectl shoal approve {} --revision {revision}` (or `kubectl annotate swarm {} {APPROVE_ANNOTATION}={approve_with} --overwrite`)",
+                obs.swarm, obs.swarm
+            );
+            let is_new = previous_pending
+                .as_ref()
+                .is_none_or(|pending| pending.revision != revision);
+            if is_new {
+                events.push(PlannedEvent {
+                    warning: false,
+                    reason: "RevisionPending".to_owned(),
+                    note: format!(
+                        "revision {revision} waits for approval: {}; review with `kubectl shoal diff {}`, approve with {command}",
+                        describe(&summary),
+                        obs.swarm
+                    ),
+                });
+            }
+            let message = format!(
+                "revision {revision} waits for approval because {because}; approve with {command}"
+            );
+            outcome.awaiting = Some(condition("AwaitingApproval", true, reason, message));
+            outcome.status.pending_revision = Some(PendingRevision {
+                revision,
+                hash: desired_hash,
+                approve_with,
+                summary,
             });
         }
-        let message = waiting_condition_message(obs, revision, &waiting_message);
-        outcome.awaiting = Some(condition("AwaitingApproval", true, waiting_reason, message));
-        outcome.status.pending_revision = Some(PendingRevision {
-            revision,
-            hash: desired_hash,
-            summary,
-        });
     }
-    outcome
+}
+
+/// A summary in words, for Events.
+fn describe(summary: &RevisionSummary) -> String {
+    format!(
+        "{} jobs moved ({} of them from members that are gone), {} started, {} stopped, {} members affected, {} disrupted, {} restarts",
+        summary.jobs_moved,
+        summary.jobs_rehomed,
+        summary.jobs_started,
+        summary.jobs_stopped,
+        summary.members_affected,
+        summary.members_disrupted,
+        summary.restarts_needed
+    )
 }
 
 /// The inputs give the revision in force: rewrite its history record if it went missing,
-/// and withdraw a pending revision.
+/// and withdraw a pending revision (its number is not given again).
 fn keep_current(
     obs: &Observation,
     roster: &Roster,
@@ -182,6 +359,18 @@ fn keep_current(
     }
 }
 
+/// Members that own nothing in the new assignment because they are gone: out of the
+/// pools, or failed over.
+fn departed(roster: &Roster) -> impl Fn(&MemberId) -> bool + '_ {
+    let present: BTreeSet<&MemberId> = roster
+        .views
+        .iter()
+        .filter(|view| !view.failed_over)
+        .map(|view| &view.id)
+        .collect();
+    move |member| !present.contains(member)
+}
+
 /// What applying the desired assignment would do, against what is in force.
 fn summarize(
     obs: &Observation,
@@ -194,6 +383,16 @@ fn summarize(
         Some(in_force) => diff(in_force, &desired.assignment),
         None => diff(&desired.assignment, &desired.assignment),
     };
+    let started = match &in_force.assignment {
+        Some(_) => change.created,
+        None => desired.assignment.jobs().len(),
+    };
+    let gone = departed(roster);
+    let rehomed = change
+        .moved
+        .iter()
+        .filter(|moved| gone(&moved.from))
+        .count();
     let restarts_needed = match obs.spec.reload {
         ReloadPolicy::HotReload => 0,
         ReloadPolicy::Restart => change
@@ -206,105 +405,102 @@ fn summarize(
             })
             .count() as u64,
     };
+    let members_disrupted = match obs.spec.reload {
+        ReloadPolicy::HotReload => change
+            .members
+            .iter()
+            .filter(|(member, change)| !change.removed.is_empty() && !gone(member))
+            .count() as u64,
+        ReloadPolicy::Restart => restarts_needed,
+    };
     RevisionSummary {
         jobs_moved: change.moved.len() as u64,
+        jobs_rehomed: rehomed as u64,
+        jobs_started: started as u64,
+        jobs_stopped: change.deleted as u64,
         members_affected: change.affected.len() as u64,
+        members_disrupted,
         restarts_needed,
         lower_bound: change.lower_bound as u64,
         supersedes,
     }
 }
 
-/// Whether the policy (or an approval annotation) lets `revision` through; if not, the
-/// AwaitingApproval reason and why.
-fn approval(
-    obs: &Observation,
-    summary: &RevisionSummary,
-    revision: u64,
-) -> (bool, &'static str, String) {
-    let spec = &obs.spec;
-    let disrupted = match spec.reload {
-        ReloadPolicy::HotReload => summary.members_affected,
-        ReloadPolicy::Restart => summary.restarts_needed,
-    };
-    let approved_number = obs
-        .annotations
-        .get(APPROVE_ANNOTATION)
-        .and_then(|text| text.trim().parse::<u64>().ok());
-    match spec.approval.policy {
-        ApprovalPolicy::Automatic => (true, "", String::new()),
-        ApprovalPolicy::Manual => (
-            approved_number == Some(revision),
-            "ManualApproval",
-            String::from("the approval policy is Manual"),
-        ),
-        ApprovalPolicy::Budget => {
-            let within_members = spec
-                .approval
-                .max_disrupted_members
-                .is_some_and(|max| disrupted <= u64::from(max));
-            let within_jobs = spec
-                .approval
-                .max_moved_jobs
-                .is_some_and(|max| summary.jobs_moved <= max);
-            (
-                within_members || within_jobs || approved_number == Some(revision),
-                "OverBudget",
-                format!(
-                    "it disrupts {disrupted} members (budget {}) and moves {} jobs (budget {})",
-                    spec.approval
-                        .max_disrupted_members
-                        .map_or("none".to_owned(), |max| max.to_string()),
-                    summary.jobs_moved,
-                    spec.approval
-                        .max_moved_jobs
-                        .map_or("none".to_owned(), |max| max.to_string()),
-                ),
-            )
-        }
-    }
+/// The gate's answer for one revision.
+enum Verdict {
+    /// It applies now; why, in words.
+    Approved(String),
+    /// It waits: the AwaitingApproval reason and why, in words.
+    Waits {
+        reason: &'static str,
+        because: String,
+    },
 }
 
-/// The AwaitingApproval message: why the revision waits, how to approve it, and what is
-/// wrong with an approval annotation that is there.
-fn waiting_condition_message(obs: &Observation, revision: u64, waiting_message: &str) -> String {
-    let mut message = format!(
-        "revision {revision} waits for approval because {waiting_message}; approve with `kubectl annotate swarm {} {APPROVE_ANNOTATION}={revision} --overwrite`",
-        obs.swarm
-    );
-    let approval = obs.annotations.get(APPROVE_ANNOTATION);
-    match (
-        approval,
-        approval.and_then(|text| text.trim().parse::<u64>().ok()),
-    ) {
-        (Some(text), None) => {
-            message.push_str(&format!(
-                "; annotation {APPROVE_ANNOTATION}={text:?} is not a revision number and is ignored"
-            ));
-        }
-        (Some(_), Some(number)) if number > obs.status.current_revision && number != revision => {
-            message.push_str(&format!(
-                "; the approval of revision {number} is stale and ignored (pending revision is {revision})"
-            ));
-        }
-        _ => {}
+/// Whether the policy (or an approval naming this revision and hash) lets it through.
+fn verdict(obs: &Observation, summary: &RevisionSummary, approved_by_annotation: bool) -> Verdict {
+    let approval = &obs.spec.approval;
+    let rescue_only = summary.jobs_moved > 0
+        && summary.jobs_rehomed == summary.jobs_moved
+        && summary.jobs_started == 0
+        && summary.jobs_stopped == 0
+        && summary.members_disrupted == 0;
+    if approval.policy == ApprovalPolicy::Automatic {
+        return Verdict::Approved("the approval policy is Automatic".to_owned());
     }
-    message
+    if approved_by_annotation {
+        return Verdict::Approved(format!("approved by {APPROVE_ANNOTATION}"));
+    }
+    if rescue_only {
+        return Verdict::Approved(
+            "it only re-homes jobs of members that are gone and disrupts nothing that runs"
+                .to_owned(),
+        );
+    }
+    if approval.policy == ApprovalPolicy::Manual {
+        return Verdict::Waits {
+            reason: "ManualApproval",
+            because: "the approval policy is Manual".to_owned(),
+        };
+    }
+    let disrupted = summary.members_disrupted;
+    let disruptive_jobs = summary.jobs_moved - summary.jobs_rehomed + summary.jobs_stopped;
+    let within_members = approval
+        .max_disrupted_members
+        .is_some_and(|max| disrupted <= u64::from(max));
+    let within_jobs = approval
+        .max_moved_jobs
+        .is_some_and(|max| disruptive_jobs <= max);
+    let budget = |max: Option<u64>| max.map_or("none".to_owned(), |max| max.to_string());
+    if within_members || within_jobs {
+        return Verdict::Approved(format!(
+            "it is within the budget: {disrupted} members disrupted (budget {}), {disruptive_jobs} jobs moved or stopped (budget {})",
+            budget(approval.max_disrupted_members.map(u64::from)),
+            budget(approval.max_moved_jobs)
+        ));
+    }
+    Verdict::Waits {
+        reason: "OverBudget",
+        because: format!(
+            "it disrupts {disrupted} members (budget {}) and moves or stops {disruptive_jobs} jobs (budget {})",
+            budget(approval.max_disrupted_members.map(u64::from)),
+            budget(approval.max_moved_jobs)
+        ),
+    }
 }
 
 /// Records the approved revision and makes it the target.
 #[allow(clippy::too_many_arguments)]
 fn put_in_force(
-    obs: &Observation,
     roster: &Roster,
     desired: Desired,
     revision: u64,
     desired_hash: String,
     summary: &RevisionSummary,
+    why: String,
     events: &mut Vec<PlannedEvent>,
     outcome: &mut GateOutcome,
 ) {
-    let _ = obs;
     let record = revision_record(
         revision,
         &desired_hash,
@@ -322,9 +518,48 @@ fn put_in_force(
         warning: false,
         reason: "RevisionApproved".to_owned(),
         note: format!(
-            "applying revision {revision}: {} jobs moved, {} members affected, {} restarts",
-            summary.jobs_moved, summary.members_affected, summary.restarts_needed
+            "applying revision {revision} because {why}: {}",
+            describe(summary)
         ),
     });
     outcome.target = Some((revision, desired.assignment));
+}
+
+/// An approval annotation that approved nothing in this pass and does not name the
+/// revision in force is refused; returns why.
+fn refused_approval(
+    obs: &Observation,
+    approval: Option<Result<Approval, String>>,
+    outcome: &mut GateOutcome,
+) -> Option<String> {
+    let current = outcome.status.current_hash.as_deref().map(|hash| Approval {
+        revision: outcome.status.current_revision,
+        hash: hash.to_owned(),
+    });
+    let why = match approval? {
+        Err(why) => why,
+        Ok(approval) if Some(&approval) == current.as_ref() => return None,
+        Ok(approval) => match &outcome.status.pending_revision {
+            Some(pending) if pending.revision == approval.revision => format!(
+                "{APPROVE_ANNOTATION} names revision {} with hash {}, but the pending revision {} has hash {}; approve with {APPROVE_ANNOTATION}={}",
+                approval.revision,
+                approval.hash,
+                pending.revision,
+                pending.hash,
+                pending.approve_with
+            ),
+            Some(pending) => format!(
+                "{APPROVE_ANNOTATION} names revision {}, which is not pending (the pending revision is {}; approve it with {APPROVE_ANNOTATION}={})",
+                approval.revision, pending.revision, pending.approve_with
+            ),
+            None => format!(
+                "{APPROVE_ANNOTATION} names revision {}, which is not pending (revision {} is in force and nothing waits for approval)",
+                approval.revision, outcome.status.current_revision
+            ),
+        },
+    };
+    if let Some(awaiting) = &mut outcome.awaiting {
+        awaiting.message.push_str(&format!("; refused: {why}"));
+    }
+    Some(format!("Swarm {}: {why}", obs.swarm))
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use shoal_core::{Assignment, JobSet, Member, Strategy, assign};
 
-use super::{InputProblem, JobSource, Observation, ROLLBACK_ANNOTATION};
+use super::{InputProblem, JobSource, Observation};
 use crate::crd::{StrategySpec, StrategyType, SwarmSpec};
 
 /// Default virtual nodes of the ring strategy.
@@ -135,22 +135,16 @@ pub(super) fn failover_after(
 pub(super) struct Desired {
     /// The job list.
     pub jobs: JobSet,
-    /// The strategy as written (in the Swarm, or in the revision rolled back to).
+    /// The strategy as written in the Swarm.
     pub strategy: StrategySpec,
     /// The assignment of `jobs` to the members.
     pub assignment: Assignment,
 }
 
-/// The assignment the inputs ask for. A rollback takes the job list and strategy of a
-/// recorded revision instead of the spec's.
+/// The assignment the Swarm's job list and strategy ask for.
 pub(super) fn desired(obs: &Observation, members: &[Member]) -> Result<Desired, InputProblem> {
-    let (jobs, strategy) = match obs.annotations.get(ROLLBACK_ANNOTATION) {
-        None => (
-            job_list(&obs.swarm, &obs.spec, &obs.job_source)?,
-            obs.spec.strategy.clone(),
-        ),
-        Some(text) => rollback_inputs(obs, text)?,
-    };
+    let jobs = job_list(&obs.swarm, &obs.spec, &obs.job_source)?;
+    let strategy = obs.spec.strategy.clone();
     let assignment =
         assign(&jobs, members, &strategy_of(&strategy)).map_err(|error| InputProblem {
             reason: if members.is_empty() {
@@ -165,29 +159,4 @@ pub(super) fn desired(obs: &Observation, members: &[Member]) -> Result<Desired, 
         strategy,
         assignment,
     })
-}
-
-/// The job list and strategy of the revision named by the rollback annotation.
-fn rollback_inputs(obs: &Observation, text: &str) -> Result<(JobSet, StrategySpec), InputProblem> {
-    let record = text
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .and_then(|revision| obs.history.get(&revision))
-        .filter(|record| !record.jobs_omitted);
-    let Some(record) = record else {
-        return Err(InputProblem {
-            reason: "RollbackUnavailable",
-            message: format!(
-                "Swarm {}: {ROLLBACK_ANNOTATION}={text:?} names no revision in the history (kept: {:?})",
-                obs.swarm,
-                obs.history.keys().collect::<Vec<_>>()
-            ),
-        });
-    };
-    let jobs = JobSet::parse(record.jobs.iter().cloned()).map_err(|invalid| InputProblem {
-        reason: "RollbackUnavailable",
-        message: format!("revision {}: {invalid}", record.revision),
-    })?;
-    Ok((jobs, record.strategy.clone()))
 }

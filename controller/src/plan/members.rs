@@ -41,6 +41,8 @@ pub(super) struct Roster {
     pub views: Vec<MemberView>,
     /// Time until the next member would be failed over, if one is waiting for it.
     pub next_deadline: Option<Duration>,
+    /// Pods named by `failover-now` that are not members.
+    pub unknown_failover_targets: Vec<String>,
 }
 
 impl Roster {
@@ -117,9 +119,15 @@ pub(super) fn observe_members(obs: &Observation, failover_after: Option<Duration
             views.push(view);
         }
     }
+    let unknown_failover_targets = forced
+        .iter()
+        .filter(|pod| !views.iter().any(|view| view.name() == **pod))
+        .map(|pod| (*pod).to_owned())
+        .collect();
     Roster {
         views,
         next_deadline,
+        unknown_failover_targets,
     }
 }
 

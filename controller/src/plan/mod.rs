@@ -50,14 +50,15 @@ mod inputs;
 mod members;
 mod status;
 
+pub use gate::{MAX_REVISION, approval_value};
 pub use history::{REVISION_DATA_KEY, RevisionRecord, replay};
 pub use inputs::{DEFAULT_VNODES, job_list, parse_duration, strategy_of};
 
 /// Annotation approving a pending revision.
 pub const APPROVE_ANNOTATION: &str = "shoal.dev/approve";
-/// Annotation rolling back to the job list and strategy of a recorded revision
-/// (`kubectl annotate swarm X shoal.dev/rollback-to=<revision>`); the result goes through
-/// the approval gate like any change, and stays in force while the annotation is present.
+/// A rollback annotation of earlier releases. It is refused: a standing annotation kept
+/// the rolled-back job list in force only while present, so removing it silently brought
+/// back the change that was rolled back. `kubectl shoal undo` rewrites the Swarm instead.
 pub const ROLLBACK_ANNOTATION: &str = "shoal.dev/rollback-to";
 /// Annotation forcing failover of the named pods (comma separated).
 pub const FAILOVER_NOW_ANNOTATION: &str = "shoal.dev/failover-now";
@@ -254,6 +255,9 @@ pub struct Plan {
     pub applied_revision: Option<u64>,
     /// Jobs moved by the revision newly put in force.
     pub jobs_moved: u64,
+    /// The revision the inputs ask for when it differs from the one in force, whether
+    /// the gate let it through or not, with what applying it does.
+    pub proposal: Option<crate::crd::PendingRevision>,
 }
 
 /// A problem with the Swarm's inputs; the last good revision stays in force.
@@ -299,6 +303,78 @@ pub(crate) fn previous_condition<'a>(
         .find(|condition| condition.type_ == type_)
 }
 
+/// An annotation the controller does not act on, and why.
+struct Refusal {
+    annotation: &'static str,
+    reason: &'static str,
+    why: String,
+}
+
+/// The annotations refused in this pass.
+fn refusals(obs: &Observation, roster: &members::Roster, approval: Option<String>) -> Vec<Refusal> {
+    let mut refusals = Vec::new();
+    if let Some(why) = approval {
+        refusals.push(Refusal {
+            annotation: APPROVE_ANNOTATION,
+            reason: "ApprovalRefused",
+            why,
+        });
+    }
+    if obs.annotations.contains_key(ROLLBACK_ANNOTATION) {
+        refusals.push(Refusal {
+            annotation: ROLLBACK_ANNOTATION,
+            reason: "RollbackAnnotationRefused",
+            why: format!(
+                "Swarm {}: {ROLLBACK_ANNOTATION} is not read; roll back with `kubectl shoal undo {} --to-revision <revision>`, which rewrites the Swarm's job list and strategy to those of the revision (through the approval gate), and remove the annotation",
+                obs.swarm, obs.swarm
+            ),
+        });
+    }
+    if !roster.unknown_failover_targets.is_empty() {
+        refusals.push(Refusal {
+            annotation: FAILOVER_NOW_ANNOTATION,
+            reason: "FailoverTargetUnknown",
+            why: format!(
+                "Swarm {}: {FAILOVER_NOW_ANNOTATION} names {}, which {} no member of the Swarm's pools (members: {})",
+                obs.swarm,
+                roster.unknown_failover_targets.join(", "),
+                if roster.unknown_failover_targets.len() == 1 { "is" } else { "are" },
+                roster
+                    .views
+                    .iter()
+                    .map(|view| view.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    }
+    refusals
+}
+
+/// One Warning Event per refused annotation value; the status remembers what was refused.
+fn announce_refusals(
+    obs: &Observation,
+    refusals: Vec<Refusal>,
+    status: &mut SwarmStatus,
+    events: &mut Vec<PlannedEvent>,
+) {
+    for refusal in refusals {
+        let Some(value) = obs.annotations.get(refusal.annotation) else {
+            continue;
+        };
+        if obs.status.refused_annotations.get(refusal.annotation) != Some(value) {
+            events.push(PlannedEvent {
+                warning: true,
+                reason: refusal.reason.to_owned(),
+                note: refusal.why,
+            });
+        }
+        status
+            .refused_annotations
+            .insert(refusal.annotation.to_owned(), value.clone());
+    }
+}
+
 /// Computes what to do. Pure: the same observation gives the same plan.
 pub fn plan(obs: &Observation) -> Plan {
     let mut events = Vec::new();
@@ -308,13 +384,9 @@ pub fn plan(obs: &Observation) -> Plan {
     let roster = members::observe_members(obs, failover_after);
     let observed = converge::observed_slices(obs);
     let in_force = history::in_force(obs, &observed, &mut problems);
-    let gate = match inputs::desired(obs, &roster.members()) {
-        Err(problem) => {
-            problems.push(problem);
-            gate::GateOutcome::unchanged(obs, &in_force)
-        }
-        Ok(desired) => gate::decide(obs, &roster, &in_force, desired, &mut events, &mut problems),
-    };
+    let desired = inputs::desired(obs, &roster.members());
+    let gate = gate::decide(obs, &roster, &in_force, desired, &mut events, &mut problems);
+    let refusals = refusals(obs, &roster, gate.refused_approval.clone());
     let convergence = converge::converge(
         obs,
         &roster,
@@ -335,6 +407,7 @@ pub fn plan(obs: &Observation) -> Plan {
 
     let mut status = gate.status;
     status.jobs = convergence.jobs;
+    announce_refusals(obs, refusals, &mut status, &mut events);
     let mut operations = gate.operations;
     operations.extend(convergence.operations);
     operations.extend(history::prune(
@@ -370,6 +443,7 @@ pub fn plan(obs: &Observation) -> Plan {
         requeue_after: convergence.requeue_after,
         applied_revision: gate.applied_revision,
         jobs_moved: gate.jobs_moved,
+        proposal: gate.proposal,
     }
 }
 

@@ -187,17 +187,6 @@ pub(super) fn conditions(
             note: "the Swarm's inputs are valid again".to_owned(),
         });
     }
-    let previous_awaiting = previous_condition(previous, "AwaitingApproval");
-    if awaiting.status == "True"
-        && awaiting.message.contains("stale")
-        && previous_awaiting.is_none_or(|old| old.message != awaiting.message)
-    {
-        events.push(PlannedEvent {
-            warning: true,
-            reason: "StaleApproval".to_owned(),
-            note: awaiting.message.clone(),
-        });
-    }
     let previous_progressing = previous_condition(previous, "Progressing");
     if progressing.status == "False"
         && has_target

@@ -7,9 +7,11 @@ use std::collections::BTreeSet;
 use shoal_core::format::parse_slice;
 use shoal_core::{Member, Strategy, assign};
 
+use super::gate::approval_value;
+
 use crate::crd::{
     ApprovalPolicy, ApprovalSpec, ConfigMapKeyRef, FailoverSpec, JobsFrom, ReloadPolicy,
-    RolloutSpec, StrategySpec,
+    RolloutSpec, StrategySpec, StrategyType,
 };
 
 fn t0() -> Timestamp {
@@ -180,11 +182,35 @@ impl Cluster {
         }
     }
 
+    /// Annotates the approval of the pending revision, as `kubectl shoal approve` does.
+    fn approve_pending(&mut self) {
+        let pending = self
+            .obs
+            .status
+            .pending_revision
+            .clone()
+            .expect("a pending revision to approve");
+        self.approve(&pending.approve_with);
+    }
+
+    fn approve(&mut self, value: &str) {
+        self.obs
+            .annotations
+            .insert(APPROVE_ANNOTATION.to_owned(), value.to_owned());
+    }
+
     fn condition(&self, type_: &str) -> Condition {
         previous_condition(&self.obs.status, type_)
             .cloned()
             .expect("condition present")
     }
+}
+
+/// A cluster of `replicas` members and `job_count` jobs under Manual approval.
+fn manual(job_count: usize, replicas: u32) -> Cluster {
+    let mut spec = spec(jobs(job_count));
+    spec.approval.policy = ApprovalPolicy::Manual;
+    Cluster::new(spec, replicas)
 }
 
 fn reasons(plan: &Plan) -> Vec<&str> {
@@ -372,9 +398,7 @@ fn scaling_down_moves_the_jobs_of_the_removed_member_and_deletes_its_slice() {
 
 #[test]
 fn manual_approval_changes_nothing_until_the_pending_revision_is_approved() {
-    let mut spec = spec(jobs(20));
-    spec.approval.policy = ApprovalPolicy::Manual;
-    let mut cluster = Cluster::new(spec, 2);
+    let mut cluster = manual(20, 2);
     let plan = cluster.step();
     assert!(plan.operations.is_empty(), "{:?}", plan.operations);
     let pending = plan
@@ -391,10 +415,7 @@ fn manual_approval_changes_nothing_until_the_pending_revision_is_approved() {
     assert!(again.operations.is_empty());
     assert!(again.events.is_empty(), "{:?}", again.events);
 
-    cluster
-        .obs
-        .annotations
-        .insert(APPROVE_ANNOTATION.to_owned(), "1".to_owned());
+    cluster.approve_pending();
     let approved = cluster.step();
     assert_eq!(approved.applied_revision, Some(1));
     assert!(approved.status.pending_revision.is_none());
@@ -403,11 +424,9 @@ fn manual_approval_changes_nothing_until_the_pending_revision_is_approved() {
 }
 
 #[test]
-fn a_stale_approval_is_ignored_and_said_so_in_status() {
-    let mut spec = spec(jobs(20));
-    spec.approval.policy = ApprovalPolicy::Manual;
-    let mut cluster = Cluster::new(spec, 2);
-    cluster.step();
+fn an_approval_of_a_superseded_revision_is_refused_once_and_applies_nothing() {
+    let mut cluster = manual(20, 2);
+    let first = cluster.step().status.pending_revision.unwrap();
     // Revision 1 is pending; the job list changes before anyone approves.
     cluster.obs.spec.jobs = jobs(21);
     let superseding = cluster.step();
@@ -416,22 +435,212 @@ fn a_stale_approval_is_ignored_and_said_so_in_status() {
     assert_eq!(pending.summary.supersedes, Some(1));
     assert!(reasons(&superseding).contains(&"RevisionSuperseded"));
     // Approving the reviewed-but-superseded revision 1 must not apply revision 2.
-    cluster
-        .obs
-        .annotations
-        .insert(APPROVE_ANNOTATION.to_owned(), "1".to_owned());
+    cluster.approve(&first.approve_with);
     let plan = cluster.step();
     assert!(plan.operations.is_empty(), "{:?}", plan.operations);
     assert_eq!(plan.status.current_revision, 0);
+    assert_eq!(reasons(&plan), ["ApprovalRefused"]);
+    let refusal = &plan.events[0].note;
+    assert!(
+        refusal.contains("revision 1") && refusal.contains("pending revision is 2"),
+        "{refusal}"
+    );
     let awaiting = previous_condition(&plan.status, "AwaitingApproval").unwrap();
-    assert!(awaiting.message.contains("stale"), "{}", awaiting.message);
-    assert!(reasons(&plan).contains(&"StaleApproval"));
-    cluster
-        .obs
-        .annotations
-        .insert(APPROVE_ANNOTATION.to_owned(), "2".to_owned());
+    assert!(awaiting.message.contains("refused"), "{}", awaiting.message);
+    // The refusal is announced once, not on every pass.
+    assert!(cluster.step().events.is_empty());
+    cluster.approve_pending();
     let plan = cluster.step();
     assert_eq!(plan.applied_revision, Some(2));
+    assert!(plan.status.refused_annotations.is_empty());
+}
+
+#[test]
+fn a_bare_revision_number_does_not_approve_and_is_refused_naming_the_format() {
+    let mut cluster = manual(20, 2);
+    cluster.step();
+    for value in ["1", "abc", "1/sha256:00", "1/md5:0123"] {
+        cluster.approve(value);
+        let plan = cluster.step();
+        assert_eq!(plan.applied_revision, None, "{value} approved revision 1");
+        assert_eq!(reasons(&plan), ["ApprovalRefused"], "{value}");
+        assert!(
+            plan.events[0].note.contains("`<revision>/<hash>`"),
+            "{}",
+            plan.events[0].note
+        );
+    }
+}
+
+#[test]
+fn an_approval_naming_the_pending_number_with_another_hash_is_refused() {
+    let mut cluster = manual(20, 2);
+    let pending = cluster.step().status.pending_revision.unwrap();
+    let forged = approval_value(pending.revision, &format!("sha256:{}", "0".repeat(64)));
+    cluster.approve(&forged);
+    let plan = cluster.step();
+    assert_eq!(plan.applied_revision, None);
+    assert_eq!(reasons(&plan), ["ApprovalRefused"]);
+    assert!(
+        plan.events[0].note.contains(&pending.hash),
+        "{}",
+        plan.events[0].note
+    );
+}
+
+#[test]
+fn a_withdrawn_revision_number_is_never_given_to_another_plan() {
+    let mut cluster = manual(20, 2);
+    cluster.step();
+    cluster.approve_pending();
+    cluster.settle();
+    assert_eq!(cluster.obs.status.current_revision, 1);
+    // 2 -> 4 members: revision 2 pending; back to 2: withdrawn.
+    cluster.scale(4);
+    let withdrawn = cluster.step().status.pending_revision.unwrap();
+    assert_eq!(withdrawn.revision, 2);
+    cluster.scale(2);
+    let plan = cluster.step();
+    assert!(reasons(&plan).contains(&"RevisionWithdrawn"));
+    assert!(plan.status.pending_revision.is_none());
+    // Someone approves the withdrawn number (as reviewed), then the pool changes again.
+    cluster.approve(&withdrawn.approve_with);
+    let refused = cluster.step();
+    assert_eq!(reasons(&refused), ["ApprovalRefused"]);
+    cluster.scale(3);
+    let plan = cluster.step();
+    let pending = plan
+        .status
+        .pending_revision
+        .clone()
+        .expect("a new pending revision");
+    assert_eq!(pending.revision, 3, "number 2 was given to another plan");
+    assert_eq!(plan.applied_revision, None);
+    assert!(reasons(&plan).contains(&"RevisionPending"));
+    assert_eq!(plan.status.current_revision, 1);
+}
+
+#[test]
+fn an_approval_written_before_its_revision_exists_never_approves_it() {
+    let mut cluster = manual(20, 2);
+    cluster.step();
+    cluster.approve_pending();
+    cluster.settle();
+    // The exact plan a scale to 3 members gives, computed in advance.
+    let mut preview = cluster.obs.clone();
+    preview.spec.approval.policy = ApprovalPolicy::Automatic;
+    let name = preview.pools[0].name.clone();
+    preview.pools[0] = pool(&name, 3);
+    let planned = plan(&preview)
+        .proposal
+        .expect("a scale to 3 proposes revision 2");
+    assert_eq!(planned.revision, 2);
+    cluster.approve(&planned.approve_with);
+    let refused = cluster.step();
+    assert_eq!(reasons(&refused), ["ApprovalRefused"]);
+    assert!(
+        refused.events[0].note.contains("does not exist yet"),
+        "{}",
+        refused.events[0].note
+    );
+    cluster.scale(3);
+    let plan = cluster.step();
+    assert_eq!(
+        plan.applied_revision, None,
+        "a pre-approval applied a revision"
+    );
+    let pending = plan.status.pending_revision.clone().expect("pending");
+    assert_eq!(pending.hash, planned.hash, "the same plan as previewed");
+    assert_eq!(
+        pending.revision, 3,
+        "number 2 was used up by the refused approval"
+    );
+}
+
+#[test]
+fn an_approval_of_an_absurd_revision_number_neither_panics_nor_exhausts_the_numbers() {
+    let mut cluster = manual(20, 2);
+    cluster.step();
+    cluster.approve(&approval_value(
+        u64::MAX,
+        &format!("sha256:{}", "a".repeat(64)),
+    ));
+    let plan = cluster.step();
+    assert_eq!(reasons(&plan), ["ApprovalRefused"]);
+    assert_eq!(plan.status.latest_revision, 1);
+    cluster.approve_pending();
+    assert_eq!(cluster.step().applied_revision, Some(1));
+}
+
+#[test]
+fn manual_approval_lets_through_a_revision_that_only_rehomes_jobs_of_departed_members() {
+    let mut spec = spec(jobs(30));
+    spec.approval.policy = ApprovalPolicy::Manual;
+    spec.strategy.type_ = StrategyType::Jump;
+    let mut cluster = Cluster::new(spec, 3);
+    cluster.step();
+    cluster.approve_pending();
+    cluster.settle();
+    // Scaling down with jump consistent hashing moves only the departed member's jobs.
+    cluster.scale(2);
+    let plan = cluster.step();
+    assert_eq!(
+        plan.applied_revision,
+        Some(2),
+        "{:?}",
+        plan.status.pending_revision
+    );
+    let proposal = plan.proposal.clone().unwrap();
+    assert_eq!(proposal.summary.jobs_rehomed, proposal.summary.jobs_moved);
+    assert_eq!(proposal.summary.members_disrupted, 0);
+    assert!(
+        plan.events.iter().any(|event| event
+            .note
+            .contains("only re-homes jobs of members that are gone")),
+        "{:?}",
+        plan.events
+    );
+    // Scaling up moves jobs away from members that stay: that waits.
+    cluster.settle();
+    cluster.scale(3);
+    let plan = cluster.step();
+    assert_eq!(plan.applied_revision, None);
+    assert!(
+        plan.status
+            .pending_revision
+            .unwrap()
+            .summary
+            .members_disrupted
+            > 0
+    );
+}
+
+#[test]
+fn budget_counts_stopped_jobs_as_moved() {
+    let mut spec = spec(jobs(30));
+    spec.approval = ApprovalSpec {
+        policy: ApprovalPolicy::Budget,
+        max_disrupted_members: None,
+        max_moved_jobs: Some(5),
+    };
+    let mut cluster = Cluster::new(spec, 3);
+    cluster.settle();
+    // Emptying the job list moves nothing but stops every job.
+    cluster.obs.spec.jobs = Vec::new();
+    let plan = cluster.step();
+    assert_eq!(
+        plan.applied_revision, None,
+        "stopping 30 jobs passed a budget of 5"
+    );
+    let pending = plan.status.pending_revision.clone().unwrap();
+    assert_eq!(pending.summary.jobs_stopped, 30);
+    assert_eq!(pending.summary.jobs_moved, 0);
+    let awaiting = previous_condition(&plan.status, "AwaitingApproval").unwrap();
+    assert!(
+        awaiting.message.contains("moves or stops 30 jobs"),
+        "{}",
+        awaiting.message
+    );
 }
 
 #[test]
@@ -795,58 +1004,53 @@ fn a_deleted_history_object_of_the_revision_in_force_is_written_again() {
 }
 
 #[test]
-fn a_rollback_restores_the_job_list_of_an_earlier_revision_through_the_gate() {
-    let mut spec = spec(jobs(10));
-    spec.approval.policy = ApprovalPolicy::Manual;
-    let mut cluster = Cluster::new(spec, 2);
-    cluster.step();
-    cluster
-        .obs
-        .annotations
-        .insert(APPROVE_ANNOTATION.to_owned(), "1".to_owned());
+fn the_old_rollback_annotation_is_refused_once_and_changes_nothing() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 2);
     cluster.settle();
     cluster.obs.spec.jobs = jobs(14);
-    cluster.step();
-    cluster
-        .obs
-        .annotations
-        .insert(APPROVE_ANNOTATION.to_owned(), "2".to_owned());
     cluster.settle();
-    assert_eq!(all_jobs_once(&cluster), jobs(14));
-
     cluster
         .obs
         .annotations
         .insert(ROLLBACK_ANNOTATION.to_owned(), "1".to_owned());
     let plan = cluster.step();
-    // The rollback waits for approval like any other change.
     assert!(plan.operations.is_empty(), "{:?}", plan.operations);
-    assert_eq!(
-        plan.status.pending_revision.as_ref().map(|p| p.revision),
-        Some(3)
+    assert_eq!(reasons(&plan), ["RollbackAnnotationRefused"]);
+    assert!(
+        plan.events[0].note.contains("kubectl shoal undo demo"),
+        "{}",
+        plan.events[0].note
     );
-    cluster
-        .obs
-        .annotations
-        .insert(APPROVE_ANNOTATION.to_owned(), "3".to_owned());
-    cluster.settle();
-    assert_eq!(all_jobs_once(&cluster), jobs(10));
-    assert_eq!(cluster.obs.status.current_revision, 3);
+    assert!(cluster.step().events.is_empty(), "announced twice");
+    assert_eq!(all_jobs_once(&cluster), jobs(14));
 }
 
 #[test]
-fn a_rollback_to_a_revision_not_in_the_history_is_reported() {
+fn a_failover_now_annotation_naming_no_member_is_refused_naming_the_members() {
     let mut cluster = Cluster::new(spec(jobs(10)), 2);
     cluster.settle();
-    cluster
-        .obs
-        .annotations
-        .insert(ROLLBACK_ANNOTATION.to_owned(), "7".to_owned());
+    cluster.obs.annotations.insert(
+        FAILOVER_NOW_ANNOTATION.to_owned(),
+        "worker-1, worker-7".to_owned(),
+    );
     let plan = cluster.step();
-    assert!(plan.operations.is_empty());
-    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
-    assert_eq!(degraded.reason, "RollbackUnavailable");
-    assert!(degraded.message.contains("\"7\""), "{}", degraded.message);
+    let refusal = plan
+        .events
+        .iter()
+        .find(|event| event.reason == "FailoverTargetUnknown")
+        .expect("a FailoverTargetUnknown Event");
+    assert!(refusal.warning);
+    assert!(
+        refusal.note.contains("worker-7")
+            && !refusal.note.contains("names worker-1")
+            && refusal.note.contains("members: worker-0, worker-1"),
+        "{}",
+        refusal.note
+    );
+    cluster.settle();
+    // worker-1 was failed over all the same; the refusal is not repeated.
+    assert!(cluster.step().events.is_empty());
+    assert_eq!(cluster.slice_of("worker-1"), Vec::<String>::new());
 }
 
 #[test]

@@ -9,7 +9,7 @@ use super::preview::{self, Change, DiffReport};
 use super::table::fields;
 use super::{Error, Report, Target};
 use crate::crd::{RevisionSummary, Swarm};
-use crate::plan::{APPROVE_ANNOTATION, ROLLBACK_ANNOTATION};
+use crate::plan::APPROVE_ANNOTATION;
 
 /// Attempts at an approval when the Swarm keeps changing under it.
 const APPROVE_ATTEMPTS: usize = 5;
@@ -113,6 +113,42 @@ pub enum GateError {
         namespace: String,
         /// The revision.
         revision: u64,
+    },
+    /// The job list of the revision is too large to put inline in the Swarm.
+    #[error(
+        "Swarm {namespace}/{swarm}: revision {revision} has {jobs} jobs ({bytes} bytes), too many to write inline into the Swarm (the API server refuses objects over about 1 MiB); restore the job list in the ConfigMap the Swarm reads instead (`kubectl shoal history {swarm} -n {namespace} --revision {revision}` lists it)"
+    )]
+    TooLargeToInline {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// The revision.
+        revision: u64,
+        /// Its job count.
+        jobs: usize,
+        /// The size of the rewrite.
+        bytes: usize,
+    },
+    /// The Swarm changed between reading it and rewriting it.
+    #[error(
+        "Swarm {namespace}/{swarm} changed while undoing (someone else edited it); review `kubectl shoal status {swarm} -n {namespace}` and undo again"
+    )]
+    ChangedWhileUndoing {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+    },
+    /// Rewriting the Swarm failed.
+    #[error("rewriting Swarm {namespace}/{swarm}: {source}{}", super::hint(source))]
+    Rewrite {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// Cause.
+        source: kube::Error,
     },
     /// Rolling back would change nothing.
     #[error(
@@ -233,11 +269,13 @@ pub async fn approve(
             }
             .into());
         }
-        let annotation = format!("{APPROVE_ANNOTATION}={}", pending.revision);
+        // Revision and hash: the approval stands for exactly the plan in the status.
+        let value = crate::plan::approval_value(pending.revision, &pending.hash);
+        let annotation = format!("{APPROVE_ANNOTATION}={value}");
         let patch = json!({
             "metadata": {
                 "resourceVersion": object.metadata.resource_version,
-                "annotations": { APPROVE_ANNOTATION: pending.revision.to_string() },
+                "annotations": { APPROVE_ANNOTATION: value },
             }
         });
         match api
@@ -292,8 +330,9 @@ pub struct UndoReport {
     pub namespace: String,
     /// The revision whose job list and strategy come back.
     pub to_revision: u64,
-    /// The annotation written.
-    pub annotation: String,
+    /// The `jobsFrom` ConfigMap the Swarm no longer reads (its job list is now inline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced_jobs_from: Option<String>,
     /// What the rollback does, computed before writing.
     pub preview: DiffReport,
 }
@@ -301,25 +340,36 @@ pub struct UndoReport {
 impl Report for UndoReport {
     fn table(&self) -> String {
         let mut out = format!(
-            "Rolling Swarm {}/{} back to revision {} ({}).\n",
-            self.namespace, self.swarm, self.to_revision, self.annotation
+            "Swarm {}/{}: job list and strategy rewritten to those of revision {}; the change goes through the approval gate like any edit.\n",
+            self.namespace, self.swarm, self.to_revision
         );
-        out.push_str(&format!(
-            "While {ROLLBACK_ANNOTATION} is set, edits of the Swarm's job list and strategy have no effect; remove it with `kubectl annotate swarm {} -n {} {ROLLBACK_ANNOTATION}-`.\n\n",
-            self.swarm, self.namespace
-        ));
+        if let Some(config_map) = &self.replaced_jobs_from {
+            out.push_str(&format!(
+                "The job list is now inline in the Swarm (spec.jobs); it no longer reads ConfigMap {config_map} (spec.jobsFrom). Put jobsFrom back to read that ConfigMap again.\n"
+            ));
+        }
+        out.push('\n');
         out.push_str(&self.preview.table());
         out
     }
 }
 
-/// Rolls back through the controller's rollback annotation (and so its approval gate).
+/// Largest Swarm `undo` writes: a real API server refuses objects much over 1 MiB.
+const MAX_UNDO_BYTES: usize = 1024 * 1024;
+
+/// The annotation kubectl reads as the reason of a change (`kubectl rollout history`).
+pub const CHANGE_CAUSE_ANNOTATION: &str = "kubernetes.io/change-cause";
+
+/// Rolls back by rewriting the Swarm's job list and strategy to those of a recorded
+/// revision, as `kubectl rollout undo` rewrites a Deployment's template: one write, with
+/// the Swarm's resourceVersion as precondition. The controller then treats it as any edit
+/// (a new revision, through the approval gate); nothing stays behind to undo the undo.
 pub async fn undo(
     target: &Target,
     swarm: &str,
     to_revision: Option<u64>,
 ) -> Result<UndoReport, Error> {
-    let (_, mut observation) = super::observe(target, swarm).await?;
+    let (object, mut observation) = super::observe(target, swarm).await?;
     let current = observation.status.current_revision;
     let kept: Vec<u64> = observation.history.keys().copied().collect();
     let revision = match to_revision {
@@ -336,7 +386,7 @@ pub async fn undo(
                 kept: kept.clone(),
             })?,
     };
-    let Some(record) = observation.history.get(&revision) else {
+    let Some(record) = observation.history.get(&revision).cloned() else {
         return Err(GateError::UnknownRevision {
             swarm: swarm.to_owned(),
             namespace: target.namespace.clone(),
@@ -367,23 +417,61 @@ pub async fn undo(
         }
         .into());
     }
-    let annotation = format!("{ROLLBACK_ANNOTATION}={revision}");
-    let api: Api<Swarm> = Api::namespaced(target.client.clone(), &target.namespace);
-    let patch =
-        json!({ "metadata": { "annotations": { ROLLBACK_ANNOTATION: revision.to_string() } } });
-    api.patch(swarm, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .map_err(|source| GateError::Annotate {
+    let patch = json!({
+        "metadata": {
+            "resourceVersion": object.metadata.resource_version,
+            "annotations": {
+                CHANGE_CAUSE_ANNOTATION: format!("kubectl shoal undo {swarm} --to-revision {revision}"),
+            },
+        },
+        "spec": {
+            "jobs": record.jobs,
+            "jobsFrom": null,
+            "strategy": record.strategy,
+        },
+    });
+    let bytes = patch.to_string().len();
+    if bytes > MAX_UNDO_BYTES {
+        return Err(GateError::TooLargeToInline {
             swarm: swarm.to_owned(),
             namespace: target.namespace.clone(),
-            annotation: annotation.clone(),
-            source,
-        })?;
+            revision,
+            jobs: record.jobs.len(),
+            bytes,
+        }
+        .into());
+    }
+    let api: Api<Swarm> = Api::namespaced(target.client.clone(), &target.namespace);
+    match api
+        .patch(swarm, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => {}
+        Err(error) if is_conflict(&error) => {
+            return Err(GateError::ChangedWhileUndoing {
+                swarm: swarm.to_owned(),
+                namespace: target.namespace.clone(),
+            }
+            .into());
+        }
+        Err(source) => {
+            return Err(GateError::Rewrite {
+                swarm: swarm.to_owned(),
+                namespace: target.namespace.clone(),
+                source,
+            }
+            .into());
+        }
+    }
     Ok(UndoReport {
         swarm: swarm.to_owned(),
         namespace: target.namespace.clone(),
         to_revision: revision,
-        annotation,
+        replaced_jobs_from: object
+            .spec
+            .jobs_from
+            .as_ref()
+            .map(|from| from.config_map_key_ref.name.clone()),
         preview: report,
     })
 }

@@ -16,7 +16,7 @@ use super::preview::PreviewError;
 use super::status::age;
 use super::table::{Table, fields, short_hash};
 use super::{Error, Report, Target};
-use crate::plan::{Observation, ROLLBACK_ANNOTATION, RevisionRecord, replay};
+use crate::plan::{Observation, RevisionRecord, replay};
 
 /// One recorded (or pending) revision.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -52,8 +52,6 @@ pub struct HistoryReport {
     pub namespace: String,
     /// Revision in force.
     pub current_revision: u64,
-    /// `shoal.dev/rollback-to`, if set.
-    pub rollback_to: Option<String>,
     /// Revisions, oldest first.
     pub revisions: Vec<RevisionRow>,
     /// One revision in detail (`--revision`).
@@ -213,7 +211,6 @@ pub fn report(
         swarm: obs.swarm.clone(),
         namespace: namespace.to_owned(),
         current_revision: current,
-        rollback_to: obs.annotations.get(ROLLBACK_ANNOTATION).cloned(),
         revisions,
         detail: None,
     }
@@ -285,11 +282,6 @@ impl Report for HistoryReport {
             "Revision History of Swarm {}/{} (revision {} in force)\n",
             self.namespace, self.swarm, self.current_revision
         );
-        if let Some(rollback) = &self.rollback_to {
-            out.push_str(&format!(
-                "Rolled back to revision {rollback} ({ROLLBACK_ANNOTATION})\n"
-            ));
-        }
         let mut table = Table::new([
             "Revision",
             "State",

@@ -24,7 +24,7 @@
 //! kubectl shoal diff demo --jobs-file jobs.yaml   # a new job list (`jobs: [...]`, a YAML list, or lines)
 //! kubectl shoal approve demo --revision 4         # refused unless 4 is the pending revision
 //! kubectl shoal history demo [--revision 2]
-//! kubectl shoal undo demo [--to-revision 2]       # shoal.dev/rollback-to, through the approval gate
+//! kubectl shoal undo demo [--to-revision 2]       # rewrites the job list and strategy; through the approval gate
 //! kubectl shoal slices demo [worker-1]
 //! ```
 //!
@@ -35,7 +35,8 @@
 //!
 //! Reading needs get/list on swarms, configmaps, statefulsets, pods, leases and
 //! events in the Swarm's namespace; `approve` and `undo` also need patch on
-//! swarms (they write one annotation each).
+//! swarms (`approve` writes one annotation, `undo` rewrites the job list and
+//! strategy).
 
 pub mod gate;
 pub mod history;
@@ -118,7 +119,7 @@ pub enum Command {
         #[arg(long, conflicts_with = "replicas")]
         jobs_file: Option<PathBuf>,
     },
-    /// Approve the pending revision (annotates the Swarm `shoal.dev/approve=<revision>`).
+    /// Approve the pending revision (annotates the Swarm `shoal.dev/approve=<revision>/<hash>`).
     Approve {
         /// The Swarm.
         swarm: String,
@@ -134,8 +135,8 @@ pub enum Command {
         #[arg(long)]
         revision: Option<u64>,
     },
-    /// Roll back to the job list and strategy of a recorded revision, through the approval gate
-    /// (annotates the Swarm `shoal.dev/rollback-to=<revision>`).
+    /// Roll back to the job list and strategy of a recorded revision: rewrites the Swarm's
+    /// `spec.jobs` (inline) and `spec.strategy`, which then go through the approval gate.
     Undo {
         /// The Swarm.
         swarm: String,

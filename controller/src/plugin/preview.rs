@@ -20,9 +20,7 @@ use shoal_core::{Assignment, JobSet, MemberId, diff};
 use super::Report;
 use super::table::{Table, fields};
 use crate::crd::{ApprovalPolicy, ReloadPolicy, RevisionSummary};
-use crate::plan::{
-    self, APPROVE_ANNOTATION, JobSource, Observation, Operation, ROLLBACK_ANNOTATION, replay,
-};
+use crate::plan::{self, APPROVE_ANNOTATION, JobSource, Observation, Operation, replay};
 
 /// A change to preview.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +41,7 @@ pub enum Change {
         /// The keys.
         jobs: Vec<String>,
     },
-    /// Annotate `shoal.dev/rollback-to=<revision>`.
+    /// Rewrite the job list and strategy to those of a recorded revision (`undo`).
     RollbackTo(u64),
 }
 
@@ -103,6 +101,18 @@ pub enum PreviewError {
         pool: String,
         /// Its pools.
         pools: Vec<String>,
+    },
+    /// The revision to roll back to is not recorded with its job list.
+    #[error(
+        "Swarm {namespace}/{swarm}: revision {revision} is not in the history with its job list; list the revisions with `kubectl shoal history {swarm} -n {namespace}`"
+    )]
+    NoRecord {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// The revision.
+        revision: u64,
     },
     /// The planner computes no revision from these inputs (bad input, no members).
     #[error(
@@ -259,7 +269,6 @@ fn apply_change(
     obs: &mut Observation,
     namespace: &str,
     change: &Change,
-    notes: &mut Vec<String>,
 ) -> Result<String, PreviewError> {
     match change {
         Change::AsIs => Ok("none: what the controller does with the cluster as it is".to_owned()),
@@ -300,11 +309,6 @@ fn apply_change(
             Ok(description)
         }
         Change::Jobs { source, jobs } => {
-            if obs.annotations.contains_key(ROLLBACK_ANNOTATION) {
-                notes.push(format!(
-                    "the Swarm carries {ROLLBACK_ANNOTATION}; while it is present the controller uses that revision's job list, not the Swarm's"
-                ));
-            }
             obs.spec.jobs = jobs.clone();
             obs.spec.jobs_from = None;
             obs.job_source = JobSource::NotReferenced;
@@ -314,10 +318,22 @@ fn apply_change(
             ))
         }
         Change::RollbackTo(revision) => {
-            obs.annotations
-                .insert(ROLLBACK_ANNOTATION.to_owned(), revision.to_string());
+            let record = obs
+                .history
+                .get(revision)
+                .filter(|record| !record.jobs_omitted)
+                .cloned()
+                .ok_or_else(|| PreviewError::NoRecord {
+                    swarm: obs.swarm.clone(),
+                    namespace: namespace.to_owned(),
+                    revision: *revision,
+                })?;
+            obs.spec.jobs = record.jobs;
+            obs.spec.jobs_from = None;
+            obs.job_source = JobSource::NotReferenced;
+            obs.spec.strategy = record.strategy;
             Ok(format!(
-                "roll back to the job list and strategy of revision {revision}"
+                "rewrite the Swarm's job list and strategy to those of revision {revision}"
             ))
         }
     }
@@ -350,7 +366,7 @@ pub fn preview(
     change: &Change,
 ) -> Result<DiffReport, PreviewError> {
     let mut notes = Vec::new();
-    let description = apply_change(obs, namespace, change, &mut notes)?;
+    let description = apply_change(obs, namespace, change)?;
     let current_revision = obs.status.current_revision;
 
     let as_is = plan::plan(obs);
@@ -438,12 +454,18 @@ pub fn preview(
         .as_ref()
         .filter(|pending| pending.revision == revision)
         .map(|pending| pending.summary.clone())
+        .or_else(|| {
+            as_is
+                .proposal
+                .as_ref()
+                .filter(|proposal| proposal.revision == revision)
+                .map(|proposal| proposal.summary.clone())
+        })
         .unwrap_or_else(|| RevisionSummary {
             jobs_moved: change.moved.len() as u64,
             members_affected: change.affected.len() as u64,
-            restarts_needed: 0,
             lower_bound: change.lower_bound as u64,
-            supersedes: None,
+            ..RevisionSummary::default()
         });
     let needs_approval = as_is.applied_revision != Some(revision);
     let decision = if needs_approval {

@@ -3,6 +3,8 @@
 //! controller does next (its planner on the current observation), and recent
 //! Events.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
@@ -12,7 +14,7 @@ use shoal_core::format::parse_slice;
 use super::table::{Table, fields, short_hash};
 use super::{Error, Report, Target};
 use crate::crd::{Condition, PendingRevision};
-use crate::plan::{self, APPROVE_ANNOTATION, Observation, Operation, ROLLBACK_ANNOTATION};
+use crate::plan::{self, APPROVE_ANNOTATION, Observation, Operation};
 
 /// Events shown.
 pub const RECENT_EVENTS: usize = 10;
@@ -109,8 +111,8 @@ pub struct StatusReport {
     pub last_error: Option<String>,
     /// `shoal.dev/approve` on the Swarm.
     pub approved: Option<String>,
-    /// `shoal.dev/rollback-to` on the Swarm.
-    pub rollback_to: Option<String>,
+    /// Annotations the controller refused, with the value refused.
+    pub refused_annotations: BTreeMap<String, String>,
     /// Pools.
     pub pools: Vec<PoolRow>,
     /// Members.
@@ -249,7 +251,7 @@ pub fn report(obs: &Observation, namespace: &str, events: Vec<EventRow>) -> Stat
         strategy: format!("{:?}", obs.spec.strategy.type_).to_lowercase(),
         last_error: status.last_error.clone(),
         approved: obs.annotations.get(APPROVE_ANNOTATION).cloned(),
-        rollback_to: obs.annotations.get(ROLLBACK_ANNOTATION).cloned(),
+        refused_annotations: obs.status.refused_annotations.clone(),
         pools,
         members,
         pending: status.pending_revision.clone(),
@@ -367,17 +369,12 @@ impl Report for StatusReport {
             ("Last error", optional(self.last_error.as_ref())),
         ];
         if let Some(approved) = &self.approved {
-            pairs.push((
-                "Approved",
-                format!("revision {approved} ({APPROVE_ANNOTATION})"),
-            ));
+            pairs.push(("Approved", format!("{approved} ({APPROVE_ANNOTATION})")));
         }
-        if let Some(rollback) = &self.rollback_to {
+        for (annotation, value) in &self.refused_annotations {
             pairs.push((
-                "Rolled back",
-                format!(
-                    "to revision {rollback} ({ROLLBACK_ANNOTATION}); job list and strategy edits have no effect until it is removed"
-                ),
+                "Refused",
+                format!("{annotation}={value} (see the Warning Events)"),
             ));
         }
         out.push_str(&fields(&pairs));

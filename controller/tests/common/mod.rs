@@ -327,6 +327,47 @@ metadata:
         .await;
     }
 
+    /// Approves the pending revision as a user does with kubectl alone: annotates the
+    /// Swarm with the value `status.pendingRevision.approveWith` gives. Returns that value.
+    pub async fn approve_pending(&self, swarm: &str) -> String {
+        let value = self
+            .kubectl(&[
+                "get",
+                "swarm",
+                swarm,
+                "-o",
+                "jsonpath={.status.pendingRevision.approveWith}",
+            ])
+            .await;
+        assert!(!value.is_empty(), "Swarm {swarm} has no pending revision");
+        self.annotate_approval(swarm, &value).await;
+        value
+    }
+
+    /// Annotates `shoal.dev/approve=<value>` on a Swarm.
+    pub async fn annotate_approval(&self, swarm: &str, value: &str) {
+        self.kubectl(&[
+            "annotate",
+            "swarm",
+            swarm,
+            &format!("shoal.dev/approve={value}"),
+            "--overwrite",
+        ])
+        .await;
+    }
+
+    /// The namespace's Events, one `<reason>: <message>` per line (kubectl's YAML output
+    /// wraps long messages).
+    pub async fn event_messages(&self) -> String {
+        self.kubectl(&[
+            "get",
+            "events",
+            "-o",
+            r#"jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}"#,
+        ])
+        .await
+    }
+
     /// The namespace's Events as YAML (`kubectl get events -o yaml`).
     pub async fn events(&self) -> String {
         self.kubectl(&["get", "events", "-o", "yaml"]).await

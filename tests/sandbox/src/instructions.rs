@@ -176,7 +176,7 @@ impl Tour {
                 self.kubectl(&format!(
                     "annotate swarm {swarm} --overwrite shoal.dev/approve=$({})",
                     self.kubectl(&format!(
-                        "get swarm {swarm} -o jsonpath='{{.status.pendingRevision.revision}}'"
+                        "get swarm {swarm} -o jsonpath='{{.status.pendingRevision.approveWith}}'"
                     ))
                 )),
                 "approve exactly that revision".to_owned(),
@@ -305,7 +305,7 @@ mod tests {
         assert!(text.contains("cat '/tmp/sand box/members/swarm-worker-0/slice.yaml' "));
         assert!(text.contains("kubectl scale statefulset swarm-worker --replicas=3 "));
         assert!(text.contains(
-            "kubectl annotate swarm demo --overwrite shoal.dev/approve=$(kubectl get swarm demo -o jsonpath='{.status.pendingRevision.revision}')"
+            "kubectl annotate swarm demo --overwrite shoal.dev/approve=$(kubectl get swarm demo -o jsonpath='{.status.pendingRevision.approveWith}')"
         ));
         assert!(text.contains(r#"-p '{"spec":{"approval":{"policy":"Manual"}}}'"#));
         assert!(!text.contains("tail -f"), "no exec log without exec mode");

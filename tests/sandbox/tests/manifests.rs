@@ -1191,7 +1191,14 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
             "annotate",
             "swarm",
             "demo",
-            &format!("shoal.dev/approve={pending}"),
+            &format!(
+                "shoal.dev/approve={}",
+                swarm_status(&client)
+                    .await
+                    .and_then(|status| status.pending_revision)
+                    .map(|pending| pending.approve_with)
+                    .unwrap_or_default()
+            ),
             "--overwrite",
         ],
     )

@@ -422,7 +422,7 @@ async fn with_manual_approval_a_scale_waits_until_its_revision_is_approved() {
                 status.current_revision, 1,
                 "nothing applied before approval"
             );
-            break pending.revision;
+            break pending;
         }
         assert!(
             started.elapsed() < CONVERGE,
@@ -443,12 +443,12 @@ async fn with_manual_approval_a_scale_waits_until_its_revision_is_approved() {
             "swarm",
             "demo",
             "--overwrite",
-            &format!("{}={pending}", names::ANNOTATION_APPROVE),
+            &format!("{}={}", names::ANNOTATION_APPROVE, pending.approve_with),
         ])
         .await
         .expect("kubectl annotate succeeds");
     let converged = wait_for_members(&mut sandbox, 3).await;
-    assert_eq!(converged.revision, pending);
+    assert_eq!(converged.revision, pending.revision);
     assert_eq!(all_jobs(&jobs_by_member(&converged)), seed_streams());
     sandbox.shutdown().await.expect("stops cleanly");
 }
