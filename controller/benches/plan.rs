@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use criterion::{Criterion, criterion_group, criterion_main};
 use shoal_controller::crd::SwarmSpec;
 use shoal_controller::plan::{
-    JobSource, Observation, Operation, PodState, PoolState, SliceObject, plan, slice_text,
+    JobSource, Observation, Operation, PodState, PoolState, apply_in_memory, plan,
 };
 
 fn pool(replicas: u32) -> PoolState {
@@ -46,31 +46,14 @@ fn scaled(members: u32, jobs: usize) -> Observation {
         leases: BTreeMap::new(),
         history: BTreeMap::new(),
         index: None,
+        owned_config_maps: BTreeMap::new(),
+        foreign_config_maps: BTreeMap::new(),
+        edited_config_maps: BTreeMap::new(),
         now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),
     };
     for _ in 0..4 {
         let planned = plan(&obs);
-        for operation in &planned.operations {
-            match operation {
-                Operation::WriteRevision(record) => {
-                    obs.history.insert(record.revision, record.clone());
-                }
-                Operation::WriteSlice { slice, .. } => {
-                    obs.slices.insert(
-                        slice.member.clone(),
-                        SliceObject {
-                            text: Some(slice_text(slice)),
-                            written_for_uid: None,
-                            phase: Some("grant".to_owned()),
-                            parts: 1,
-                            decode_error: None,
-                        },
-                    );
-                }
-                Operation::WriteIndex { text } => obs.index = Some(text.clone()),
-                _ => {}
-            }
-        }
+        apply_in_memory(&mut obs, &planned);
         obs.status = planned.status;
     }
     obs.pools = vec![pool(members + 1)];

@@ -6,6 +6,7 @@
 //! * [`plugin`]: `kubectl shoal` (binary `kubectl-shoal`), reusing observe and plan.
 //! * [`run`]: the whole controller in-process (watches, leader election, metrics server).
 
+pub mod apply;
 pub mod crd;
 pub mod events;
 pub mod metrics;

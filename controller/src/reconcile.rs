@@ -7,14 +7,10 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{
-    DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
-};
+use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
-use serde_json::json;
 use shoal_core::{format, names};
 use tracing::{info, instrument, warn};
 
@@ -22,7 +18,7 @@ use crate::crd::Swarm;
 use crate::events::EventRecorders;
 use crate::metrics::Metrics;
 use crate::plan::{
-    self, JobSource, LeaseState, Observation, Operation, PHASE_ANNOTATION, PodState, PoolState,
+    self, JobSource, LeaseState, Observation, PHASE_ANNOTATION, PodState, PoolState,
     REVISION_DATA_KEY, RevisionRecord, SliceObject, WRITTEN_FOR_UID_ANNOTATION,
 };
 
@@ -94,6 +90,25 @@ pub enum Error {
         name: String,
         /// Cause.
         source: kube::Error,
+    },
+    /// Looking up a ConfigMap the plan would write failed.
+    #[error("reading ConfigMap {name}: {source}")]
+    ReadConfigMap {
+        /// ConfigMap.
+        name: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// A ConfigMap appeared under a name the plan writes, owned by someone else, between
+    /// looking it up and writing it.
+    #[error(
+        "ConfigMap {name} was created by someone else while Swarm {swarm} was about to create it; it is left alone"
+    )]
+    NotOwned {
+        /// ConfigMap.
+        name: String,
+        /// Swarm.
+        swarm: String,
     },
     /// Writing a history ConfigMap failed.
     #[error("writing revision history {name}: {source}")]
@@ -172,6 +187,8 @@ impl Error {
             Error::ListConfigMaps { .. } => "ListConfigMapsFailed",
             Error::ListLeases { .. } => "ListLeasesFailed",
             Error::ReadJobConfigMap { .. } => "ReadJobConfigMapFailed",
+            Error::ReadConfigMap { .. } => "ReadConfigMapFailed",
+            Error::NotOwned { .. } => "OwnershipConflict",
             Error::WriteRevision { .. } => "WriteRevisionFailed",
             Error::WriteStatus { .. } => "WriteStatusFailed",
             Error::WriteSlice { .. } => "WriteSliceFailed",
@@ -186,10 +203,6 @@ impl Error {
 
 fn is_not_found(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 404)
-}
-
-fn owner_reference(swarm: &Swarm) -> Option<OwnerReference> {
-    swarm.controller_owner_ref(&())
 }
 
 /// Reads everything `plan` needs from the cluster.
@@ -278,13 +291,30 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
     let mut history = BTreeMap::new();
     let mut index = None;
     let mut slice_maps: BTreeMap<String, ConfigMap> = BTreeMap::new();
+    let mut owned_config_maps = BTreeMap::new();
+    let mut foreign_config_maps = BTreeMap::new();
+    let mut edited_config_maps = BTreeMap::new();
+    let swarm_uid = swarm.uid().unwrap_or_default();
     for cm in config_maps.items {
+        // A label proves nothing (anyone may set it): only what this Swarm owns is read.
+        if !owned_by(&cm, &swarm_uid) {
+            foreign_config_maps.insert(cm.name_any(), owner_description(&cm));
+            continue;
+        }
+        owned_config_maps.insert(cm.name_any(), cm.uid().unwrap_or_default());
+        if let Some(editor) = edited_by(&cm) {
+            edited_config_maps.insert(cm.name_any(), editor);
+        }
         let labels = cm.labels();
         if labels
             .get(names::LABEL_REVISION_HISTORY)
             .map(String::as_str)
             == Some("true")
         {
+            if edited_config_maps.contains_key(&cm.name_any()) {
+                // A record someone else changed is no record of what this Swarm decided.
+                continue;
+            }
             let record = read_text(&cm, REVISION_DATA_KEY)
                 .and_then(|text| serde_json::from_str::<RevisionRecord>(&text).ok());
             if let Some(record) = record {
@@ -292,7 +322,9 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
             }
         } else if labels.contains_key(names::LABEL_MEMBER) {
             slice_maps.insert(cm.name_any(), cm);
-        } else if cm.name_any() == names::index_configmap(&name) {
+        } else if cm.name_any() == names::index_configmap(&name)
+            && !edited_config_maps.contains_key(&cm.name_any())
+        {
             index = read_text(&cm, names::INDEX_DATA_KEY);
         }
     }
@@ -389,8 +421,103 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         leases: member_leases,
         history,
         index,
+        owned_config_maps,
+        foreign_config_maps,
+        edited_config_maps,
         now: jiff::Timestamp::now(),
     })
+}
+
+/// Whether this Swarm (by uid) is the ConfigMap's controller owner.
+fn owned_by(cm: &ConfigMap, swarm_uid: &str) -> bool {
+    cm.owner_references().iter().any(|owner| {
+        owner.controller == Some(true) && owner.uid == swarm_uid && owner.kind == "Swarm"
+    })
+}
+
+/// The field manager, other than this controller, that last changed the ConfigMap's data,
+/// if any: server-side field ownership records every writer of each field, so a hand edit
+/// (`kubectl edit`, `patch`, `apply`) shows as its manager owning data fields.
+fn edited_by(cm: &ConfigMap) -> Option<String> {
+    cm.metadata
+        .managed_fields
+        .as_ref()?
+        .iter()
+        .find(|entry| {
+            entry.manager.as_deref() != Some(FIELD_MANAGER)
+                && entry.fields_v1.as_ref().is_some_and(|fields| {
+                    ["f:data", "f:binaryData"].iter().any(|key| {
+                        fields
+                            .0
+                            .get(*key)
+                            .and_then(|owned| owned.as_object())
+                            .is_some_and(|owned| owned.keys().any(|field| is_shoal_data_key(field)))
+                    })
+                })
+        })
+        .map(|entry| {
+            entry
+                .manager
+                .clone()
+                .unwrap_or_else(|| "an unnamed field manager".to_owned())
+        })
+}
+
+/// A data key Shoal writes (`f:<key>` in FieldsV1): other keys a user adds are theirs.
+fn is_shoal_data_key(field: &str) -> bool {
+    let key = field.strip_prefix("f:").unwrap_or(field);
+    [
+        names::SLICE_DATA_KEY,
+        names::INDEX_DATA_KEY,
+        REVISION_DATA_KEY,
+    ]
+    .iter()
+    .any(|ours| key.starts_with(ours))
+}
+
+/// Who owns a ConfigMap, in words, for the OwnershipConflict message.
+fn owner_description(cm: &ConfigMap) -> String {
+    match cm
+        .owner_references()
+        .iter()
+        .find(|owner| owner.controller == Some(true))
+    {
+        Some(owner) => format!("it is owned by {} {}", owner.kind, owner.name),
+        None => "it has no controller owner".to_owned(),
+    }
+}
+
+/// Looks up the ConfigMaps a plan would write that observe did not see (observe lists
+/// this Swarm's ConfigMaps by label, and a label can be removed by hand): one of this
+/// Swarm's becomes owned, anyone else's foreign. Returns whether any was found foreign.
+pub async fn check_targets(
+    cm_api: &Api<ConfigMap>,
+    swarm_uid: &str,
+    names: impl IntoIterator<Item = String>,
+    observation: &mut Observation,
+) -> Result<bool, Error> {
+    let mut taken = false;
+    for name in names {
+        let found = cm_api
+            .get_opt(&name)
+            .await
+            .map_err(|source| Error::ReadConfigMap {
+                name: name.clone(),
+                source,
+            })?;
+        let Some(cm) = found else { continue };
+        if owned_by(&cm, swarm_uid) {
+            observation
+                .owned_config_maps
+                .insert(name, cm.uid().unwrap_or_default());
+        } else {
+            observation
+                .foreign_config_maps
+                .insert(name, owner_description(&cm));
+            taken = true;
+        }
+    }
+    Ok(taken)
 }
 
 /// Largest text stored uncompressed in a ConfigMap; the API limit is 1 MiB per object.
@@ -413,17 +540,6 @@ pub fn gunzip(bytes: &[u8]) -> Option<String> {
         .read_to_string(&mut text)
         .ok()?;
     Some(text)
-}
-
-/// Puts `text` under `key` in `data`, or gzip-compressed under `<key>.gz` in `binaryData` when large.
-fn text_payload(key: &str, text: &str) -> (serde_json::Value, serde_json::Value) {
-    use k8s_openapi::ByteString;
-    if text.len() <= MAX_PLAIN_BYTES {
-        (json!({ key: text }), json!({}))
-    } else {
-        let compressed = ByteString(gzip(text));
-        (json!({}), json!({ format!("{key}.gz"): compressed }))
-    }
 }
 
 /// Reads a member's slice ConfigMap (and its parts, if split).
@@ -495,7 +611,7 @@ fn slice_object(member: &str, cm: &ConfigMap, all: &BTreeMap<String, ConfigMap>)
 }
 
 /// Reads `key` from `data`, or `<key>.gz` from `binaryData`.
-fn read_text(cm: &ConfigMap, key: &str) -> Option<String> {
+pub(crate) fn read_text(cm: &ConfigMap, key: &str) -> Option<String> {
     if let Some(text) = cm.data.as_ref().and_then(|data| data.get(key)) {
         return Some(text.clone());
     }
@@ -503,337 +619,8 @@ fn read_text(cm: &ConfigMap, key: &str) -> Option<String> {
     gunzip(&compressed.0)
 }
 
-fn apply_params() -> PatchParams {
-    PatchParams::apply(FIELD_MANAGER).force()
-}
-
-/// Server-side applies a ConfigMap body from [`config_map`], counted as one write.
-async fn apply_config_map(
-    cm_api: &Api<ConfigMap>,
-    metrics: &Metrics,
-    name: &str,
-    body: serde_json::Value,
-) -> Result<(), kube::Error> {
-    metrics.wrote("configmap");
-    cm_api
-        .patch(name, &apply_params(), &Patch::Apply(body))
-        .await
-        .map(|_| ())
-}
-
-fn config_map(
-    swarm: &Swarm,
-    name: &str,
-    labels: BTreeMap<String, String>,
-    annotations: BTreeMap<String, String>,
-    (data, binary_data): (serde_json::Value, serde_json::Value),
-) -> serde_json::Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": name,
-            "namespace": swarm.namespace(),
-            "labels": labels,
-            "annotations": annotations,
-            "ownerReferences": owner_reference(swarm).into_iter().collect::<Vec<_>>(),
-        },
-        "data": data,
-        "binaryData": binary_data,
-    })
-}
-
-/// Carries out one plan: history and index first (the index only comes in a
-/// pass that writes no slice), then status (the commit point of an approval),
-/// then slices, evictions and pruning.
-pub async fn apply(swarm: &Swarm, plan: &plan::Plan, ctx: &Context) -> Result<(), Error> {
-    let name = swarm.name_any();
-    let namespace = swarm
-        .namespace()
-        .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
-    let cm_api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-    let swarm_label = || BTreeMap::from([(names::LABEL_SWARM.to_owned(), name.clone())]);
-
-    // Before the status: the history record (an approval's inputs must exist before the
-    // status names the revision) and the index (planned only once every slice is in
-    // place, so that a Swarm reported Ready always has its index).
-    for operation in &plan.operations {
-        match operation {
-            Operation::WriteRevision(record) => {
-                let cm_name = names::revision_configmap(&name, record.revision);
-                tracing::debug!(
-                    revision = record.revision,
-                    hash = %record.hash,
-                    members = record.members.len(),
-                    unavailable = record.unavailable.len(),
-                    "writing revision history"
-                );
-                let serialize = |record: &RevisionRecord| {
-                    serde_json::to_string(record).map_err(|source| Error::SerializeRevision {
-                        revision: record.revision,
-                        source,
-                    })
-                };
-                let mut text = serialize(record)?;
-                if text.len() > MAX_PLAIN_BYTES && gzip(&text).len() > MAX_PLAIN_BYTES {
-                    // Too large even compressed: keep the inputs but the job list.
-                    let mut trimmed = record.clone();
-                    trimmed.jobs.clear();
-                    trimmed.jobs_omitted = true;
-                    text = serialize(&trimmed)?;
-                }
-                let mut labels = swarm_label();
-                labels.insert(names::LABEL_REVISION_HISTORY.to_owned(), "true".to_owned());
-                labels.insert(
-                    names::LABEL_REVISION.to_owned(),
-                    record.revision.to_string(),
-                );
-                let body = config_map(
-                    swarm,
-                    &cm_name,
-                    labels,
-                    BTreeMap::new(),
-                    text_payload(REVISION_DATA_KEY, &text),
-                );
-                apply_config_map(&cm_api, &ctx.metrics, &cm_name, body)
-                    .await
-                    .map_err(|source| Error::WriteRevision {
-                        name: cm_name.clone(),
-                        source,
-                    })?;
-            }
-            Operation::WriteIndex { text } => {
-                let cm_name = names::index_configmap(&name);
-                let body = config_map(
-                    swarm,
-                    &cm_name,
-                    swarm_label(),
-                    BTreeMap::new(),
-                    text_payload(names::INDEX_DATA_KEY, text),
-                );
-                apply_config_map(&cm_api, &ctx.metrics, &cm_name, body)
-                    .await
-                    .map_err(|source| Error::WriteIndex {
-                        name: cm_name.clone(),
-                        source,
-                    })?;
-            }
-            _ => {}
-        }
-    }
-
-    if swarm.status.as_ref() != Some(&plan.status) {
-        let swarm_api: Api<Swarm> = Api::namespaced(ctx.client.clone(), &namespace);
-        // A merge patch with explicit nulls: fields that became absent (a pending revision
-        // that was applied) are removed outright, lists are replaced whole.
-        let mut status = serde_json::to_value(&plan.status).unwrap_or_else(|_| json!({}));
-        if let Some(fields) = status.as_object_mut() {
-            for optional in [
-                "observedGeneration",
-                "currentHash",
-                "pendingRevision",
-                "changedAt",
-                "ready",
-                "phase",
-                "lastError",
-            ] {
-                fields.entry(optional).or_insert(serde_json::Value::Null);
-            }
-        }
-        ctx.metrics.wrote("status");
-        swarm_api
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "status": status })),
-            )
-            .await
-            .map_err(|source| Error::WriteStatus {
-                swarm: name.clone(),
-                source,
-            })?;
-    }
-
-    let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    for operation in &plan.operations {
-        match operation {
-            Operation::WriteSlice {
-                member,
-                slice,
-                written_for_uid,
-                phase,
-                previous_parts,
-            } => {
-                let pod = member.pod_name();
-                let mut labels = swarm_label();
-                labels.insert(names::LABEL_POOL.to_owned(), member.pool.clone());
-                labels.insert(names::LABEL_MEMBER.to_owned(), pod.clone());
-                labels.insert(names::LABEL_REVISION.to_owned(), slice.revision.to_string());
-                let mut annotations = BTreeMap::from([
-                    (
-                        WRITTEN_FOR_UID_ANNOTATION.to_owned(),
-                        written_for_uid.clone(),
-                    ),
-                    (PHASE_ANNOTATION.to_owned(), (*phase).to_owned()),
-                ]);
-                // (ConfigMap name, data, binaryData), first ConfigMap last so that a reader
-                // following its parts annotation finds every part already written.
-                let mut writes: Vec<(String, serde_json::Value, serde_json::Value)> = Vec::new();
-                let parts = match format::encode_slice(slice) {
-                    format::EncodedSlice::Plain(text) => {
-                        writes.push((
-                            names::slice_configmap(&pod),
-                            json!({ names::SLICE_DATA_KEY: text }),
-                            json!({}),
-                        ));
-                        1
-                    }
-                    format::EncodedSlice::Gzip(bytes) => {
-                        writes.push((
-                            names::slice_configmap(&pod),
-                            json!({}),
-                            json!({ names::SLICE_GZIP_DATA_KEY: k8s_openapi::ByteString(bytes) }),
-                        ));
-                        1
-                    }
-                    format::EncodedSlice::Split(chunks) => {
-                        let count = chunks.len();
-                        annotations.insert(names::ANNOTATION_PARTS.to_owned(), count.to_string());
-                        for (part, chunk) in chunks.into_iter().enumerate().rev() {
-                            writes.push((
-                                names::slice_configmap_part(&pod, part),
-                                json!({}),
-                                json!({ format::part_data_key(part): k8s_openapi::ByteString(chunk) }),
-                            ));
-                        }
-                        count
-                    }
-                };
-                tracing::debug!(
-                    member = %pod,
-                    phase,
-                    revision = slice.revision,
-                    hash = %slice.hash,
-                    jobs = slice.jobs.len(),
-                    "writing slice"
-                );
-                for (cm_name, data, binary_data) in writes {
-                    let first = cm_name == names::slice_configmap(&pod);
-                    let body = config_map(
-                        swarm,
-                        &cm_name,
-                        labels.clone(),
-                        if first {
-                            annotations.clone()
-                        } else {
-                            BTreeMap::new()
-                        },
-                        (data, binary_data),
-                    );
-                    apply_config_map(&cm_api, &ctx.metrics, &cm_name, body)
-                        .await
-                        .map_err(|source| Error::WriteSlice {
-                            name: cm_name.clone(),
-                            source,
-                        })?;
-                }
-                for stale in parts..*previous_parts {
-                    let cm_name = names::slice_configmap_part(&pod, stale);
-                    ctx.metrics.wrote("configmap");
-                    match cm_api.delete(&cm_name, &DeleteParams::default()).await {
-                        Ok(_) => {}
-                        Err(source) if is_not_found(&source) => {}
-                        Err(source) => {
-                            return Err(Error::DeleteSlice {
-                                name: cm_name,
-                                source,
-                            });
-                        }
-                    }
-                }
-                ctx.metrics.slices_written.inc();
-            }
-            Operation::DeleteSlice { member, parts } => {
-                for part in (0..(*parts).max(1)).rev() {
-                    let cm_name = names::slice_configmap_part(member, part);
-                    ctx.metrics.wrote("configmap");
-                    match cm_api.delete(&cm_name, &DeleteParams::default()).await {
-                        Ok(_) => {}
-                        Err(source) if is_not_found(&source) => {}
-                        Err(source) => {
-                            return Err(Error::DeleteSlice {
-                                name: cm_name,
-                                source,
-                            });
-                        }
-                    }
-                }
-            }
-            Operation::Evict { pod, uid } => {
-                let params = EvictParams {
-                    delete_options: Some(DeleteParams {
-                        preconditions: Some(Preconditions {
-                            uid: Some(uid.clone()),
-                            resource_version: None,
-                        }),
-                        ..DeleteParams::default()
-                    }),
-                    post_options: PostParams::default(),
-                };
-                ctx.metrics.wrote("eviction");
-                match pod_api.evict(pod, &params).await {
-                    Ok(_) => {
-                        ctx.metrics.members_restarted.inc();
-                        publish(
-                            ctx,
-                            swarm,
-                            false,
-                            "MemberRestarted",
-                            &format!(
-                                "evicted pod {pod} (uid {uid}) so that it starts with its new slice"
-                            ),
-                        )
-                        .await;
-                    }
-                    // 429: a PodDisruptionBudget forbids it now; 404/409: the pod is already gone
-                    // or replaced. Either way the next reconcile looks again.
-                    Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 429) => {
-                        info!(
-                            pod,
-                            code = status.code,
-                            "eviction not done now: {}",
-                            status.message
-                        );
-                    }
-                    Err(source) => {
-                        return Err(Error::Evict {
-                            pod: pod.clone(),
-                            source,
-                        });
-                    }
-                }
-            }
-            Operation::WriteRevision(_) | Operation::WriteIndex { .. } => {}
-            Operation::PruneRevision { revision } => {
-                let cm_name = names::revision_configmap(&name, *revision);
-                ctx.metrics.wrote("configmap");
-                match cm_api.delete(&cm_name, &DeleteParams::default()).await {
-                    Ok(_) => {}
-                    Err(source) if is_not_found(&source) => {}
-                    Err(source) => {
-                        return Err(Error::PruneRevision {
-                            name: cm_name,
-                            source,
-                        });
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-async fn publish(ctx: &Context, swarm: &Swarm, warning: bool, reason: &str, note: &str) {
+/// Publishes an Event about the Swarm.
+pub(crate) async fn publish(ctx: &Context, swarm: &Swarm, warning: bool, reason: &str, note: &str) {
     publish_on(ctx, &swarm.object_ref(&()), warning, reason, note).await;
 }
 
@@ -902,10 +689,10 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
         return Ok(Action::await_change());
     }
     let swarm = &fresh;
-    let observation = observe(swarm, &ctx.client).await?;
+    let mut observation = observe(swarm, &ctx.client).await?;
     let changed_at = observation.status.changed_at.clone();
-    let plan = plan::plan(&observation);
-    apply(swarm, &plan, ctx).await?;
+    let plan = plan_checked(swarm, &mut observation, ctx).await?;
+    crate::apply::apply(swarm, &observation, &plan, ctx).await?;
     for event in &plan.events {
         publish(ctx, swarm, event.warning, &event.reason, &event.note).await;
     }
@@ -932,6 +719,27 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
     })
 }
 
+/// Plans; if the plan would write ConfigMaps observe did not see, looks them up first and,
+/// when one belongs to someone else, plans again knowing it.
+async fn plan_checked(
+    swarm: &Swarm,
+    observation: &mut Observation,
+    ctx: &Context,
+) -> Result<plan::Plan, Error> {
+    let plan = plan::plan(observation);
+    let unchecked = plan::unchecked_targets(observation, &plan.operations);
+    if unchecked.is_empty() {
+        return Ok(plan);
+    }
+    let namespace = swarm.namespace().unwrap_or_default();
+    let cm_api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    let uid = swarm.uid().unwrap_or_default();
+    if check_targets(&cm_api, &uid, unchecked, observation).await? {
+        return Ok(plan::plan(observation));
+    }
+    Ok(plan)
+}
+
 /// What to do after a failed reconcile: count it, say it, retry soon.
 pub fn error_policy(swarm: Arc<Swarm>, error: &Error, ctx: Arc<Context>) -> Action {
     warn!(swarm = %swarm.name_any(), %error, "reconcile failed");
@@ -947,28 +755,6 @@ pub fn error_policy(swarm: Arc<Swarm>, error: &Error, ctx: Arc<Context>) -> Acti
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_large_slice_is_stored_gzip_compressed_in_binary_data_and_read_back() {
-        let text: String = (0..100_000).map(|i| format!("- stream:{i:08}\n")).collect();
-        assert!(text.len() > MAX_PLAIN_BYTES);
-        let (data, binary) = text_payload("slice.yaml", &text);
-        assert_eq!(data, json!({}));
-        let cm: ConfigMap = serde_json::from_value(json!({
-            "metadata": {"name": "x"},
-            "binaryData": binary,
-        }))
-        .unwrap();
-        assert!(cm.binary_data.as_ref().unwrap()["slice.yaml.gz"].0.len() < MAX_PLAIN_BYTES);
-        assert_eq!(read_text(&cm, "slice.yaml").as_deref(), Some(text.as_str()));
-    }
-
-    #[test]
-    fn a_small_slice_is_stored_as_plain_text() {
-        let (data, binary) = text_payload("slice.yaml", "jobs: []\n");
-        assert_eq!(data, json!({"slice.yaml": "jobs: []\n"}));
-        assert_eq!(binary, json!({}));
-    }
 
     #[test]
     fn every_error_has_a_distinct_category() {

@@ -23,8 +23,10 @@ async fn failed_configmap_writes_are_reported_and_retried_until_the_revision_is_
         (status.phase.as_deref() == Some("Ready")).then_some(())
     })
     .await;
+    // A new revision's history ConfigMap is created (the Swarm does not own one of that
+    // name yet), so the injected failures hit its creation.
     env.faults()
-        .fail_next(3, Some("patch"), Some("configmaps"), 500);
+        .fail_next(3, Some("create"), Some("configmaps"), 500);
     env.kubectl(&["scale", "statefulset", "worker", "--replicas=3"])
         .await;
     eventually("revision 2 in force despite the failures", WAIT, || async {
@@ -38,7 +40,6 @@ async fn failed_configmap_writes_are_reported_and_retried_until_the_revision_is_
     })
     .await;
     let (ok, events) = env.kubectl_status(&["get", "events", "-o", "yaml"]).await;
-    // The history ConfigMap is written first, so the injected failures hit it.
     assert!(
         ok && events.contains("WriteRevisionFailed"),
         "no WriteRevisionFailed Event:\n{events}"

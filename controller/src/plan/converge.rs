@@ -210,6 +210,16 @@ fn member_step(
     if let Err(problem) = held {
         writes.slice_problems.push(problem.clone());
     }
+    let edited_by = (0..object.map_or(1, |object| object.parts.max(1))).find_map(|part| {
+        obs.edited_config_maps
+            .get(&shoal_core::names::slice_configmap_part(name, part))
+    });
+    if let Some(editor) = edited_by {
+        writes.slice_problems.push(format!(
+            "slice ConfigMap {} of member {name} was changed by {editor}",
+            shoal_core::names::slice_configmap(name)
+        ));
+    }
     if object.is_none() && target_jobs.is_some() && written_before(obs, name) {
         writes.slice_problems.push(format!(
             "slice ConfigMap {} of member {name} was deleted",
@@ -269,7 +279,11 @@ fn member_step(
         writes.unsettled.push(name.to_owned());
         return;
     }
-    let held_hash = held_slice.map(|slice| slice.hash.as_str());
+    // An edited slice is written back even when its jobs are the target's, so that what
+    // the member reads is again what Shoal wrote.
+    let held_hash = held_slice
+        .map(|slice| slice.hash.as_str())
+        .filter(|_| edited_by.is_none());
     if target_jobs.is_some() && held_hash != Some(canonical_hash(want).as_str()) {
         let slice = Slice::new(obs.swarm.clone(), name.to_owned(), revision, want.clone());
         writes.grants.push((

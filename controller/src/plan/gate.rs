@@ -131,10 +131,17 @@ impl GateOutcome {
         }
     }
 
-    /// A new revision number.
-    fn next_revision(&mut self) -> u64 {
-        self.status.latest_revision = self.status.latest_revision.saturating_add(1);
-        self.status.latest_revision
+    /// A new revision number, skipping numbers whose history ConfigMap name is taken by
+    /// an object this Swarm does not own.
+    fn next_revision(&mut self, obs: &Observation) -> u64 {
+        loop {
+            self.status.latest_revision = self.status.latest_revision.saturating_add(1);
+            if self.status.latest_revision == u64::MAX
+                || super::ownership::revision_name_free(obs, self.status.latest_revision)
+            {
+                return self.status.latest_revision;
+            }
+        }
     }
 }
 
@@ -236,8 +243,8 @@ fn propose(
         Some(pending) if pending.hash == desired_hash => {
             (pending.revision, pending.summary.supersedes)
         }
-        Some(pending) => (outcome.next_revision(), Some(pending.revision)),
-        None => (outcome.next_revision(), None),
+        Some(pending) => (outcome.next_revision(obs), Some(pending.revision)),
+        None => (outcome.next_revision(obs), None),
     };
     let summary = summarize(obs, roster, in_force, &desired, supersedes);
     let approved_by_annotation = approval

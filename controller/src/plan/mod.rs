@@ -48,11 +48,13 @@ mod gate;
 mod history;
 mod inputs;
 mod members;
+mod ownership;
 mod status;
 
 pub use gate::{MAX_REVISION, approval_value};
 pub use history::{REVISION_DATA_KEY, RevisionRecord, replay};
 pub use inputs::{DEFAULT_VNODES, job_list, parse_duration, strategy_of};
+pub use ownership::unchecked_targets;
 
 /// Annotation approving a pending revision.
 pub const APPROVE_ANNOTATION: &str = "shoal.dev/approve";
@@ -181,6 +183,17 @@ pub struct Observation {
     pub history: BTreeMap<u64, RevisionRecord>,
     /// The index ConfigMap's `config.yml`, if any.
     pub index: Option<String>,
+    /// ConfigMaps this Swarm owns (a controller ownerReference to its uid): name → uid.
+    /// Slices, history and index are read from these only, and only these are written
+    /// over or deleted.
+    pub owned_config_maps: BTreeMap<String, String>,
+    /// ConfigMaps with a name the plan would use that this Swarm does not own: name →
+    /// who owns it. They are never written or deleted.
+    pub foreign_config_maps: BTreeMap<String, String>,
+    /// Owned ConfigMaps whose data someone other than the controller changed: name → that
+    /// field manager. Their content is not trusted (history records and the index are not
+    /// read); they are written back and reported.
+    pub edited_config_maps: BTreeMap<String, String>,
     /// Now.
     pub now: Timestamp,
 }
@@ -394,22 +407,13 @@ pub fn plan(obs: &Observation) -> Plan {
         gate.target.as_ref(),
         obs.status.current_revision,
     );
-    if !convergence.slice_problems.is_empty() {
-        events.push(PlannedEvent {
-            warning: true,
-            reason: "SliceRestored".to_owned(),
-            note: format!(
-                "putting back slices: {}",
-                convergence.slice_problems.join("; ")
-            ),
-        });
-    }
-
     let mut status = gate.status;
     status.jobs = convergence.jobs;
     announce_refusals(obs, refusals, &mut status, &mut events);
     let mut operations = gate.operations;
     operations.extend(convergence.operations);
+    ownership::guard(obs, &mut operations, &mut problems);
+    ownership::edits(obs, &mut operations, &mut problems);
     operations.extend(history::prune(
         obs,
         obs.spec.revision_history_limit,
@@ -477,3 +481,63 @@ pub fn slice_text(slice: &Slice) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// Carries out a plan's ConfigMap operations on an observation, in memory, as the I/O
+/// layer does on the cluster (written ConfigMaps become owned). Evictions are returned
+/// for the caller to simulate. For tests, previews and benchmarks.
+pub fn apply_in_memory(obs: &mut Observation, plan: &Plan) -> Vec<(String, String)> {
+    let mut evictions = Vec::new();
+    let own = |obs: &mut Observation, name: String| {
+        obs.foreign_config_maps.remove(&name);
+        obs.edited_config_maps.remove(&name);
+        obs.owned_config_maps
+            .insert(name.clone(), format!("uid-of-{name}"));
+    };
+    for operation in &plan.operations {
+        match operation {
+            Operation::WriteRevision(record) => {
+                obs.history.insert(record.revision, record.clone());
+                own(
+                    obs,
+                    shoal_core::names::revision_configmap(&obs.swarm, record.revision),
+                );
+            }
+            Operation::WriteSlice {
+                slice,
+                written_for_uid,
+                phase,
+                ..
+            } => {
+                obs.slices.insert(
+                    slice.member.clone(),
+                    SliceObject {
+                        text: Some(slice_text(slice)),
+                        written_for_uid: Some(written_for_uid.clone()),
+                        phase: Some((*phase).to_owned()),
+                        parts: 1,
+                        decode_error: None,
+                    },
+                );
+                own(obs, shoal_core::names::slice_configmap(&slice.member));
+            }
+            Operation::DeleteSlice { member, .. } => {
+                obs.slices.remove(member);
+                let name = shoal_core::names::slice_configmap(member);
+                obs.owned_config_maps.remove(&name);
+                obs.edited_config_maps.remove(&name);
+            }
+            Operation::WriteIndex { text } => {
+                obs.index = Some(text.clone());
+                own(obs, shoal_core::names::index_configmap(&obs.swarm));
+            }
+            Operation::PruneRevision { revision } => {
+                obs.history.remove(revision);
+                let name = shoal_core::names::revision_configmap(&obs.swarm, *revision);
+                obs.owned_config_maps.remove(&name);
+                obs.edited_config_maps.remove(&name);
+            }
+            Operation::Evict { pod, uid } => evictions.push((pod.clone(), uid.clone())),
+        }
+    }
+    evictions
+}

@@ -172,12 +172,19 @@ pub(super) fn conditions(
     if degraded.status == "True"
         && previous_degraded
             .is_none_or(|old| old.status != "True" || old.message != degraded.message)
-        && degraded.reason != "SliceEdited"
     {
-        events.push(PlannedEvent {
-            warning: true,
-            reason: degraded.reason.clone(),
-            note: degraded.message.clone(),
+        events.push(if degraded.reason == "SliceEdited" {
+            PlannedEvent {
+                warning: true,
+                reason: "SliceRestored".to_owned(),
+                note: format!("putting back slices: {}", degraded.message),
+            }
+        } else {
+            PlannedEvent {
+                warning: true,
+                reason: degraded.reason.clone(),
+                note: degraded.message.clone(),
+            }
         });
     }
     if degraded.status == "False" && previous_degraded.is_some_and(|old| old.status == "True") {

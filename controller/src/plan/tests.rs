@@ -76,6 +76,9 @@ impl Cluster {
                 leases: BTreeMap::new(),
                 history: BTreeMap::new(),
                 index: None,
+                owned_config_maps: BTreeMap::new(),
+                foreign_config_maps: BTreeMap::new(),
+                edited_config_maps: BTreeMap::new(),
                 now: t0(),
             },
             writes: Vec::new(),
@@ -102,45 +105,18 @@ impl Cluster {
             plan.operations
         );
         for operation in &plan.operations {
-            match operation {
-                Operation::WriteRevision(record) => {
-                    self.obs.history.insert(record.revision, record.clone());
-                }
-                Operation::WriteSlice {
-                    slice,
-                    written_for_uid,
-                    phase,
-                    ..
-                } => {
-                    self.writes.push(slice.member.clone());
-                    self.obs.slices.insert(
-                        slice.member.clone(),
-                        SliceObject {
-                            text: Some(slice_text(slice)),
-                            written_for_uid: Some(written_for_uid.clone()),
-                            phase: Some((*phase).to_owned()),
-                            parts: 1,
-                            decode_error: None,
-                        },
-                    );
-                }
-                Operation::DeleteSlice { member, .. } => {
-                    self.obs.slices.remove(member);
-                }
-                Operation::Evict { pod, uid } => {
-                    self.evicted.push(pod.clone());
-                    for pool in &mut self.obs.pools {
-                        for (ordinal, state) in &mut pool.pods {
-                            if format!("{}-{ordinal}", pool.name) == *pod && state.uid == *uid {
-                                // The replacement pod comes back Ready at once.
-                                state.uid = format!("{uid}-next");
-                            }
-                        }
+            if let Operation::WriteSlice { slice, .. } = operation {
+                self.writes.push(slice.member.clone());
+            }
+        }
+        for (pod, uid) in apply_in_memory(&mut self.obs, &plan) {
+            self.evicted.push(pod.clone());
+            for pool in &mut self.obs.pools {
+                for (ordinal, state) in &mut pool.pods {
+                    if format!("{}-{ordinal}", pool.name) == pod && state.uid == uid {
+                        // The replacement pod comes back Ready at once.
+                        state.uid = format!("{uid}-next");
                     }
-                }
-                Operation::WriteIndex { text } => self.obs.index = Some(text.clone()),
-                Operation::PruneRevision { revision } => {
-                    self.obs.history.remove(revision);
                 }
             }
         }
@@ -1350,4 +1326,212 @@ fn a_job_configmap_past_the_yaml_parsers_default_budget_is_read_whole() {
         let read = job_list("demo", &spec(Vec::new()), &source).expect("the whole list");
         assert_eq!(read.len(), keys.len());
     }
+}
+
+#[test]
+fn a_configmap_of_someone_else_named_like_the_index_is_left_alone_and_reported() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 2);
+    cluster
+        .obs
+        .foreign_config_maps
+        .insert("demo".to_owned(), "it has no controller owner".to_owned());
+    let plans = cluster.settle();
+    assert!(
+        plans
+            .iter()
+            .flat_map(|plan| &plan.operations)
+            .all(|operation| !matches!(operation, Operation::WriteIndex { .. })),
+        "the index was written over a ConfigMap the Swarm does not own"
+    );
+    // Everything else is in force.
+    assert_eq!(all_jobs_once(&cluster), jobs(10));
+    let degraded = cluster.condition("Degraded");
+    assert_eq!(degraded.reason, "OwnershipConflict");
+    assert!(
+        degraded
+            .message
+            .contains("ConfigMap demo exists and is not owned by Swarm demo")
+            && degraded.message.contains("no controller owner"),
+        "{}",
+        degraded.message
+    );
+    assert!(
+        plans.iter().any(|plan| plan
+            .events
+            .iter()
+            .any(|event| event.warning && event.reason == "OwnershipConflict")),
+        "no Warning Event"
+    );
+}
+
+#[test]
+fn a_slice_configmap_of_someone_else_is_not_written_and_its_member_is_granted_nothing() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 2);
+    cluster.obs.foreign_config_maps.insert(
+        "worker-1-slice".to_owned(),
+        "it is owned by Swarm other".to_owned(),
+    );
+    let plans = cluster.settle();
+    let written: Vec<&str> = plans
+        .iter()
+        .flat_map(|plan| &plan.operations)
+        .filter_map(|operation| match operation {
+            Operation::WriteSlice { slice, .. } => Some(slice.member.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(!written.contains(&"worker-1"), "{written:?}");
+    assert!(written.contains(&"worker-0"));
+    let degraded = cluster.condition("Degraded");
+    assert_eq!(degraded.reason, "OwnershipConflict");
+    assert!(
+        degraded.message.contains("Swarm other"),
+        "{}",
+        degraded.message
+    );
+}
+
+#[test]
+fn a_deletion_of_a_slice_the_swarm_does_not_own_is_never_planned() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 3);
+    cluster.settle();
+    // worker-2's slice was replaced by someone else's ConfigMap of that name.
+    cluster.obs.owned_config_maps.remove("worker-2-slice");
+    cluster.scale(2);
+    for pool in &mut cluster.obs.pools {
+        pool.pods.remove(&2);
+    }
+    let plans = cluster.settle();
+    assert!(
+        plans
+            .iter()
+            .flat_map(|plan| &plan.operations)
+            .all(|operation| !matches!(
+                operation,
+                Operation::DeleteSlice { member, .. } if member == "worker-2"
+            )),
+        "a ConfigMap the Swarm does not own was deleted"
+    );
+}
+
+#[test]
+fn a_revision_number_whose_history_name_is_taken_is_skipped() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 2);
+    cluster.obs.foreign_config_maps.insert(
+        "demo-rev-1".to_owned(),
+        "it has no controller owner".to_owned(),
+    );
+    let plan = cluster.step();
+    assert_eq!(plan.applied_revision, Some(2));
+    assert!(cluster.obs.history.contains_key(&2));
+}
+
+#[test]
+fn names_a_plan_writes_that_are_neither_owned_nor_known_foreign_are_to_be_checked() {
+    let cluster = Cluster::new(spec(jobs(10)), 2);
+    let plan = plan(&cluster.obs);
+    let unchecked = unchecked_targets(&cluster.obs, &plan.operations);
+    assert_eq!(
+        unchecked.into_iter().collect::<Vec<_>>(),
+        ["demo-rev-1", "worker-0-slice", "worker-1-slice"],
+        "the first pass writes the history record and grants every slice"
+    );
+    let mut cluster = cluster;
+    cluster.settle();
+    let converged = super::plan(&cluster.obs);
+    assert!(unchecked_targets(&cluster.obs, &converged.operations).is_empty());
+}
+
+#[test]
+fn a_slice_edited_by_hand_with_a_correct_hash_is_written_back_and_reported_once() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 2);
+    cluster.settle();
+    let mine = cluster.slice_of("worker-0");
+    let theirs = cluster.slice_of("worker-1");
+    // A careful hand: worker-1's first job added to worker-0's slice, hash recomputed.
+    let mut edited = mine.clone();
+    edited.push(theirs[0].clone());
+    let edited = Slice::new(
+        "demo".to_owned(),
+        "worker-0".to_owned(),
+        1,
+        JobSet::parse(edited).unwrap(),
+    );
+    cluster.obs.slices.get_mut("worker-0").unwrap().text = Some(slice_text(&edited));
+    cluster
+        .obs
+        .edited_config_maps
+        .insert("worker-0-slice".to_owned(), "kubectl-edit".to_owned());
+    let plan = cluster.step();
+    assert_eq!(reasons(&plan), ["SliceRestored"]);
+    assert!(
+        plan.events[0].note.contains("changed by kubectl-edit"),
+        "{}",
+        plan.events[0].note
+    );
+    assert_eq!(cluster.condition("Degraded").reason, "SliceEdited");
+    assert_eq!(
+        cluster.slice_of("worker-0"),
+        mine,
+        "the added job was not revoked"
+    );
+    let rest = cluster.settle();
+    assert!(
+        rest.iter()
+            .flat_map(|plan| &plan.events)
+            .all(|event| event.reason != "SliceRestored"),
+        "reported twice"
+    );
+    assert_eq!(cluster.condition("Degraded").status, "False");
+
+    // An edit that changes nothing is written back all the same (to take the data back).
+    cluster
+        .obs
+        .edited_config_maps
+        .insert("worker-1-slice".to_owned(), "kubectl-patch".to_owned());
+    let plan = cluster.step();
+    assert!(
+        plan.operations.iter().any(|operation| matches!(
+            operation,
+            Operation::WriteSlice { slice, .. } if slice.member == "worker-1"
+        )),
+        "{:?}",
+        plan.operations
+    );
+}
+
+#[test]
+fn an_edited_history_record_is_not_read_and_an_old_one_is_deleted() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 2);
+    cluster.settle();
+    cluster.obs.spec.jobs = jobs(12);
+    cluster.settle();
+    assert_eq!(cluster.obs.status.current_revision, 2);
+    // observe leaves out the records someone else changed.
+    cluster.obs.history.remove(&1);
+    cluster
+        .obs
+        .edited_config_maps
+        .insert("demo-rev-1".to_owned(), "kubectl-edit".to_owned());
+    let plan = cluster.step();
+    assert!(
+        plan.operations
+            .contains(&Operation::PruneRevision { revision: 1 })
+    );
+    let degraded = cluster.condition("Degraded");
+    assert_eq!(degraded.reason, "ConfigMapEdited");
+    assert!(degraded.message.contains("demo-rev-1") && degraded.message.contains("kubectl-edit"));
+    // The record of the revision in force, edited, is written back from the inputs.
+    cluster.obs.history.remove(&2);
+    cluster
+        .obs
+        .edited_config_maps
+        .insert("demo-rev-2".to_owned(), "kubectl-edit".to_owned());
+    let plan = cluster.step();
+    assert!(plan.operations.iter().any(|operation| matches!(
+        operation,
+        Operation::WriteRevision(record) if record.revision == 2
+    )));
+    cluster.settle();
+    assert_eq!(cluster.condition("Degraded").status, "False");
 }

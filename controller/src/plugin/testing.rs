@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use shoal_core::format::parse_slice;
 
 use crate::crd::{SwarmSpec, SwarmStatus};
-use crate::plan::{self, JobSource, Observation, Operation, PodState, PoolState, SliceObject};
+use crate::plan::{self, JobSource, Observation, PodState, PoolState};
 
 /// A pool of `replicas` Ready pods.
 pub(crate) fn pool(name: &str, replicas: u32) -> PoolState {
@@ -44,6 +44,9 @@ pub(crate) fn observation(jobs: usize, pools: Vec<PoolState>) -> Observation {
         leases: BTreeMap::new(),
         history: BTreeMap::new(),
         index: None,
+        owned_config_maps: BTreeMap::new(),
+        foreign_config_maps: BTreeMap::new(),
+        edited_config_maps: BTreeMap::new(),
         now: "2026-01-01T00:00:00Z".parse().unwrap(),
     }
 }
@@ -56,33 +59,7 @@ pub(crate) fn converge(obs: &mut Observation) {
         if next.operations.is_empty() {
             return;
         }
-        for operation in next.operations {
-            match operation {
-                Operation::WriteRevision(record) => {
-                    obs.history.insert(record.revision, record);
-                }
-                Operation::WriteSlice { slice, phase, .. } => {
-                    obs.slices.insert(
-                        slice.member.clone(),
-                        SliceObject {
-                            text: Some(plan::slice_text(&slice)),
-                            written_for_uid: None,
-                            phase: Some(phase.to_owned()),
-                            parts: 1,
-                            decode_error: None,
-                        },
-                    );
-                }
-                Operation::DeleteSlice { member, .. } => {
-                    obs.slices.remove(&member);
-                }
-                Operation::WriteIndex { text } => obs.index = Some(text),
-                Operation::PruneRevision { revision } => {
-                    obs.history.remove(&revision);
-                }
-                Operation::Evict { .. } => {}
-            }
-        }
+        plan::apply_in_memory(obs, &next);
     }
     panic!("no convergence in 20 plans");
 }

@@ -1,0 +1,498 @@
+//! Carrying out a plan: history and index first, then the status (the commit
+//! point of an approval), then slices, evictions and pruning.
+//!
+//! Only ConfigMaps this Swarm owns are written over (server-side apply, one
+//! field manager) or deleted (with the uid seen as precondition). A name the
+//! Swarm does not own yet is created, never applied over: if someone else
+//! took it in the meantime, the create fails and nothing of theirs changes.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+use shoal_core::{MemberId, Slice, format, names};
+use tracing::info;
+
+use crate::crd::Swarm;
+use crate::plan::{
+    Observation, Operation, PHASE_ANNOTATION, Plan, REVISION_DATA_KEY, RevisionRecord,
+    WRITTEN_FOR_UID_ANNOTATION,
+};
+use crate::reconcile::{Context, Error, FIELD_MANAGER, MAX_PLAIN_BYTES, gzip, publish};
+
+/// Writes and deletes the ConfigMaps of one Swarm, only those it owns.
+struct ConfigMaps<'a> {
+    api: Api<ConfigMap>,
+    swarm: &'a Swarm,
+    owned: &'a BTreeMap<String, String>,
+    ctx: &'a Context,
+}
+
+/// How a ConfigMap write failed.
+enum WriteFailure {
+    /// The API refused or failed.
+    Api(kube::Error),
+    /// The name was taken by someone else between looking and writing.
+    Taken,
+}
+
+impl ConfigMaps<'_> {
+    fn body(
+        &self,
+        name: &str,
+        labels: BTreeMap<String, String>,
+        annotations: BTreeMap<String, String>,
+        (data, binary_data): (serde_json::Value, serde_json::Value),
+    ) -> serde_json::Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": self.swarm.namespace(),
+                "labels": labels,
+                "annotations": annotations,
+                "ownerReferences": self.swarm.controller_owner_ref(&()).into_iter().collect::<Vec<_>>(),
+            },
+            "data": data,
+            "binaryData": binary_data,
+        })
+    }
+
+    /// Server-side applies an owned ConfigMap; creates one not owned yet.
+    async fn write(&self, name: &str, body: serde_json::Value) -> Result<(), WriteFailure> {
+        self.ctx.metrics.wrote("configmap");
+        if self.owned.contains_key(name) {
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            return self
+                .api
+                .patch(name, &params, &Patch::Apply(body))
+                .await
+                .map(|_| ())
+                .map_err(WriteFailure::Api);
+        }
+        let object: ConfigMap = serde_json::from_value(body)
+            .map_err(|error| WriteFailure::Api(kube::Error::SerdeError(error)))?;
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        match self.api.create(&params, &object).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => Err(WriteFailure::Taken),
+            Err(error) => Err(WriteFailure::Api(error)),
+        }
+    }
+
+    /// Deletes an owned ConfigMap, only if it is still the one seen (same uid).
+    async fn delete(&self, name: &str) -> Result<(), kube::Error> {
+        let Some(uid) = self.owned.get(name) else {
+            return Ok(());
+        };
+        self.ctx.metrics.wrote("configmap");
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self.api.delete(name, &params).await {
+            Ok(_) => Ok(()),
+            // Gone already, or replaced by another object since: not ours to delete.
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    fn swarm_labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([(names::LABEL_SWARM.to_owned(), self.swarm.name_any())])
+    }
+}
+
+impl WriteFailure {
+    fn into_error(self, name: &str, swarm: &str, wrap: impl FnOnce(kube::Error) -> Error) -> Error {
+        match self {
+            WriteFailure::Api(source) => wrap(source),
+            WriteFailure::Taken => Error::NotOwned {
+                name: name.to_owned(),
+                swarm: swarm.to_owned(),
+            },
+        }
+    }
+}
+
+/// Puts `text` under `key` in `data`, or gzip-compressed under `<key>.gz` in `binaryData` when large.
+pub(crate) fn text_payload(key: &str, text: &str) -> (serde_json::Value, serde_json::Value) {
+    use k8s_openapi::ByteString;
+    if text.len() <= MAX_PLAIN_BYTES {
+        (json!({ key: text }), json!({}))
+    } else {
+        let compressed = ByteString(gzip(text));
+        (json!({}), json!({ format!("{key}.gz"): compressed }))
+    }
+}
+
+/// Carries out one plan (see the module docs for the order).
+pub async fn apply(
+    swarm: &Swarm,
+    observation: &Observation,
+    plan: &Plan,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let name = swarm.name_any();
+    let namespace = swarm
+        .namespace()
+        .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
+    let config_maps = ConfigMaps {
+        api: Api::namespaced(ctx.client.clone(), &namespace),
+        swarm,
+        owned: &observation.owned_config_maps,
+        ctx,
+    };
+    // Before the status: the history record (an approval's inputs must exist before the
+    // status names the revision) and the index (planned only once every slice is in
+    // place, so that a Swarm reported Ready always has its index).
+    for operation in &plan.operations {
+        match operation {
+            Operation::WriteRevision(record) => write_revision(&config_maps, record).await?,
+            Operation::WriteIndex { text } => write_index(&config_maps, text).await?,
+            _ => {}
+        }
+    }
+    write_status(swarm, plan, ctx).await?;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    for operation in &plan.operations {
+        match operation {
+            Operation::WriteSlice {
+                member,
+                slice,
+                written_for_uid,
+                phase,
+                previous_parts,
+            } => {
+                let annotations = BTreeMap::from([
+                    (
+                        WRITTEN_FOR_UID_ANNOTATION.to_owned(),
+                        written_for_uid.clone(),
+                    ),
+                    (PHASE_ANNOTATION.to_owned(), (*phase).to_owned()),
+                ]);
+                write_slice(&config_maps, member, slice, annotations, *previous_parts).await?;
+            }
+            Operation::DeleteSlice { member, parts } => {
+                for part in (0..(*parts).max(1)).rev() {
+                    let cm_name = names::slice_configmap_part(member, part);
+                    config_maps
+                        .delete(&cm_name)
+                        .await
+                        .map_err(|source| Error::DeleteSlice {
+                            name: cm_name,
+                            source,
+                        })?;
+                }
+            }
+            Operation::Evict { pod, uid } => evict(swarm, &pods, pod, uid, ctx).await?,
+            Operation::PruneRevision { revision } => {
+                let cm_name = names::revision_configmap(&name, *revision);
+                config_maps
+                    .delete(&cm_name)
+                    .await
+                    .map_err(|source| Error::PruneRevision {
+                        name: cm_name,
+                        source,
+                    })?;
+            }
+            Operation::WriteRevision(_) | Operation::WriteIndex { .. } => {}
+        }
+    }
+    Ok(())
+}
+
+async fn write_revision(
+    config_maps: &ConfigMaps<'_>,
+    record: &RevisionRecord,
+) -> Result<(), Error> {
+    let swarm = config_maps.swarm.name_any();
+    let cm_name = names::revision_configmap(&swarm, record.revision);
+    tracing::debug!(
+        revision = record.revision,
+        hash = %record.hash,
+        members = record.members.len(),
+        unavailable = record.unavailable.len(),
+        "writing revision history"
+    );
+    let serialize = |record: &RevisionRecord| {
+        serde_json::to_string(record).map_err(|source| Error::SerializeRevision {
+            revision: record.revision,
+            source,
+        })
+    };
+    let mut text = serialize(record)?;
+    if text.len() > MAX_PLAIN_BYTES && gzip(&text).len() > MAX_PLAIN_BYTES {
+        // Too large even compressed: keep the inputs but the job list.
+        let mut trimmed = record.clone();
+        trimmed.jobs.clear();
+        trimmed.jobs_omitted = true;
+        text = serialize(&trimmed)?;
+    }
+    let mut labels = config_maps.swarm_labels();
+    labels.insert(names::LABEL_REVISION_HISTORY.to_owned(), "true".to_owned());
+    labels.insert(
+        names::LABEL_REVISION.to_owned(),
+        record.revision.to_string(),
+    );
+    let body = config_maps.body(
+        &cm_name,
+        labels,
+        BTreeMap::new(),
+        text_payload(REVISION_DATA_KEY, &text),
+    );
+    config_maps.write(&cm_name, body).await.map_err(|failure| {
+        failure.into_error(&cm_name, &swarm, |source| Error::WriteRevision {
+            name: cm_name.clone(),
+            source,
+        })
+    })
+}
+
+async fn write_index(config_maps: &ConfigMaps<'_>, text: &str) -> Result<(), Error> {
+    let swarm = config_maps.swarm.name_any();
+    let cm_name = names::index_configmap(&swarm);
+    let body = config_maps.body(
+        &cm_name,
+        config_maps.swarm_labels(),
+        BTreeMap::new(),
+        text_payload(names::INDEX_DATA_KEY, text),
+    );
+    config_maps.write(&cm_name, body).await.map_err(|failure| {
+        failure.into_error(&cm_name, &swarm, |source| Error::WriteIndex {
+            name: cm_name.clone(),
+            source,
+        })
+    })
+}
+
+/// The status, as a merge patch with explicit nulls: fields that became absent (a
+/// pending revision that was applied, a refusal no longer standing) are removed outright.
+async fn write_status(swarm: &Swarm, plan: &Plan, ctx: &Context) -> Result<(), Error> {
+    if swarm.status.as_ref() == Some(&plan.status) {
+        return Ok(());
+    }
+    let name = swarm.name_any();
+    let mut status = serde_json::to_value(&plan.status).unwrap_or_else(|_| json!({}));
+    if let Some(fields) = status.as_object_mut() {
+        for optional in [
+            "observedGeneration",
+            "currentHash",
+            "pendingRevision",
+            "changedAt",
+            "ready",
+            "phase",
+            "lastError",
+            "refusedAnnotations",
+        ] {
+            fields.entry(optional).or_insert(serde_json::Value::Null);
+        }
+        // A merge patch merges maps key by key: a refusal that no longer stands needs its null.
+        let previous = swarm
+            .status
+            .as_ref()
+            .map(|status| status.refused_annotations.clone())
+            .unwrap_or_default();
+        if let Some(refused) = fields.get_mut("refusedAnnotations")
+            && let Some(refused) = refused.as_object_mut()
+        {
+            let gone: Vec<String> = previous
+                .into_keys()
+                .filter(|key| !refused.contains_key(key))
+                .collect();
+            for key in gone {
+                refused.insert(key, serde_json::Value::Null);
+            }
+        }
+    }
+    ctx.metrics.wrote("status");
+    let swarms: Api<Swarm> =
+        Api::namespaced(ctx.client.clone(), &swarm.namespace().unwrap_or_default());
+    swarms
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::WriteStatus {
+            swarm: name.clone(),
+            source,
+        })
+}
+
+/// Writes a member's slice (plain, gzip, or split into parts, the first part last so that
+/// a reader following its parts annotation finds every part already written), then
+/// deletes parts the slice no longer needs.
+async fn write_slice(
+    config_maps: &ConfigMaps<'_>,
+    member: &MemberId,
+    slice: &Slice,
+    mut annotations: BTreeMap<String, String>,
+    previous_parts: usize,
+) -> Result<(), Error> {
+    let swarm = config_maps.swarm.name_any();
+    let pod = member.pod_name();
+    let mut labels = config_maps.swarm_labels();
+    labels.insert(names::LABEL_POOL.to_owned(), member.pool.clone());
+    labels.insert(names::LABEL_MEMBER.to_owned(), pod.clone());
+    labels.insert(names::LABEL_REVISION.to_owned(), slice.revision.to_string());
+    // (ConfigMap name, data, binaryData).
+    let mut writes: Vec<(String, serde_json::Value, serde_json::Value)> = Vec::new();
+    let parts = match format::encode_slice(slice) {
+        format::EncodedSlice::Plain(text) => {
+            writes.push((
+                names::slice_configmap(&pod),
+                json!({ names::SLICE_DATA_KEY: text }),
+                json!({}),
+            ));
+            1
+        }
+        format::EncodedSlice::Gzip(bytes) => {
+            writes.push((
+                names::slice_configmap(&pod),
+                json!({}),
+                json!({ names::SLICE_GZIP_DATA_KEY: k8s_openapi::ByteString(bytes) }),
+            ));
+            1
+        }
+        format::EncodedSlice::Split(chunks) => {
+            let count = chunks.len();
+            annotations.insert(names::ANNOTATION_PARTS.to_owned(), count.to_string());
+            for (part, chunk) in chunks.into_iter().enumerate().rev() {
+                writes.push((
+                    names::slice_configmap_part(&pod, part),
+                    json!({}),
+                    json!({ format::part_data_key(part): k8s_openapi::ByteString(chunk) }),
+                ));
+            }
+            count
+        }
+    };
+    tracing::debug!(
+        member = %pod,
+        revision = slice.revision,
+        hash = %slice.hash,
+        jobs = slice.jobs.len(),
+        "writing slice"
+    );
+    for (cm_name, data, binary_data) in writes {
+        let first = cm_name == names::slice_configmap(&pod);
+        let body = config_maps.body(
+            &cm_name,
+            labels.clone(),
+            if first {
+                annotations.clone()
+            } else {
+                BTreeMap::new()
+            },
+            (data, binary_data),
+        );
+        config_maps.write(&cm_name, body).await.map_err(|failure| {
+            failure.into_error(&cm_name, &swarm, |source| Error::WriteSlice {
+                name: cm_name.clone(),
+                source,
+            })
+        })?;
+    }
+    for stale in parts..previous_parts {
+        let cm_name = names::slice_configmap_part(&pod, stale);
+        config_maps
+            .delete(&cm_name)
+            .await
+            .map_err(|source| Error::DeleteSlice {
+                name: cm_name,
+                source,
+            })?;
+    }
+    config_maps.ctx.metrics.slices_written.inc();
+    Ok(())
+}
+
+/// Restarts a pod through the eviction API, only if it still has this uid.
+async fn evict(
+    swarm: &Swarm,
+    pods: &Api<Pod>,
+    pod: &str,
+    uid: &str,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let params = EvictParams {
+        delete_options: Some(DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        }),
+        post_options: PostParams::default(),
+    };
+    ctx.metrics.wrote("eviction");
+    match pods.evict(pod, &params).await {
+        Ok(_) => {
+            ctx.metrics.members_restarted.inc();
+            publish(
+                ctx,
+                swarm,
+                false,
+                "MemberRestarted",
+                &format!("evicted pod {pod} (uid {uid}) so that it starts with its new slice"),
+            )
+            .await;
+            Ok(())
+        }
+        // 429: a PodDisruptionBudget forbids it now; 404/409: the pod is already gone
+        // or replaced. Either way the next reconcile looks again.
+        Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 429) => {
+            info!(
+                pod,
+                code = status.code,
+                "eviction not done now: {}",
+                status.message
+            );
+            Ok(())
+        }
+        Err(source) => Err(Error::Evict {
+            pod: pod.to_owned(),
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::read_text;
+
+    #[test]
+    fn a_large_slice_is_stored_gzip_compressed_in_binary_data_and_read_back() {
+        let text: String = (0..100_000).map(|i| format!("- stream:{i:08}\n")).collect();
+        assert!(text.len() > MAX_PLAIN_BYTES);
+        let (data, binary) = text_payload("slice.yaml", &text);
+        assert_eq!(data, json!({}));
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "x"},
+            "binaryData": binary,
+        }))
+        .unwrap();
+        assert!(cm.binary_data.as_ref().unwrap()["slice.yaml.gz"].0.len() < MAX_PLAIN_BYTES);
+        assert_eq!(read_text(&cm, "slice.yaml").as_deref(), Some(text.as_str()));
+    }
+
+    #[test]
+    fn a_small_slice_is_stored_as_plain_text() {
+        let (data, binary) = text_payload("slice.yaml", "jobs: []\n");
+        assert_eq!(data, json!({"slice.yaml": "jobs: []\n"}));
+        assert_eq!(binary, json!({}));
+    }
+}
