@@ -193,8 +193,9 @@ fn default_max_unavailable() -> u32 {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct FailoverSpec {
-    /// How long a member may be unavailable before its jobs move, e.g. `30s`, `5m`, `1h`.
-    /// Unset: jobs never move because a member is unavailable (only scaling moves them).
+    /// How long a member may be unavailable (pod not Ready, or its Lease not renewed) before
+    /// its jobs move to the other members, e.g. `30s`, `5m`, `1h`. Default `5m`. A member
+    /// is granted jobs only while its pod is Ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
 }

@@ -9,6 +9,7 @@
 pub mod apply;
 pub mod crd;
 pub mod events;
+pub mod lease_clock;
 pub mod metrics;
 pub mod plan;
 pub mod plugin;

@@ -35,6 +35,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// How the controller runs.
     pub settings: crate::Settings,
+    /// Member Lease liveness on this controller's clock.
+    pub lease_clock: crate::lease_clock::LeaseClock,
 }
 
 /// Why a reconcile failed. One variant per failing step.
@@ -222,61 +224,9 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
             source,
         })?;
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-    let pods = pod_api
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| Error::ListPods {
-            swarm: name.clone(),
-            source,
-        })?;
     let mut pools = Vec::new();
     for sts in &statefulsets.items {
-        let pool_name = sts.name_any();
-        let replicas = sts
-            .spec
-            .as_ref()
-            .and_then(|spec| spec.replicas)
-            .unwrap_or(1)
-            .max(0) as u32;
-        let mut pool_pods = BTreeMap::new();
-        for pod in &pods.items {
-            let owned = pod
-                .owner_references()
-                .iter()
-                .any(|owner| owner.kind == "StatefulSet" && owner.name == pool_name);
-            let pod_name = pod.name_any();
-            let Some(ordinal) = pod_name
-                .strip_prefix(&format!("{pool_name}-"))
-                .and_then(|ordinal| ordinal.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if !owned {
-                continue;
-            }
-            let ready = pod
-                .status
-                .as_ref()
-                .and_then(|status| status.conditions.as_ref())
-                .is_some_and(|conditions| {
-                    conditions
-                        .iter()
-                        .any(|condition| condition.type_ == "Ready" && condition.status == "True")
-                });
-            pool_pods.insert(
-                ordinal,
-                PodState {
-                    uid: pod.uid().unwrap_or_default(),
-                    ready,
-                    deleting: pod.metadata.deletion_timestamp.is_some(),
-                },
-            );
-        }
-        pools.push(PoolState {
-            name: pool_name,
-            replicas,
-            pods: pool_pods,
-        });
+        pools.push(observe_pool(&pod_api, &name, sts).await?);
     }
 
     let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
@@ -378,9 +328,9 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
                 .map(move |ordinal| format!("{}-{ordinal}", pool.name))
         })
         .collect();
+    // Only Leases a sidecar labelled as a member's; bounded by the members of the namespace.
     let leases = lease_api
-        // Member Leases are few; selecting by name suffix avoids relying on existence selectors.
-        .list(&ListParams::default())
+        .list(&ListParams::default().labels(names::LABEL_MEMBER))
         .await
         .map_err(|source| Error::ListLeases {
             swarm: name.clone(),
@@ -394,19 +344,7 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         if !member_names.contains(&pod) {
             continue;
         }
-        let annotations = lease.annotations();
-        let spec = lease.spec.clone().unwrap_or_default();
-        member_leases.insert(
-            pod,
-            LeaseState {
-                acked_revision: annotations
-                    .get(names::ANNOTATION_ACKED_REVISION)
-                    .and_then(|revision| revision.parse().ok()),
-                acked_hash: annotations.get(names::ANNOTATION_ACKED_HASH).cloned(),
-                renew_time: spec.renew_time.map(|time| time.0),
-                duration_seconds: spec.lease_duration_seconds.map(i64::from),
-            },
-        );
+        member_leases.insert(pod, lease_state(&lease));
     }
 
     Ok(Observation {
@@ -426,6 +364,108 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         edited_config_maps,
         now: jiff::Timestamp::now(),
     })
+}
+
+/// One pool: its `spec.replicas` and its pods by ordinal, listed with the StatefulSet's own
+/// selector (never every pod of the namespace) and kept only if the StatefulSet owns them.
+async fn observe_pool(pods: &Api<Pod>, swarm: &str, sts: &StatefulSet) -> Result<PoolState, Error> {
+    let pool_name = sts.name_any();
+    let spec = sts.spec.as_ref();
+    let replicas = spec.and_then(|spec| spec.replicas).unwrap_or(1).max(0) as u32;
+    let mut pool = PoolState {
+        name: pool_name.clone(),
+        replicas,
+        pods: BTreeMap::new(),
+    };
+    let Some(selector) = spec.and_then(|spec| label_selector(&spec.selector)) else {
+        // A StatefulSet without a selector has no pods (the API server refuses one anyway).
+        return Ok(pool);
+    };
+    let listed = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::ListPods {
+            swarm: swarm.to_owned(),
+            source,
+        })?;
+    let sts_uid = sts.uid().unwrap_or_default();
+    for pod in &listed.items {
+        let owned = pod
+            .owner_references()
+            .iter()
+            .any(|owner| owner.kind == "StatefulSet" && owner.uid == sts_uid);
+        let ordinal = pod
+            .name_any()
+            .strip_prefix(&format!("{pool_name}-"))
+            .and_then(|ordinal| ordinal.parse::<u32>().ok());
+        let (true, Some(ordinal)) = (owned, ordinal) else {
+            continue;
+        };
+        let ready = pod
+            .status
+            .as_ref()
+            .and_then(|status| status.conditions.as_ref())
+            .is_some_and(|conditions| {
+                conditions
+                    .iter()
+                    .any(|condition| condition.type_ == "Ready" && condition.status == "True")
+            });
+        pool.pods.insert(
+            ordinal,
+            PodState {
+                uid: pod.uid().unwrap_or_default(),
+                ready,
+                deleting: pod.metadata.deletion_timestamp.is_some(),
+            },
+        );
+    }
+    Ok(pool)
+}
+
+/// A label selector as a list query (`a=b,c in (d,e),!f`), `None` when it selects nothing
+/// expressible (an empty selector would select every pod).
+fn label_selector(
+    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+) -> Option<String> {
+    let mut terms: Vec<String> = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    for expression in selector.match_expressions.iter().flatten() {
+        let values = expression.values.clone().unwrap_or_default().join(",");
+        terms.push(match expression.operator.as_str() {
+            "In" => format!("{} in ({values})", expression.key),
+            "NotIn" => format!("{} notin ({values})", expression.key),
+            "Exists" => expression.key.clone(),
+            "DoesNotExist" => format!("!{}", expression.key),
+            _ => return None,
+        });
+    }
+    (!terms.is_empty()).then(|| terms.join(","))
+}
+
+/// A member Lease as the plan reads it; `unchanged_since` is left for the caller's clock.
+fn lease_state(lease: &Lease) -> LeaseState {
+    let annotations = lease.annotations();
+    let spec = lease.spec.clone().unwrap_or_default();
+    LeaseState {
+        holder: spec.holder_identity.clone(),
+        pod_uid: lease
+            .owner_references()
+            .iter()
+            .find(|owner| owner.kind == "Pod")
+            .map(|owner| owner.uid.clone()),
+        acked_revision: annotations
+            .get(names::ANNOTATION_ACKED_REVISION)
+            .and_then(|revision| revision.parse().ok()),
+        acked_hash: annotations.get(names::ANNOTATION_ACKED_HASH).cloned(),
+        renew_time: spec.renew_time.map(|time| time.0),
+        duration_seconds: spec.lease_duration_seconds.map(i64::from),
+        version: lease.resource_version().unwrap_or_default(),
+        unchanged_since: None,
+    }
 }
 
 /// Whether this Swarm (by uid) is the ConfigMap's controller owner.
@@ -690,6 +730,12 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
     }
     let swarm = &fresh;
     let mut observation = observe(swarm, &ctx.client).await?;
+    for note in ctx
+        .lease_clock
+        .stamp(&namespace, &mut observation.leases, observation.now)
+    {
+        publish(ctx, swarm, true, "LeaseNotTrusted", &note).await;
+    }
     let changed_at = observation.status.changed_at.clone();
     let plan = plan_checked(swarm, &mut observation, ctx).await?;
     crate::apply::apply(swarm, &observation, &plan, ctx).await?;

@@ -92,6 +92,7 @@ pub async fn run(
         events: EventRecorders::new(client.clone(), reporter),
         metrics,
         settings: settings.clone(),
+        lease_clock: crate::lease_clock::LeaseClock::new(),
     });
 
     match &settings.leader_election {

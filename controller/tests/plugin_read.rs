@@ -47,7 +47,7 @@ async fn status_and_slices_after_convergence_show_what_the_cluster_holds() {
         ("worker-1", "sha256:0000".to_owned()),
     ] {
         env.apply(&format!(
-            "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: {pod}-member\n  annotations:\n    shoal.dev/acked-revision: \"1\"\n    shoal.dev/acked-hash: \"{hash}\"\nspec:\n  holderIdentity: {pod}\n  leaseDurationSeconds: 3600\n  renewTime: \"{renewed}\"\n"
+            "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: {pod}-member\n  labels:\n    shoal.dev/member: {pod}\n  annotations:\n    shoal.dev/acked-revision: \"1\"\n    shoal.dev/acked-hash: \"{hash}\"\nspec:\n  holderIdentity: {pod}\n  leaseDurationSeconds: 3600\n  renewTime: \"{renewed}\"\n"
         ))
         .await;
     }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -39,6 +39,9 @@ pub(crate) struct LeaseWriter {
     api: Api<Lease>,
     name: String,
     holder: String,
+    /// The pod as the Lease's owner: garbage-collected with it, and naming which pod
+    /// (not just which pod name) acknowledged.
+    owner: Option<OwnerReference>,
     duration_seconds: i32,
 }
 
@@ -47,12 +50,20 @@ impl LeaseWriter {
         client: kube::Client,
         namespace: &str,
         pod: &str,
+        pod_uid: Option<&str>,
         duration: Duration,
     ) -> LeaseWriter {
         LeaseWriter {
             api: Api::namespaced(client, namespace),
             name: names::member_lease(pod),
             holder: pod.to_string(),
+            owner: pod_uid.map(|uid| OwnerReference {
+                api_version: "v1".to_owned(),
+                kind: "Pod".to_owned(),
+                name: pod.to_owned(),
+                uid: uid.to_owned(),
+                ..OwnerReference::default()
+            }),
             duration_seconds: i32::try_from(duration.as_secs().max(1)).unwrap_or(i32::MAX),
         }
     }
@@ -69,11 +80,16 @@ impl LeaseWriter {
             );
             annotations.insert(names::ACKED_HASH.into(), ack.hash.clone().into());
         }
+        let mut metadata = serde_json::json!({
+            "labels": { names::MEMBER_LABEL: self.holder },
+            "annotations": annotations,
+        });
+        if let Some(owner) = &self.owner {
+            // A replacement pod of the same name takes the Lease over.
+            metadata["ownerReferences"] = serde_json::json!([owner]);
+        }
         let patch = serde_json::json!({
-            "metadata": {
-                "labels": { names::MEMBER_LABEL: self.holder },
-                "annotations": annotations,
-            },
+            "metadata": metadata,
             "spec": {
                 "holderIdentity": self.holder,
                 "leaseDurationSeconds": self.duration_seconds,
@@ -94,6 +110,7 @@ impl LeaseWriter {
     async fn create(&self, now: MicroTime, ack: Option<&AckTarget>) -> Result<(), kube::Error> {
         let mut lease = Lease::default();
         lease.metadata.name = Some(self.name.clone());
+        lease.metadata.owner_references = self.owner.clone().map(|owner| vec![owner]);
         lease.metadata.labels = Some(BTreeMap::from([(
             names::MEMBER_LABEL.to_string(),
             self.holder.clone(),

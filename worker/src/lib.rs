@@ -273,6 +273,7 @@ impl Worker {
             client.clone(),
             &shared.settings.pod_namespace,
             &shared.settings.pod_name,
+            shared.settings.pod_uid.as_deref(),
             shared.settings.lease_duration,
         );
         tasks.push((

@@ -18,6 +18,12 @@ pub struct Settings {
     #[arg(long, env = "POD_NAMESPACE")]
     pub pod_namespace: String,
 
+    /// This member's pod uid (downward API `metadata.uid`). The member Lease is then
+    /// owned by the pod: it goes when the pod goes, and the controller takes its
+    /// acknowledgements only for that very pod, not for a replacement of the same name.
+    #[arg(long, env = "POD_UID")]
+    pub pod_uid: Option<String>,
+
     /// Address of the localhost HTTP server (`/v1/slice`, `/v1/watch`,
     /// `/v1/ack`, `/healthz`, `/readyz`, `/metrics`). Port 0 picks a free port.
     #[arg(long, env = "SHOAL_LISTEN", default_value = "127.0.0.1:8765")]
@@ -99,6 +105,7 @@ impl Settings {
         Settings {
             pod_name: pod_name.into(),
             pod_namespace: pod_namespace.into(),
+            pod_uid: None,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             slice_file: None,
             exec: None,

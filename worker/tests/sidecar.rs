@@ -619,3 +619,50 @@ async fn dropping_a_worker_kills_its_exec_processes_at_once_like_a_dead_containe
     .await;
     assert!(read(&dir.path().join("a.log")).is_none() && read(&dir.path().join("b.log")).is_none());
 }
+
+#[tokio::test]
+async fn the_lease_of_a_pod_is_owned_by_it_and_goes_when_the_pod_goes() {
+    let cluster = Cluster::start().await;
+    let pod_name = "pool-9";
+    cluster
+        .kubectl(&[
+            "run",
+            pod_name,
+            "--image=registry.k8s.io/pause:3.10",
+            "--restart=Never",
+        ])
+        .await;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(cluster.client(), cluster.namespace());
+    let uid = pods.get(pod_name).await.unwrap().metadata.uid.unwrap();
+    let mut settings = settings(&cluster, pod_name);
+    settings.pod_uid = Some(uid.clone());
+    let worker = Worker::start(cluster.client(), settings).await.unwrap();
+    let owners = eventually("the Lease, owned by its pod", LIMIT, || async {
+        let lease = common::lease(&cluster.client(), cluster.namespace(), pod_name).await?;
+        lease.metadata.owner_references
+    })
+    .await;
+    assert_eq!(owners.len(), 1);
+    assert_eq!(
+        (owners[0].kind.as_str(), owners[0].uid.as_str()),
+        ("Pod", uid.as_str())
+    );
+    assert_eq!(owners[0].name, pod_name);
+    // The sidecar stops with its pod; the garbage collector removes the Lease.
+    worker.stop().await.unwrap();
+    cluster
+        .kubectl(&["delete", "pod", pod_name, "--grace-period=0", "--force"])
+        .await;
+    eventually(
+        "the Lease collected with its pod",
+        Duration::from_secs(60),
+        || async {
+            common::lease(&cluster.client(), cluster.namespace(), pod_name)
+                .await
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+}

@@ -77,6 +77,8 @@ struct SliceWrites {
     deletes: Vec<String>,
     /// Members whose revoke is not settled yet (including revokes written now).
     unsettled: Vec<String>,
+    /// Members whose grant waits for their pod to be Ready.
+    waiting_ready: Vec<String>,
     /// Uid of the pod each slice was (or is now being) written for.
     written_for: BTreeMap<String, String>,
     slice_problems: Vec<String>,
@@ -146,9 +148,14 @@ pub(super) fn converge(
         grants,
         deletes,
         unsettled,
+        waiting_ready,
         mut written_for,
         slice_problems,
     } = writes;
+    if !waiting_ready.is_empty() {
+        convergence.rollout_done = false;
+        convergence.poll_soon();
+    }
     let slices_changing = !revokes.is_empty() || !grants.is_empty();
     convergence.operations.extend(revokes);
     if unsettled.is_empty() {
@@ -285,6 +292,10 @@ fn member_step(
         .map(|slice| slice.hash.as_str())
         .filter(|_| edited_by.is_none());
     if target_jobs.is_some() && held_hash != Some(canonical_hash(want).as_str()) {
+        if !grantable(obs, *view) {
+            writes.waiting_ready.push(name.to_owned());
+            return;
+        }
         let slice = Slice::new(obs.swarm.clone(), name.to_owned(), revision, want.clone());
         writes.grants.push((
             name.to_owned(),
@@ -297,6 +308,18 @@ fn member_step(
                 previous_parts,
             },
         ));
+    }
+}
+
+/// Whether a member may be granted jobs now: its pod is Ready (and its Lease, if any,
+/// live), so that work is not handed to a pod that cannot run it; a member that stays
+/// unready is failed over after `failover.after`. Under `Restart` a member whose pod does
+/// not exist yet is granted too: it starts with its slice instead of being restarted.
+fn grantable(obs: &Observation, view: Option<&MemberView>) -> bool {
+    let Some(view) = view else { return false };
+    match &view.pod {
+        None => obs.spec.reload == ReloadPolicy::Restart,
+        Some(_) => view.available(obs.now),
     }
 }
 
@@ -338,7 +361,17 @@ fn revoke_outstanding(
         )
 }
 
-/// Whether a member has let go of what its revoked slice (revision, hash) took away.
+/// Whether a member has let go of what its revoked slice (revision, hash) took away:
+///
+/// * its pod is gone, or is not the pod that was running when the revoke was written
+///   (a replacement starts with the reduced slice);
+/// * its Lease has not changed for its whole duration (the sidecar fenced itself and
+///   stopped everything before that);
+/// * with `HotReload`, its own sidecar acknowledged exactly this slice. With `Restart` an
+///   acknowledgement is not enough: the application read its share when it started and
+///   keeps it until the pod is replaced;
+/// * without a sidecar (no Lease), pod readiness stands in for an acknowledgement
+///   (`HotReload`), and a member failed over is taken to run nothing.
 fn settled(
     view: &MemberView,
     revoked: Option<(u64, &str)>,
@@ -346,29 +379,20 @@ fn settled(
     reload: ReloadPolicy,
     now: Timestamp,
 ) -> bool {
-    if view.failed_over {
+    let Some(pod) = &view.pod else { return true };
+    if written_for_uid.is_some_and(|uid| uid != pod.uid) {
         return true;
     }
-    let Some(pod) = &view.pod else { return true };
-    if let Some(lease) = &view.lease {
-        if lease.expired(now) {
-            return true;
-        }
-        // The acknowledgement must be of this revoke: the same hash at an older revision
-        // (the member held these very jobs before, then was granted more) says nothing
-        // about whether it has let go of what it was granted since.
-        return revoked.is_some_and(|(revision, hash)| {
-            lease.acked_hash.as_deref() == Some(hash)
-                && lease.acked_revision.is_some_and(|acked| acked >= revision)
-        });
+    let Some(lease) = &view.lease else {
+        return view.failed_over || reload == ReloadPolicy::HotReload && pod.ready && !pod.deleting;
+    };
+    if lease.expired(now) {
+        return true;
     }
-    // No sidecar: pod readiness stands in for an acknowledgement.
-    match reload {
-        ReloadPolicy::HotReload => pod.ready && !pod.deleting,
-        ReloadPolicy::Restart => {
-            pod.ready && !pod.deleting && written_for_uid != Some(pod.uid.as_str())
-        }
-    }
+    reload == ReloadPolicy::HotReload
+        && revoked.is_some_and(|(revision, hash)| {
+            lease.acknowledges(&view.name(), &pod.uid, revision, hash)
+        })
 }
 
 /// Restarts (`reload: Restart`): the pod that was running when its slice was written is

@@ -113,12 +113,22 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
-/// `failover.after`, parsed; a bad value is a problem and means "never".
+/// How long a member may be unavailable before its jobs move, when `failover.after` is
+/// unset: as long as Kubernetes waits before evicting pods from an unreachable node.
+pub const DEFAULT_FAILOVER_AFTER: &str = "5m";
+
+/// `failover.after` (default [`DEFAULT_FAILOVER_AFTER`]), parsed; a bad value is a problem
+/// and means "never".
 pub(super) fn failover_after(
     obs: &Observation,
     problems: &mut Vec<InputProblem>,
 ) -> Option<Duration> {
-    let text = obs.spec.failover.after.as_deref()?;
+    let text = obs
+        .spec
+        .failover
+        .after
+        .as_deref()
+        .unwrap_or(DEFAULT_FAILOVER_AFTER);
     match parse_duration(text) {
         Ok(after) => Some(after),
         Err(error) => {

@@ -35,6 +35,9 @@ impl MemberView {
     }
 }
 
+/// The most members a Swarm's pools may have in all.
+pub const MAX_MEMBERS: u32 = 10_000;
+
 /// The members in `0..replicas` of every pool, and when the next failover deadline falls.
 pub(super) struct Roster {
     /// Every member, in pool and ordinal order.
@@ -43,6 +46,8 @@ pub(super) struct Roster {
     pub next_deadline: Option<Duration>,
     /// Pods named by `failover-now` that are not members.
     pub unknown_failover_targets: Vec<String>,
+    /// The pools ask for more than [`MAX_MEMBERS`] members: `(pool, replicas)` of each.
+    pub over_limit: Option<Vec<(String, u32)>>,
 }
 
 impl Roster {
@@ -84,7 +89,10 @@ pub(super) fn observe_members(obs: &Observation, failover_after: Option<Duration
     let mut views = Vec::new();
     let mut next_deadline: Option<Duration> = None;
     for pool in &obs.pools {
-        for ordinal in 0..pool.replicas {
+        // `spec.replicas` is input like any other: a typo of a few zeros must not make the
+        // controller build millions of members.
+        let room = MAX_MEMBERS.saturating_sub(views.len() as u32);
+        for ordinal in 0..pool.replicas.min(room) {
             let id = MemberId::new(pool.name.clone(), ordinal);
             let name = id.pod_name();
             let mut view = MemberView {
@@ -124,10 +132,18 @@ pub(super) fn observe_members(obs: &Observation, failover_after: Option<Duration
         .filter(|pod| !views.iter().any(|view| view.name() == **pod))
         .map(|pod| (*pod).to_owned())
         .collect();
+    let asked: u64 = obs.pools.iter().map(|pool| u64::from(pool.replicas)).sum();
+    let over_limit = (asked > u64::from(MAX_MEMBERS)).then(|| {
+        obs.pools
+            .iter()
+            .map(|pool| (pool.name.clone(), pool.replicas))
+            .collect()
+    });
     Roster {
         views,
         next_deadline,
         unknown_failover_targets,
+        over_limit,
     }
 }
 

@@ -120,26 +120,54 @@ pub struct PoolState {
 }
 
 /// A member Lease written by the sidecar.
+///
+/// Nothing in it is taken on its word. Liveness is measured on the controller's own clock:
+/// the Lease counts as renewed whenever it changes, and expires when it has not changed
+/// for its duration (the longest the controller saw), so a `renewTime` moved back or
+/// forward by hand proves nothing. Acknowledgements count only from a Lease held by the
+/// member's pod itself (`holderIdentity`, and the pod uid the sidecar records).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LeaseState {
+    /// `holderIdentity`: the pod name the sidecar writes.
+    pub holder: Option<String>,
+    /// Uid of the pod the Lease belongs to (its ownerReference), if the sidecar records it.
+    pub pod_uid: Option<String>,
     /// `shoal.dev/acked-revision`.
     pub acked_revision: Option<u64>,
     /// `shoal.dev/acked-hash`.
     pub acked_hash: Option<String>,
-    /// `renewTime`.
+    /// `renewTime`, as written (shown, never trusted).
     pub renew_time: Option<Timestamp>,
-    /// `leaseDurationSeconds`.
+    /// `leaseDurationSeconds`: the longest the controller has seen for this member.
     pub duration_seconds: Option<i64>,
+    /// `resourceVersion`: it changes whenever anyone writes the Lease.
+    pub version: String,
+    /// Since when, by the controller's clock, the Lease is as observed now; `None` when
+    /// unknown (a one-off observation, such as a preview): it is then never expired.
+    pub unchanged_since: Option<Timestamp>,
 }
 
 impl LeaseState {
-    /// The Lease was not renewed within its duration.
+    /// The Lease has not changed for its duration, as the controller measured it.
     pub fn expired(&self, now: Timestamp) -> bool {
-        match (self.renew_time, self.duration_seconds) {
-            (Some(renewed), Some(seconds)) => renewed + SignedDuration::from_secs(seconds) < now,
-            // A Lease that never said when it was renewed proves nothing about liveness.
-            _ => true,
+        match (self.unchanged_since, self.duration_seconds) {
+            (Some(since), Some(seconds)) => since + SignedDuration::from_secs(seconds) < now,
+            // No measure: a Lease is never called expired on a guess.
+            _ => false,
         }
+    }
+
+    /// The Lease is the one this pod's own sidecar writes.
+    pub fn speaks_for(&self, pod: &str, pod_uid: &str) -> bool {
+        self.holder.as_deref() == Some(pod)
+            && self.pod_uid.as_deref().is_none_or(|uid| uid == pod_uid)
+    }
+
+    /// The pod's sidecar acknowledged exactly this slice (revision and hash).
+    pub fn acknowledges(&self, pod: &str, pod_uid: &str, revision: u64, hash: &str) -> bool {
+        self.speaks_for(pod, pod_uid)
+            && self.acked_revision == Some(revision)
+            && self.acked_hash.as_deref() == Some(hash)
     }
 }
 
@@ -397,7 +425,22 @@ pub fn plan(obs: &Observation) -> Plan {
     let roster = members::observe_members(obs, failover_after);
     let observed = converge::observed_slices(obs);
     let in_force = history::in_force(obs, &observed, &mut problems);
-    let desired = inputs::desired(obs, &roster.members());
+    let desired = match &roster.over_limit {
+        Some(pools) => Err(InputProblem {
+            reason: "TooManyMembers",
+            message: format!(
+                "Swarm {}: its pools ask for more than {} members ({}); the revision in force stays until they are scaled down",
+                obs.swarm,
+                members::MAX_MEMBERS,
+                pools
+                    .iter()
+                    .map(|(pool, replicas)| format!("StatefulSet {pool}: {replicas} replicas"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }),
+        None => inputs::desired(obs, &roster.members()),
+    };
     let gate = gate::decide(obs, &roster, &in_force, desired, &mut events, &mut problems);
     let refusals = refusals(obs, &roster, gate.refused_approval.clone());
     let convergence = converge::converge(
@@ -436,6 +479,7 @@ pub fn plan(obs: &Observation) -> Plan {
             rollout_done: convergence.rollout_done,
             awaiting: gate.awaiting,
             applied_revision: gate.applied_revision,
+            members: roster.views.len(),
         },
         &mut events,
         &mut status,

@@ -37,7 +37,13 @@ pub(super) fn member_statuses(
             ready: is_ready,
             slice_size: slice.map_or(0, |slice| slice.jobs.len() as u64),
             slice_hash: slice.map(|slice| slice.hash.clone()),
-            acked_revision: view.lease.as_ref().and_then(|lease| lease.acked_revision),
+            // Only what the member's own sidecar said.
+            acked_revision: view
+                .lease
+                .as_ref()
+                .zip(view.pod.as_ref())
+                .filter(|(lease, pod)| lease.speaks_for(&name, &pod.uid))
+                .and_then(|(lease, _)| lease.acked_revision),
             unavailable_since: view.unavailable_since.map(|since| since.to_string()),
             failed_over: view.failed_over,
         });
@@ -77,6 +83,8 @@ pub(super) struct Findings<'a> {
     pub awaiting: Option<Condition>,
     /// A revision was put in force by this plan.
     pub applied_revision: Option<u64>,
+    /// Members of the pools (in `0..replicas`).
+    pub members: usize,
 }
 
 /// Conditions, phase and the last error, with Events on condition transitions.
@@ -94,6 +102,7 @@ pub(super) fn conditions(
         rollout_done,
         awaiting,
         applied_revision,
+        members,
     } = findings;
     let degraded = match problems.first() {
         Some(problem) => {
@@ -119,7 +128,17 @@ pub(super) fn conditions(
     } else {
         condition("Progressing", false, "Converged", String::new())
     };
-    let ready_condition = if has_target && rollout_done {
+    let ready_condition = if members == 0 && status.jobs > 0 {
+        condition(
+            "Ready",
+            false,
+            "NoMembers",
+            format!(
+                "no member runs the {} jobs: the Swarm's pools have no members (scale a StatefulSet labelled shoal.dev/swarm up)",
+                status.jobs
+            ),
+        )
+    } else if has_target && rollout_done {
         condition(
             "Ready",
             true,
@@ -155,8 +174,10 @@ pub(super) fn conditions(
             "Degraded"
         } else if progressing.status == "True" {
             "Progressing"
-        } else if has_target {
+        } else if ready_condition.status == "True" {
             "Ready"
+        } else if has_target {
+            "Progressing"
         } else {
             "Pending"
         }

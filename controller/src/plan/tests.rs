@@ -18,6 +18,25 @@ fn t0() -> Timestamp {
     "2026-01-01T00:00:00Z".parse().unwrap()
 }
 
+/// The Lease a member's own sidecar writes: held by its pod, unchanged since `t0()`.
+fn sidecar_lease(
+    member: &str,
+    acked_revision: Option<u64>,
+    acked_hash: Option<String>,
+    duration_seconds: i64,
+) -> LeaseState {
+    LeaseState {
+        holder: Some(member.to_owned()),
+        pod_uid: None,
+        acked_revision,
+        acked_hash,
+        renew_time: Some(t0()),
+        duration_seconds: Some(duration_seconds),
+        version: "1".to_owned(),
+        unchanged_since: Some(t0()),
+    }
+}
+
 fn jobs(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("stream:{i:03}")).collect()
 }
@@ -297,15 +316,10 @@ fn a_member_lease_that_has_not_acknowledged_the_revoke_holds_back_the_grant() {
     let mut cluster = Cluster::new(spec(jobs(30)), 3);
     cluster.settle();
     for member in ["worker-0", "worker-1", "worker-2"] {
-        cluster.obs.leases.insert(
-            member.to_owned(),
-            LeaseState {
-                acked_revision: Some(1),
-                acked_hash: None,
-                renew_time: Some(t0()),
-                duration_seconds: Some(30),
-            },
-        );
+        cluster
+            .obs
+            .leases
+            .insert(member.to_owned(), sidecar_lease(member, Some(1), None, 30));
     }
     cluster.scale(4);
     cluster.step();
@@ -341,15 +355,10 @@ fn an_expired_member_lease_counts_as_having_given_up_its_jobs() {
     let mut cluster = Cluster::new(spec(jobs(30)), 3);
     cluster.settle();
     for member in ["worker-0", "worker-1", "worker-2"] {
-        cluster.obs.leases.insert(
-            member.to_owned(),
-            LeaseState {
-                acked_revision: Some(1),
-                acked_hash: None,
-                renew_time: Some(t0()),
-                duration_seconds: Some(10),
-            },
-        );
+        cluster
+            .obs
+            .leases
+            .insert(member.to_owned(), sidecar_lease(member, Some(1), None, 10));
     }
     cluster.scale(4);
     cluster.step();
@@ -1047,12 +1056,7 @@ fn a_revoke_is_not_settled_by_an_older_acknowledgement_of_the_same_jobs() {
             }
             cluster.obs.leases.insert(
                 member.to_owned(),
-                LeaseState {
-                    acked_revision: Some(slice.revision),
-                    acked_hash: Some(slice.hash),
-                    renew_time: Some(t0()),
-                    duration_seconds: Some(30),
-                },
+                sidecar_lease(member, Some(slice.revision), Some(slice.hash), 30),
             );
         }
         plan
@@ -1226,12 +1230,12 @@ fn a_removed_member_acknowledging_its_revoke_releases_its_jobs_before_its_pod_is
     // The sidecar of the still-running pod acknowledges the empty slice.
     cluster.obs.leases.insert(
         "worker-2".to_owned(),
-        LeaseState {
-            acked_revision: Some(revoked.revision),
-            acked_hash: Some(revoked.hash.clone()),
-            renew_time: Some(t0()),
-            duration_seconds: Some(3600),
-        },
+        sidecar_lease(
+            "worker-2",
+            Some(revoked.revision),
+            Some(revoked.hash.clone()),
+            3600,
+        ),
     );
     cluster.step();
     let mut all: Vec<String> = ["worker-0", "worker-1"]
@@ -1259,12 +1263,7 @@ fn a_revoke_still_unacknowledged_when_a_newer_revision_is_approved_still_holds_b
             let slice = parse_slice(object.text.as_deref().unwrap()).unwrap();
             cluster.obs.leases.insert(
                 member.to_owned(),
-                LeaseState {
-                    acked_revision: Some(slice.revision),
-                    acked_hash: Some(slice.hash),
-                    renew_time: Some(t0()),
-                    duration_seconds: Some(30),
-                },
+                sidecar_lease(member, Some(slice.revision), Some(slice.hash), 30),
             );
         }
         plan
@@ -1534,4 +1533,203 @@ fn an_edited_history_record_is_not_read_and_an_old_one_is_deleted() {
     )));
     cluster.settle();
     assert_eq!(cluster.condition("Degraded").status, "False");
+}
+
+/// A cluster of 3 members with sidecar Leases, scaled to 4: revokes written, grants held.
+fn scaled_with_sidecars() -> Cluster {
+    let mut cluster = Cluster::new(spec(jobs(30)), 3);
+    cluster.settle();
+    for member in ["worker-0", "worker-1", "worker-2"] {
+        cluster
+            .obs
+            .leases
+            .insert(member.to_owned(), sidecar_lease(member, Some(1), None, 30));
+    }
+    cluster.scale(4);
+    cluster.step();
+    cluster
+}
+
+fn grants(plan: &Plan) -> Vec<&str> {
+    plan.operations
+        .iter()
+        .filter_map(|operation| match operation {
+            Operation::WriteSlice {
+                slice,
+                phase: "grant",
+                ..
+            } => Some(slice.member.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Each revoked member's Lease acknowledges its revoked slice, through `forge`.
+fn acknowledge_revokes(cluster: &mut Cluster, forge: impl Fn(&str, &mut LeaseState)) {
+    for member in ["worker-0", "worker-1", "worker-2"] {
+        let slice = parse_slice(cluster.obs.slices[member].text.as_deref().unwrap()).unwrap();
+        let lease = cluster.obs.leases.get_mut(member).unwrap();
+        lease.acked_revision = Some(slice.revision);
+        lease.acked_hash = Some(slice.hash);
+        forge(member, lease);
+    }
+}
+
+#[test]
+fn an_acknowledgement_in_a_lease_held_by_another_pod_does_not_settle_a_revoke() {
+    let mut cluster = scaled_with_sidecars();
+    acknowledge_revokes(&mut cluster, |_, lease| {
+        lease.holder = Some("intruder".to_owned())
+    });
+    assert!(
+        grants(&cluster.step()).is_empty(),
+        "granted on a forged Lease"
+    );
+    acknowledge_revokes(&mut cluster, |member, lease| {
+        lease.holder = Some(member.to_owned())
+    });
+    assert_eq!(grants(&cluster.step()), ["worker-3"]);
+}
+
+#[test]
+fn an_acknowledgement_of_a_revision_never_written_does_not_settle_a_revoke() {
+    let mut cluster = scaled_with_sidecars();
+    acknowledge_revokes(&mut cluster, |_, lease| lease.acked_revision = Some(999));
+    assert!(
+        grants(&cluster.step()).is_empty(),
+        "granted on revision 999"
+    );
+}
+
+#[test]
+fn a_lease_left_by_the_previous_pod_does_not_acknowledge_for_its_replacement() {
+    let mut cluster = scaled_with_sidecars();
+    acknowledge_revokes(&mut cluster, |_, lease| {
+        lease.pod_uid = Some("the-pod-before".to_owned())
+    });
+    // The revoked slices were written for the pods running now, so only an
+    // acknowledgement from those pods' own sidecars counts.
+    assert!(grants(&cluster.step()).is_empty());
+}
+
+#[test]
+fn a_lease_that_stops_changing_for_its_duration_releases_its_member() {
+    let mut cluster = scaled_with_sidecars();
+    // Renewed by hand to look fresh: no matter, the controller measures from what it saw.
+    for lease in cluster.obs.leases.values_mut() {
+        lease.renew_time = Some(t0() + SignedDuration::from_hours(1));
+    }
+    cluster.obs.now = t0() + SignedDuration::from_secs(29);
+    assert!(grants(&cluster.step()).is_empty());
+    cluster.obs.now = t0() + SignedDuration::from_secs(31);
+    assert_eq!(grants(&cluster.step()), ["worker-3"]);
+}
+
+#[test]
+fn under_restart_an_acknowledgement_does_not_settle_a_revoke_until_the_pod_is_replaced() {
+    let mut spec = spec(jobs(30));
+    spec.reload = ReloadPolicy::Restart;
+    spec.rollout.max_unavailable = 3;
+    let mut cluster = Cluster::new(spec, 3);
+    cluster.settle();
+    for member in ["worker-0", "worker-1", "worker-2"] {
+        cluster.obs.leases.insert(
+            member.to_owned(),
+            sidecar_lease(member, Some(1), None, 3600),
+        );
+    }
+    cluster.scale(4);
+    cluster.obs.pools[0].pods.remove(&3);
+    // The revokes are written (and the losing pods evicted); the sidecars acknowledge
+    // at once, but the applications keep what they read at start-up until replaced.
+    let plan = cluster.step();
+    let evicted: Vec<String> = plan
+        .operations
+        .iter()
+        .filter_map(|operation| match operation {
+            Operation::Evict { pod, .. } => Some(pod.clone()),
+            _ => None,
+        })
+        .collect();
+    acknowledge_revokes(&mut cluster, |_, _| {});
+    // The simulated cluster replaced the evicted pods already; undo that for one of them.
+    let kept = evicted.first().expect("a losing pod evicted").clone();
+    let ordinal: u32 = kept.rsplit_once('-').unwrap().1.parse().unwrap();
+    let pod = cluster.obs.pools[0].pods.get_mut(&ordinal).unwrap();
+    pod.uid = pod.uid.trim_end_matches("-next").to_owned();
+    assert!(
+        grants(&cluster.step()).is_empty(),
+        "granted while {kept} still runs its original share"
+    );
+}
+
+#[test]
+fn a_new_member_is_granted_jobs_only_once_its_pod_is_ready() {
+    let mut cluster = Cluster::new(spec(jobs(30)), 3);
+    cluster.settle();
+    cluster.scale(4);
+    cluster.obs.pools[0].pods.get_mut(&3).unwrap().ready = false;
+    let plans = cluster.settle();
+    assert!(
+        plans.iter().all(|plan| !grants(plan).contains(&"worker-3")),
+        "granted to a pod that is not Ready"
+    );
+    let last = plans.last().unwrap();
+    assert_eq!(last.status.phase.as_deref(), Some("Progressing"));
+    cluster.obs.pools[0].pods.get_mut(&3).unwrap().ready = true;
+    assert_eq!(grants(&cluster.step()), ["worker-3"]);
+}
+
+#[test]
+fn a_member_that_never_becomes_ready_is_failed_over_after_five_minutes_by_default() {
+    let mut cluster = Cluster::new(spec(jobs(30)), 3);
+    cluster.settle();
+    cluster.scale(4);
+    cluster.obs.pools[0].pods.get_mut(&3).unwrap().ready = false;
+    cluster.settle();
+    cluster.obs.now = t0() + SignedDuration::from_secs(301);
+    let plan = cluster.step();
+    assert!(reasons(&plan).contains(&"MemberFailedOver"));
+    cluster.settle();
+    assert_eq!(all_jobs_once(&cluster), jobs(30));
+    assert!(
+        cluster
+            .obs
+            .slices
+            .get("worker-3")
+            .is_none_or(|_| cluster.slice_of("worker-3").is_empty())
+    );
+}
+
+#[test]
+fn pools_asking_for_more_members_than_the_limit_keep_the_revision_in_force() {
+    let mut cluster = Cluster::new(spec(jobs(30)), 3);
+    cluster.settle();
+    cluster.obs.pools[0].replicas = 1_000_000_000;
+    let plan = cluster.step();
+    assert_eq!(plan.applied_revision, None);
+    let degraded = cluster.condition("Degraded");
+    assert_eq!(degraded.reason, "TooManyMembers");
+    assert!(
+        degraded
+            .message
+            .contains("StatefulSet worker: 1000000000 replicas"),
+        "{}",
+        degraded.message
+    );
+    assert_eq!(all_jobs_once(&cluster), jobs(30));
+}
+
+#[test]
+fn a_swarm_whose_pools_have_no_member_is_not_ready() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 2);
+    cluster.settle();
+    cluster.scale(0);
+    cluster.obs.pools[0].pods.clear();
+    let plans = cluster.settle();
+    let ready = cluster.condition("Ready");
+    assert_eq!(ready.status, "False", "{ready:?}");
+    assert_eq!(ready.reason, "NoMembers");
+    assert!(ready.message.contains("10 jobs"), "{}", ready.message);
+    assert_ne!(plans.last().unwrap().status.phase.as_deref(), Some("Ready"));
 }

@@ -273,6 +273,39 @@ impl From<gate::GateError> for Error {
     }
 }
 
+/// Whether a member's own sidecar acknowledged the slice with `hash`, in words: `yes`, `no`,
+/// `no lease`, or that the Lease is not the member's (the controller ignores it too).
+pub(crate) fn acknowledgement(
+    obs: &crate::plan::Observation,
+    member: &str,
+    hash: Option<&str>,
+) -> String {
+    let Some(lease) = obs.leases.get(member) else {
+        return "no lease".to_owned();
+    };
+    let pod_uid = obs
+        .pools
+        .iter()
+        .flat_map(|pool| {
+            pool.pods
+                .iter()
+                .map(move |(ordinal, pod)| (format!("{}-{ordinal}", pool.name), pod))
+        })
+        .find(|(name, _)| name == member)
+        .map(|(_, pod)| pod.uid.clone())
+        .unwrap_or_default();
+    if !lease.speaks_for(member, &pod_uid) {
+        return format!(
+            "not its own (held by {})",
+            lease.holder.as_deref().unwrap_or("nobody")
+        );
+    }
+    match hash {
+        Some(hash) if lease.acked_hash.as_deref() == Some(hash) => "yes".to_owned(),
+        _ => "no".to_owned(),
+    }
+}
+
 /// What to do about an API error, as a sentence to append to its message.
 pub fn hint(error: &kube::Error) -> &'static str {
     match error {

@@ -73,11 +73,7 @@ fn row(obs: &Observation, member: &str, with_jobs: bool) -> SliceRow {
         Some(target) if target.is_some() && *target == hash => "yes".to_owned(),
         Some(_) => "no".to_owned(),
     };
-    let acknowledged = match obs.leases.get(member) {
-        None => "no lease".to_owned(),
-        Some(lease) if hash.is_some() && lease.acked_hash == hash => "yes".to_owned(),
-        Some(_) => "no".to_owned(),
-    };
+    let acknowledged = super::acknowledgement(obs, member, hash.as_deref());
     SliceRow {
         member: member.to_owned(),
         config_map: names::slice_configmap(member),

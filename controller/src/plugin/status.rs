@@ -215,16 +215,8 @@ pub fn report(obs: &Observation, namespace: &str, events: Vec<EventRow>) -> Stat
                 .and_then(|object| object.text.as_deref())
                 .and_then(|text| parse_slice(text).ok())
                 .map(|slice| slice.revision);
-            let lease = obs.leases.get(&member.name);
-            let acknowledged = match lease {
-                None => "no lease".to_owned(),
-                Some(lease)
-                    if lease.acked_hash.is_some() && lease.acked_hash == member.slice_hash =>
-                {
-                    "yes".to_owned()
-                }
-                Some(_) => "no".to_owned(),
-            };
+            let acknowledged =
+                super::acknowledgement(obs, &member.name, member.slice_hash.as_deref());
             MemberRow {
                 name: member.name.clone(),
                 pool: member.pool.clone(),

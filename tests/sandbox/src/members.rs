@@ -689,6 +689,9 @@ pub fn settings_from_pod(pod: &Pod, container: &str) -> Result<Settings, Members
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     env.insert("POD_NAME".into(), name.clone());
     env.insert("POD_NAMESPACE".into(), namespace.clone());
+    if let Some(uid) = &pod.metadata.uid {
+        env.insert("POD_UID".into(), uid.clone());
+    }
     for var in sidecar.env.iter().flatten() {
         if let Some(value) = &var.value {
             env.insert(var.name.clone(), expand(value, &env));

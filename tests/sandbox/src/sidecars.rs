@@ -212,6 +212,7 @@ pub(crate) fn sidecar_settings(
         Err(MembersError::NoSidecarContainer { .. }) => {
             let mut settings = Settings::for_member(name.clone(), options.namespace.clone());
             settings.lease_duration = options.lease;
+            settings.pod_uid = pod.metadata.uid.clone();
             settings
         }
         Err(error) => return Err(error),
