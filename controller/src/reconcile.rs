@@ -23,7 +23,7 @@ use crate::plan::{
 };
 
 /// Field manager of every server-side apply the controller makes.
-pub const FIELD_MANAGER: &str = "shoal-controller";
+pub const FIELD_MANAGER: &str = names::CONTROLLER_FIELD_MANAGER;
 
 /// What the controller needs at hand while reconciling.
 pub struct Context {

@@ -22,6 +22,9 @@ pub const ANNOTATION_ACKED_HASH: &str = "shoal.dev/acked-hash";
 pub const ANNOTATION_FAILOVER_NOW: &str = "shoal.dev/failover-now";
 /// Annotation on the first part of a split slice: the number of parts.
 pub const ANNOTATION_PARTS: &str = "shoal.dev/parts";
+/// The field manager of every write the controller makes. A slice whose data another
+/// manager wrote (a hand edit) is not Shoal's: the sidecar refuses it.
+pub const CONTROLLER_FIELD_MANAGER: &str = "shoal-controller";
 /// Data key of a slice ConfigMap (slice format v1).
 pub const SLICE_DATA_KEY: &str = "slice.yaml";
 /// Binary data key of a gzip-compressed slice.

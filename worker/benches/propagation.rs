@@ -19,7 +19,6 @@ use std::time::Duration;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
 use shoal_worker::{Settings, SliceView, Worker, slice_doc};
 use tokio::time::Instant;
 
@@ -37,23 +36,19 @@ fn slice(member: &str, revision: u64, jobs: Vec<String>) -> SliceView {
 }
 
 async fn write_slice(api: &Api<ConfigMap>, slice: &SliceView) {
-    let name = shoal_worker::names::slice_config_map(&slice.member);
     let document = slice_doc::render(slice).expect("renderable slice");
-    let patch = serde_json::json!({ "data": { "slice.yaml": document } });
-    match api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
+    let client = api.clone().into_client();
+    let namespace = api.namespace().unwrap_or_default().to_owned();
+    if let Err(error) = common::owner::apply_slice_config_map(
+        &client,
+        &namespace,
+        &slice.member,
+        slice.revision,
+        document,
+    )
+    .await
     {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.is_not_found() => {
-            let mut config_map = ConfigMap::default();
-            config_map.metadata.name = Some(name);
-            config_map.data = Some([("slice.yaml".to_string(), document)].into());
-            if let Err(error) = api.create(&PostParams::default(), &config_map).await {
-                panic!("cannot create slice ConfigMap: {error}");
-            }
-        }
-        Err(error) => panic!("cannot write slice ConfigMap: {error}"),
+        panic!("cannot write slice ConfigMap: {error}");
     }
 }
 

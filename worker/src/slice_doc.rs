@@ -67,6 +67,15 @@ pub enum SliceProblem {
         /// The decoder's error.
         source: DecodeError,
     },
+    /// The ConfigMap is not one Shoal wrote for this member: not labelled for it, not
+    /// owned by a Swarm, or its slice data last written by someone else (a hand edit).
+    #[error("ConfigMap {config_map} is not a slice Shoal wrote for this member: {why}")]
+    NotShoals {
+        /// The ConfigMap.
+        config_map: String,
+        /// What gives it away.
+        why: String,
+    },
     /// The document is for another member.
     #[error("slice is for member {found:?}, not {expected:?}")]
     WrongMember {
@@ -141,6 +150,70 @@ pub fn stored_slice(config_map: &ConfigMap) -> Result<Stored, SliceProblem> {
         plain: names::SLICE_DATA_KEY,
         gzip: names::SLICE_GZIP_DATA_KEY,
     })
+}
+
+/// Checks that a slice ConfigMap is one the controller wrote for `member`: labelled for
+/// it, owned by a Swarm, and no field manager but the controller's owning its slice data.
+/// A hand edit (even one with a correct hash) could hand this member a job another member
+/// runs; it is refused, and the controller puts the slice back.
+pub fn provenance(config_map: &ConfigMap, member: &str) -> Result<(), SliceProblem> {
+    let name = config_map.metadata.name.clone().unwrap_or_default();
+    let refuse = |why: String| SliceProblem::NotShoals {
+        config_map: name.clone(),
+        why,
+    };
+    let labelled = config_map
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(names::LABEL_MEMBER));
+    if labelled.map(String::as_str) != Some(member) {
+        return Err(refuse(format!(
+            "label {} is {labelled:?}, not {member:?}",
+            names::LABEL_MEMBER
+        )));
+    }
+    let owned = config_map
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|owner| owner.kind == "Swarm" && owner.controller == Some(true));
+    if !owned {
+        return Err(refuse("no Swarm is its controller owner".to_owned()));
+    }
+    let editor = config_map
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| entry.manager.as_deref() != Some(names::CONTROLLER_FIELD_MANAGER))
+        .find(|entry| {
+            entry.fields_v1.as_ref().is_some_and(|fields| {
+                ["f:data", "f:binaryData"].iter().any(|section| {
+                    fields
+                        .0
+                        .get(*section)
+                        .and_then(|owned| owned.as_object())
+                        .is_some_and(|owned| {
+                            owned
+                                .keys()
+                                .any(|key| key.starts_with(&format!("f:{}", names::SLICE_DATA_KEY)))
+                        })
+                })
+            })
+        });
+    if let Some(entry) = editor {
+        return Err(refuse(format!(
+            "its slice data was written by {:?}, not by {}",
+            entry
+                .manager
+                .as_deref()
+                .unwrap_or("an unnamed field manager"),
+            names::CONTROLLER_FIELD_MANAGER
+        )));
+    }
+    Ok(())
 }
 
 /// Part `part` (1 or more) of a split slice, from its ConfigMap `<pod>-slice-<part>`.

@@ -191,6 +191,7 @@ pub(crate) async fn accept(shared: &Shared, config_map: &ConfigMap) {
 /// once the first changed, the parts it announces are in place.
 async fn read_slice(shared: &Shared, config_map: &ConfigMap) -> Result<SliceView, SliceProblem> {
     let pod = &shared.settings.pod_name;
+    slice_doc::provenance(config_map, pod)?;
     match slice_doc::stored_slice(config_map)? {
         Stored::Complete(encoded) => slice_doc::decode_encoded(&encoded, pod),
         Stored::Split { parts, first } => {
@@ -204,6 +205,9 @@ async fn read_slice(shared: &Shared, config_map: &ConfigMap) -> Result<SliceView
                         reason: error.to_string(),
                     }
                 })?;
+                if let Some(part_map) = &part_map {
+                    slice_doc::provenance(part_map, pod)?;
+                }
                 chunks.push(slice_doc::part_of(part_map.as_ref(), pod, part, parts)?);
             }
             slice_doc::decode_encoded(&EncodedSlice::Split(chunks), pod)

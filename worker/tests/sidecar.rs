@@ -666,3 +666,86 @@ async fn the_lease_of_a_pod_is_owned_by_it_and_goes_when_the_pod_goes() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_slice_edited_by_hand_with_a_correct_hash_is_refused_and_the_last_good_one_stays() {
+    let cluster = Cluster::start().await;
+    let settings = settings(&cluster, "pool-0");
+    let worker = Worker::start(cluster.client(), settings).await.unwrap();
+    let address = worker.http_addr();
+    write_slice(
+        &cluster.client(),
+        cluster.namespace(),
+        &slice("pool-0", 1, &["stream:a"]),
+    )
+    .await;
+    wait_for_revision(&worker, 1).await;
+
+    // A careful hand: another member's job added, the hash recomputed. Taking it would
+    // run stream:z on two members.
+    let edited = slice_doc::render(&slice("pool-0", 2, &["stream:a", "stream:z"])).unwrap();
+    let patch = serde_json::json!({"data": {"slice.yaml": edited}}).to_string();
+    cluster
+        .kubectl(&[
+            "patch",
+            "configmap",
+            "pool-0-slice",
+            "--type",
+            "merge",
+            "-p",
+            &patch,
+        ])
+        .await;
+    let readiness = eventually("the refusal in /readyz", LIMIT, || async {
+        let readiness = get(address, "/readyz").await.json();
+        readiness["rejected"].is_string().then_some(readiness)
+    })
+    .await;
+    let rejected = readiness["rejected"].as_str().unwrap();
+    assert!(
+        rejected.contains("written by \"kubectl-patch\""),
+        "{rejected}"
+    );
+    assert_eq!(get(address, "/v1/slice").await.json()["revision"], 1);
+
+    // What the controller writes back is taken again.
+    write_slice(
+        &cluster.client(),
+        cluster.namespace(),
+        &slice("pool-0", 3, &["stream:a"]),
+    )
+    .await;
+    wait_for_revision(&worker, 3).await;
+    worker.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_configmap_no_swarm_owns_is_never_taken_for_the_slice() {
+    let cluster = Cluster::start().await;
+    let settings = settings(&cluster, "pool-0");
+    let worker = Worker::start(cluster.client(), settings).await.unwrap();
+    let address = worker.http_addr();
+    let document = slice_doc::render(&slice("pool-0", 1, &["stream:a"])).unwrap();
+    cluster
+        .kubectl(&[
+            "create",
+            "configmap",
+            "pool-0-slice",
+            &format!("--from-literal=slice.yaml={document}"),
+        ])
+        .await;
+    let readiness = eventually("the refusal in /readyz", LIMIT, || async {
+        let readiness = get(address, "/readyz").await.json();
+        readiness["rejected"].is_string().then_some(readiness)
+    })
+    .await;
+    assert!(
+        readiness["rejected"]
+            .as_str()
+            .unwrap()
+            .contains("is not a slice Shoal wrote for this member"),
+        "{readiness}"
+    );
+    assert!(get(address, "/v1/slice").await.json()["revision"].is_null());
+    worker.stop().await.unwrap();
+}

@@ -23,6 +23,10 @@
 //! latency would go unseen; the protocol orders a revoke's exit before the
 //! grant's spawn by whole API round trips, which is what the oracle checks.
 
+/// Writing a slice as the controller does (the sidecar refuses anything else).
+#[path = "../../../worker/tests/common/owner.rs"]
+mod slice_writer;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -1239,16 +1243,15 @@ async fn a_fenced_sidecars_slow_to_exit_job_is_gone_before_its_lease_expires() {
         1,
         JobSet::parse(["stream:a"]).expect("valid key"),
     );
-    let config_map: ConfigMap = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": names::slice_configmap("solo-0"), "labels": {
-            names::LABEL_SWARM: SWARM, names::LABEL_MEMBER: "solo-0", names::LABEL_REVISION: "1"}},
-        "data": {names::SLICE_DATA_KEY: shoal_core::format::render_slice(&slice)},
-    }))
-    .expect("slice ConfigMap");
-    Api::<ConfigMap>::namespaced(client.clone(), &namespace)
-        .create(&PostParams::default(), &config_map)
-        .await
-        .expect("write the slice");
+    slice_writer::apply_slice_config_map(
+        &client,
+        &namespace,
+        "solo-0",
+        1,
+        shoal_core::format::render_slice(&slice),
+    )
+    .await
+    .expect("write the slice as the controller does");
     let mut settings = Settings::for_member("solo-0", &namespace);
     settings.exec = Some(format!("exec bash {}", script.display()));
     settings.lease_duration = Duration::from_secs(3);

@@ -6,15 +6,14 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+pub mod owner;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
 use shoal_emulator::Faults;
 use shoal_emulator::harness::{KUBECONFIG_ENV, TestCluster};
 use shoal_worker::SliceView;
@@ -29,7 +28,8 @@ pub fn slice(member: &str, revision: u64, jobs: &[&str]) -> SliceView {
 }
 
 /// Writes `<member>-slice` with `document` under `slice.yaml`, as the
-/// controller does (create, or update in place).
+/// controller does (server-side apply, owned by a Swarm), retrying through
+/// injected API errors (bounded), as a controller would.
 pub async fn write_slice_document(
     client: &kube::Client,
     namespace: &str,
@@ -37,50 +37,17 @@ pub async fn write_slice_document(
     revision: u64,
     document: String,
 ) {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let name = shoal_worker::names::slice_config_map(member);
-    let labels = BTreeMap::from([
-        ("shoal.dev/swarm".to_string(), "demo".to_string()),
-        ("shoal.dev/member".to_string(), member.to_string()),
-        ("shoal.dev/revision".to_string(), revision.to_string()),
-    ]);
-    let patch = serde_json::json!({
-        "metadata": { "labels": labels },
-        "data": { "slice.yaml": document },
-    });
-    // Like a controller, retry through injected API errors (bounded).
     let mut last_error = None;
     for _ in 0..50 {
-        let written = match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        match owner::apply_slice_config_map(client, namespace, member, revision, document.clone())
             .await
         {
-            Err(kube::Error::Api(status)) if status.is_not_found() => {
-                let config_map = ConfigMap {
-                    metadata: kube::api::ObjectMeta {
-                        name: Some(name.clone()),
-                        labels: Some(labels.clone()),
-                        ..Default::default()
-                    },
-                    data: Some(BTreeMap::from([(
-                        "slice.yaml".to_string(),
-                        document.clone(),
-                    )])),
-                    ..Default::default()
-                };
-                api.create(&PostParams::default(), &config_map)
-                    .await
-                    .map(|_| ())
-            }
-            other => other.map(|_| ()),
-        };
-        match written {
             Ok(()) => return,
             Err(error) => last_error = Some(error),
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("cannot write slice ConfigMap {name}: {last_error:?}");
+    panic!("cannot write the slice ConfigMap of {member}: {last_error:?}");
 }
 
 /// Writes a well-formed slice ConfigMap.
