@@ -49,6 +49,7 @@ fn scaled(members: u32, jobs: usize) -> Observation {
         owned_config_maps: BTreeMap::new(),
         foreign_config_maps: BTreeMap::new(),
         edited_config_maps: BTreeMap::new(),
+        blocked_evictions: BTreeMap::new(),
         now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),
     };
     for _ in 0..4 {

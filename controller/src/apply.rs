@@ -163,7 +163,8 @@ pub async fn apply(
         }
     }
     write_status(swarm, plan, ctx).await?;
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let pods: Api<Pod> = Api::namespaced(ctx.evictions.clone(), &namespace);
+    let mut blocked = BTreeMap::new();
     for operation in &plan.operations {
         match operation {
             Operation::WriteSlice {
@@ -194,7 +195,11 @@ pub async fn apply(
                         })?;
                 }
             }
-            Operation::Evict { pod, uid } => evict(swarm, &pods, pod, uid, ctx).await?,
+            Operation::Evict { pod, uid } => {
+                if let Some(refusal) = evict(swarm, &pods, pod, uid, ctx).await? {
+                    blocked.insert(pod.clone(), refusal);
+                }
+            }
             Operation::PruneRevision { revision } => {
                 let cm_name = names::revision_configmap(&name, *revision);
                 config_maps
@@ -208,6 +213,10 @@ pub async fn apply(
             Operation::WriteRevision(_) | Operation::WriteIndex { .. } => {}
         }
     }
+    ctx.blocked_evictions
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(format!("{namespace}/{name}"), blocked);
     Ok(())
 }
 
@@ -419,14 +428,16 @@ async fn write_slice(
     Ok(())
 }
 
-/// Restarts a pod through the eviction API, only if it still has this uid.
+/// Restarts a pod through the eviction API, only if it still has this uid. Returns what
+/// refused it when a PodDisruptionBudget did (429): the next pass tries again, and the
+/// status and a Warning say which pod waits and why.
 async fn evict(
     swarm: &Swarm,
     pods: &Api<Pod>,
     pod: &str,
     uid: &str,
     ctx: &Context,
-) -> Result<(), Error> {
+) -> Result<Option<String>, Error> {
     let params = EvictParams {
         delete_options: Some(DeleteParams {
             preconditions: Some(Preconditions {
@@ -449,18 +460,44 @@ async fn evict(
                 &format!("evicted pod {pod} (uid {uid}) so that it starts with its new slice"),
             )
             .await;
-            Ok(())
+            Ok(None)
         }
-        // 429: a PodDisruptionBudget forbids it now; 404/409: the pod is already gone
-        // or replaced. Either way the next reconcile looks again.
-        Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 429) => {
+        Err(kube::Error::Api(status)) if status.code == 429 => {
+            let causes: Vec<String> = status
+                .details
+                .iter()
+                .flat_map(|details| &details.causes)
+                .map(|cause| cause.message.clone())
+                .collect();
+            let refusal = format!(
+                "{}{}",
+                status.message,
+                if causes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", causes.join("; "))
+                }
+            );
+            info!(pod, "eviction refused by a PodDisruptionBudget: {refusal}");
+            publish(
+                ctx,
+                swarm,
+                true,
+                "EvictionBlocked",
+                &format!("pod {pod} waits to restart with its new slice: {refusal}"),
+            )
+            .await;
+            Ok(Some(refusal))
+        }
+        // The pod is already gone or replaced: the next reconcile looks again.
+        Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {
             info!(
                 pod,
                 code = status.code,
-                "eviction not done now: {}",
+                "eviction not needed any more: {}",
                 status.message
             );
-            Ok(())
+            Ok(None)
         }
         Err(source) => Err(Error::Evict {
             pod: pod.to_owned(),

@@ -172,8 +172,9 @@ pub enum ApprovalPolicy {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutSpec {
-    /// At most this many members unavailable because of restarts (Restart policy).
+    /// At most this many members unavailable because of restarts (Restart policy); at least 1.
     #[serde(default = "default_max_unavailable")]
+    #[schemars(range(min = 1))]
     pub max_unavailable: u32,
 }
 

@@ -20,7 +20,7 @@ pub mod server;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-pub use runtime::{RunError, run};
+pub use runtime::{Clients, RunError, run, run_with_clients};
 
 /// Leader election on a Lease: only the holder reconciles.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -75,10 +75,12 @@ async fn main() -> anyhow::Result<()> {
         metrics_address: Some(cli.metrics_address),
         resync: Duration::from_secs(cli.resync_seconds.max(1)),
     };
-    let client = kube::Client::try_default()
+    let config = kube::Config::infer()
         .await
-        .context("connecting to the Kubernetes API (kubeconfig or in-cluster)")?;
-    shoal_controller::run(client, settings, shutdown_signal())
+        .context("reading the Kubernetes API configuration (kubeconfig or in-cluster)")?;
+    let clients = shoal_controller::Clients::from_config(config)
+        .context("connecting to the Kubernetes API")?;
+    shoal_controller::run_with_clients(clients, settings, shutdown_signal())
         .await
         .context("running the controller")?;
     Ok(())

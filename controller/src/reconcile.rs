@@ -29,6 +29,11 @@ pub const FIELD_MANAGER: &str = names::CONTROLLER_FIELD_MANAGER;
 pub struct Context {
     /// The API client.
     pub client: Client,
+    /// The client evictions go through: it does not retry a PodDisruptionBudget's 429.
+    pub evictions: Client,
+    /// Evictions a PodDisruptionBudget refused in the last pass, by Swarm
+    /// (`namespace/name`) and pod: what the API server said.
+    pub blocked_evictions: std::sync::Mutex<BTreeMap<String, BTreeMap<String, String>>>,
     /// Publishes Events.
     pub events: EventRecorders,
     /// Prometheus metrics.
@@ -362,6 +367,7 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         owned_config_maps,
         foreign_config_maps,
         edited_config_maps,
+        blocked_evictions: BTreeMap::new(),
         now: jiff::Timestamp::now(),
     })
 }
@@ -730,6 +736,13 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
     }
     let swarm = &fresh;
     let mut observation = observe(swarm, &ctx.client).await?;
+    observation.blocked_evictions = ctx
+        .blocked_evictions
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&format!("{namespace}/{name}"))
+        .cloned()
+        .unwrap_or_default();
     for note in ctx
         .lease_clock
         .stamp(&namespace, &mut observation.leases, observation.now)

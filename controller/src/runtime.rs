@@ -58,15 +58,57 @@ where
     }
 }
 
-/// Runs the controller until `shutdown` completes.
-///
-/// With leader election configured, this replica reconciles only while it
-/// holds the Lease; otherwise it stands by, watching nothing.
+/// The API clients the controller uses.
+#[derive(Clone)]
+pub struct Clients {
+    /// Everything but evictions (kube's default client, which retries 429/503/504).
+    pub api: Client,
+    /// Evictions: a client that does not retry, so that a PodDisruptionBudget refusing
+    /// an eviction (429) is seen and reported at once, not retried inside one call for
+    /// minutes.
+    pub evictions: Client,
+}
+
+impl Clients {
+    /// Clients for `config`: the default one, and one without retries for evictions.
+    pub fn from_config(config: kube::Config) -> Result<Clients, kube::Error> {
+        let mut no_retries = config.clone();
+        no_retries.default_retry = false;
+        Ok(Clients {
+            api: Client::try_from(config)?,
+            evictions: Client::try_from(no_retries)?,
+        })
+    }
+}
+
+/// Runs the controller with one client for everything (evictions refused by a
+/// PodDisruptionBudget are then retried inside the call; prefer [`run_with_clients`]).
 pub async fn run(
     client: Client,
     settings: Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
+    run_with_clients(
+        Clients {
+            api: client.clone(),
+            evictions: client,
+        },
+        settings,
+        shutdown,
+    )
+    .await
+}
+
+/// Runs the controller until `shutdown` completes.
+///
+/// With leader election configured, this replica reconciles only while it
+/// holds the Lease; otherwise it stands by, watching nothing.
+pub async fn run_with_clients(
+    clients: Clients,
+    settings: Settings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
+    let client = clients.api.clone();
     let shutdown = shutdown.boxed().shared();
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
@@ -89,6 +131,8 @@ pub async fn run(
     };
     let ctx = Arc::new(Context {
         client: client.clone(),
+        evictions: clients.evictions,
+        blocked_evictions: Default::default(),
         events: EventRecorders::new(client.clone(), reporter),
         metrics,
         settings: settings.clone(),

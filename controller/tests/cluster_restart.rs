@@ -142,11 +142,36 @@ async fn a_pod_disruption_budget_holds_back_the_eviction() {
         (status.current_revision == 2).then_some(())
     })
     .await;
+    // The refusal is visible while it lasts: the condition and a Warning name the pod
+    // and the budget.
+    let message = eventually("the refusal in the Progressing condition", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        let progressing = status
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Progressing" && c.reason == "EvictionBlocked")?;
+        Some(progressing.message)
+    })
+    .await;
+    assert!(
+        message.contains("its eviction was refused")
+            && message.contains("disruption budget worker"),
+        "{message}"
+    );
+    let events = eventually("an EvictionBlocked Warning", WAIT, || async {
+        let events = env.event_messages().await;
+        events.contains("EvictionBlocked").then_some(events)
+    })
+    .await;
+    assert!(
+        events.contains("waits to restart with its new slice"),
+        "{events}"
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         env.pod_uids().await,
         uids,
-        "a pod was evicted despite the PDB"
+        "a pod was evicted (or deleted) despite the PDB"
     );
     assert_eq!(
         env.swarm("demo").await.status.unwrap().phase.as_deref(),

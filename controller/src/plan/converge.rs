@@ -311,16 +311,13 @@ fn member_step(
     }
 }
 
-/// Whether a member may be granted jobs now: its pod is Ready (and its Lease, if any,
-/// live), so that work is not handed to a pod that cannot run it; a member that stays
-/// unready is failed over after `failover.after`. Under `Restart` a member whose pod does
-/// not exist yet is granted too: it starts with its slice instead of being restarted.
+/// Whether a member may be granted jobs now: its pod exists and is Ready (and its Lease,
+/// if any, live), so that work is not handed to a pod that cannot run it; a member that
+/// stays unready is failed over after `failover.after`. (Under `Restart` this also makes
+/// the restarts exactly those `restarts::planned_restarts` counts: a grant is always
+/// written for a running pod, which is then restarted once to pick it up.)
 fn grantable(obs: &Observation, view: Option<&MemberView>) -> bool {
-    let Some(view) = view else { return false };
-    match &view.pod {
-        None => obs.spec.reload == ReloadPolicy::Restart,
-        Some(_) => view.available(obs.now),
-    }
+    view.is_some_and(|view| view.pod.is_some() && view.available(obs.now))
 }
 
 /// A slice written before (the last status lists its hash, and the Swarm was Ready).
@@ -412,7 +409,7 @@ fn restarts(
         (obs.spec.rollout.max_unavailable.max(1) as usize).saturating_sub(unavailable_now);
     for view in &roster.views {
         let Some(pod) = &view.pod else { continue };
-        if pod.deleting || view.failed_over {
+        if pod.deleting {
             continue;
         }
         let needs = written_for
@@ -422,7 +419,14 @@ fn restarts(
             continue;
         }
         convergence.rollout_done = false;
-        if budget > 0 && pod.ready {
+        // A failed-over member is down already: restarting it to drop what it may still
+        // run costs no availability, so it does not wait for the budget.
+        if view.failed_over {
+            convergence.operations.push(Operation::Evict {
+                pod: view.name(),
+                uid: pod.uid.clone(),
+            });
+        } else if budget > 0 && pod.ready {
             budget -= 1;
             convergence.operations.push(Operation::Evict {
                 pod: view.name(),

@@ -22,13 +22,14 @@
 //! members or moves and stops at most `maxMovedJobs` jobs (re-homed jobs are
 //! not counted, stopped jobs are).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use shoal_core::{Assignment, MemberId, diff};
 
 use super::history::{InForce, revision_record};
 use super::inputs::Desired;
 use super::members::Roster;
+use super::restarts::PlannedRestart;
 use super::{
     APPROVE_ANNOTATION, InputProblem, Observation, Operation, PlannedEvent, assignment_hash,
     condition,
@@ -90,6 +91,8 @@ pub(super) struct GateOutcome {
     pub proposal: Option<PendingRevision>,
     /// Why the approval annotation was refused, if it was.
     pub refused_approval: Option<String>,
+    /// The pods the proposal restarts (`reload: Restart`), by member.
+    pub restarts: BTreeMap<MemberId, PlannedRestart>,
 }
 
 impl GateOutcome {
@@ -124,6 +127,7 @@ impl GateOutcome {
             awaiting: None,
             proposal: None,
             refused_approval: None,
+            restarts: BTreeMap::new(),
             target: in_force
                 .replayed
                 .clone()
@@ -246,7 +250,8 @@ fn propose(
         Some(pending) => (outcome.next_revision(obs), Some(pending.revision)),
         None => (outcome.next_revision(obs), None),
     };
-    let summary = summarize(obs, roster, in_force, &desired, supersedes);
+    let (summary, restarts) = summarize(obs, roster, in_force, &desired, supersedes);
+    outcome.restarts = restarts;
     let approved_by_annotation = approval
         .is_some_and(|approval| approval.revision == revision && approval.hash == desired_hash);
     let verdict = verdict(obs, &summary, approved_by_annotation);
@@ -385,42 +390,34 @@ fn summarize(
     in_force: &InForce,
     desired: &Desired,
     supersedes: Option<u64>,
-) -> RevisionSummary {
-    let change = match &in_force.assignment {
-        Some(in_force) => diff(in_force, &desired.assignment),
+) -> (RevisionSummary, BTreeMap<MemberId, PlannedRestart>) {
+    // With nothing in force, every member starts from an empty slice.
+    let nothing = Assignment::from_slices(std::iter::empty()).ok();
+    let change = match in_force.assignment.as_ref().or(nothing.as_ref()) {
+        Some(before) => diff(before, &desired.assignment),
         None => diff(&desired.assignment, &desired.assignment),
     };
-    let started = match &in_force.assignment {
-        Some(_) => change.created,
-        None => desired.assignment.jobs().len(),
-    };
+    let started = change.created;
     let gone = departed(roster);
     let rehomed = change
         .moved
         .iter()
         .filter(|moved| gone(&moved.from))
         .count();
-    let restarts_needed = match obs.spec.reload {
-        ReloadPolicy::HotReload => 0,
-        ReloadPolicy::Restart => change
-            .affected
-            .iter()
-            .filter(|member| {
-                roster.views.iter().any(|view| {
-                    &view.id == *member && view.pod.as_ref().is_some_and(|pod| !pod.deleting)
-                })
-            })
-            .count() as u64,
-    };
+    let restarts = super::restarts::planned_restarts(&change, roster, obs.spec.reload);
+    let restarts_needed: u64 = restarts
+        .values()
+        .map(|restart| u64::from(restart.times))
+        .sum();
     let members_disrupted = match obs.spec.reload {
         ReloadPolicy::HotReload => change
             .members
             .iter()
             .filter(|(member, change)| !change.removed.is_empty() && !gone(member))
             .count() as u64,
-        ReloadPolicy::Restart => restarts_needed,
+        ReloadPolicy::Restart => restarts.len() as u64,
     };
-    RevisionSummary {
+    let summary = RevisionSummary {
         jobs_moved: change.moved.len() as u64,
         jobs_rehomed: rehomed as u64,
         jobs_started: started as u64,
@@ -430,7 +427,8 @@ fn summarize(
         restarts_needed,
         lower_bound: change.lower_bound as u64,
         supersedes,
-    }
+    };
+    (summary, restarts)
 }
 
 /// The gate's answer for one revision.

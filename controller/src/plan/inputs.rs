@@ -170,3 +170,15 @@ pub(super) fn desired(obs: &Observation, members: &[Member]) -> Result<Desired, 
         assignment,
     })
 }
+
+/// `rollout.maxUnavailable` of 0 would restart nothing, so under `Restart` the jobs a
+/// revision moves would run nowhere: refused (the schema refuses it too).
+pub(super) fn rollout_problem(obs: &Observation) -> Option<InputProblem> {
+    (obs.spec.rollout.max_unavailable == 0).then(|| InputProblem {
+        reason: "InvalidRollout",
+        message: format!(
+            "Swarm {}: rollout.maxUnavailable is 0, but at least one member must be allowed to restart (else the jobs a revision moves would run nowhere); no new revision is applied until it is 1 or more",
+            obs.swarm
+        ),
+    })
+}

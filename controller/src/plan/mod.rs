@@ -15,13 +15,13 @@
 //!
 //! 1. **Revoke.** A member whose slice holds keys the target gives to someone
 //!    else gets `slice ∩ target` (annotated `shoal.dev/phase: revoke`).
-//! 2. **Wait.** Each slice revoked at revision `N` must be *settled*: the
-//!    member Lease acknowledges its hash, or the Lease expired, or the pod is
-//!    gone, or the member was failed over. Until the sidecar runs (no Lease),
-//!    pod readiness stands in: a Ready pod (for `Restart`, a Ready pod that is
-//!    not the one that was running when the slice was written) counts as
-//!    having applied it.
-//! 3. **Grant.** Only then do members receive the keys they gain.
+//! 2. **Wait.** Each slice revoked at revision `N` must be *settled*
+//!    (`converge::settled`): the pod is gone or replaced, or its Lease stopped
+//!    changing for its duration, or (`HotReload`) its own sidecar acknowledged
+//!    exactly that revision and hash. Without a sidecar (no Lease), pod
+//!    readiness stands in under `HotReload`.
+//! 3. **Grant.** Only then do members receive the keys they gain, and only
+//!    members whose pod is Ready.
 //! 4. **Restart** (`reload: Restart`): a pod is restarted when it is the very
 //!    pod (by uid) that was running when its slice was last written
 //!    (`shoal.dev/written-for-uid` on the slice ConfigMap). After the
@@ -29,7 +29,8 @@
 //!    repeated. At most `rollout.maxUnavailable` members are unavailable.
 //!    A member that both gives jobs away and receives jobs is restarted
 //!    twice: once to release (revoke), once to pick up (grant); one restart
-//!    could only do both by granting before the revoke settled.
+//!    could only do both by granting before the revoke settled. The module
+//!    `restarts` states the rule once for the summary, the preview and this.
 //!
 //! A member whose slice does not change is never written and never restarted.
 
@@ -49,12 +50,14 @@ mod history;
 mod inputs;
 mod members;
 mod ownership;
+mod restarts;
 mod status;
 
 pub use gate::{MAX_REVISION, approval_value};
 pub use history::{REVISION_DATA_KEY, RevisionRecord, replay};
 pub use inputs::{DEFAULT_VNODES, job_list, parse_duration, strategy_of};
 pub use ownership::unchecked_targets;
+pub use restarts::PlannedRestart;
 
 /// Annotation approving a pending revision.
 pub const APPROVE_ANNOTATION: &str = "shoal.dev/approve";
@@ -222,6 +225,9 @@ pub struct Observation {
     /// field manager. Their content is not trusted (history records and the index are not
     /// read); they are written back and reported.
     pub edited_config_maps: BTreeMap<String, String>,
+    /// Evictions a PodDisruptionBudget refused in the previous pass: pod → what the API
+    /// server said. Shown in the Progressing condition while they wait.
+    pub blocked_evictions: BTreeMap<String, String>,
     /// Now.
     pub now: Timestamp,
 }
@@ -299,6 +305,9 @@ pub struct Plan {
     /// The revision the inputs ask for when it differs from the one in force, whether
     /// the gate let it through or not, with what applying it does.
     pub proposal: Option<crate::crd::PendingRevision>,
+    /// The pods that proposal restarts (`reload: Restart`), by member: what the summary
+    /// counts, what `kubectl shoal diff` lists, and what the controller evicts.
+    pub restarts: BTreeMap<MemberId, PlannedRestart>,
 }
 
 /// A problem with the Swarm's inputs; the last good revision stays in force.
@@ -439,7 +448,10 @@ pub fn plan(obs: &Observation) -> Plan {
                     .join(", ")
             ),
         }),
-        None => inputs::desired(obs, &roster.members()),
+        None => match inputs::rollout_problem(obs) {
+            Some(problem) => Err(problem),
+            None => inputs::desired(obs, &roster.members()),
+        },
     };
     let gate = gate::decide(obs, &roster, &in_force, desired, &mut events, &mut problems);
     let refusals = refusals(obs, &roster, gate.refused_approval.clone());
@@ -492,6 +504,7 @@ pub fn plan(obs: &Observation) -> Plan {
         applied_revision: gate.applied_revision,
         jobs_moved: gate.jobs_moved,
         proposal: gate.proposal,
+        restarts: gate.restarts,
     }
 }
 

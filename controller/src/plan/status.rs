@@ -119,11 +119,21 @@ pub(super) fn conditions(
         None => condition("Degraded", false, "AsExpected", String::new()),
     };
     let progressing = if has_target && !rollout_done {
+        let mut message = format!("applying revision {}", status.current_revision);
+        for (pod, refusal) in &obs.blocked_evictions {
+            message.push_str(&format!(
+                "; pod {pod} waits to restart: its eviction was refused: {refusal}"
+            ));
+        }
         condition(
             "Progressing",
             true,
-            "RollingOut",
-            format!("applying revision {}", status.current_revision),
+            if obs.blocked_evictions.is_empty() {
+                "RollingOut"
+            } else {
+                "EvictionBlocked"
+            },
+            message,
         )
     } else {
         condition("Progressing", false, "Converged", String::new())

@@ -444,8 +444,10 @@ pub fn preview(
         revision,
         message,
     })?;
-    // As in the planner: with nothing readable in force, the diff is taken against the target itself.
-    let before = in_force(obs).unwrap_or_else(|| desired.clone());
+    // As in the planner: with nothing readable in force, every member starts empty.
+    let before = in_force(obs)
+        .or_else(|| Assignment::from_slices(std::iter::empty()).ok())
+        .unwrap_or_else(|| desired.clone());
     let change = diff(&before, &desired);
 
     let summary = held
@@ -586,30 +588,23 @@ pub fn preview(
             (true, false) => "grant",
             (false, false) => "revoke, then grant",
         };
-        if obs.spec.reload == ReloadPolicy::Restart
-            && member_change.is_changed()
-            && let Some(pod) = pods.get(&name).filter(|pod| !pod.deleting)
-        {
-            let times = if !loses.is_empty() && !gains.is_empty() {
-                2
-            } else {
-                1
-            };
+        // The planner's own restarts: what the summary counts and the controller does.
+        let planned = opened.restarts.get(member);
+        if let Some(restart) = planned {
             restarts.push(PodRestart {
                 pod: name.clone(),
-                uid: pod.uid.clone(),
-                times,
-                reason: match times {
-                    2 => "gives jobs away (restart to release), then receives jobs (restart to pick up)",
-                    _ if loses.is_empty() => "receives jobs",
-                    _ => "gives jobs away",
-                }
-                .to_owned(),
+                uid: pods.get(&name).map_or_else(
+                    || "(created by the StatefulSet)".to_owned(),
+                    |pod| pod.uid.clone(),
+                ),
+                times: restart.times,
+                reason: restart.reason.to_owned(),
             });
         }
         if member_change.is_changed()
             && !pods.contains_key(&name)
             && desired.members().contains(member)
+            && planned.is_none()
         {
             notes.push(format!(
                 "pod {name} does not exist yet; it starts with its slice"

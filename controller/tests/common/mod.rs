@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use shoal_controller::crd::Swarm;
-use shoal_controller::{Settings, run};
+use shoal_controller::{Clients, Settings, run_with_clients};
 use shoal_core::format::parse_slice;
 use shoal_emulator::Faults;
 use shoal_emulator::harness::TestCluster;
@@ -155,15 +155,29 @@ impl Env {
         })
     }
 
+    /// The controller's clients, as its binary makes them (evictions without retries).
+    pub fn controller_clients(&self) -> Clients {
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(self.kubeconfig_path()).expect("the kubeconfig");
+        let config = tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(kube::Config::from_custom_kubeconfig(
+                kubeconfig,
+                &kube::config::KubeConfigOptions::default(),
+            ))
+        })
+        .expect("a client configuration");
+        Clients::from_config(config).expect("clients")
+    }
+
     /// Starts the controller with explicit settings.
     pub fn start_controller_with(&self, settings: Settings) -> Running {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let client = self.client.clone();
+        let clients = self.controller_clients();
         let task = tokio::spawn(async move {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            if let Err(error) = run(client, settings, shutdown).await {
+            if let Err(error) = run_with_clients(clients, settings, shutdown).await {
                 panic!("controller failed: {error}");
             }
         });
