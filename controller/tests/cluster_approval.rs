@@ -180,3 +180,115 @@ async fn the_old_rollback_annotation_changes_nothing_and_says_to_use_undo() {
     controller.stop().await;
     env.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shoals_events_carry_the_timestamps_kubectl_sorts_by() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    let manual = "  approval:\n    policy: Manual\n";
+    env.apply(&swarm_yaml("demo", &job_keys(6), manual)).await;
+    eventually("revision 1 pending", WAIT, || async {
+        env.swarm("demo").await.status?.pending_revision
+    })
+    .await;
+    env.approve_pending("demo").await;
+    env.in_force("demo", 1, WAIT).await;
+    let listed = env
+        .kubectl(&[
+            "get",
+            "events",
+            "--sort-by=.lastTimestamp",
+            "-o",
+            r#"jsonpath={range .items[?(@.source.component=="shoal-controller")]}{.reason} {.firstTimestamp} {.lastTimestamp} {.count}{"\n"}{end}"#,
+        ])
+        .await;
+    let rows: Vec<Vec<&str>> = listed
+        .lines()
+        .map(|line| line.split(' ').collect())
+        .collect();
+    let reasons: Vec<&str> = rows.iter().map(|row| row[0]).collect();
+    assert_eq!(
+        reasons,
+        ["RevisionPending", "RevisionApproved", "RevisionApplied"],
+        "{listed}"
+    );
+    for row in &rows {
+        assert_eq!(row.len(), 4, "{listed}");
+        assert!(
+            row[1].parse::<jiff::Timestamp>().is_ok() && row[2].parse::<jiff::Timestamp>().is_ok(),
+            "{listed}"
+        );
+        assert_eq!(row[3], "1", "{listed}");
+    }
+    let sorted: Vec<&str> = rows.iter().map(|row| row[2]).collect();
+    let mut in_order = sorted.clone();
+    in_order.sort();
+    assert_eq!(sorted, in_order);
+    controller.stop().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_message_is_one_event_whose_count_and_last_timestamp_grow() {
+    use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference};
+    use kube::runtime::events::{Event, EventType, Reporter};
+    let env = Env::start().await;
+    let recorders = shoal_controller::events::EventRecorders::new(
+        env.client.clone(),
+        Reporter {
+            controller: "shoal-controller".to_owned(),
+            instance: Some("test".to_owned()),
+        },
+    );
+    let reference = ObjectReference {
+        kind: Some("Swarm".to_owned()),
+        api_version: Some("shoal.dev/v1alpha1".to_owned()),
+        name: Some("demo".to_owned()),
+        namespace: Some(env.namespace.clone()),
+        ..ObjectReference::default()
+    };
+    let event = |note: &str| Event {
+        type_: EventType::Warning,
+        reason: "WriteSliceFailed".to_owned(),
+        note: Some(note.to_owned()),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    recorders
+        .publish(&event("the same"), &reference)
+        .await
+        .unwrap();
+    // Event timestamps have a precision of one second.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    recorders
+        .publish(&event("the same"), &reference)
+        .await
+        .unwrap();
+    recorders
+        .publish(&event("another"), &reference)
+        .await
+        .unwrap();
+    let events = kube::Api::<CoreEvent>::namespaced(env.client.clone(), &env.namespace)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    let by_message: std::collections::BTreeMap<String, (Option<i32>, bool)> = events
+        .iter()
+        .map(|event| {
+            (
+                event.message.clone().unwrap_or_default(),
+                (
+                    event.count,
+                    event.last_timestamp.as_ref().map(|time| time.0)
+                        > event.first_timestamp.as_ref().map(|time| time.0),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(by_message.len(), 2, "{events:?}");
+    assert_eq!(by_message["the same"], (Some(2), true));
+    assert_eq!(by_message["another"], (Some(1), false));
+    env.finish().await;
+}

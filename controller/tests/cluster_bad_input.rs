@@ -41,9 +41,14 @@ async fn a_duplicate_and_an_empty_key_are_reported_and_the_last_good_slices_stay
     duplicated.push(String::new());
     env.apply(&swarm_yaml("demo", &duplicated, "")).await;
     let message = degraded(&env, "InvalidJobs").await;
-    assert!(message.contains("stream:002"), "{message}");
-    assert!(message.contains("duplicate"), "{message}");
-    assert!(message.contains("empty key"), "{message}");
+    assert!(
+        message.contains("spec.jobs[6] \"stream:002\" repeats spec.jobs[2]"),
+        "{message}"
+    );
+    assert!(
+        message.contains("spec.jobs[7] \"\": empty key"),
+        "{message}"
+    );
     event_with_reason(&env, "InvalidJobs").await;
     assert_eq!(all_jobs(&env.slices("demo").await), job_keys(6));
     assert_eq!(env.swarm("demo").await.status.unwrap().current_revision, 1);

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use serde::Deserialize;
+use shoal_core::job::{JobProblem, JobProblemReason};
 use shoal_core::{Assignment, JobSet, Member, Strategy, assign};
 
 use super::{InputProblem, JobSource, Observation};
@@ -21,6 +22,8 @@ struct JobListDocument {
 /// Reads the job list of a Swarm: inline keys plus the `jobsFrom` document.
 pub fn job_list(swarm: &str, spec: &SwarmSpec, source: &JobSource) -> Result<JobSet, InputProblem> {
     let mut keys: Vec<String> = spec.jobs.clone();
+    // Where the merged list's entries come from, to name them in errors.
+    let mut from_config_map: Option<(String, String)> = None;
     match source {
         JobSource::NotReferenced => {}
         JobSource::MissingConfigMap { name } => {
@@ -55,12 +58,47 @@ pub fn job_list(swarm: &str, spec: &SwarmSpec, source: &JobSource) -> Result<Job
                 });
             };
             keys.extend(listed);
+            from_config_map = Some((name.clone(), key.clone()));
         }
     }
+    let inline = spec.jobs.len();
+    let origin = |position: usize| match &from_config_map {
+        Some((name, key)) if position >= inline => {
+            format!("ConfigMap {name} key {key} jobs[{}]", position - inline)
+        }
+        _ => format!("spec.jobs[{position}]"),
+    };
     JobSet::parse(keys).map_err(|invalid| InputProblem {
         reason: "InvalidJobs",
-        message: format!("Swarm {swarm}: {invalid}"),
+        message: format!(
+            "Swarm {swarm}: invalid job list ({} problem{}): {}",
+            invalid.problems.len(),
+            if invalid.problems.len() == 1 { "" } else { "s" },
+            invalid
+                .problems
+                .iter()
+                .map(|problem| describe_problem(problem, &origin))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
     })
+}
+
+/// One problem of a job list, naming where each entry involved comes from.
+fn describe_problem(problem: &JobProblem, origin: &dyn Fn(usize) -> String) -> String {
+    let key: String = if problem.key.chars().count() > 80 {
+        format!("{:?}…", problem.key.chars().take(80).collect::<String>())
+    } else {
+        format!("{:?}", problem.key)
+    };
+    match &problem.reason {
+        JobProblemReason::Duplicate { first_position } => format!(
+            "{} {key} repeats {}",
+            origin(problem.position),
+            origin(*first_position)
+        ),
+        reason => format!("{} {key}: {reason}", origin(problem.position)),
+    }
 }
 
 /// The core strategy for a strategy spec.

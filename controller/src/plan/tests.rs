@@ -1735,3 +1735,40 @@ fn a_swarm_whose_pools_have_no_member_is_not_ready() {
     assert!(ready.message.contains("10 jobs"), "{}", ready.message);
     assert_ne!(plans.last().unwrap().status.phase.as_deref(), Some("Ready"));
 }
+
+#[test]
+fn a_duplicate_key_names_both_entries_and_the_configmap_it_comes_from() {
+    let mut spec = spec(vec!["stream:a".to_owned(), "stream:b".to_owned()]);
+    spec.jobs_from = Some(JobsFrom {
+        config_map_key_ref: ConfigMapKeyRef {
+            name: "streams".to_owned(),
+            key: "config.yml".to_owned(),
+        },
+    });
+    let source = JobSource::Text {
+        name: "streams".to_owned(),
+        key: "config.yml".to_owned(),
+        text: "jobs: [stream:c, stream:b, '']\n".to_owned(),
+    };
+    let problem = job_list("demo", &spec, &source).unwrap_err();
+    assert_eq!(problem.reason, "InvalidJobs");
+    assert!(
+        problem
+            .message
+            .contains("ConfigMap streams key config.yml jobs[1] \"stream:b\" repeats spec.jobs[1]"),
+        "{}",
+        problem.message
+    );
+    assert!(
+        problem
+            .message
+            .contains("ConfigMap streams key config.yml jobs[2] \"\":"),
+        "{}",
+        problem.message
+    );
+    assert!(
+        problem.message.contains("2 problems"),
+        "{}",
+        problem.message
+    );
+}
