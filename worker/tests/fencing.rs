@@ -49,7 +49,7 @@ async fn a_member_cut_off_from_the_api_fences_itself_before_its_lease_expires_an
         .api_address()
         .expect("the emulator's kubeconfig names http://HOST:PORT");
     let partition = Partition::start(api_address).await;
-    let member_client = cluster.client_via(partition.address());
+    let member_client = cluster.client_via(partition.address()).await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("jobs.log");
     let file = dir.path().join("slice.yaml");

@@ -68,6 +68,15 @@ pub enum HarnessError {
         /// What it printed on stderr.
         stderr: String,
     },
+    /// A ServiceAccount token could not be requested.
+    #[error("requesting a token for ServiceAccount {account}: {source}")]
+    Token {
+        /// `namespace/name`.
+        account: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
     /// A condition did not hold in time.
     #[error("timed out after {timeout:?} waiting for {what}; last saw: {last_seen}")]
     Timeout {
@@ -152,7 +161,7 @@ impl KubectlOutput {
 }
 
 enum Backend {
-    Emulator(Cluster),
+    Emulator(Box<Cluster>),
     Real { kubeconfig: PathBuf },
 }
 
@@ -216,7 +225,7 @@ impl TestCluster {
             _ => {
                 let cluster = Cluster::start_with(options).await?;
                 let client = cluster.client();
-                (Backend::Emulator(cluster), client)
+                (Backend::Emulator(Box::new(cluster)), client)
             }
         };
         let namespace = format!("shoal-test-{}", random_suffix());
@@ -266,6 +275,133 @@ impl TestCluster {
             Some(Backend::Real { kubeconfig }) => kubeconfig,
             None => Path::new(""),
         }
+    }
+
+    /// The emulated API server's audit log: every authorization decision (emulator only).
+    pub fn audit(&self) -> Option<crate::Audit> {
+        match &self.backend {
+            Some(Backend::Emulator(cluster)) => Some(cluster.api().audit()),
+            _ => None,
+        }
+    }
+
+    /// A token for ServiceAccount `namespace/account` from the TokenRequest API (as a
+    /// kubelet gets one for a pod), bound to `pod` when given: its user then carries the
+    /// pod's name and uid, and the token stops working when the pod is gone.
+    pub async fn service_account_token(
+        &self,
+        namespace: &str,
+        account: &str,
+        pod: Option<&str>,
+    ) -> Result<String, HarnessError> {
+        let mut spec = serde_json::json!({"expirationSeconds": 3600});
+        if let Some(pod) = pod {
+            let pods: Api<k8s_openapi::api::core::v1::Pod> =
+                Api::namespaced(self.client.clone(), namespace);
+            let uid = pods
+                .get(pod)
+                .await
+                .map_err(|source| HarnessError::Token {
+                    account: format!("{namespace}/{account}"),
+                    source,
+                })?
+                .metadata
+                .uid
+                .unwrap_or_default();
+            spec["boundObjectRef"] =
+                serde_json::json!({"kind": "Pod", "apiVersion": "v1", "name": pod, "uid": uid});
+        }
+        let request = serde_json::json!({
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": spec,
+        });
+        let url = format!("/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token");
+        let http_request = http::Request::post(url)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(&request).unwrap_or_default())
+            .map_err(|error| HarnessError::Token {
+                account: format!("{namespace}/{account}"),
+                source: kube::Error::HttpError(error),
+            })?;
+        let response: serde_json::Value =
+            self.client
+                .request(http_request)
+                .await
+                .map_err(|source| HarnessError::Token {
+                    account: format!("{namespace}/{account}"),
+                    source,
+                })?;
+        Ok(response["status"]["token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned())
+    }
+
+    /// A kube client that authenticates with `token` (and trusts the cluster's CA).
+    pub async fn client_with_token(&self, token: &str) -> Result<Client, HarnessError> {
+        let mut config = self.config().await?;
+        config.auth_info = kube::config::AuthInfo {
+            token: Some(token.to_owned().into()),
+            ..kube::config::AuthInfo::default()
+        };
+        Client::try_from(config).map_err(|error| HarnessError::Kubeconfig {
+            path: self.kubeconfig_path().to_path_buf(),
+            reason: error.to_string(),
+        })
+    }
+
+    /// A kubeconfig file (next to `directory`) for the same cluster that authenticates
+    /// with `token`, for kubectl and other processes run as that identity.
+    pub fn kubeconfig_with_token(
+        &self,
+        directory: &Path,
+        name: &str,
+        token: &str,
+    ) -> Result<PathBuf, HarnessError> {
+        let mut kubeconfig =
+            kube::config::Kubeconfig::read_from(self.kubeconfig_path()).map_err(|error| {
+                HarnessError::Kubeconfig {
+                    path: self.kubeconfig_path().to_path_buf(),
+                    reason: error.to_string(),
+                }
+            })?;
+        for user in &mut kubeconfig.auth_infos {
+            user.auth_info = Some(kube::config::AuthInfo {
+                token: Some(token.to_owned().into()),
+                ..kube::config::AuthInfo::default()
+            });
+        }
+        let path = directory.join(format!("{name}.kubeconfig"));
+        let text =
+            serde_saphyr::to_string(&kubeconfig).map_err(|error| HarnessError::Kubeconfig {
+                path: path.clone(),
+                reason: error.to_string(),
+            })?;
+        std::fs::write(&path, text).map_err(|error| HarnessError::Kubeconfig {
+            path: path.clone(),
+            reason: error.to_string(),
+        })?;
+        Ok(path)
+    }
+
+    async fn config(&self) -> Result<kube::Config, HarnessError> {
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(self.kubeconfig_path()).map_err(|error| {
+                HarnessError::Kubeconfig {
+                    path: self.kubeconfig_path().to_path_buf(),
+                    reason: error.to_string(),
+                }
+            })?;
+        kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|error| HarnessError::Kubeconfig {
+            path: self.kubeconfig_path().to_path_buf(),
+            reason: error.to_string(),
+        })
     }
 
     /// Fault injection, on the emulator only (`None` on a real cluster).

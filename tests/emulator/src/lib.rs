@@ -8,4 +8,4 @@ pub mod harness;
 pub mod server;
 pub mod sim;
 
-pub use server::{ApiServer, Faults, ServerError, ServerOptions};
+pub use server::{ApiServer, Audit, AuditEntry, Faults, ServerError, ServerOptions, UserInfo};

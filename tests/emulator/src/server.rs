@@ -10,21 +10,25 @@
 #![allow(clippy::result_large_err)]
 
 mod apply;
+mod auth;
 mod discovery;
 mod errors;
 mod events;
 mod eviction;
 mod handlers;
 mod http;
-mod identity;
+pub mod identity;
 mod jsonpath;
 mod lifecycle;
 mod patch;
 mod protobuf;
+mod rbac;
 mod registry;
+mod reviews;
 mod selectors;
 mod store;
 mod table;
+mod tls;
 mod validation;
 mod watch;
 
@@ -35,6 +39,8 @@ use std::time::Duration;
 
 use tokio::sync::watch as signal;
 
+pub use http::AuditEntry;
+pub use identity::UserInfo;
 pub use store::ObjectKey;
 
 /// Failures of starting the server or building a client for it.
@@ -53,6 +59,8 @@ pub enum ServerError {
     LoadKubeconfig { path: PathBuf, reason: String },
     #[error("cannot build a kube client: {0}")]
     Client(#[from] kube::Error),
+    #[error("cannot make the server's TLS certificates: {0}")]
+    Certificates(String),
 }
 
 /// Options of [`ApiServer::start_with`].
@@ -209,6 +217,7 @@ impl Faults {
 #[derive(Debug)]
 pub struct ApiServer {
     address: SocketAddr,
+    shared: Arc<http::Shared>,
     kubeconfig: PathBuf,
     _kubeconfig_dir: Option<tempfile::TempDir>,
     faults: Faults,
@@ -248,13 +257,8 @@ impl ApiServer {
                 (Some(temporary), path)
             }
         };
-        let kubeconfig = directory.join("kubeconfig");
-        std::fs::write(&kubeconfig, kubeconfig_text(address)).map_err(|source| {
-            ServerError::WriteKubeconfig {
-                path: kubeconfig.clone(),
-                source,
-            }
-        })?;
+        let certificates = tls::certificates().map_err(ServerError::Certificates)?;
+        let options_port = options.port;
         let faults = Faults::new();
         let (shutdown, shutdown_signal) = signal::channel(false);
         let shared = Arc::new(http::Shared::new(
@@ -263,7 +267,23 @@ impl ApiServer {
             shutdown_signal.clone(),
             address,
         ));
-        let router = http::router(shared);
+        let kubeconfig = directory.join("kubeconfig");
+        let kubeconfig_document =
+            kubeconfig_text(address, shared.tokens.admin(), &certificates.ca_pem);
+        std::fs::write(&kubeconfig, kubeconfig_document).map_err(|source| {
+            ServerError::WriteKubeconfig {
+                path: kubeconfig.clone(),
+                source,
+            }
+        })?;
+        let router = http::router(shared.clone());
+        let listener =
+            tls::TlsListener::new(listener, certificates.config.clone()).map_err(|source| {
+                ServerError::Bind {
+                    port: options_port,
+                    source,
+                }
+            })?;
         let mut stop = shutdown_signal;
         let serving = tokio::spawn(async move {
             let graceful = async move {
@@ -278,6 +298,7 @@ impl ApiServer {
         });
         Ok(ApiServer {
             address,
+            shared,
             kubeconfig,
             _kubeconfig_dir: kubeconfig_dir,
             faults,
@@ -286,9 +307,9 @@ impl ApiServer {
         })
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `https://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.address)
+        format!("https://{}", self.address)
     }
 
     /// The kubeconfig (cluster, user and context named `shoal-emulator`).
@@ -329,6 +350,19 @@ impl ApiServer {
         self.faults.clone()
     }
 
+    /// The administrator's bearer token (also in the kubeconfig).
+    pub fn admin_token(&self) -> String {
+        self.shared.tokens.admin().to_owned()
+    }
+
+    /// Every authorization decision so far (bounded), oldest first: who did what, and
+    /// whether RBAC allowed it.
+    pub fn audit(&self) -> Audit {
+        Audit {
+            shared: self.shared.clone(),
+        }
+    }
+
     /// Stops serving: open watches end, then the listener closes.
     pub async fn shutdown(mut self) {
         let _ = self.shutdown.send(true);
@@ -344,17 +378,46 @@ impl Drop for ApiServer {
     }
 }
 
-fn kubeconfig_text(address: SocketAddr) -> String {
+/// A handle on the server's audit log (cheap to clone).
+#[derive(Clone)]
+pub struct Audit {
+    shared: Arc<http::Shared>,
+}
+
+impl std::fmt::Debug for Audit {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("Audit")
+    }
+}
+
+impl Audit {
+    /// The entries recorded so far, oldest first.
+    pub fn entries(&self) -> Vec<AuditEntry> {
+        self.shared
+            .audit
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
+}
+
+fn kubeconfig_text(address: SocketAddr, token: &str, ca_pem: &str) -> String {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     format!(
         "apiVersion: v1
 kind: Config
 clusters:
 - name: shoal-emulator
   cluster:
-    server: http://{address}
+    server: https://{address}
+    certificate-authority-data: {ca}
 users:
 - name: shoal-emulator
-  user: {{}}
+  user:
+    token: {token}
 contexts:
 - name: shoal-emulator
   context:

@@ -15,10 +15,9 @@
 //! CRD), so against `SHOAL_TEST_KUBECONFIG` they only do server-side dry runs.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -29,8 +28,8 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 use shoal_controller::crd::Swarm;
 use shoal_controller::{LeaderElection, Settings};
+use shoal_emulator::AuditEntry;
 use shoal_emulator::harness::{Check, TestCluster, wait_for};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 const DEMO_NAMESPACE: &str = "shoal-demo";
 const CONTROLLER_NAMESPACE: &str = "shoal-system";
@@ -371,239 +370,42 @@ async fn the_example_demo_consumer_prints_its_stream_and_member() {
     cluster.cleanup().await;
 }
 
-// --- a recording proxy between the in-process components and the emulator ---
+// --- what the API server decided, per identity ---
 
-/// One API request as RBAC sees it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Access {
-    verb: String,
-    group: String,
-    /// `resource` or `resource/subresource`.
-    resource: String,
-    namespace: String,
-    name: String,
+/// What one identity did in the walkthrough, from the emulated API server's audit log.
+struct Decisions {
+    /// (group, `resource[/subresource]`, verb) of every request the server allowed.
+    used: BTreeSet<(String, String, String)>,
+    /// Every request the server refused, in words.
+    refused: Vec<String>,
 }
 
-impl std::fmt::Display for Access {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            formatter,
-            "{} {}{}{} (namespace {:?}, name {:?})",
-            self.verb,
-            self.group,
-            if self.group.is_empty() { "" } else { "/" },
-            self.resource,
-            self.namespace,
-            self.name
-        )
-    }
-}
-
-/// Maps a request line to RBAC attributes; `None` for non-resource paths
-/// (discovery, `/version`, OpenAPI), which every authenticated user may read.
-fn access_of(method: &str, target: &str) -> Option<Access> {
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (group, rest) = match segments.as_slice() {
-        ["api", _version, rest @ ..] if !rest.is_empty() => (String::new(), rest),
-        ["apis", group, _version, rest @ ..] if !rest.is_empty() => ((*group).to_owned(), rest),
-        _ => return None,
+fn decisions_of(entries: &[AuditEntry], user: &str) -> Decisions {
+    let mut decisions = Decisions {
+        used: BTreeSet::new(),
+        refused: Vec::new(),
     };
-    let (namespace, rest) = match rest {
-        ["namespaces", namespace, rest @ ..] if !rest.is_empty() => ((*namespace).to_owned(), rest),
-        _ => (String::new(), rest),
-    };
-    let resource = match rest {
-        [resource, _name, subresource] => format!("{resource}/{subresource}"),
-        [resource, ..] => (*resource).to_owned(),
-        [] => return None,
-    };
-    let name = rest
-        .get(1)
-        .map(|name| (*name).to_owned())
-        .unwrap_or_default();
-    let watch = query
-        .split('&')
-        .any(|pair| pair == "watch=true" || pair == "watch=1");
-    let verb = match (method, name.is_empty()) {
-        ("GET", false) => "get",
-        ("GET", true) if watch => "watch",
-        ("GET", true) => "list",
-        ("POST", _) => "create",
-        ("PUT", _) => "update",
-        ("PATCH", _) => "patch",
-        ("DELETE", false) => "delete",
-        ("DELETE", true) => "deletecollection",
-        _ => return None,
-    };
-    Some(Access {
-        verb: verb.to_owned(),
-        group,
-        resource,
-        namespace,
-        name,
-    })
-}
-
-/// One recorded request.
-struct RequestLine {
-    method: String,
-    target: String,
-    /// A server-side apply (`application/apply-patch+yaml`).
-    apply: bool,
-}
-
-/// A TCP proxy that forwards HTTP/1.1 to the API server unchanged and records
-/// every request line on the way.
-struct RecordingProxy {
-    address: SocketAddr,
-    requests: Arc<Mutex<Vec<RequestLine>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl RecordingProxy {
-    async fn start(upstream: SocketAddr) -> RecordingProxy {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("the proxy binds");
-        let address = listener.local_addr().expect("the proxy's address");
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let log = requests.clone();
-        let task = tokio::spawn(async move {
-            while let Ok((downstream, _)) = listener.accept().await {
-                let log = log.clone();
-                tokio::spawn(async move {
-                    if let Ok(upstream) = tokio::net::TcpStream::connect(upstream).await {
-                        let _ = relay(downstream, upstream, log).await;
-                    }
-                });
-            }
-        });
-        RecordingProxy {
-            address,
-            requests,
-            task,
+    for entry in entries.iter().filter(|entry| entry.user == user) {
+        if !entry.allowed {
+            decisions.refused.push(format!(
+                "{} {}{} (group {:?}, namespace {:?}, name {:?})",
+                entry.verb,
+                entry.resource,
+                entry.path.as_deref().unwrap_or_default(),
+                entry.group,
+                entry.namespace,
+                entry.name
+            ));
+        } else if entry.path.is_none() {
+            decisions.used.insert((
+                entry.group.clone(),
+                entry.resource.clone(),
+                entry.verb.clone(),
+            ));
         }
     }
-
-    fn accesses(&self) -> Vec<Access> {
-        self.requests
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .iter()
-            .flat_map(|request| {
-                let access = access_of(&request.method, &request.target);
-                // The API server authorizes a server-side apply of an object
-                // that does not exist yet as a create as well.
-                let creates = access
-                    .as_ref()
-                    .filter(|_| request.apply)
-                    .map(|access| Access {
-                        verb: "create".to_owned(),
-                        ..access.clone()
-                    });
-                access.into_iter().chain(creates)
-            })
-            .collect()
-    }
-
-    /// A kubeconfig (for kubectl and the plugin) that goes through this proxy.
-    fn kubeconfig(&self, directory: &Path, user: &str) -> PathBuf {
-        let path = directory.join(format!("{user}.kubeconfig"));
-        let text = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster:\n    server: http://{}\n\
-             users:\n- name: {user}\n  user: {{}}\ncontexts:\n- name: proxy\n  context:\n    cluster: proxy\n\
-             \x20   user: {user}\n    namespace: {DEMO_NAMESPACE}\ncurrent-context: proxy\n",
-            self.address
-        );
-        std::fs::write(&path, text).expect("write the proxy kubeconfig");
-        path
-    }
-
-    /// A kube client for `base` that goes through this proxy.
-    fn client(&self, base: &kube::Config) -> Client {
-        let mut config = base.clone();
-        config.cluster_url = format!("http://{}", self.address)
-            .parse()
-            .expect("the proxy URL");
-        Client::try_from(config).expect("a client through the proxy")
-    }
+    decisions
 }
-
-impl Drop for RecordingProxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// Copies responses back as they come (watches stream) and requests forward
-/// one at a time, noting each request line. Request bodies are framed by
-/// Content-Length (what kube sends); a chunked request is passed through raw.
-async fn relay(
-    downstream: tokio::net::TcpStream,
-    upstream: tokio::net::TcpStream,
-    log: Arc<Mutex<Vec<RequestLine>>>,
-) -> std::io::Result<()> {
-    let (down_read, mut down_write) = downstream.into_split();
-    let (mut up_read, mut up_write) = upstream.into_split();
-    let responses = tokio::spawn(async move {
-        let _ = tokio::io::copy(&mut up_read, &mut down_write).await;
-    });
-    let mut reader = BufReader::new(down_read);
-    loop {
-        let mut head = Vec::new();
-        let mut length = 0usize;
-        let mut chunked = false;
-        let mut apply = false;
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line).await? == 0 {
-                responses.abort();
-                return Ok(());
-            }
-            let lower = line.to_ascii_lowercase();
-            if let Some(value) = lower.strip_prefix("content-length:") {
-                length = value.trim().parse().unwrap_or(0);
-            }
-            if lower.starts_with("content-type:") && lower.contains("apply-patch") {
-                apply = true;
-            }
-            if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
-                chunked = true;
-            }
-            let end = line == "\r\n" || line == "\n";
-            head.extend_from_slice(line.as_bytes());
-            if end {
-                break;
-            }
-        }
-        let request_line = String::from_utf8_lossy(&head)
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        let mut parts = request_line.split_whitespace();
-        if let (Some(method), Some(target)) = (parts.next(), parts.next()) {
-            log.lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .push(RequestLine {
-                    method: method.to_owned(),
-                    target: target.to_owned(),
-                    apply,
-                });
-        }
-        up_write.write_all(&head).await?;
-        if chunked {
-            tokio::io::copy(&mut reader, &mut up_write).await?;
-            return Ok(());
-        }
-        let mut body = vec![0u8; length];
-        reader.read_exact(&mut body).await?;
-        up_write.write_all(&body).await?;
-    }
-}
-
-// --- RBAC as the manifests grant it ---
 
 /// The rules a ServiceAccount gets from the bindings in the cluster: cluster
 /// wide (ClusterRoleBindings) and per namespace (RoleBindings).
@@ -689,37 +491,7 @@ async fn grants_of(client: &Client, namespace: &str, account: &str) -> Grants {
     grants
 }
 
-fn rule_allows(rule: &PolicyRule, access: &Access) -> bool {
-    let has = |list: &Option<Vec<String>>, wanted: &str| {
-        list.iter()
-            .flatten()
-            .any(|item| item == "*" || item == wanted)
-    };
-    let names_ok = match &rule.resource_names {
-        None => true,
-        Some(names) if names.is_empty() => true,
-        // RBAC never matches a create (or a list/watch) against resourceNames.
-        Some(names) => !access.name.is_empty() && names.contains(&access.name),
-    };
-    has(&rule.api_groups, &access.group)
-        && has(&rule.resources, &access.resource)
-        && rule
-            .verbs
-            .iter()
-            .any(|verb| verb == "*" || *verb == access.verb)
-        && names_ok
-}
-
 impl Grants {
-    fn allows(&self, access: &Access) -> bool {
-        self.cluster.iter().any(|rule| rule_allows(rule, access))
-            || (!access.namespace.is_empty()
-                && self
-                    .namespaced
-                    .get(&access.namespace)
-                    .is_some_and(|rules| rules.iter().any(|rule| rule_allows(rule, access))))
-    }
-
     /// (group, resource, verb) triples granted anywhere.
     fn granted(&self) -> BTreeSet<(String, String, String)> {
         self.cluster
@@ -744,91 +516,6 @@ impl Grants {
     }
 }
 
-fn denied(grants: &Grants, accesses: &[Access]) -> Vec<String> {
-    accesses
-        .iter()
-        .filter(|access| !grants.allows(access))
-        .map(ToString::to_string)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect()
-}
-
-fn used(accesses: &[Access]) -> BTreeSet<(String, String, String)> {
-    accesses
-        .iter()
-        .map(|access| {
-            (
-                access.group.clone(),
-                access.resource.clone(),
-                access.verb.clone(),
-            )
-        })
-        .collect()
-}
-
-#[test]
-fn request_lines_map_to_rbac_verbs_and_resources() {
-    let access = |method, target| access_of(method, target).map(|a| a.to_string());
-    assert_eq!(
-        access(
-            "GET",
-            "/apis/shoal.dev/v1alpha1/swarms?watch=true&resourceVersion=5"
-        )
-        .as_deref(),
-        Some("watch shoal.dev/swarms (namespace \"\", name \"\")")
-    );
-    assert_eq!(
-        access(
-            "POST",
-            "/api/v1/namespaces/shoal-demo/pods/swarm-worker-0/eviction"
-        )
-        .as_deref(),
-        Some("create pods/eviction (namespace \"shoal-demo\", name \"swarm-worker-0\")")
-    );
-    assert_eq!(
-        access(
-            "PATCH",
-            "/apis/shoal.dev/v1alpha1/namespaces/d/swarms/demo/status"
-        )
-        .as_deref(),
-        Some("patch shoal.dev/swarms/status (namespace \"d\", name \"demo\")")
-    );
-    assert_eq!(
-        access("GET", "/api/v1/namespaces/d/configmaps?labelSelector=x").as_deref(),
-        Some("list configmaps (namespace \"d\", name \"\")")
-    );
-    assert_eq!(access("GET", "/apis/apps/v1").as_deref(), None);
-    assert_eq!(access("GET", "/version").as_deref(), None);
-}
-
-#[test]
-fn a_missing_verb_is_denied_and_resource_names_do_not_cover_create() {
-    let rule = PolicyRule {
-        api_groups: Some(vec!["coordination.k8s.io".into()]),
-        resources: Some(vec!["leases".into()]),
-        resource_names: Some(vec!["shoal-controller".into()]),
-        verbs: vec!["get".into(), "patch".into(), "create".into()],
-        ..PolicyRule::default()
-    };
-    let grants = Grants {
-        cluster: Vec::new(),
-        namespaced: BTreeMap::from([("shoal-system".to_owned(), vec![rule])]),
-    };
-    let lease = |verb: &str, namespace: &str, name: &str| Access {
-        verb: verb.into(),
-        group: "coordination.k8s.io".into(),
-        resource: "leases".into(),
-        namespace: namespace.into(),
-        name: name.into(),
-    };
-    assert!(grants.allows(&lease("patch", "shoal-system", "shoal-controller")));
-    assert!(!grants.allows(&lease("update", "shoal-system", "shoal-controller")));
-    assert!(!grants.allows(&lease("patch", "other", "shoal-controller")));
-    assert!(!grants.allows(&lease("patch", "shoal-system", "someone-else")));
-    assert!(!grants.allows(&lease("create", "shoal-system", "")));
-}
-
 async fn swarm_status(client: &Client) -> Option<shoal_controller::crd::SwarmStatus> {
     Api::<Swarm>::namespaced(client.clone(), DEMO_NAMESPACE)
         .get_opt("demo")
@@ -840,7 +527,44 @@ async fn swarm_status(client: &Client) -> Option<shoal_controller::crd::SwarmSta
 
 /// Waits until revision `at_least` or later is in force, nothing is pending
 /// and every one of `members` acknowledged its slice; returns the revision.
-async fn wait_converged(client: &Client, members: usize, at_least: u64) -> u64 {
+/// As [`converged`]; on a timeout, the panic also lists every request the API server
+/// refused so far (a missing grant shows as the reason the walkthrough stalled).
+async fn wait_converged(cluster: &TestCluster, members: usize, at_least: u64) -> u64 {
+    match converged(&cluster.client(), members, at_least).await {
+        Ok(revision) => revision,
+        Err(error) => {
+            let refused: Vec<String> = cluster
+                .audit()
+                .map(|audit| audit.entries())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|entry| !entry.allowed)
+                .map(|entry| {
+                    format!(
+                        "{} {} {}{} in {:?}",
+                        entry.user,
+                        entry.verb,
+                        entry.resource,
+                        entry.path.unwrap_or_default(),
+                        entry.namespace
+                    )
+                })
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            panic!(
+                "{error}\nrequests refused by the API server:\n  {}",
+                refused.join("\n  ")
+            )
+        }
+    }
+}
+
+async fn converged(
+    client: &Client,
+    members: usize,
+    at_least: u64,
+) -> Result<u64, shoal_emulator::harness::HarnessError> {
     wait_for("the example Swarm to converge", WAIT, || {
         let client = client.clone();
         async move {
@@ -874,7 +598,6 @@ async fn wait_converged(client: &Client, members: usize, at_least: u64) -> u64 {
         }
     })
     .await
-    .unwrap_or_else(|error| panic!("{error}"))
 }
 
 async fn wait_pending(client: &Client) -> u64 {
@@ -997,26 +720,31 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
     kubectl(&cluster, &["apply", "-k", "manifests/"]).await;
     kubectl(&cluster, &["apply", "-k", "manifests/example/"]).await;
     let client = cluster.client();
-
-    let kubeconfig = kube::config::Kubeconfig::read_from(cluster.kubeconfig_path())
-        .expect("the emulator's kubeconfig");
-    let base = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+    let identities = tempfile::tempdir().expect("a directory for kubeconfigs");
+    // The people's roles, bound the way the README (RBAC) says.
+    for (account, role) in [("viewer", "shoal-viewer"), ("approver", "shoal-approver")] {
+        kubectl(
+            &cluster,
+            &["-n", DEMO_NAMESPACE, "create", "serviceaccount", account],
+        )
+        .await;
+        bind(&client, account, role).await;
+    }
+    // Every component runs as the identity the manifests give it, with a token from the
+    // TokenRequest API as a kubelet would get one; a sidecar's token is bound to its pod.
+    let controller_token = cluster
+        .service_account_token(CONTROLLER_NAMESPACE, "shoal-controller", None)
         .await
-        .expect("a kube config");
-    let upstream: SocketAddr = base
-        .cluster_url
-        .authority()
-        .map(|authority| authority.as_str().to_owned())
-        .unwrap_or_default()
-        .parse()
-        .expect("the emulator listens on host:port");
-    let controller_proxy = RecordingProxy::start(upstream).await;
-    let worker_proxy = RecordingProxy::start(upstream).await;
+        .expect("a token for the controller");
+    let controller_client = cluster
+        .client_with_token(&controller_token)
+        .await
+        .expect("the controller's client");
 
     let slices = tempfile::tempdir().expect("a directory for slice files");
     let mut members = Vec::new();
     for pod in ["swarm-worker-0", "swarm-worker-1"] {
-        members.push(start_member(worker_proxy.client(&base), pod, slices.path()).await);
+        members.push(start_member(member_client(&cluster, pod).await, pod, slices.path()).await);
     }
     let (stop_controller, stopped) = tokio::sync::oneshot::channel::<()>();
     let settings = Settings {
@@ -1031,7 +759,7 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
         resync: Duration::from_secs(60),
     };
     let controller = tokio::spawn(shoal_controller::run(
-        controller_proxy.client(&base),
+        controller_client,
         settings,
         async move {
             let _ = stopped.await;
@@ -1039,7 +767,7 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
     ));
 
     // 1. The example as installed: two members share the seed's 27 streams.
-    let first = wait_converged(&client, 2, 1).await;
+    let first = wait_converged(&cluster, 2, 1).await;
     let mut expected: Vec<String> = shoal_core::seed::SEED_STREAMS
         .iter()
         .map(|stream| (*stream).to_owned())
@@ -1099,7 +827,7 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
 
     // 2. seed 002's walkthrough: Manual approval, Restart reload (evictions
     // through the PDB), scale to 3, approve the pending revision.
-    members.push(start_member(worker_proxy.client(&base), "swarm-worker-2", slices.path()).await);
+    let third = "swarm-worker-2";
     patch_swarm(
         &cluster,
         r#"{"spec":{"approval":{"policy":"Manual"},"reload":"Restart","revisionHistoryLimit":1}}"#,
@@ -1117,15 +845,26 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
         ],
     )
     .await;
+    members.push(start_member(member_client(&cluster, third).await, third, slices.path()).await);
     let pending = wait_pending(&client).await;
     assert!(pending > first);
 
     // The plugin's read-only commands as a shoal-viewer, its approve and
-    // kubectl annotate as a shoal-approver, each behind its own recorder.
-    let viewer_proxy = RecordingProxy::start(upstream).await;
-    let approver_proxy = RecordingProxy::start(upstream).await;
-    let viewer_kubeconfig = viewer_proxy.kubeconfig(slices.path(), "viewer");
-    let approver_kubeconfig = approver_proxy.kubeconfig(slices.path(), "approver");
+    // kubectl annotate as a shoal-approver.
+    let viewer_token = cluster
+        .service_account_token(DEMO_NAMESPACE, "viewer", None)
+        .await
+        .expect("a token for the viewer");
+    let approver_token = cluster
+        .service_account_token(DEMO_NAMESPACE, "approver", None)
+        .await
+        .expect("a token for the approver");
+    let viewer_kubeconfig = cluster
+        .kubeconfig_with_token(identities.path(), "viewer", &viewer_token)
+        .expect("the viewer's kubeconfig");
+    let approver_kubeconfig = cluster
+        .kubeconfig_with_token(identities.path(), "approver", &approver_token)
+        .expect("the approver's kubeconfig");
     for command in [
         &["status", "demo"][..],
         &["diff", "demo"],
@@ -1151,7 +890,11 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
     assert!(listed.contains("demo"), "{listed}");
     {
         use futures::StreamExt as _;
-        let swarms: Api<Swarm> = Api::namespaced(approver_proxy.client(&base), DEMO_NAMESPACE);
+        let approver = cluster
+            .client_with_token(&approver_token)
+            .await
+            .expect("the approver's client");
+        let swarms: Api<Swarm> = Api::namespaced(approver, DEMO_NAMESPACE);
         let version = swarms
             .list(&ListParams::default())
             .await
@@ -1203,7 +946,7 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
         ],
     )
     .await;
-    let second = wait_converged(&client, 3, pending).await;
+    let second = wait_converged(&cluster, 3, pending).await;
     wait_index(&client, second, 3, &expected).await;
 
     // 3. Scale back down (a slice ConfigMap deleted), automatically approved.
@@ -1220,7 +963,7 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
         ],
     )
     .await;
-    wait_converged(&client, 2, second + 1).await;
+    wait_converged(&cluster, 2, second + 1).await;
     wait_for("swarm-worker-2's slice ConfigMap to go", WAIT, || {
         let slice_maps = slice_maps.clone();
         async move {
@@ -1272,48 +1015,37 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
         let _ = member.worker.stop().await;
     }
 
-    // Every request either component made is allowed by manifests/ RBAC.
-    let controller_grants = grants_of(&client, CONTROLLER_NAMESPACE, "shoal-controller").await;
-    let worker_grants = grants_of(&client, DEMO_NAMESPACE, "shoal-worker").await;
-    let controller_accesses = controller_proxy.accesses();
-    let worker_accesses = worker_proxy.accesses();
-    assert!(controller_accesses.len() > 20, "{controller_accesses:?}");
-    assert!(worker_accesses.len() > 5, "{worker_accesses:?}");
-    let controller_denied = denied(&controller_grants, &controller_accesses);
+    // Every request each identity made was allowed by the server, under manifests/ RBAC.
+    let entries = cluster.audit().expect("the emulator's audit log").entries();
+    let controller_user = format!("system:serviceaccount:{CONTROLLER_NAMESPACE}:shoal-controller");
+    let worker_user = format!("system:serviceaccount:{DEMO_NAMESPACE}:shoal-worker");
+    let controller_did = decisions_of(&entries, &controller_user);
+    let worker_did = decisions_of(&entries, &worker_user);
+    assert!(controller_did.used.len() > 10, "{:?}", controller_did.used);
+    assert!(worker_did.used.len() > 2, "{:?}", worker_did.used);
     assert!(
-        controller_denied.is_empty(),
+        controller_did.refused.is_empty(),
         "manifests/rbac.yaml does not allow what the controller did:\n  {}",
-        controller_denied.join("\n  ")
+        controller_did.refused.join("\n  ")
     );
-    let worker_denied = denied(&worker_grants, &worker_accesses);
     assert!(
-        worker_denied.is_empty(),
+        worker_did.refused.is_empty(),
         "the shoal-worker role (bound in manifests/example) does not allow what the sidecar did:\n  {}",
-        worker_denied.join("\n  ")
+        worker_did.refused.join("\n  ")
     );
-
-    // The people's roles, bound the way the README (RBAC) says.
     for (account, role) in [("viewer", "shoal-viewer"), ("approver", "shoal-approver")] {
-        bind(&client, account, role).await;
-    }
-    for (account, proxy, role) in [
-        ("viewer", &viewer_proxy, "shoal-viewer"),
-        ("approver", &approver_proxy, "shoal-approver"),
-    ] {
         let grants = grants_of(&client, DEMO_NAMESPACE, account).await;
-        let accesses = proxy.accesses();
-        assert!(!accesses.is_empty(), "nothing recorded for {role}");
-        let refused = denied(&grants, &accesses);
-        assert!(
-            refused.is_empty(),
-            "the {role} ClusterRole does not allow what its commands did:\n  {}",
-            refused.join("\n  ")
+        let did = decisions_of(
+            &entries,
+            &format!("system:serviceaccount:{DEMO_NAMESPACE}:{account}"),
         );
-        let unused: Vec<_> = grants
-            .granted()
-            .difference(&used(&accesses))
-            .cloned()
-            .collect();
+        assert!(!did.used.is_empty(), "nothing recorded for {role}");
+        assert!(
+            did.refused.is_empty(),
+            "the {role} ClusterRole does not allow what its commands did:\n  {}",
+            did.refused.join("\n  ")
+        );
+        let unused: Vec<_> = grants.granted().difference(&did.used).cloned().collect();
         assert!(
             unused.is_empty(),
             "{role} grants what its commands never used: {unused:?}"
@@ -1322,6 +1054,8 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
 
     // Least privilege the other way round: every verb granted was used in
     // this run, except the one no API server here asks for.
+    let controller_grants = grants_of(&client, CONTROLLER_NAMESPACE, "shoal-controller").await;
+    let worker_grants = grants_of(&client, DEMO_NAMESPACE, "shoal-worker").await;
     let exempt: BTreeSet<(String, String, String)> = [(
         // OwnerReferencesPermissionEnforcement (absent here) checks it when
         // the controller sets blockOwnerDeletion.
@@ -1332,7 +1066,7 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
     .into();
     let controller_unused: Vec<_> = controller_grants
         .granted()
-        .difference(&used(&controller_accesses))
+        .difference(&controller_did.used)
         .filter(|grant| !exempt.contains(*grant))
         .cloned()
         .collect();
@@ -1342,7 +1076,7 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
     );
     let worker_unused: Vec<_> = worker_grants
         .granted()
-        .difference(&used(&worker_accesses))
+        .difference(&worker_did.used)
         .cloned()
         .collect();
     assert!(
@@ -1350,7 +1084,6 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
         "the shoal-worker role grants what the sidecar never used: {worker_unused:?}"
     );
     // The walkthrough exercised the rights that matter most.
-    let controller_used = used(&controller_accesses);
     for (group, resource, verb) in [
         ("", "pods/eviction", "create"),
         ("shoal.dev", "swarms/status", "patch"),
@@ -1358,11 +1091,40 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
         ("coordination.k8s.io", "leases", "patch"),
     ] {
         assert!(
-            controller_used.contains(&(group.to_owned(), resource.to_owned(), verb.to_owned())),
-            "the walkthrough never did {verb} {group}/{resource}: {controller_used:?}"
+            controller_did
+                .used
+                .contains(&(group.to_owned(), resource.to_owned(), verb.to_owned())),
+            "the walkthrough never did {verb} {group}/{resource}: {:?}",
+            controller_did.used
         );
     }
     cluster.cleanup().await;
+}
+
+/// A client for the sidecar of `pod` (once the StatefulSet created it): the
+/// `shoal-worker` ServiceAccount, its token bound to the pod.
+async fn member_client(cluster: &TestCluster, pod: &str) -> Client {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(cluster.client(), DEMO_NAMESPACE);
+    wait_for(&format!("pod {pod}"), WAIT, || {
+        let pods = pods.clone();
+        async move {
+            match pods.get_opt(pod).await {
+                Ok(Some(_)) => Check::Done(()),
+                other => Check::Pending(format!("{other:?}")),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|error| panic!("{error}"));
+    let token = cluster
+        .service_account_token(DEMO_NAMESPACE, "shoal-worker", Some(pod))
+        .await
+        .expect("a pod-bound token for the sidecar");
+    cluster
+        .client_with_token(&token)
+        .await
+        .expect("the sidecar's client")
 }
 
 /// Binds ClusterRole `role` to ServiceAccount `account` in the demo namespace.

@@ -363,15 +363,25 @@ impl Cluster {
             .server
             .clone()?;
         server
-            .strip_prefix("http://")?
+            .strip_prefix("https://")?
             .trim_end_matches('/')
             .parse()
             .ok()
     }
 
-    /// A client that reaches the emulated API server through `address` (a [`Partition`]).
-    pub fn client_via(&self, address: SocketAddr) -> kube::Client {
-        let mut config = kube::Config::new(format!("http://{address}").parse().expect("proxy URL"));
+    /// A client that reaches the emulated API server through `address` (a [`Partition`]),
+    /// with the kubeconfig's credentials and CA (the serving certificate is for 127.0.0.1,
+    /// whatever the port).
+    pub async fn client_via(&self, address: SocketAddr) -> kube::Client {
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(self.kubeconfig_path()).expect("the kubeconfig");
+        let mut config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .expect("a client configuration");
+        config.cluster_url = format!("https://{address}").parse().expect("proxy URL");
         config.default_namespace = self.namespace().to_string();
         kube::Client::try_from(config).expect("client through the partition")
     }

@@ -141,6 +141,15 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
                 &["create"],
             ));
         }
+        if resource_type.token_request {
+            resources.push(subresource_entry(
+                resource_type,
+                "token",
+                "TokenRequest",
+                Some(("authentication.k8s.io", "v1")),
+                &["create"],
+            ));
+        }
     }
     if resources.is_empty() {
         return None;

@@ -13,15 +13,55 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use serde_json::Value;
 use tokio::sync::watch as signal;
 
+use super::auth::{self, Tokens};
 use super::errors::ApiError;
 use super::identity::UserInfo;
+use super::rbac::{self, Action, Attributes};
 use super::registry::ResourceType;
 use super::store::Store;
+use super::store::now_timestamp;
 use super::{Faults, ServerOptions, discovery, handlers, watch};
+
+/// One authorization decision, as an audit log records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEntry {
+    /// Who asked.
+    pub user: String,
+    /// The verb.
+    pub verb: String,
+    /// The API group of a resource request (`""` for the core group).
+    pub group: String,
+    /// `resource` or `resource/subresource`; empty for a non-resource request.
+    pub resource: String,
+    /// The path of a non-resource request.
+    pub path: Option<String>,
+    /// Namespace, if any.
+    pub namespace: Option<String>,
+    /// Object name, if any.
+    pub name: Option<String>,
+    /// Whether RBAC allowed it.
+    pub allowed: bool,
+}
+
+/// Most audit entries kept.
+const AUDIT_LIMIT: usize = 200_000;
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Shared")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
 
 /// State shared by every request.
 pub struct Shared {
     store: Mutex<Store>,
+    /// Tokens the server accepts.
+    pub tokens: Tokens,
+    /// Every authorization decision, oldest first (bounded).
+    pub audit: Mutex<std::collections::VecDeque<AuditEntry>>,
     /// The latest committed resourceVersion; watches wait on it.
     pub versions: signal::Sender<u64>,
     pub faults: Faults,
@@ -37,10 +77,22 @@ impl Shared {
         shutdown: signal::Receiver<bool>,
         address: SocketAddr,
     ) -> Shared {
-        let store = Store::new(options.watch_history);
+        let mut store = Store::new(options.watch_history);
+        for (key, mut object) in rbac::bootstrap_objects() {
+            object["metadata"]["uid"] = serde_json::json!(store.new_uid());
+            object["metadata"]["creationTimestamp"] = serde_json::json!(now_timestamp());
+            store.put(key, object);
+        }
+        let admin_token = format!(
+            "admin-{:016x}{:016x}",
+            store.next_random(),
+            store.next_random()
+        );
         let (versions, _) = signal::channel(store.resource_version());
         Shared {
             store: Mutex::new(store),
+            tokens: Tokens::new(admin_token),
+            audit: Mutex::new(std::collections::VecDeque::new()),
             versions,
             faults,
             options,
@@ -153,6 +205,25 @@ pub struct ApiRequest {
 }
 
 impl ApiRequest {
+    /// What the request does, for authorization. A list or watch selecting one object by
+    /// `metadata.name` names it, as on a real server (so `resourceNames` rules apply).
+    pub fn action(&self) -> Action {
+        let target = &self.target;
+        let name = target.name.clone().or_else(|| {
+            self.query.get("fieldSelector").and_then(|selector| {
+                let name = selector.strip_prefix("metadata.name=")?;
+                (!name.contains(',')).then(|| name.to_owned())
+            })
+        });
+        Action::Resource {
+            group: target.resource_type.group.clone(),
+            resource: target.resource_type.resource.clone(),
+            subresource: target.subresource.clone(),
+            namespace: target.namespace.clone(),
+            name,
+        }
+    }
+
     /// The Kubernetes verb.
     pub fn verb(&self) -> &'static str {
         match (self.method.clone(), self.target.name.is_some()) {
@@ -267,6 +338,20 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         .map(percent_decode)
         .collect();
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+    let user = match identify(&shared, &parts.headers) {
+        Ok(user) => user,
+        Err(error) => return error.into_response(),
+    };
+    if !is_resource_path(&segments) {
+        let attributes = Attributes {
+            user: &user,
+            verb: &parts.method.as_str().to_lowercase(),
+            action: Action::Path(format!("/{}", segments.join("/"))),
+        };
+        if let Err(error) = authorize(&shared, &attributes) {
+            return error.into_response();
+        }
+    }
     if let Some(response) = serve_discovery(&shared, &parts.method, &segments) {
         return response;
     }
@@ -280,14 +365,34 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         query,
         headers: parts.headers,
         body,
-        user: UserInfo::admin(),
+        user,
     };
-    tracing::trace!(user = %api_request.user.username, "authenticated");
+    let verb = api_request.verb();
+    let attributes = Attributes {
+        user: &api_request.user,
+        verb,
+        action: api_request.action(),
+    };
+    if let Err(error) = authorize(&shared, &attributes) {
+        return error.into_response();
+    }
+    // A server-side apply that creates the object needs create as well as patch.
+    if verb == "patch"
+        && api_request.content_type().contains("apply-patch")
+        && creates(&shared, &api_request)
+    {
+        let creating = Attributes {
+            verb: "create",
+            ..attributes.clone()
+        };
+        if let Err(error) = authorize(&shared, &creating) {
+            return error.into_response();
+        }
+    }
     let latency = shared.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    let verb = api_request.verb();
     let resource = api_request.target.resource_type.resource.clone();
     let subresource = api_request.target.subresource.clone();
     if let Some(status) = shared
@@ -313,6 +418,12 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         return ApiError::conflict(&group, &resource, &name).into_response();
     }
     let result = match verb {
+        "create"
+            if api_request.target.resource_type.review
+                || api_request.target.subresource.as_deref() == Some("token") =>
+        {
+            super::reviews::create(&shared, &api_request)
+        }
         "watch" => return watch::serve_watch(shared, api_request),
         "get" => handlers::get(&shared, &api_request),
         "list" => handlers::list(&shared, &api_request),
@@ -330,6 +441,136 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         Ok((status, body)) => json_response(status, &body),
         Err(error) => error.into_response(),
     }
+}
+
+/// Who sent the request: authentication, then impersonation (itself authorized).
+fn identify(shared: &Shared, headers: &HeaderMap) -> Result<UserInfo, ApiError> {
+    let user = auth::authenticate(headers, &shared.tokens, &shared.read())?;
+    let Some(impersonated) = auth::impersonation(headers) else {
+        return Ok(user);
+    };
+    let mut wanted = Vec::new();
+    match impersonated.username.strip_prefix("system:serviceaccount:") {
+        Some(account) => {
+            let (namespace, name) = account.split_once(':').unwrap_or((account, ""));
+            wanted.push((
+                "",
+                "serviceaccounts",
+                None,
+                Some(namespace.to_owned()),
+                name.to_owned(),
+            ));
+        }
+        None => wanted.push(("", "users", None, None, impersonated.username.clone())),
+    }
+    for group in &impersonated.groups {
+        if group != "system:authenticated" && !group.starts_with("system:serviceaccounts") {
+            wanted.push(("", "groups", None, None, group.clone()));
+        }
+    }
+    if !impersonated.uid.is_empty() {
+        wanted.push((
+            "authentication.k8s.io",
+            "uids",
+            None,
+            None,
+            impersonated.uid.clone(),
+        ));
+    }
+    for (key, values) in &impersonated.extra {
+        for value in values {
+            wanted.push((
+                "authentication.k8s.io",
+                "userextras",
+                Some(key.clone()),
+                None,
+                value.clone(),
+            ));
+        }
+    }
+    for (group, resource, subresource, namespace, name) in wanted {
+        authorize(
+            shared,
+            &Attributes {
+                user: &user,
+                verb: "impersonate",
+                action: Action::Resource {
+                    group: group.to_owned(),
+                    resource: resource.to_owned(),
+                    subresource,
+                    namespace,
+                    name: Some(name),
+                },
+            },
+        )?;
+    }
+    Ok(impersonated)
+}
+
+/// RBAC's decision, recorded in the audit log; the real server's 403 when refused.
+fn authorize(shared: &Shared, attributes: &Attributes<'_>) -> Result<(), ApiError> {
+    let allowed = rbac::allowed(&shared.read(), attributes);
+    let (group, resource, path, namespace, name) = match &attributes.action {
+        Action::Path(path) => (String::new(), String::new(), Some(path.clone()), None, None),
+        Action::Resource {
+            group,
+            resource,
+            subresource,
+            namespace,
+            name,
+        } => (
+            group.clone(),
+            match subresource {
+                Some(subresource) => format!("{resource}/{subresource}"),
+                None => resource.clone(),
+            },
+            None,
+            namespace.clone(),
+            name.clone(),
+        ),
+    };
+    {
+        let mut audit = shared
+            .audit
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if audit.len() >= AUDIT_LIMIT {
+            audit.pop_front();
+        }
+        audit.push_back(AuditEntry {
+            user: attributes.user.username.clone(),
+            verb: attributes.verb.to_owned(),
+            group,
+            resource,
+            path,
+            namespace,
+            name,
+            allowed,
+        });
+    }
+    if allowed {
+        Ok(())
+    } else {
+        Err(rbac::forbidden(attributes))
+    }
+}
+
+/// Whether the request's object does not exist yet (a patch of it would create it).
+fn creates(shared: &Shared, request: &ApiRequest) -> bool {
+    let (Some(name), None) = (&request.target.name, &request.target.subresource) else {
+        return false;
+    };
+    let key = handlers::storage_key(
+        &request.target.resource_type,
+        request.target.namespace.as_deref(),
+        name,
+    );
+    shared.read().get(&key).is_none()
+}
+
+/// `/api/<version>/<resource>…` or `/apis/<group>/<version>/<resource>…`.
+fn is_resource_path(segments: &[&str]) -> bool {
+    matches!(segments, ["api", _, _, ..] | ["apis", _, _, _, ..])
 }
 
 fn serve_discovery(shared: &Shared, method: &Method, segments: &[&str]) -> Option<Response> {
@@ -465,6 +706,7 @@ fn resolve(shared: &Shared, segments: &[&str]) -> Result<Target, ApiError> {
             "eviction" => resource_type.eviction,
             _ => false,
         };
+        let known = known || subresource == "token" && resource_type.token_request;
         if !known {
             return Err(ApiError::not_found(group, resource, name.as_deref().unwrap_or_default())
                 .with_message(format!("the server could not find the requested resource ({resource}/{subresource})")));

@@ -1,6 +1,7 @@
 //! Decoding of Kubernetes protobuf request bodies for the few built-in
 //! types kubectl sends that way (`kubectl create namespace|configmap|secret|
-//! serviceaccount`, evictions from `kubectl drain`). Responses are always
+//! serviceaccount|token`, evictions from `kubectl drain`, the reviews of
+//! `kubectl auth can-i|whoami`). Responses are always
 //! JSON, which every client accepts. Other types answer 415 with a message
 //! naming the type.
 
@@ -108,8 +109,134 @@ const EVICTION: &[Field] = &[
     (2, "deleteOptions", Kind::Message(DELETE_OPTIONS)),
 ];
 
+const RESOURCE_ATTRIBUTES: &[Field] = &[
+    (1, "namespace", Kind::Text),
+    (2, "verb", Kind::Text),
+    (3, "group", Kind::Text),
+    (4, "version", Kind::Text),
+    (5, "resource", Kind::Text),
+    (6, "subresource", Kind::Text),
+    (7, "name", Kind::Text),
+];
+
+const NON_RESOURCE_ATTRIBUTES: &[Field] = &[(1, "path", Kind::Text), (2, "verb", Kind::Text)];
+
+const ACCESS_REVIEW_SPEC: &[Field] = &[
+    (1, "resourceAttributes", Kind::Message(RESOURCE_ATTRIBUTES)),
+    (
+        2,
+        "nonResourceAttributes",
+        Kind::Message(NON_RESOURCE_ATTRIBUTES),
+    ),
+    (3, "user", Kind::Text),
+    (4, "groups", Kind::TextList),
+    (6, "uid", Kind::Text),
+];
+
+const ACCESS_REVIEW: &[Field] = &[
+    (1, "metadata", Kind::Message(OBJECT_META)),
+    (2, "spec", Kind::Message(ACCESS_REVIEW_SPEC)),
+];
+
+const RULES_REVIEW: &[Field] = &[
+    (1, "metadata", Kind::Message(OBJECT_META)),
+    (2, "spec", Kind::Message(&[(1, "namespace", Kind::Text)])),
+];
+
+const TOKEN_REVIEW: &[Field] = &[
+    (1, "metadata", Kind::Message(OBJECT_META)),
+    (
+        2,
+        "spec",
+        Kind::Message(&[(1, "token", Kind::Text), (2, "audiences", Kind::TextList)]),
+    ),
+];
+
+const SELF_SUBJECT_REVIEW: &[Field] = &[(1, "metadata", Kind::Message(OBJECT_META))];
+
+const BOUND_OBJECT_REFERENCE: &[Field] = &[
+    (1, "kind", Kind::Text),
+    (2, "apiVersion", Kind::Text),
+    (3, "name", Kind::Text),
+    (4, "uid", Kind::Text),
+];
+
+const TOKEN_REQUEST: &[Field] = &[
+    (1, "metadata", Kind::Message(OBJECT_META)),
+    (
+        2,
+        "spec",
+        Kind::Message(&[
+            (1, "audiences", Kind::TextList),
+            (3, "boundObjectRef", Kind::Message(BOUND_OBJECT_REFERENCE)),
+            (4, "expirationSeconds", Kind::Int),
+        ]),
+    ),
+];
+
+const SUBJECT: &[Field] = &[
+    (1, "kind", Kind::Text),
+    (2, "apiGroup", Kind::Text),
+    (3, "name", Kind::Text),
+    (4, "namespace", Kind::Text),
+];
+
+const ROLE_REF: &[Field] = &[
+    (1, "apiGroup", Kind::Text),
+    (2, "kind", Kind::Text),
+    (3, "name", Kind::Text),
+];
+
+const ROLE_BINDING: &[Field] = &[
+    (1, "metadata", Kind::Message(OBJECT_META)),
+    (2, "subjects", Kind::MessageList(SUBJECT)),
+    (3, "roleRef", Kind::Message(ROLE_REF)),
+];
+
+const POLICY_RULE: &[Field] = &[
+    (1, "verbs", Kind::TextList),
+    (2, "apiGroups", Kind::TextList),
+    (3, "resources", Kind::TextList),
+    (4, "resourceNames", Kind::TextList),
+    (5, "nonResourceURLs", Kind::TextList),
+];
+
+const LABEL_SELECTOR_REQUIREMENT: &[Field] = &[
+    (1, "key", Kind::Text),
+    (2, "operator", Kind::Text),
+    (3, "values", Kind::TextList),
+];
+
+const LABEL_SELECTOR: &[Field] = &[
+    (1, "matchLabels", Kind::TextMap),
+    (
+        2,
+        "matchExpressions",
+        Kind::MessageList(LABEL_SELECTOR_REQUIREMENT),
+    ),
+];
+
+const ROLE: &[Field] = &[
+    (1, "metadata", Kind::Message(OBJECT_META)),
+    (2, "rules", Kind::MessageList(POLICY_RULE)),
+    (
+        3,
+        "aggregationRule",
+        Kind::Message(&[(1, "clusterRoleSelectors", Kind::MessageList(LABEL_SELECTOR))]),
+    ),
+];
+
 fn schema_of(kind: &str) -> Option<&'static [Field]> {
     match kind {
+        "RoleBinding" | "ClusterRoleBinding" => Some(ROLE_BINDING),
+        "Role" | "ClusterRole" => Some(ROLE),
+        "SelfSubjectAccessReview" | "SubjectAccessReview" | "LocalSubjectAccessReview" => {
+            Some(ACCESS_REVIEW)
+        }
+        "SelfSubjectRulesReview" => Some(RULES_REVIEW),
+        "TokenReview" => Some(TOKEN_REVIEW),
+        "SelfSubjectReview" => Some(SELF_SUBJECT_REVIEW),
+        "TokenRequest" => Some(TOKEN_REQUEST),
         "ConfigMap" => Some(CONFIG_MAP),
         "Secret" => Some(SECRET),
         "Namespace" => Some(NAMESPACE),
@@ -309,7 +436,7 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
     }
     let schema = schema_of(&kind).ok_or_else(|| {
         format!(
-            "the emulator decodes protobuf bodies only for ConfigMap, Secret, Namespace, ServiceAccount and Eviction, not {kind} ({api_version}); send JSON"
+            "the emulator decodes protobuf bodies only for ConfigMap, Secret, Namespace, ServiceAccount, Eviction, TokenRequest, RBAC roles and bindings and the access, rules, token and self reviews, not {kind} ({api_version}); send JSON"
         )
     })?;
     let mut object = message(raw, schema)?;

@@ -72,6 +72,11 @@ pub struct ResourceType {
     pub columns: Vec<PrinterColumn>,
     /// Served from a CRD (no strategic merge patch).
     pub custom: bool,
+    /// A review (SubjectAccessReview, TokenReview, …): only created, never stored;
+    /// the response is computed.
+    pub review: bool,
+    /// ServiceAccounts: the `token` subresource (TokenRequest).
+    pub token_request: bool,
 }
 
 impl ResourceType {
@@ -86,6 +91,9 @@ impl ResourceType {
 
     /// The verbs listed in discovery.
     pub fn verbs(&self) -> Vec<&'static str> {
+        if self.review {
+            return vec!["create"];
+        }
         vec![
             "create",
             "delete",
@@ -120,7 +128,15 @@ impl ResourceType {
             schema: None,
             columns: Vec::new(),
             custom: false,
+            review: false,
+            token_request: false,
         }
+    }
+
+    fn review(group: &str, resource: &str, kind: &str, namespaced: bool) -> Self {
+        let mut review = ResourceType::builtin(group, "v1", resource, kind, namespaced);
+        review.review = true;
+        review
     }
 
     fn short(mut self, names: &[&str]) -> Self {
@@ -198,7 +214,13 @@ pub fn builtin_types() -> Vec<ResourceType> {
         pods,
         ResourceType::builtin("", "v1", "configmaps", "ConfigMap", true).short(&["cm"]),
         ResourceType::builtin("", "v1", "secrets", "Secret", true),
-        ResourceType::builtin("", "v1", "serviceaccounts", "ServiceAccount", true).short(&["sa"]),
+        {
+            let mut accounts =
+                ResourceType::builtin("", "v1", "serviceaccounts", "ServiceAccount", true)
+                    .short(&["sa"]);
+            accounts.token_request = true;
+            accounts
+        },
         services,
         core_events,
         ResourceType::builtin("apps", "v1", "statefulsets", "StatefulSet", true)
@@ -232,7 +254,43 @@ pub fn builtin_types() -> Vec<ResourceType> {
         .short(&["pdb"])
         .with_status()
         .with_generation(),
-        // RBAC objects are stored and served (so manifests apply), never enforced.
+        ResourceType::review(
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+            false,
+        ),
+        ResourceType::review(
+            "authorization.k8s.io",
+            "subjectaccessreviews",
+            "SubjectAccessReview",
+            false,
+        ),
+        ResourceType::review(
+            "authorization.k8s.io",
+            "localsubjectaccessreviews",
+            "LocalSubjectAccessReview",
+            true,
+        ),
+        ResourceType::review(
+            "authorization.k8s.io",
+            "selfsubjectrulesreviews",
+            "SelfSubjectRulesReview",
+            false,
+        ),
+        ResourceType::review(
+            "authentication.k8s.io",
+            "tokenreviews",
+            "TokenReview",
+            false,
+        ),
+        ResourceType::review(
+            "authentication.k8s.io",
+            "selfsubjectreviews",
+            "SelfSubjectReview",
+            false,
+        ),
+        // RBAC objects are stored, served, and enforced (server/rbac.rs).
         ResourceType::builtin(
             "rbac.authorization.k8s.io",
             "v1",
@@ -383,6 +441,8 @@ pub fn crd_types(crd: &Value) -> Result<Vec<ResourceType>, Vec<(String, String)>
             schema: version["schema"].get("openAPIV3Schema").cloned(),
             columns,
             custom: true,
+            review: false,
+            token_request: false,
         });
     }
     Ok(types)
