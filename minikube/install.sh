@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs Shoal (manifests/: CRD, namespace, RBAC, controller) and the
+# Installs Shoal (manifests/: CRD, namespace, RBAC, controller; manifests/admission/:
+# the admission policies, on Kubernetes 1.30+) and the
 # example (manifests/example/: a Swarm with seed 002's 27 streams and its
 # worker StatefulSet), then waits until both run.
 set -euo pipefail
@@ -24,6 +25,15 @@ k -n shoal-system rollout status deployment/shoal-controller --timeout=180s
 
 step "current leader (Lease shoal-system/shoal-controller)"
 k -n shoal-system get lease shoal-controller -o 'jsonpath={.spec.holderIdentity}{"\n"}'
+
+# ValidatingAdmissionPolicy is GA from Kubernetes 1.30: a member may then write
+# only its own Lease, and only the controller the ConfigMaps Shoal owns.
+if k api-resources --api-group=admissionregistration.k8s.io -o name | grep -q '^validatingadmissionpolicies'; then
+  step "installing the admission policies: kubectl apply -k manifests/admission/"
+  k apply -k manifests/admission/
+else
+  step "this cluster has no ValidatingAdmissionPolicy (Kubernetes < 1.30): skipping manifests/admission/"
+fi
 
 step "installing the example: kubectl apply -k manifests/example/"
 k apply -k manifests/example/

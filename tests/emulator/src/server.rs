@@ -9,6 +9,7 @@
 // request, so its size does not matter.
 #![allow(clippy::result_large_err)]
 
+mod admission;
 mod apply;
 mod auth;
 mod discovery;

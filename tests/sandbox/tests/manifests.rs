@@ -160,7 +160,7 @@ async fn every_manifest_is_accepted_client_side_and_server_side_and_reads_back()
     else {
         return;
     };
-    for directory in ["manifests/", "manifests/example/"] {
+    for directory in ["manifests/", "manifests/admission/", "manifests/example/"] {
         let expected = rendered_objects(&cluster, directory).await;
         let client_side = apply(&cluster, &["-k", directory]).await;
         assert_eq!(
@@ -279,7 +279,7 @@ async fn a_server_side_dry_run_of_the_manifests_and_the_example_is_accepted() {
             kubectl(&cluster, &["create", "namespace", namespace]).await;
         }
     }
-    for directory in ["manifests/", "manifests/example/"] {
+    for directory in ["manifests/", "manifests/admission/", "manifests/example/"] {
         let expected = rendered_objects(&cluster, directory).await;
         let applied = apply(&cluster, &["--dry-run=server", "-k", directory]).await;
         assert_eq!(applied.len(), expected, "{directory}: {applied:?}");
@@ -718,6 +718,7 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
         return;
     };
     kubectl(&cluster, &["apply", "-k", "manifests/"]).await;
+    kubectl(&cluster, &["apply", "-k", "manifests/admission/"]).await;
     kubectl(&cluster, &["apply", "-k", "manifests/example/"]).await;
     let client = cluster.client();
     let identities = tempfile::tempdir().expect("a directory for kubeconfigs");
@@ -798,6 +799,10 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
         assert_eq!(current, Some(written.hash.clone()), "{pod}'s sidecar");
         assert!(!written.jobs.is_empty(), "{pod} got no streams");
     }
+
+    // With the admission policies, a member cannot acknowledge for another, and a
+    // namespace editor cannot hand-edit a slice.
+    forgeries_are_refused(&cluster, &client).await;
 
     // The sidecar's readiness probe from the example, aimed at this member's
     // port, says ready (bash reaches /readyz over the loopback).
@@ -1099,6 +1104,103 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
         );
     }
     cluster.cleanup().await;
+}
+
+/// swarm-worker-1's sidecar identity forging swarm-worker-0's acknowledgement, and a
+/// namespace editor (the aggregated `edit` role) editing a slice by hand: both refused
+/// by `manifests/admission/`, naming the policy; swarm-worker-0's own Lease stays its.
+async fn forgeries_are_refused(cluster: &TestCluster, client: &Client) {
+    let intruder = member_client(cluster, "swarm-worker-1").await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(intruder, DEMO_NAMESPACE);
+    let slice_map: Api<ConfigMap> = Api::namespaced(client.clone(), DEMO_NAMESPACE);
+    let revoke = slice_map
+        .get("swarm-worker-0-slice")
+        .await
+        .expect("swarm-worker-0's slice");
+    let text = revoke
+        .data
+        .as_ref()
+        .and_then(|data| data.get(shoal_core::names::SLICE_DATA_KEY))
+        .cloned()
+        .unwrap_or_default();
+    let slice = shoal_core::format::parse_slice(&text).expect("a slice");
+    let forged = serde_json::json!({"metadata": {"annotations": {
+        shoal_core::names::ANNOTATION_ACKED_REVISION: slice.revision.to_string(),
+        shoal_core::names::ANNOTATION_ACKED_HASH: slice.hash,
+    }}});
+    match leases
+        .patch(
+            "swarm-worker-0-member",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&forged),
+        )
+        .await
+    {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403, "{}", status.message);
+            assert!(
+                status.message.contains("ValidatingAdmissionPolicy 'shoal-member-leases'")
+                    && status.message.contains(
+                        "may be written only by its own pod: system:serviceaccount:shoal-demo:shoal-worker (pod swarm-worker-1) may not write Lease swarm-worker-0-member"
+                    ),
+                "{}",
+                status.message
+            );
+        }
+        other => panic!("swarm-worker-1 wrote swarm-worker-0's Lease: {other:?}"),
+    }
+    kubectl(
+        cluster,
+        &["-n", DEMO_NAMESPACE, "create", "serviceaccount", "editor"],
+    )
+    .await;
+    kubectl(
+        cluster,
+        &[
+            "-n",
+            DEMO_NAMESPACE,
+            "create",
+            "rolebinding",
+            "editor-edit",
+            "--clusterrole=edit",
+            "--serviceaccount=shoal-demo:editor",
+        ],
+    )
+    .await;
+    let token = cluster
+        .service_account_token(DEMO_NAMESPACE, "editor", None)
+        .await
+        .expect("a token for the editor");
+    let editor: Api<ConfigMap> = Api::namespaced(
+        cluster
+            .client_with_token(&token)
+            .await
+            .expect("the editor's client"),
+        DEMO_NAMESPACE,
+    );
+    let edit = serde_json::json!({"metadata": {"annotations": {"edited": "by hand"}}});
+    match editor
+        .patch(
+            "swarm-worker-0-slice",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&edit),
+        )
+        .await
+    {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403, "{}", status.message);
+            assert!(
+                status
+                    .message
+                    .contains("ValidatingAdmissionPolicy 'shoal-managed-configmaps'")
+                    && status.message.contains("is written by Shoal only"),
+                "{}",
+                status.message
+            );
+        }
+        other => panic!("a namespace editor edited a slice: {other:?}"),
+    }
 }
 
 /// A client for the sidecar of `pod` (once the StatefulSet created it): the

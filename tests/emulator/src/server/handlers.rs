@@ -269,6 +269,45 @@ pub fn list(shared: &Shared, request: &ApiRequest) -> Reply {
     Ok((200, body))
 }
 
+/// Runs the ValidatingAdmissionPolicies on a write made on behalf of a user (writes the
+/// server makes itself, e.g. garbage collection, carry no user and are not admitted).
+fn admit(
+    store: &Store,
+    resource_type: &ResourceType,
+    context: &WriteContext,
+    operation: &'static str,
+    key: &ObjectKey,
+    object: Option<&Value>,
+    old_object: Option<&Value>,
+) -> Result<(), ApiError> {
+    let Some(user) = &context.user else {
+        return Ok(());
+    };
+    let object = object.map(|object| to_wire(resource_type, object));
+    let old_object = old_object.map(|object| to_wire(resource_type, object));
+    let attributes = super::admission::Attributes {
+        user,
+        operation,
+        group: &resource_type.group,
+        version: &resource_type.version,
+        resource: &resource_type.resource,
+        kind: &resource_type.kind,
+        subresource: context.subresource.as_deref(),
+        namespace: (!key.namespace.is_empty()).then_some(key.namespace.as_str()),
+        name: &key.name,
+        object: object.as_ref(),
+        old_object: old_object.as_ref(),
+        dry_run: context.dry_run,
+    };
+    let warnings = super::admission::admit(store, &attributes)?;
+    context
+        .warnings
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .extend(warnings);
+    Ok(())
+}
+
 /// Where a write comes from.
 #[derive(Debug, Clone)]
 pub struct WriteContext {
@@ -278,6 +317,10 @@ pub struct WriteContext {
     pub strict: bool,
     /// Record the write in managedFields (server-side apply records its own).
     pub record: bool,
+    /// The user the write is made for (`None`: the server's own write).
+    pub user: Option<super::identity::UserInfo>,
+    /// Warnings for the response (`Warning` headers).
+    pub warnings: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl WriteContext {
@@ -288,6 +331,8 @@ impl WriteContext {
             dry_run: request.dry_run(),
             strict: request.query.get("fieldValidation") == Some("Strict"),
             record: true,
+            user: Some(request.user.clone()),
+            warnings: request.warnings.clone(),
         }
     }
 }
@@ -369,6 +414,12 @@ fn apply_defaults(resource_type: &ResourceType, object: &mut Value) {
         resource_type.group.as_str(),
         resource_type.resource.as_str(),
     ) {
+        // Every namespace carries its name as a label (since Kubernetes 1.21), so that
+        // selectors (NetworkPolicy, admission policies) can pick namespaces by name.
+        ("", "namespaces") => {
+            let name = object["metadata"]["name"].clone();
+            object["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
+        }
         ("", "pods") => {
             let spec = &mut object["spec"];
             for (field, value) in [
@@ -580,6 +631,15 @@ pub fn create_object(
         None,
     );
     apply_defaults(resource_type, &mut object);
+    admit(
+        store,
+        resource_type,
+        context,
+        "CREATE",
+        &key,
+        Some(&object),
+        None,
+    )?;
     if context.dry_run {
         return Ok(Arc::new(object));
     }
@@ -810,6 +870,16 @@ pub fn update_object(
             context.subresource.as_deref(),
         );
     }
+    // Admission runs on every update request, a no-op included (as on a real server).
+    admit(
+        store,
+        resource_type,
+        context,
+        "UPDATE",
+        key,
+        Some(&new),
+        Some(old),
+    )?;
     if without(&new, &["apiVersion", "kind"]) == without(old, &["apiVersion", "kind"])
         || unchanged_but_managed_time(old, &new)
     {
@@ -1128,8 +1198,21 @@ pub fn delete(shared: &Shared, request: &ApiRequest) -> Reply {
     }
     let options = DeleteOptions::of(request)?;
     let key = target_key(request);
-    let (status, object) =
-        shared.write(|store| lifecycle::delete(store, &resource_type, &key, &options))?;
+    let context = WriteContext::of(request);
+    let (status, object) = shared.write(|store| {
+        if let Some(old) = store.get(&key) {
+            admit(
+                store,
+                &resource_type,
+                &context,
+                "DELETE",
+                &key,
+                None,
+                Some(&old),
+            )?;
+        }
+        lifecycle::delete(store, &resource_type, &key, &options)
+    })?;
     Ok((status, to_wire(&resource_type, &object)))
 }
 

@@ -202,6 +202,8 @@ pub struct ApiRequest {
     pub body: Bytes,
     /// Who sent the request.
     pub user: UserInfo,
+    /// Warnings for the response (admission policies with `Warn`).
+    pub warnings: Arc<Mutex<Vec<String>>>,
 }
 
 impl ApiRequest {
@@ -366,6 +368,7 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         headers: parts.headers,
         body,
         user,
+        warnings: Arc::default(),
     };
     let verb = api_request.verb();
     let attributes = Attributes {
@@ -437,10 +440,22 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
             api_request.method
         ))),
     };
-    match result {
+    let mut response = match result {
         Ok((status, body)) => json_response(status, &body),
         Err(error) => error.into_response(),
+    };
+    let warnings = api_request
+        .warnings
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    for warning in warnings {
+        let escaped = warning.replace('"', "\\\"");
+        if let Ok(value) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            response.headers_mut().append(http::header::WARNING, value);
+        }
     }
+    response
 }
 
 /// Who sent the request: authentication, then impersonation (itself authorized).

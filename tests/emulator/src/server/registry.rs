@@ -290,6 +290,23 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "SelfSubjectReview",
             false,
         ),
+        ResourceType::builtin(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingadmissionpolicies",
+            "ValidatingAdmissionPolicy",
+            false,
+        )
+        .with_status()
+        .with_generation(),
+        ResourceType::builtin(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingadmissionpolicybindings",
+            "ValidatingAdmissionPolicyBinding",
+            false,
+        )
+        .with_generation(),
         // RBAC objects are stored, served, and enforced (server/rbac.rs).
         ResourceType::builtin(
             "rbac.authorization.k8s.io",
