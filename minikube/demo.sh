@@ -89,7 +89,9 @@ step "waiting for the controller to compute the new revision; it waits for appro
 wait_for_swarm '{.status.phase}' AwaitingApproval
 pending="$(swarm_field '{.status.pendingRevision.revision}')" || die "cannot read the pending revision"
 [ -n "$pending" ] || die "swarm/demo is AwaitingApproval but has no status.pendingRevision"
-echo "pending revision: $pending"
+approve_with="$(swarm_field '{.status.pendingRevision.approveWith}')" || die "cannot read the pending revision's approval value"
+[ -n "$approve_with" ] || die "swarm/demo has no status.pendingRevision.approveWith"
+echo "pending revision: $pending (approve with shoal.dev/approve=$approve_with)"
 k -n "$ns" get swarm demo -o 'jsonpath={.status.pendingRevision.summary}{"\n"}'
 k -n "$ns" get events --field-selector involvedObject.name=demo --sort-by=.metadata.creationTimestamp
 if command -v kubectl-shoal >/dev/null 2>&1; then
@@ -99,8 +101,10 @@ echo "nothing moved yet: swarm-worker-0 still holds its streams"
 k -n "$ns" exec swarm-worker-0 -c shoal-worker -- cat /var/run/shoal/slice.yaml
 pause
 
+# An approval names the revision and its hash (status.pendingRevision.approveWith):
+# a bare number is refused, so the approval stands for this reviewed plan only.
 step "approving revision $pending (what the shoal-approver role may do)"
-k -n "$ns" annotate swarm demo "shoal.dev/approve=$pending" --overwrite
+k -n "$ns" annotate swarm demo "shoal.dev/approve=$approve_with" --overwrite
 
 step "watching the status until revision $pending is in force on every member"
 wait_for_swarm '{.status.currentRevision}' "$pending"

@@ -1334,6 +1334,121 @@ fn the_minikube_scripts_parse_and_pass_shellcheck() {
     }
 }
 
+/// Every `shoal.dev/approve` value suggested in `text`, with its line number, that
+/// does not name a revision's hash: a bare number (`approve=4`), a placeholder for
+/// the number only (`approve=<revision>`) or a variable holding it (`approve=$pending`).
+/// Such an approval is refused since approvals name one reviewed plan, so a hint
+/// suggesting one leaves its reader stuck (the demo would wait forever).
+fn bare_number_approvals(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        for separator in ["shoal.dev/approve=", "shoal.dev/approve: "] {
+            for (start, _) in line.match_indices(separator) {
+                let rest = &line[start + separator.len()..];
+                let rest = rest.trim_start_matches(['"', '\'', '`', '\\']);
+                let value: String = match rest.strip_prefix("$(") {
+                    // A command substitution: the value is what the command prints.
+                    Some(command) => command.chars().take_while(|c| *c != ')').collect(),
+                    None => rest
+                        .chars()
+                        .take_while(|c| {
+                            !c.is_whitespace() && !['"', '\'', '`', ',', '\\'].contains(c)
+                        })
+                        .collect(),
+                };
+                // `<revision>/<hash>`, `4/sha256:…`, `$approve_with`,
+                // `$(kubectl get … approveWith}')`, `{approve_with}`.
+                let names_hash = value.contains('/')
+                    || value.contains("approveWith")
+                    || value.contains("approve_with");
+                if !names_hash {
+                    found.push((number + 1, line.trim().to_owned()));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The files under `relative` (a file or a directory, walked) whose name ends in one of `extensions`.
+fn shipped_files(relative: &str, extensions: &[&str]) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![repo_path(relative)];
+    while let Some(path) = pending.pop() {
+        if path.is_dir() {
+            let entries = std::fs::read_dir(&path)
+                .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            pending.extend(entries.filter_map(Result::ok).map(|entry| entry.path()));
+        } else if extensions
+            .iter()
+            .any(|ext| path.to_string_lossy().ends_with(ext))
+        {
+            files.push(path);
+        }
+    }
+    files.sort();
+    files
+}
+
+fn assert_no_bare_number_approvals(files: &[PathBuf]) {
+    assert!(!files.is_empty(), "no files to check");
+    let stale: Vec<String> = files
+        .iter()
+        .flat_map(|path| {
+            let text = std::fs::read_to_string(path)
+                .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            bare_number_approvals(&text)
+                .into_iter()
+                .map(move |(line, hint)| format!("{}:{line}: {hint}", path.display()))
+        })
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "these hints approve by revision number alone, which Shoal refuses; \
+         suggest status.pendingRevision.approveWith (`<revision>/<hash>`):\n  {}",
+        stale.join("\n  ")
+    );
+}
+
+#[test]
+fn a_bare_number_approval_is_recognised_as_stale() {
+    // The checker itself: it must catch the forms that were shipped, and pass the right one.
+    for stale in [
+        r#"k -n "$ns" annotate swarm demo "shoal.dev/approve=$pending" --overwrite"#,
+        "`kubectl annotate swarm demo shoal.dev/approve=<revision> --overwrite`",
+        "kubectl annotate swarm demo shoal.dev/approve=4",
+        r#"annotated `shoal.dev/approve: "<revision>"`"#,
+    ] {
+        assert_eq!(bare_number_approvals(stale).len(), 1, "{stale}");
+    }
+    for fine in [
+        r#"k -n "$ns" annotate swarm demo "shoal.dev/approve=$approve_with" --overwrite"#,
+        "shoal.dev/approve=<status.pendingRevision.approveWith> --overwrite",
+        r#"(`shoal.dev/approve: "4/sha256:…"`, exactly"#,
+        "--overwrite shoal.dev/approve=$(kubectl get swarm demo -o jsonpath='{.status.pendingRevision.approveWith}')",
+    ] {
+        assert_eq!(bare_number_approvals(fine), Vec::new(), "{fine}");
+    }
+}
+
+#[test]
+fn no_shipped_document_manifest_or_script_suggests_approving_by_number_alone() {
+    let mut files = shipped_files("README.md", &[".md"]);
+    files.extend(shipped_files("ARCHITECTURE.md", &[".md"]));
+    files.extend(shipped_files("manifests", &[".yaml"]));
+    files.extend(shipped_files("minikube", &[".sh"]));
+    assert_no_bare_number_approvals(&files);
+}
+
+#[test]
+#[ignore = "controller/src/crd.rs documents ApprovalPolicy::Manual as `shoal.dev/approve: \"<revision>\"` (issue 10, gap 3); the controller's sources belong to another engineer"]
+fn no_hint_in_the_controller_and_plugin_sources_suggests_approving_by_number_alone() {
+    let mut files = shipped_files("controller/src", &[".rs"]);
+    files.extend(shipped_files("worker/src", &[".rs"]));
+    files.extend(shipped_files("core/src", &[".rs"]));
+    assert_no_bare_number_approvals(&files);
+}
+
 #[test]
 fn the_dockerfiles_build_from_the_root_context_and_pass_hadolint() {
     for (dockerfile, binary) in [
