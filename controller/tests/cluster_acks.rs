@@ -5,52 +5,9 @@ mod common;
 
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
-use shoal_core::format::parse_slice;
-
-use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
+use common::{Env, acknowledge, all_jobs, eventually, job_keys, slice_hash, swarm_yaml};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// Writes (or rewrites) the member Lease of `pod` the way the sidecar does.
-async fn acknowledge(env: &Env, pod: &str, revision: u64, hash: &str) {
-    let api: Api<Lease> = Api::namespaced(env.client.clone(), &env.namespace);
-    let name = format!("{pod}-member");
-    let now = jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
-        .to_string();
-    let lease: Lease = serde_json::from_value(serde_json::json!({
-        "metadata": {
-            "name": name,
-            "labels": {"shoal.dev/member": pod},
-            "annotations": {"shoal.dev/acked-revision": revision.to_string(), "shoal.dev/acked-hash": hash},
-        },
-        "spec": {"holderIdentity": pod, "leaseDurationSeconds": 60, "renewTime": now},
-    }))
-    .expect("lease manifest");
-    if api.get_opt(&name).await.expect("get lease").is_some() {
-        api.patch(
-            &name,
-            &PatchParams::apply("test-sidecar").force(),
-            &Patch::Apply(&lease),
-        )
-        .await
-        .expect("patch lease");
-    } else {
-        api.create(&PostParams::default(), &lease)
-            .await
-            .expect("create lease");
-    }
-}
-
-async fn slice_hash(env: &Env, pod: &str) -> (u64, String) {
-    let maps = env.slice_maps("demo").await;
-    let text = maps[pod].data.as_ref().unwrap()["slice.yaml"].clone();
-    let slice = parse_slice(&text).expect("valid slice");
-    (slice.revision, slice.hash)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_are_granted_only_after_their_old_owners_acknowledged_the_revoke() {

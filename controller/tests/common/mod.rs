@@ -388,6 +388,46 @@ metadata:
     }
 }
 
+/// Writes (or rewrites) the member Lease of `pod` the way the sidecar does.
+pub async fn acknowledge(env: &Env, pod: &str, revision: u64, hash: &str) {
+    let api: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(env.client.clone(), &env.namespace);
+    let name = format!("{pod}-member");
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    let lease: k8s_openapi::api::coordination::v1::Lease = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": name,
+            "labels": {"shoal.dev/member": pod},
+            "annotations": {"shoal.dev/acked-revision": revision.to_string(), "shoal.dev/acked-hash": hash},
+        },
+        "spec": {"holderIdentity": pod, "leaseDurationSeconds": 60, "renewTime": now},
+    }))
+    .expect("lease manifest");
+    if api.get_opt(&name).await.expect("get lease").is_some() {
+        api.patch(
+            &name,
+            &kube::api::PatchParams::apply("test-sidecar").force(),
+            &kube::api::Patch::Apply(&lease),
+        )
+        .await
+        .expect("patch lease");
+    } else {
+        api.create(&kube::api::PostParams::default(), &lease)
+            .await
+            .expect("create lease");
+    }
+}
+
+/// The revision and hash of the slice written for `pod` of Swarm `demo`.
+pub async fn slice_hash(env: &Env, pod: &str) -> (u64, String) {
+    let maps = env.slice_maps("demo").await;
+    let text = maps[pod].data.as_ref().unwrap()["slice.yaml"].clone();
+    let slice = parse_slice(&text).expect("valid slice");
+    (slice.revision, slice.hash)
+}
+
 /// Every key exactly once across the slices, sorted.
 pub fn all_jobs(slices: &BTreeMap<String, Vec<String>>) -> Vec<String> {
     let mut all: Vec<String> = slices.values().flatten().cloned().collect();
