@@ -749,12 +749,24 @@ async fn wait_index(client: &Client, revision: u64, members: usize, expected: &[
     .unwrap_or_else(|error| panic!("{error}"));
 }
 
+/// A pod's sidecar, running in-process with a token bound to the pod it started for.
 struct Member {
     worker: shoal_worker::Worker,
     slice_file: PathBuf,
+    pod: String,
+    pod_uid: String,
 }
 
-async fn start_member(client: Client, pod: &str, directory: &Path) -> Member {
+/// Starts `pod`'s sidecar, as the kubelet starts the pod's containers.
+async fn start_member(cluster: &TestCluster, pod: &str, directory: &Path) -> Member {
+    let client = member_client(cluster, pod).await;
+    let pod_uid =
+        Api::<k8s_openapi::api::core::v1::Pod>::namespaced(cluster.client(), DEMO_NAMESPACE)
+            .get(pod)
+            .await
+            .ok()
+            .and_then(|pod| pod.metadata.uid)
+            .unwrap_or_default();
     let mut settings = shoal_worker::Settings::for_member(pod, DEMO_NAMESPACE);
     let slice_file = directory.join(format!("{pod}.yaml"));
     settings.slice_file = Some(slice_file.clone());
@@ -764,7 +776,61 @@ async fn start_member(client: Client, pod: &str, directory: &Path) -> Member {
     let worker = shoal_worker::Worker::start(client, settings)
         .await
         .unwrap_or_else(|error| panic!("sidecar for {pod}: {error}"));
-    Member { worker, slice_file }
+    Member {
+        worker,
+        slice_file,
+        pod: pod.to_owned(),
+        pod_uid,
+    }
+}
+
+/// Restarts the sidecar of every member whose pod an eviction replaced: the old
+/// container died with its pod, and its token, bound to that pod, no longer works.
+async fn restart_replaced_sidecars(
+    cluster: &TestCluster,
+    members: &mut [Member],
+    directory: &Path,
+) {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(cluster.client(), DEMO_NAMESPACE);
+    for member in members.iter_mut() {
+        let replaced = match pods.get_opt(&member.pod).await {
+            Ok(Some(pod)) => {
+                pod.metadata.deletion_timestamp.is_none()
+                    && pod
+                        .metadata
+                        .uid
+                        .as_deref()
+                        .is_some_and(|uid| uid != member.pod_uid)
+            }
+            _ => false,
+        };
+        if replaced {
+            let fresh = start_member(cluster, &member.pod.clone(), directory).await;
+            let old = std::mem::replace(member, fresh);
+            let _ = old.worker.stop().await;
+        }
+    }
+}
+
+/// As [`wait_converged`], restarting the sidecars of replaced pods meanwhile.
+async fn wait_converged_following(
+    cluster: &TestCluster,
+    members: &mut [Member],
+    directory: &Path,
+    count: usize,
+    at_least: u64,
+) -> u64 {
+    let converging = wait_converged(cluster, count, at_least);
+    tokio::pin!(converging);
+    loop {
+        tokio::select! {
+            revision = &mut converging => return revision,
+            () = tokio::time::sleep(Duration::from_millis(250)) => {
+                restart_replaced_sidecars(cluster, members, directory).await;
+            }
+        }
+    }
 }
 
 /// Runs `kubectl shoal <args>` in-process (the plugin binary's own entry
@@ -911,7 +977,7 @@ async fn walkthrough(install: Install, test: &str) {
     let slices = tempfile::tempdir().expect("a directory for slice files");
     let mut members = Vec::new();
     for pod in ["swarm-worker-0", "swarm-worker-1"] {
-        members.push(start_member(member_client(&cluster, pod).await, pod, slices.path()).await);
+        members.push(start_member(&cluster, pod, slices.path()).await);
     }
     let (stop_controller, stopped) = tokio::sync::oneshot::channel::<()>();
     let settings = Settings {
@@ -1016,7 +1082,7 @@ async fn walkthrough(install: Install, test: &str) {
         ],
     )
     .await;
-    members.push(start_member(member_client(&cluster, third).await, third, slices.path()).await);
+    members.push(start_member(&cluster, third, slices.path()).await);
     let pending = wait_pending(&client).await;
     assert!(pending > first);
 
@@ -1117,7 +1183,7 @@ async fn walkthrough(install: Install, test: &str) {
         ],
     )
     .await;
-    let second = wait_converged(&cluster, 3, pending).await;
+    let second = wait_converged_following(&cluster, &mut members, slices.path(), 3, pending).await;
     wait_index(&client, second, 3, &expected).await;
 
     // 3. Scale back down (a slice ConfigMap deleted), automatically approved.
@@ -1134,7 +1200,7 @@ async fn walkthrough(install: Install, test: &str) {
         ],
     )
     .await;
-    wait_converged(&cluster, 2, second + 1).await;
+    wait_converged_following(&cluster, &mut members, slices.path(), 2, second + 1).await;
     wait_for("swarm-worker-2's slice ConfigMap to go", WAIT, || {
         let slice_maps = slice_maps.clone();
         async move {
