@@ -21,11 +21,17 @@ fn find_condition<'a>(status: &'a SwarmStatus, type_: &str) -> Option<&'a Condit
     status.conditions.iter().find(|c| c.type_ == type_)
 }
 
-/// Waits for a pending revision other than `not`, and returns it.
-async fn pending_other_than(env: &Env, not: Option<u64>) -> PendingRevision {
+/// Waits for a revision to wait for approval while `in_force` stays in force, and
+/// returns it; fails at once if another revision is put in force instead.
+async fn wait_pending(env: &Env, in_force: u64) -> PendingRevision {
     eventually("a pending revision", WAIT, || async {
-        let pending = status(env).await?.pending_revision?;
-        (Some(pending.revision) != not).then_some(pending)
+        let status = status(env).await?;
+        assert_eq!(
+            status.current_revision, in_force,
+            "revision {} was put in force without approval: {status:?}",
+            status.current_revision
+        );
+        status.pending_revision
     })
     .await
 }
@@ -62,7 +68,7 @@ async fn manual_swarm_in_force(env: &Env, replicas: u32, jobs: usize) {
     env.ready_pool("worker", replicas).await;
     env.apply(&swarm_yaml("demo", &job_keys(jobs), MANUAL))
         .await;
-    pending_other_than(env, None).await;
+    wait_pending(env, 0).await;
     env.approve_pending("demo").await;
     env.in_force("demo", 1, WAIT).await;
 }
@@ -77,7 +83,7 @@ async fn the_approval_of_a_withdrawn_revision_does_not_put_a_later_plan_in_force
     // Scale 3 -> 4: revision N waits. Back to 3: N is withdrawn.
     env.kubectl(&["scale", "statefulset", "worker", "--replicas=4"])
         .await;
-    let withdrawn = pending_other_than(&env, None).await;
+    let withdrawn = wait_pending(&env, 1).await;
     env.kubectl(&["scale", "statefulset", "worker", "--replicas=3"])
         .await;
     eventually("the pending revision withdrawn", WAIT, || async {
@@ -107,7 +113,7 @@ async fn the_approval_of_a_withdrawn_revision_does_not_put_a_later_plan_in_force
     // Manual: it only re-homes the jobs of members that are gone.)
     env.kubectl(&["scale", "statefulset", "worker", "--replicas=5"])
         .await;
-    let next = pending_other_than(&env, None).await;
+    let next = wait_pending(&env, 1).await;
     assert!(
         next.revision > number,
         "the new plan got number {} although {number} was given before",
@@ -153,7 +159,7 @@ async fn an_approval_that_is_not_a_revision_and_hash_is_a_warning_and_approves_n
     let controller = env.start_controller();
     env.pool("worker", "demo", 2).await;
     env.apply(&swarm_yaml("demo", &job_keys(6), MANUAL)).await;
-    let pending = pending_other_than(&env, None).await;
+    let pending = wait_pending(&env, 0).await;
     env.annotate_approval("demo", "abc").await;
     let events = warning(
         &env,
@@ -194,7 +200,7 @@ async fn an_approval_of_the_next_number_written_in_advance_does_not_approve_the_
     .await;
     env.kubectl(&["scale", "statefulset", "worker", "--replicas=3"])
         .await;
-    let next = pending_other_than(&env, None).await;
+    let next = wait_pending(&env, 1).await;
     assert_ne!(
         next.revision, 2,
         "the plan got the number approved in advance"
@@ -249,7 +255,7 @@ async fn emptying_the_job_list_under_a_job_budget_waits_for_approval() {
         "apiVersion: shoal.dev/v1alpha1\nkind: Swarm\nmetadata:\n  name: demo\nspec:\n  jobs: []\n{budget}"
     ))
     .await;
-    let pending = pending_other_than(&env, None).await;
+    let pending = wait_pending(&env, 1).await;
     assert_eq!(pending.summary.jobs_stopped, 10, "{pending:?}");
     let now = status(&env).await.expect("a status");
     let awaiting = find_condition(&now, "AwaitingApproval").expect("AwaitingApproval");
