@@ -42,7 +42,9 @@ wait_for_swarm() {
 }
 
 step "the pods: the controller (two replicas, one leader) and the two workers"
-k -n shoal-system get pods -o wide
+if [ "$SHOAL_CONTROLLER_NAMESPACE" != "$ns" ]; then
+  k -n "$SHOAL_CONTROLLER_NAMESPACE" get pods -o wide
+fi
 k -n "$ns" get pods -o wide
 pause
 

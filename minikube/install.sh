@@ -3,40 +3,65 @@
 # the admission policies, on Kubernetes 1.30+) and the
 # example (manifests/example/: a Swarm with seed 002's 27 streams and its
 # worker StatefulSet), then waits until both run.
+#
+# SHOAL_INSTALL_SCOPE=namespace installs the namespace-scoped variant instead
+# (manifests/namespaced/: the controller in shoal-demo with a Role there;
+# manifests/namespaced/cluster-admin/: the cluster-scoped part).
 set -euo pipefail
 # shellcheck source=minikube/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require kubectl
 
-step "installing Shoal: kubectl apply -k manifests/"
-k apply -k manifests/
+# ValidatingAdmissionPolicy is GA from Kubernetes 1.30: a member may then write
+# only its own Lease, and only the controller the ConfigMaps Shoal owns.
+has_admission_policies() {
+  kubectl --context "$SHOAL_PROFILE" api-resources --api-group=admissionregistration.k8s.io -o name |
+    grep -q '^validatingadmissionpolicies'
+}
 
-step "waiting for the Swarm CRD to be established"
-k wait --for=condition=Established crd/swarms.shoal.dev --timeout=60s
+if [ "$SHOAL_SCOPE" = namespace ]; then
+  step "as the cluster administrator: the CRD, then manifests/namespaced/cluster-admin/ (roles, admission policies, namespace)"
+  k apply -f manifests/crd.yaml
+  k wait --for=condition=Established crd/swarms.shoal.dev --timeout=60s
+  has_admission_policies ||
+    die "this cluster has no ValidatingAdmissionPolicy (Kubernetes < 1.30), which manifests/namespaced/cluster-admin/ includes; use SHOAL_INSTALL_SCOPE=cluster"
+  k apply -k manifests/namespaced/cluster-admin/
+  step "as the namespace's owner: kubectl apply -k manifests/namespaced/"
+  k apply -k manifests/namespaced/
+else
+  step "installing Shoal: kubectl apply -k manifests/"
+  k apply -k manifests/
+
+  step "waiting for the Swarm CRD to be established"
+  k wait --for=condition=Established crd/swarms.shoal.dev --timeout=60s
+fi
 
 if [ "$SHOAL_TAG" != dev ]; then
   step "using image tag $SHOAL_TAG"
-  k -n shoal-system set image deployment/shoal-controller "controller=shoal-controller:$SHOAL_TAG"
+  k -n "$SHOAL_CONTROLLER_NAMESPACE" set image deployment/shoal-controller "controller=shoal-controller:$SHOAL_TAG"
 fi
 
 step "waiting for the controller Deployment (2 replicas, one leader)"
-k -n shoal-system rollout status deployment/shoal-controller --timeout=180s
+k -n "$SHOAL_CONTROLLER_NAMESPACE" rollout status deployment/shoal-controller --timeout=180s
 
-step "current leader (Lease shoal-system/shoal-controller)"
-k -n shoal-system get lease shoal-controller -o 'jsonpath={.spec.holderIdentity}{"\n"}'
+step "current leader (Lease $SHOAL_CONTROLLER_NAMESPACE/shoal-controller)"
+k -n "$SHOAL_CONTROLLER_NAMESPACE" get lease shoal-controller -o 'jsonpath={.spec.holderIdentity}{"\n"}'
 
-# ValidatingAdmissionPolicy is GA from Kubernetes 1.30: a member may then write
-# only its own Lease, and only the controller the ConfigMaps Shoal owns.
-if k api-resources --api-group=admissionregistration.k8s.io -o name | grep -q '^validatingadmissionpolicies'; then
-  step "installing the admission policies: kubectl apply -k manifests/admission/"
-  k apply -k manifests/admission/
+if [ "$SHOAL_SCOPE" = namespace ]; then
+  step "installing the example: kubectl apply -k manifests/namespaced/example/"
+  k apply -k manifests/namespaced/example/
 else
-  step "this cluster has no ValidatingAdmissionPolicy (Kubernetes < 1.30): skipping manifests/admission/"
-fi
+  if has_admission_policies; then
+    step "installing the admission policies: kubectl apply -k manifests/admission/"
+    k apply -k manifests/admission/
+  else
+    step "this cluster has no ValidatingAdmissionPolicy (Kubernetes < 1.30): skipping manifests/admission/"
+  fi
 
-step "installing the example: kubectl apply -k manifests/example/"
-k apply -k manifests/example/
+  step "installing the example: kubectl apply -k manifests/example/"
+  k apply -k manifests/example/
+fi
 
 if [ "$SHOAL_TAG" != dev ]; then
   k -n "$SHOAL_DEMO_NAMESPACE" set image statefulset/swarm-worker "shoal-worker=shoal-worker:$SHOAL_TAG"

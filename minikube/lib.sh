@@ -4,14 +4,27 @@
 # Environment:
 #   SHOAL_MINIKUBE_PROFILE  minikube profile, also the kubectl context (default: shoal)
 #   SHOAL_IMAGE_TAG         tag of both images (default: dev, as in manifests/)
+#   SHOAL_INSTALL_SCOPE     cluster (default: manifests/, the controller in
+#                           shoal-system for every namespace) or namespace
+#                           (manifests/namespaced/: the controller in shoal-demo,
+#                           for that namespace only)
 
 SHOAL_PROFILE="${SHOAL_MINIKUBE_PROFILE:-shoal}"
 SHOAL_TAG="${SHOAL_IMAGE_TAG:-dev}"
 SHOAL_DEMO_NAMESPACE="shoal-demo"
+SHOAL_SCOPE="${SHOAL_INSTALL_SCOPE:-cluster}"
+case "$SHOAL_SCOPE" in
+  cluster) SHOAL_CONTROLLER_NAMESPACE="shoal-system" ;;
+  namespace) SHOAL_CONTROLLER_NAMESPACE="$SHOAL_DEMO_NAMESPACE" ;;
+  *)
+    printf '\nerror: SHOAL_INSTALL_SCOPE is %s; use cluster or namespace\n' "$SHOAL_SCOPE" >&2
+    exit 1
+    ;;
+esac
 # The repository root: every script runs from there, so relative paths
 # (manifests/, controller/Dockerfile) mean the same to every tool.
 SHOAL_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-export SHOAL_PROFILE SHOAL_TAG SHOAL_DEMO_NAMESPACE SHOAL_REPO
+export SHOAL_PROFILE SHOAL_TAG SHOAL_DEMO_NAMESPACE SHOAL_SCOPE SHOAL_CONTROLLER_NAMESPACE SHOAL_REPO
 
 # Says which step runs next.
 step() {
