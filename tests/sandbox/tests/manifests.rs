@@ -38,6 +38,19 @@ const DEMO_NAMESPACE: &str = "shoal-demo";
 const CONTROLLER_NAMESPACE: &str = "shoal-system";
 const WAIT: Duration = Duration::from_secs(60);
 
+/// Every kustomization shipped, in the order a user applies them to one cluster: the
+/// cluster-wide install, its admission policies and the example, then the
+/// namespace-scoped install over it (its objects are new, the controller's in
+/// shoal-demo, or the same as before).
+const KUSTOMIZATIONS: [&str; 6] = [
+    "manifests/",
+    "manifests/admission/",
+    "manifests/example/",
+    "manifests/namespaced/cluster-admin/",
+    "manifests/namespaced/",
+    "manifests/namespaced/example/",
+];
+
 fn repo_path(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
@@ -163,16 +176,7 @@ async fn every_manifest_is_accepted_client_side_and_server_side_and_reads_back()
     else {
         return;
     };
-    for directory in [
-        "manifests/",
-        "manifests/admission/",
-        "manifests/example/",
-        // The namespace-scoped install, over the same cluster: its objects are new
-        // (the controller's in shoal-demo) or the same as above.
-        "manifests/namespaced/cluster-admin/",
-        "manifests/namespaced/",
-        "manifests/namespaced/example/",
-    ] {
+    for directory in KUSTOMIZATIONS {
         let expected = rendered_objects(&cluster, directory).await;
         let client_side = apply(&cluster, &["-k", directory]).await;
         assert_eq!(
@@ -291,16 +295,7 @@ async fn a_server_side_dry_run_of_the_manifests_and_the_example_is_accepted() {
             kubectl(&cluster, &["create", "namespace", namespace]).await;
         }
     }
-    for directory in [
-        "manifests/",
-        "manifests/admission/",
-        "manifests/example/",
-        // The namespace-scoped install, over the same cluster: its objects are new
-        // (the controller's in shoal-demo) or the same as above.
-        "manifests/namespaced/cluster-admin/",
-        "manifests/namespaced/",
-        "manifests/namespaced/example/",
-    ] {
+    for directory in KUSTOMIZATIONS {
         let expected = rendered_objects(&cluster, directory).await;
         let applied = apply(&cluster, &["--dry-run=server", "-k", directory]).await;
         assert_eq!(applied.len(), expected, "{directory}: {applied:?}");
