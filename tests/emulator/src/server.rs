@@ -21,6 +21,7 @@ mod http;
 pub mod identity;
 mod jsonpath;
 mod lifecycle;
+mod limits;
 mod patch;
 mod protobuf;
 mod rbac;

@@ -11,6 +11,7 @@ use super::events::{from_wire, to_wire};
 use super::http::{ApiRequest, Shared};
 use super::jsonpath;
 use super::lifecycle::{self, DeleteOptions};
+use super::limits;
 use super::patch::{self, ListKind};
 use super::registry::ResourceType;
 use super::selectors::{FieldSelector, LabelSelector, supported_fields};
@@ -567,6 +568,7 @@ pub fn create_object(
     }
     let mut causes = validation::validate_name(&name, resource_type.name_rule);
     causes.extend(validation::validate_labels(&object));
+    causes.extend(limits::validate_sizes(resource_type, &object));
     if resource_type.resource == "customresourcedefinitions"
         && let Err(problems) = super::registry::crd_types(&object)
     {
@@ -640,6 +642,7 @@ pub fn create_object(
         Some(&object),
         None,
     )?;
+    limits::check_stored_size(&object)?;
     if context.dry_run {
         return Ok(Arc::new(object));
     }
@@ -827,6 +830,7 @@ pub fn update_object(
         }
     }
     let mut causes = validation::validate_labels(&new);
+    causes.extend(limits::validate_sizes(resource_type, &new));
     if resource_type.resource == "customresourcedefinitions"
         && let Err(problems) = super::registry::crd_types(&new)
     {
@@ -885,6 +889,7 @@ pub fn update_object(
     {
         return Ok(old.clone());
     }
+    limits::check_stored_size(&new)?;
     if context.dry_run {
         return Ok(Arc::new(new));
     }

@@ -327,12 +327,9 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
     let path = parts.uri.path().trim_end_matches('/').to_owned();
     let query = Query::parse(parts.uri.query());
     tracing::debug!(method = %parts.method, uri = %parts.uri, accept = ?parts.headers.get(header::ACCEPT), "request");
-    let body = match axum::body::to_bytes(body, 256 * 1024 * 1024).await {
+    let body = match read_body(body).await {
         Ok(body) => body,
-        Err(error) => {
-            return ApiError::bad_request(format!("cannot read the request body: {error}"))
-                .into_response();
-        }
+        Err(error) => return error.into_response(),
     };
     let segments: Vec<String> = path
         .split('/')
@@ -456,6 +453,24 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         }
     }
     response
+}
+
+/// The request body, refused with the real server's 413 past its limit (read no
+/// further than that, as the real server's `limitedReadBody` does).
+async fn read_body(body: axum::body::Body) -> Result<Bytes, ApiError> {
+    use futures::StreamExt as _;
+    let mut chunks = body.into_data_stream();
+    let mut collected = bytes::BytesMut::new();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|error| {
+            ApiError::bad_request(format!("cannot read the request body: {error}"))
+        })?;
+        if collected.len() + chunk.len() > super::limits::MAX_REQUEST_BODY_BYTES {
+            return Err(super::limits::body_too_large());
+        }
+        collected.extend_from_slice(&chunk);
+    }
+    Ok(collected.freeze())
 }
 
 /// Who sent the request: authentication, then impersonation (itself authorized).
