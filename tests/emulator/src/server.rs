@@ -12,6 +12,7 @@
 mod admission;
 mod apply;
 mod auth;
+mod binding;
 mod discovery;
 mod errors;
 mod events;

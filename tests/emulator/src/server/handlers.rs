@@ -367,6 +367,7 @@ pub fn create(shared: &Shared, request: &ApiRequest) -> Reply {
     let resource_type = request.target.resource_type.clone();
     match request.target.subresource.as_deref() {
         Some("eviction") => return super::eviction::evict(shared, request),
+        Some("binding") => return super::binding::bind(shared, request),
         Some(other) => {
             return Err(ApiError::method_not_allowed(format!(
                 "create is not supported on {}/{other}",
@@ -770,6 +771,8 @@ pub fn update_object(
                 }
             }
         }
+        // pods/binding sets spec.nodeName and a status condition together.
+        Some("binding") => {}
         _ if resource_type.status_subresource => match old.get("status") {
             Some(status) => new["status"] = status.clone(),
             None => {
@@ -831,6 +834,15 @@ pub fn update_object(
     }
     let mut causes = validation::validate_labels(&new);
     causes.extend(limits::validate_sizes(resource_type, &new));
+    if context.subresource.is_none()
+        && resource_type.group.is_empty()
+        && resource_type.resource == "pods"
+    {
+        // Compared with the server's defaults filled in, as a real server does.
+        let mut defaulted = new.clone();
+        apply_defaults(resource_type, &mut defaulted);
+        causes.extend(super::binding::forbidden_spec_change(old, &defaulted));
+    }
     if resource_type.resource == "customresourcedefinitions"
         && let Err(problems) = super::registry::crd_types(&new)
     {

@@ -734,6 +734,7 @@ fn resolve(shared: &Shared, segments: &[&str]) -> Result<Target, ApiError> {
             "status" => resource_type.status_subresource,
             "scale" => resource_type.scale.is_some(),
             "eviction" => resource_type.eviction,
+            "binding" => resource_type.group.is_empty() && resource_type.resource == "pods",
             _ => false,
         };
         let known = known || subresource == "token" && resource_type.token_request;
