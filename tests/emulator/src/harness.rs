@@ -14,7 +14,10 @@ use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use tokio::io::AsyncWriteExt;
 
+mod crds;
 pub mod fixtures;
+
+pub use crds::{CRD_PUBLICATION_TIMEOUT, install_crd, wait_for_crd};
 
 use crate::Faults;
 use crate::sim::{Cluster, ClusterOptions, Kubelet, KubeletConfig, SimError};
@@ -89,6 +92,14 @@ pub enum HarnessError {
         /// The client error.
         #[source]
         source: kube::Error,
+    },
+    /// A CustomResourceDefinition could not be installed.
+    #[error("CustomResourceDefinition {name}: {reason}")]
+    Crd {
+        /// The CRD (or the manifest's path).
+        name: String,
+        /// What went wrong.
+        reason: String,
     },
     /// A condition did not hold in time.
     #[error("timed out after {timeout:?} waiting for {what}; last saw: {last_seen}")]

@@ -582,6 +582,7 @@ pub fn create_object(
     validate_custom_schema(
         resource_type,
         &mut object,
+        None,
         &name,
         context.strict,
         &mut causes,
@@ -657,6 +658,7 @@ pub fn create_object(
 fn validate_custom_schema(
     resource_type: &ResourceType,
     object: &mut Value,
+    old: Option<&Value>,
     name: &str,
     strict: bool,
     causes: &mut Vec<Cause>,
@@ -679,6 +681,7 @@ fn validate_custom_schema(
         )));
     }
     causes.extend(report.causes);
+    causes.extend(super::schema_rules::check(object, old, schema));
     Ok(())
 }
 
@@ -852,7 +855,14 @@ pub fn update_object(
             message,
         }));
     }
-    validate_custom_schema(resource_type, &mut new, &name, context.strict, &mut causes)?;
+    validate_custom_schema(
+        resource_type,
+        &mut new,
+        Some(old),
+        &name,
+        context.strict,
+        &mut causes,
+    )?;
     if !causes.is_empty() {
         return Err(ApiError::invalid(
             &resource_type.group,
