@@ -187,3 +187,33 @@ async fn a_pod_update_may_change_an_image_and_labels_but_not_other_spec_fields()
     force_delete(&pods, "updated").await;
     cluster.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_pod_update_with_a_spec_that_is_not_an_object_is_refused_and_the_server_keeps_serving() {
+    let cluster = cluster().await;
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), cluster.namespace());
+    pods.create(&PostParams::default(), &unscheduled_pod("odd"))
+        .await
+        .expect("create");
+    let result = pods
+        .patch(
+            "odd",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": "not an object"})),
+        )
+        .await;
+    match result {
+        Err(kube::Error::Api(status)) => {
+            assert!(matches!(status.code, 400 | 422), "{}", status.message);
+        }
+        other => panic!("a spec that is not an object was accepted: {other:?}"),
+    }
+    let stored = pods.get("odd").await.expect("the server still answers");
+    assert_eq!(
+        stored.spec.map(|spec| spec.containers.len()),
+        Some(1),
+        "the pod is unchanged"
+    );
+    force_delete(&pods, "odd").await;
+    cluster.cleanup().await;
+}

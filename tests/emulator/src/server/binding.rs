@@ -67,7 +67,12 @@ pub fn bind(shared: &Shared, request: &ApiRequest) -> Reply {
             )));
         }
         let mut new = (*old).clone();
-        new["spec"]["nodeName"] = json!(node);
+        let Some(spec) = new["spec"].as_object_mut() else {
+            return Err(ApiError::bad_request(format!(
+                "pod {name} has no spec object to bind"
+            )));
+        };
+        spec.insert("nodeName".into(), json!(node));
         // The Binding's uid and resourceVersion are preconditions on the pod.
         for field in ["uid", "resourceVersion"] {
             new["metadata"][field] = binding["metadata"][field].clone();
@@ -110,6 +115,13 @@ pub fn forbidden_spec_change(old: &Value, new: &Value) -> Option<Cause> {
     if munged.is_null() {
         munged = json!({});
     }
+    if !munged.is_object() {
+        return Some(Cause {
+            reason: "FieldValueInvalid".into(),
+            field: "spec".into(),
+            message: format!("Invalid value: {munged}: spec must be an object"),
+        });
+    }
     for list in ["containers", "initContainers"] {
         let (Some(old_items), Some(new_items)) =
             (old_spec[list].as_array(), munged[list].as_array_mut())
@@ -118,7 +130,9 @@ pub fn forbidden_spec_change(old: &Value, new: &Value) -> Option<Cause> {
         };
         if old_items.len() == new_items.len() {
             for (old_item, new_item) in old_items.iter().zip(new_items.iter_mut()) {
-                new_item["image"] = old_item["image"].clone();
+                if let Some(fields) = new_item.as_object_mut() {
+                    fields.insert("image".into(), old_item["image"].clone());
+                }
             }
         }
     }
@@ -212,6 +226,15 @@ mod tests {
             "{}",
             cause.message
         );
+    }
+
+    #[test]
+    fn a_spec_that_is_not_an_object_is_refused_not_a_panic() {
+        let old = pod(json!({"containers": [{"name": "a", "image": "one"}]}));
+        let new = pod(json!(5));
+        assert!(forbidden_spec_change(&old, &new).is_some());
+        let new = pod(json!({"containers": ["not an object"]}));
+        assert!(forbidden_spec_change(&old, &new).is_some());
     }
 
     #[test]

@@ -412,6 +412,11 @@ fn namespace_usable(store: &Store, namespace: &str) -> Result<(), ApiError> {
 
 /// Type-specific defaults the real API server fills in on create.
 fn apply_defaults(resource_type: &ResourceType, object: &mut Value) {
+    // A spec that is not an object gets no defaults (indexing into it would
+    // panic); validation names the problem.
+    if !(object["spec"].is_object() || object["spec"].is_null()) {
+        return;
+    }
     match (
         resource_type.group.as_str(),
         resource_type.resource.as_str(),
