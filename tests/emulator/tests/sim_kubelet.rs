@@ -392,6 +392,20 @@ async fn the_kubelet_registers_a_ready_node_and_binds_only_through_pods_binding(
         .flat_map(|status| status.conditions.iter().flatten())
         .any(|condition| condition.type_ == "Ready" && condition.status == "True");
     assert!(node_ready, "{:?}", node.status);
+    let table = cluster
+        .kubectl(&["get", "node", &node_name])
+        .await
+        .expect("kubectl runs")
+        .ok()
+        .expect("kubectl get node")
+        .stdout;
+    let cells: Vec<&str> = table
+        .lines()
+        .find(|line| line.starts_with(&node_name))
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(cells.get(1), Some(&"Ready"), "{table}");
     let pod_writes: Vec<_> = audit
         .entries()
         .into_iter()
