@@ -17,9 +17,13 @@ use kube::{Api, Client, ResourceExt};
 use shoal_controller::crd::Swarm;
 use shoal_controller::{Clients, Settings, run_with_clients};
 use shoal_core::format::parse_slice;
-use shoal_emulator::Faults;
 use shoal_emulator::harness::TestCluster;
 use shoal_emulator::harness::fixtures::PAUSE_IMAGE;
+use shoal_emulator::sim::ClusterOptions;
+use shoal_emulator::{Faults, ServerOptions};
+
+/// How long the emulator takes to publish a new CRD in these tests.
+const CRD_PUBLICATION_DELAY: Duration = Duration::from_millis(200);
 
 /// A cluster with the Swarm CRD installed and a namespace of the test's own.
 /// Pods of StatefulSets are created by the (simulated or real) StatefulSet
@@ -58,7 +62,8 @@ impl Running {
 
 impl Env {
     /// Starts a cluster (the emulator, or `SHOAL_TEST_KUBECONFIG`) with a fresh
-    /// namespace and installs the CRD with the real kubectl.
+    /// namespace, installs the CRD with the real kubectl and waits until it is
+    /// served.
     pub async fn start() -> Env {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
@@ -67,7 +72,17 @@ impl Env {
             )
             .with_test_writer()
             .try_init();
-        let cluster = TestCluster::start().await.expect("a test cluster starts");
+        // The emulator publishes a new CRD a moment after its creation, as a real
+        // server does, so that the tests wait for it as they must there.
+        let cluster = TestCluster::start_with(ClusterOptions {
+            server: ServerOptions {
+                crd_publication_delay: CRD_PUBLICATION_DELAY,
+                ..ServerOptions::default()
+            },
+            ..ClusterOptions::default()
+        })
+        .await
+        .expect("a test cluster starts");
         let client = cluster.client();
         let namespace = cluster.namespace().to_owned();
         let env = Env {
@@ -76,7 +91,10 @@ impl Env {
             namespace,
         };
         let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/crd.yaml");
-        env.kubectl(&["apply", "-f", crd]).await;
+        env.cluster
+            .install_crd_file(Path::new(crd))
+            .await
+            .unwrap_or_else(|error| panic!("installing the Swarm CRD: {error}"));
         env
     }
 

@@ -14,14 +14,30 @@ use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use tokio::io::AsyncWriteExt;
 
+mod crds;
 pub mod fixtures;
 
+pub use crds::{CRD_PUBLICATION_TIMEOUT, install_crd, wait_for_crd};
+
 use crate::Faults;
-use crate::sim::{Cluster, ClusterOptions, SimError};
+use crate::sim::{Cluster, ClusterOptions, Kubelet, KubeletConfig, SimError};
 
 /// Environment variable naming a real cluster's kubeconfig; when set, tests
 /// run against that cluster instead of the emulator.
 pub const KUBECONFIG_ENV: &str = "SHOAL_TEST_KUBECONFIG";
+/// Environment variable saying the cluster in [`KUBECONFIG_ENV`] has no kubelets
+/// (an API server, controller-manager and scheduler only): with `1`, each test
+/// runs a kubelet stand-in ([`Kubelet`]) for its namespace on the Node
+/// [`STAND_IN_NODE`], which binds the namespace's pods, marks them Running and
+/// Ready and confirms their termination.
+pub const NO_KUBELET_ENV: &str = "SHOAL_TEST_NO_KUBELET";
+/// The Node the kubelet stand-ins register on a cluster without kubelets (one
+/// for every test; each stand-in runs only its own namespace's pods).
+pub const STAND_IN_NODE: &str = "shoal-kubelet-stand-in";
+/// How long cleanup on a cluster without kubelets waits for the test namespace
+/// to be gone (the stand-in confirms its pods' termination meanwhile).
+const STAND_IN_CLEANUP: Duration = Duration::from_secs(60);
+
 /// Environment variable overriding the kubectl binary (default `kubectl` on
 /// PATH, which is /usr/bin/kubectl here).
 pub const KUBECTL_ENV: &str = "SHOAL_KUBECTL";
@@ -76,6 +92,14 @@ pub enum HarnessError {
         /// The client error.
         #[source]
         source: kube::Error,
+    },
+    /// A CustomResourceDefinition could not be installed.
+    #[error("CustomResourceDefinition {name}: {reason}")]
+    Crd {
+        /// The CRD (or the manifest's path).
+        name: String,
+        /// What went wrong.
+        reason: String,
     },
     /// A condition did not hold in time.
     #[error("timed out after {timeout:?} waiting for {what}; last saw: {last_seen}")]
@@ -162,7 +186,28 @@ impl KubectlOutput {
 
 enum Backend {
     Emulator(Box<Cluster>),
-    Real { kubeconfig: PathBuf },
+    Real {
+        kubeconfig: PathBuf,
+        /// The kubelet stand-in of a cluster without kubelets.
+        stand_in: Option<Kubelet>,
+    },
+}
+
+/// Whether [`NO_KUBELET_ENV`] asks for a kubelet stand-in.
+fn without_kubelets() -> bool {
+    std::env::var(NO_KUBELET_ENV).is_ok_and(|value| value == "1" || value == "true")
+}
+
+/// A kubelet stand-in running the pods of `namespace` on [`STAND_IN_NODE`].
+fn stand_in(client: &Client, namespace: &str) -> Kubelet {
+    Kubelet::start(
+        client.clone(),
+        KubeletConfig {
+            node_name: STAND_IN_NODE.to_owned(),
+            namespace: Some(namespace.to_owned()),
+            ..KubeletConfig::default()
+        },
+    )
 }
 
 /// A cluster for one test with its own namespace. With the emulator, dropping
@@ -216,18 +261,39 @@ impl TestCluster {
     /// As [`TestCluster::start`], with emulator options (ignored on a real
     /// cluster).
     pub async fn start_with(options: ClusterOptions) -> Result<TestCluster, HarnessError> {
-        let (backend, client) = match std::env::var_os(KUBECONFIG_ENV) {
+        match std::env::var_os(KUBECONFIG_ENV) {
             Some(path) if !path.is_empty() => {
-                let kubeconfig = PathBuf::from(path);
-                let client = real_client(&kubeconfig).await?;
-                (Backend::Real { kubeconfig }, client)
+                TestCluster::connect(Path::new(&path), without_kubelets()).await
             }
             _ => {
                 let cluster = Cluster::start_with(options).await?;
                 let client = cluster.client();
-                (Backend::Emulator(Box::new(cluster)), client)
+                TestCluster::with_namespace(Backend::Emulator(Box::new(cluster)), client).await
             }
+        }
+    }
+
+    /// The cluster of `kubeconfig` (what `SHOAL_TEST_KUBECONFIG` names) with a
+    /// fresh namespace; `without_kubelets` (what `SHOAL_TEST_NO_KUBELET` says)
+    /// runs a kubelet stand-in for that namespace.
+    pub async fn connect(
+        kubeconfig: &Path,
+        without_kubelets: bool,
+    ) -> Result<TestCluster, HarnessError> {
+        let client = real_client(kubeconfig).await?;
+        let backend = Backend::Real {
+            kubeconfig: kubeconfig.to_path_buf(),
+            stand_in: None,
         };
+        let mut cluster = TestCluster::with_namespace(backend, client).await?;
+        if without_kubelets && let Some(Backend::Real { stand_in: slot, .. }) = &mut cluster.backend
+        {
+            *slot = Some(stand_in(&cluster.client, &cluster.namespace));
+        }
+        Ok(cluster)
+    }
+
+    async fn with_namespace(backend: Backend, client: Client) -> Result<TestCluster, HarnessError> {
         let namespace = format!("shoal-test-{}", random_suffix());
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let object = Namespace {
@@ -272,7 +338,7 @@ impl TestCluster {
     pub fn kubeconfig_path(&self) -> &Path {
         match &self.backend {
             Some(Backend::Emulator(cluster)) => cluster.kubeconfig_path(),
-            Some(Backend::Real { kubeconfig }) => kubeconfig,
+            Some(Backend::Real { kubeconfig, .. }) => kubeconfig,
             None => Path::new(""),
         }
     }
@@ -482,7 +548,12 @@ impl TestCluster {
     pub async fn cleanup(mut self) {
         match self.backend.take() {
             Some(Backend::Emulator(cluster)) => cluster.shutdown().await,
-            Some(Backend::Real { .. }) => delete_namespace(&self.client, &self.namespace).await,
+            Some(Backend::Real { stand_in, .. }) => {
+                delete_namespace(&self.client, &self.namespace).await;
+                if stand_in.is_some() {
+                    namespace_gone(&self.client, &self.namespace).await;
+                }
+            }
             None => {}
         }
     }
@@ -490,10 +561,18 @@ impl TestCluster {
 
 impl Drop for TestCluster {
     fn drop(&mut self) {
-        if let Some(Backend::Real { kubeconfig }) = self.backend.take() {
+        if let Some(Backend::Real {
+            kubeconfig,
+            stand_in: running,
+        }) = self.backend.take()
+        {
             // Drop cannot await; a helper thread with its own runtime deletes
-            // the namespace so that a failed test still cleans up.
+            // the namespace so that a failed test still cleans up (with a
+            // stand-in of its own confirming the pods' termination, as the
+            // test's runtime is blocked here).
             let namespace = self.namespace.clone();
+            let needs_stand_in = running.is_some();
+            drop(running);
             let cleanup = std::thread::spawn(move || {
                 let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -504,6 +583,10 @@ impl Drop for TestCluster {
                 runtime.block_on(async move {
                     if let Ok(client) = real_client(&kubeconfig).await {
                         delete_namespace(&client, &namespace).await;
+                        if needs_stand_in {
+                            let _running = stand_in(&client, &namespace);
+                            namespace_gone(&client, &namespace).await;
+                        }
                     }
                 });
             });
@@ -519,6 +602,26 @@ async fn delete_namespace(client: &Client, namespace: &str) {
         .await
     {
         tracing::warn!(%error, namespace, "deleting the test namespace");
+    }
+}
+
+/// Waits (at most [`STAND_IN_CLEANUP`]) until the namespace is gone.
+async fn namespace_gone(client: &Client, namespace: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let outcome = wait_for(
+        "the test namespace to be deleted",
+        STAND_IN_CLEANUP,
+        || async {
+            match namespaces.get_opt(namespace).await {
+                Ok(None) => Check::Done(()),
+                Ok(Some(_)) => Check::Pending(format!("namespace {namespace} still terminating")),
+                Err(error) => Check::Pending(error.to_string()),
+            }
+        },
+    )
+    .await;
+    if let Err(error) = outcome {
+        tracing::warn!(%error, namespace, "cleanup");
     }
 }
 

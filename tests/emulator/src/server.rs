@@ -12,6 +12,7 @@
 mod admission;
 mod apply;
 mod auth;
+mod binding;
 mod discovery;
 mod errors;
 mod events;
@@ -21,11 +22,13 @@ mod http;
 pub mod identity;
 mod jsonpath;
 mod lifecycle;
+mod limits;
 mod patch;
 mod protobuf;
 mod rbac;
 mod registry;
 mod reviews;
+mod schema_rules;
 mod selectors;
 mod store;
 mod table;
@@ -77,6 +80,10 @@ pub struct ServerOptions {
     pub bookmark_interval: Duration,
     /// Port to bind (0 = any free port).
     pub port: u16,
+    /// How long after its creation a CustomResourceDefinition is Established
+    /// and its types served (discovery, OpenAPI, the resource paths). A real
+    /// server takes a moment; zero publishes at once.
+    pub crd_publication_delay: Duration,
 }
 
 impl Default for ServerOptions {
@@ -86,6 +93,7 @@ impl Default for ServerOptions {
             kubeconfig_dir: None,
             bookmark_interval: Duration::from_secs(10),
             port: 0,
+            crd_publication_delay: Duration::ZERO,
         }
     }
 }

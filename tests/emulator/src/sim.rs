@@ -14,8 +14,8 @@ mod statefulset;
 
 pub use cluster::{Cluster, ClusterOptions};
 pub use kubelet::{
-    Kubelet, KubeletConfig, MANUAL_READINESS_ANNOTATION, READINESS_GATE, fail_pod,
-    is_running_and_ready, readiness_gates_met, set_pod_ready,
+    Kubelet, KubeletConfig, MANUAL_READINESS_ANNOTATION, READINESS_GATE, STAND_IN_NODE_LABEL,
+    fail_pod, is_running_and_ready, readiness_gates_met, set_pod_ready,
 };
 pub use statefulset::{
     CONTROLLER_REVISION_HASH_LABEL, POD_INDEX_LABEL, POD_NAME_LABEL, SetView,

@@ -461,3 +461,242 @@ async fn kubectl_scale_path_works_on_statefulsets() {
         "{stale:?}"
     );
 }
+
+/// A server publishing new CRDs `delay` after their creation, as a real one does.
+async fn with_publication_delay(delay: std::time::Duration) -> (ApiServer, kube::Client) {
+    let server = ApiServer::start_with(shoal_emulator::ServerOptions {
+        crd_publication_delay: delay,
+        ..shoal_emulator::ServerOptions::default()
+    })
+    .await
+    .expect("server starts");
+    let client = server.client().await.expect("client");
+    (server, client)
+}
+
+#[tokio::test]
+async fn a_client_that_does_not_wait_for_a_new_crd_gets_not_found_until_it_is_published() {
+    let delay = std::time::Duration::from_millis(600);
+    let (_server, client) = with_publication_delay(delay).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let created_at = std::time::Instant::now();
+    let created = crds
+        .create(&PostParams::default(), &widget_crd("Namespaced"))
+        .await
+        .expect("crd");
+    let established = |crd: &CustomResourceDefinition| {
+        crd.status
+            .iter()
+            .flat_map(|status| status.conditions.iter().flatten())
+            .any(|condition| condition.type_ == "Established" && condition.status == "True")
+    };
+    assert!(!established(&created), "{:?}", created.status);
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &widget_resource());
+    match widgets
+        .create(&PostParams::default(), &widget("early", json!({"size": 1})))
+        .await
+    {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 404, "{}", status.message),
+        other => panic!("a custom resource was written before its CRD was served: {other:?}"),
+    }
+
+    shoal_emulator::harness::wait_for_crd(
+        &client,
+        "widgets.example.com",
+        std::time::Duration::from_secs(10),
+    )
+    .await
+    .expect("the CRD is served after the delay");
+    assert!(
+        created_at.elapsed() >= delay,
+        "served after {:?}, before the {delay:?} delay",
+        created_at.elapsed()
+    );
+    assert!(established(
+        &crds.get("widgets.example.com").await.expect("get")
+    ));
+    widgets
+        .create(&PostParams::default(), &widget("late", json!({"size": 1})))
+        .await
+        .expect("once served, custom resources are accepted");
+}
+
+#[tokio::test]
+async fn install_crd_returns_only_once_the_crd_is_served() {
+    let (_server, client) = with_publication_delay(std::time::Duration::from_millis(300)).await;
+    shoal_emulator::harness::install_crd(&client, &widget_crd("Namespaced"))
+        .await
+        .expect("installed");
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &widget_resource());
+    widgets
+        .create(&PostParams::default(), &widget("first", json!({"size": 2})))
+        .await
+        .expect("a custom resource right after install_crd is accepted");
+    // Installing again (the CRD exists) is not an error.
+    shoal_emulator::harness::install_crd(&client, &widget_crd("Namespaced"))
+        .await
+        .expect("installed again");
+}
+
+fn gadget_crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "spec": {
+                            "type": "object",
+                            "x-kubernetes-validations": [
+                                {"rule": "self.min <= self.max", "message": "min must not exceed max"},
+                                {"rule": "self.max < 100"}
+                            ],
+                            "properties": {
+                                "min": {"type": "integer"},
+                                "max": {"type": "integer"},
+                                "name": {
+                                    "type": "string",
+                                    "pattern": "^[a-z]+$",
+                                    "x-kubernetes-validations": [
+                                        {"rule": "self == oldSelf", "message": "name is immutable"}
+                                    ]
+                                }
+                            }
+                        }
+                    }
+                }}
+            }]
+        }
+    }))
+    .expect("crd")
+}
+
+async fn with_gadgets() -> (ApiServer, Api<DynamicObject>) {
+    let server = ApiServer::start().await.expect("server starts");
+    let client = server.client().await.expect("client");
+    shoal_emulator::harness::install_crd(&client, &gadget_crd())
+        .await
+        .expect("crd");
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Gadget"),
+        "gadgets",
+    );
+    (server, Api::namespaced_with(client, "default", &resource))
+}
+
+fn gadget(name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": name}, "spec": spec
+    }))
+    .expect("gadget")
+}
+
+fn invalid_message<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> String {
+    match result {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(
+                (status.code, status.reason.as_str()),
+                (422, "Invalid"),
+                "{}",
+                status.message
+            );
+            status.message
+        }
+        other => panic!("expected 422 Invalid, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_failed_validation_rule_is_422_with_its_message_or_the_rule() {
+    let (_server, gadgets) = with_gadgets().await;
+    let message = invalid_message(
+        gadgets
+            .create(
+                &PostParams::default(),
+                &gadget("g", json!({"min": 5, "max": 1})),
+            )
+            .await,
+    );
+    assert_eq!(
+        message,
+        "Gadget.example.com \"g\" is invalid: spec: Invalid value: \"object\": min must not exceed max"
+    );
+    let message = invalid_message(
+        gadgets
+            .create(
+                &PostParams::default(),
+                &gadget("g", json!({"min": 1, "max": 200})),
+            )
+            .await,
+    );
+    assert_eq!(
+        message,
+        "Gadget.example.com \"g\" is invalid: spec: Invalid value: \"object\": failed rule: self.max < 100"
+    );
+    gadgets
+        .create(
+            &PostParams::default(),
+            &gadget("g", json!({"min": 1, "max": 2, "name": "ok"})),
+        )
+        .await
+        .expect("a gadget keeping every rule is accepted");
+}
+
+#[tokio::test]
+async fn a_string_not_matching_its_pattern_is_422_naming_the_pattern() {
+    let (_server, gadgets) = with_gadgets().await;
+    let message = invalid_message(
+        gadgets
+            .create(
+                &PostParams::default(),
+                &gadget("g", json!({"min": 1, "max": 2, "name": "Not-Lower"})),
+            )
+            .await,
+    );
+    assert_eq!(
+        message,
+        "Gadget.example.com \"g\" is invalid: spec.name: Invalid value: \"Not-Lower\": spec.name in body should match '^[a-z]+$'"
+    );
+}
+
+#[tokio::test]
+async fn a_transition_rule_compares_with_the_old_value_on_update_only() {
+    let (_server, gadgets) = with_gadgets().await;
+    gadgets
+        .create(
+            &PostParams::default(),
+            &gadget("g", json!({"min": 1, "max": 2, "name": "first"})),
+        )
+        .await
+        .expect("on create there is no oldSelf, so the transition rule does not apply");
+    gadgets
+        .patch(
+            "g",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"max": 3}})),
+        )
+        .await
+        .expect("changing another field keeps the name");
+    let message = invalid_message(
+        gadgets
+            .patch(
+                "g",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"name": "second"}})),
+            )
+            .await,
+    );
+    assert_eq!(
+        message,
+        "Gadget.example.com \"g\" is invalid: spec.name: Invalid value: \"string\": name is immutable"
+    );
+    let stored = gadgets.get("g").await.expect("get");
+    assert_eq!(stored.data["spec"]["name"], "first");
+}

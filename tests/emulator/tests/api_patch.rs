@@ -5,8 +5,8 @@
 //! Emulator-only: each test starts its own `ApiServer` and works in its
 //! `default` namespace, relying on a fresh store.
 
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use shoal_emulator::ApiServer;
@@ -17,15 +17,23 @@ async fn setup() -> (ApiServer, kube::Client) {
     (server, client)
 }
 
-fn pod() -> Pod {
+/// A Deployment whose pod template the strategic merge tests patch (a pod's own
+/// containers cannot change but for their image, on a real server as here).
+fn deployment() -> Deployment {
     serde_json::from_value(json!({
         "metadata": {"name": "p", "labels": {"app": "a"}},
-        "spec": {"containers": [
-            {"name": "main", "image": "main:1", "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]},
-            {"name": "side", "image": "side:1"}
-        ]}
+        "spec": {
+            "selector": {"matchLabels": {"app": "a"}},
+            "template": {
+                "metadata": {"labels": {"app": "a"}},
+                "spec": {"containers": [
+                    {"name": "main", "image": "main:1", "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]},
+                    {"name": "side", "image": "side:1"}
+                ]}
+            }
+        }
     }))
-    .expect("pod")
+    .expect("deployment")
 }
 
 #[tokio::test]
@@ -128,19 +136,22 @@ async fn a_json_patch_applies_operations_in_order_and_a_failed_test_rejects_it()
 #[tokio::test]
 async fn a_strategic_merge_patch_merges_containers_and_env_by_name() {
     let (_server, client) = setup().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
-    pods.create(&PostParams::default(), &pod())
+    let deployments: Api<Deployment> = Api::namespaced(client, "default");
+    deployments
+        .create(&PostParams::default(), &deployment())
         .await
         .expect("create");
-    let patch = json!({"spec": {"containers": [
+    let patch = json!({"spec": {"template": {"spec": {"containers": [
         {"name": "main", "image": "main:2", "env": [{"name": "B", "value": "20"}, {"name": "C", "value": "3"}]}
-    ]}});
-    let patched = pods
+    ]}}}});
+    let patched = deployments
         .patch("p", &PatchParams::default(), &Patch::Strategic(patch))
         .await
         .expect("patch");
     let value = serde_json::to_value(&patched).expect("json");
-    let containers = value["spec"]["containers"].as_array().expect("containers");
+    let containers = value["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .expect("containers");
     assert_eq!(containers.len(), 2, "side container kept");
     assert_eq!(containers[0]["image"], "main:2");
     let env: Vec<(&str, &str)> = containers[0]["env"]
@@ -160,21 +171,22 @@ async fn a_strategic_merge_patch_merges_containers_and_env_by_name() {
 #[tokio::test]
 async fn strategic_merge_directives_delete_list_items_and_replace_maps() {
     let (_server, client) = setup().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
-    pods.create(&PostParams::default(), &pod())
+    let deployments: Api<Deployment> = Api::namespaced(client, "default");
+    deployments
+        .create(&PostParams::default(), &deployment())
         .await
         .expect("create");
     let patch = json!({
         "metadata": {"labels": {"$patch": "replace", "only": "this"}},
-        "spec": {"containers": [{"name": "side", "$patch": "delete"}]}
+        "spec": {"template": {"spec": {"containers": [{"name": "side", "$patch": "delete"}]}}}
     });
-    let patched = pods
+    let patched = deployments
         .patch("p", &PatchParams::default(), &Patch::Strategic(patch))
         .await
         .expect("patch");
     let value = serde_json::to_value(&patched).expect("json");
     assert_eq!(value["metadata"]["labels"], json!({"only": "this"}));
-    let names: Vec<&str> = value["spec"]["containers"]
+    let names: Vec<&str> = value["spec"]["template"]["spec"]["containers"]
         .as_array()
         .expect("containers")
         .iter()

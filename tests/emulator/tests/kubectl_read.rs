@@ -266,21 +266,10 @@ fn gizmo_crd(group: &str) -> CustomResourceDefinition {
 /// waits until kubectl can use it. Returns the group.
 async fn install_gizmos(cluster: &TestCluster) -> (String, Api<DynamicObject>) {
     let group = format!("{}.shoal.test", cluster.namespace());
-    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
-    crds.create(&PostParams::default(), &gizmo_crd(&group))
+    // Established is not enough: kubectl reads discovery and the OpenAPI schema.
+    shoal_emulator::harness::install_crd(&cluster.client(), &gizmo_crd(&group))
         .await
-        .expect("create crd");
-    let crd_name = format!("gizmos.{group}");
-    kubectl_ok(
-        cluster,
-        &[
-            "wait",
-            "--for=condition=Established",
-            &format!("crd/{crd_name}"),
-            "--timeout=60s",
-        ],
-    )
-    .await;
+        .expect("the gizmo CRD is served");
     let resource =
         ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Gizmo"), "gizmos");
     let api = Api::namespaced_with(cluster.client(), cluster.namespace(), &resource);

@@ -355,3 +355,75 @@ async fn fail_pod_reports_the_pod_failed_with_terminated_containers() {
     assert_eq!(failed.name_any(), "doomed");
     cluster.cleanup().await;
 }
+
+#[tokio::test]
+async fn the_kubelet_registers_a_ready_node_and_binds_only_through_pods_binding() {
+    let cluster = TestCluster::start().await.expect("cluster");
+    let Some(audit) = cluster.audit() else {
+        println!("skipped: which requests the kubelet made is read from the emulator's audit log");
+        return;
+    };
+    let api = pods(&cluster);
+    api.create(&PostParams::default(), &pod("placed", false, json!({})))
+        .await
+        .expect("create");
+    wait_for_pod(
+        &cluster,
+        "placed",
+        "Running and Ready",
+        is_running_and_ready,
+    )
+    .await;
+    let node_name = KubeletConfig::default().node_name;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client());
+    let node = nodes
+        .get(&node_name)
+        .await
+        .expect("the kubelet registered its Node");
+    assert_eq!(
+        node.labels()
+            .get(shoal_emulator::sim::STAND_IN_NODE_LABEL)
+            .map(String::as_str),
+        Some("true")
+    );
+    let node_ready = node
+        .status
+        .iter()
+        .flat_map(|status| status.conditions.iter().flatten())
+        .any(|condition| condition.type_ == "Ready" && condition.status == "True");
+    assert!(node_ready, "{:?}", node.status);
+    let table = cluster
+        .kubectl(&["get", "node", &node_name])
+        .await
+        .expect("kubectl runs")
+        .ok()
+        .expect("kubectl get node")
+        .stdout;
+    let cells: Vec<&str> = table
+        .lines()
+        .find(|line| line.starts_with(&node_name))
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(cells.get(1), Some(&"Ready"), "{table}");
+    let pod_writes: Vec<_> = audit
+        .entries()
+        .into_iter()
+        .filter(|entry| {
+            entry.resource.starts_with("pods") && entry.name.as_deref() == Some("placed")
+        })
+        .filter(|entry| !matches!(entry.verb.as_str(), "get" | "list" | "watch"))
+        .map(|entry| format!("{} {}", entry.verb, entry.resource))
+        .collect();
+    assert!(
+        pod_writes.contains(&"create pods/binding".to_owned()),
+        "{pod_writes:?}"
+    );
+    assert!(
+        pod_writes
+            .iter()
+            .all(|write| write == "create pods/binding" || write.ends_with("pods/status")),
+        "the kubelet wrote the pod other than through pods/binding and pods/status: {pod_writes:?}"
+    );
+    cluster.cleanup().await;
+}

@@ -300,9 +300,17 @@ pub struct Cluster {
 impl Cluster {
     /// The emulator, or the cluster in `SHOAL_TEST_KUBECONFIG`.
     pub async fn start() -> Cluster {
-        let inner = TestCluster::start()
-            .await
-            .unwrap_or_else(|error| panic!("cannot start the test cluster: {error}"));
+        // The emulator publishes a new CRD a moment after its creation, as a real
+        // server does (owner::slice_owner waits for it).
+        let inner = TestCluster::start_with(shoal_emulator::sim::ClusterOptions {
+            server: shoal_emulator::ServerOptions {
+                crd_publication_delay: std::time::Duration::from_millis(200),
+                ..shoal_emulator::ServerOptions::default()
+            },
+            ..shoal_emulator::sim::ClusterOptions::default()
+        })
+        .await
+        .unwrap_or_else(|error| panic!("cannot start the test cluster: {error}"));
         Cluster { inner }
     }
 

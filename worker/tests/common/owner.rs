@@ -3,45 +3,47 @@
 //! sidecar refuses anything else (a hand edit, a ConfigMap no Swarm owns).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, CustomResourceExt, Resource};
 use shoal_controller::crd::Swarm;
 
-/// The Swarm `demo` of the namespace as the owner of slices: installs the CRD and
-/// creates the Swarm (no controller runs: it is only an owner) on first use.
+/// The Swarm `demo` of the namespace as the owner of slices: installs the CRD
+/// (waiting until it is served) and creates the Swarm (no controller runs: it is
+/// only an owner) on first use.
 pub async fn slice_owner(client: &kube::Client, namespace: &str) -> OwnerReference {
     let swarms: Api<Swarm> = Api::namespaced(client.clone(), namespace);
-    for _ in 0..100 {
-        match swarms.get_opt("demo").await {
-            Ok(Some(swarm)) => {
-                return swarm
-                    .controller_owner_ref(&())
-                    .expect("a stored Swarm has a name and uid");
-            }
-            Ok(None) => {
-                let swarm: Swarm = serde_json::from_value(serde_json::json!({
-                    "apiVersion": "shoal.dev/v1alpha1",
-                    "kind": "Swarm",
-                    "metadata": {"name": "demo"},
-                    "spec": {},
-                }))
-                .expect("a Swarm manifest");
-                if swarms.create(&PostParams::default(), &swarm).await.is_err() {
-                    // Not served yet (404): install the CRD and wait for it.
-                    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-                    let _ = crds.create(&PostParams::default(), &Swarm::crd()).await;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
+    let owner = |swarm: Swarm| {
+        swarm
+            .controller_owner_ref(&())
+            .expect("a stored Swarm has a name and uid")
+    };
+    if let Ok(Some(swarm)) = swarms.get_opt("demo").await {
+        return owner(swarm);
     }
-    panic!("cannot create the Swarm that owns the test slices");
+    shoal_emulator::harness::install_crd(client, &Swarm::crd())
+        .await
+        .unwrap_or_else(|error| panic!("installing the Swarm CRD: {error}"));
+    let swarm: Swarm = serde_json::from_value(serde_json::json!({
+        "apiVersion": "shoal.dev/v1alpha1",
+        "kind": "Swarm",
+        "metadata": {"name": "demo"},
+        "spec": {},
+    }))
+    .expect("a Swarm manifest");
+    match swarms.create(&PostParams::default(), &swarm).await {
+        Ok(created) => owner(created),
+        // Created meanwhile by another writer of the test.
+        Err(kube::Error::Api(status)) if status.code == 409 => owner(
+            swarms
+                .get("demo")
+                .await
+                .expect("the Swarm that owns the test slices"),
+        ),
+        Err(error) => panic!("cannot create the Swarm that owns the test slices: {error}"),
+    }
 }
 
 /// Server-side applies a slice ConfigMap the way the controller does.

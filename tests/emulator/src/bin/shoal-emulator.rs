@@ -27,6 +27,10 @@ struct Args {
     /// Factor applied to pod grace periods (0.01 turns 30 s into 300 ms).
     #[arg(long, default_value_t = 0.01)]
     grace_scale: f64,
+    /// Run no kubelet (a control plane without kubelets: point
+    /// SHOAL_TEST_KUBECONFIG at it with SHOAL_TEST_NO_KUBELET=1).
+    #[arg(long)]
+    no_kubelet: bool,
 }
 
 #[tokio::main]
@@ -48,9 +52,13 @@ async fn main() -> anyhow::Result<()> {
         grace_scale: args.grace_scale,
         ..KubeletConfig::default()
     };
-    let cluster = Cluster::start_with(ClusterOptions { server, kubelet })
-        .await
-        .context("starting the emulated cluster")?;
+    let cluster = Cluster::start_with(ClusterOptions {
+        server,
+        kubelet,
+        without_kubelet: args.no_kubelet,
+    })
+    .await
+    .context("starting the emulated cluster")?;
     let kubeconfig = cluster.kubeconfig_path().display().to_string();
     println!("shoal-emulator serving {}", cluster.api().url());
     println!("kubeconfig: {kubeconfig}");

@@ -42,7 +42,7 @@ pub struct Attributes<'a> {
 
 /// The CEL environment: the standard library with the string and list extensions
 /// Kubernetes offers.
-fn environment() -> Arc<Env> {
+pub(super) fn environment() -> Arc<Env> {
     let mut env = Env::stdlib();
     let _ = env.add_extension(cel::extensions::strings);
     let _ = env.add_extension(cel::extensions::lists);
@@ -242,7 +242,7 @@ struct Evaluation<'a> {
     bindings: Vec<(&'static str, CelValue)>,
 }
 
-fn cel_of(value: &Value) -> CelValue {
+pub(super) fn cel_of(value: &Value) -> CelValue {
     cel::to_value(value).unwrap_or(CelValue::Null)
 }
 
@@ -376,7 +376,11 @@ impl<'a> Evaluation<'a> {
 }
 
 /// Compiles and runs one expression.
-fn run(env: &Arc<Env>, context: &Context<'_, '_>, source: &str) -> Result<CelValue, String> {
+pub(super) fn run(
+    env: &Arc<Env>,
+    context: &Context<'_, '_>,
+    source: &str,
+) -> Result<CelValue, String> {
     let program: Program = env
         .compile(source)
         .map_err(|error| format!("expression '{source}' does not compile: {error}"))?;

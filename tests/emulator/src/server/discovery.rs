@@ -141,6 +141,16 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
                 &["create"],
             ));
         }
+        if resource_type.eviction {
+            // Pods (the only type with eviction) are bound through pods/binding.
+            resources.push(subresource_entry(
+                resource_type,
+                "binding",
+                "Binding",
+                None,
+                &["create"],
+            ));
+        }
         if resource_type.token_request {
             resources.push(subresource_entry(
                 resource_type,

@@ -146,6 +146,17 @@ impl ApiError {
         ApiError::new(500, "InternalError", message)
     }
 
+    /// 413 `RequestEntityTooLarge`.
+    pub fn request_entity_too_large(message: impl Into<String>) -> ApiError {
+        ApiError::new(413, "RequestEntityTooLarge", message)
+    }
+
+    /// A 500 with no reason: how the real server passes on an error of its storage
+    /// that it does not translate (e.g. etcd's).
+    pub fn unknown_internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(500, "", message)
+    }
+
     pub fn unsupported_media_type(message: impl Into<String>) -> ApiError {
         ApiError::new(415, "UnsupportedMediaType", message)
     }
@@ -175,6 +186,12 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        // The real server omits an empty reason (StatusReasonUnknown).
+        if self.reason.is_empty()
+            && let Some(fields) = status.as_object_mut()
+        {
+            fields.remove("reason");
+        }
         let mut details = serde_json::Map::new();
         if let Some(name) = &self.name {
             details.insert("name".into(), json!(name));

@@ -11,6 +11,7 @@ use super::events::{from_wire, to_wire};
 use super::http::{ApiRequest, Shared};
 use super::jsonpath;
 use super::lifecycle::{self, DeleteOptions};
+use super::limits;
 use super::patch::{self, ListKind};
 use super::registry::ResourceType;
 use super::selectors::{FieldSelector, LabelSelector, supported_fields};
@@ -366,6 +367,7 @@ pub fn create(shared: &Shared, request: &ApiRequest) -> Reply {
     let resource_type = request.target.resource_type.clone();
     match request.target.subresource.as_deref() {
         Some("eviction") => return super::eviction::evict(shared, request),
+        Some("binding") => return super::binding::bind(shared, request),
         Some(other) => {
             return Err(ApiError::method_not_allowed(format!(
                 "create is not supported on {}/{other}",
@@ -410,6 +412,11 @@ fn namespace_usable(store: &Store, namespace: &str) -> Result<(), ApiError> {
 
 /// Type-specific defaults the real API server fills in on create.
 fn apply_defaults(resource_type: &ResourceType, object: &mut Value) {
+    // A spec that is not an object gets no defaults (indexing into it would
+    // panic); validation names the problem.
+    if !(object["spec"].is_object() || object["spec"].is_null()) {
+        return;
+    }
     match (
         resource_type.group.as_str(),
         resource_type.resource.as_str(),
@@ -567,6 +574,7 @@ pub fn create_object(
     }
     let mut causes = validation::validate_name(&name, resource_type.name_rule);
     causes.extend(validation::validate_labels(&object));
+    causes.extend(limits::validate_sizes(resource_type, &object));
     if resource_type.resource == "customresourcedefinitions"
         && let Err(problems) = super::registry::crd_types(&object)
     {
@@ -579,6 +587,7 @@ pub fn create_object(
     validate_custom_schema(
         resource_type,
         &mut object,
+        None,
         &name,
         context.strict,
         &mut causes,
@@ -640,6 +649,7 @@ pub fn create_object(
         Some(&object),
         None,
     )?;
+    limits::check_stored_size(&object)?;
     if context.dry_run {
         return Ok(Arc::new(object));
     }
@@ -653,6 +663,7 @@ pub fn create_object(
 fn validate_custom_schema(
     resource_type: &ResourceType,
     object: &mut Value,
+    old: Option<&Value>,
     name: &str,
     strict: bool,
     causes: &mut Vec<Cause>,
@@ -675,6 +686,7 @@ fn validate_custom_schema(
         )));
     }
     causes.extend(report.causes);
+    causes.extend(super::schema_rules::check(object, old, schema));
     Ok(())
 }
 
@@ -767,6 +779,8 @@ pub fn update_object(
                 }
             }
         }
+        // pods/binding sets spec.nodeName and a status condition together.
+        Some("binding") => {}
         _ if resource_type.status_subresource => match old.get("status") {
             Some(status) => new["status"] = status.clone(),
             None => {
@@ -827,6 +841,16 @@ pub fn update_object(
         }
     }
     let mut causes = validation::validate_labels(&new);
+    causes.extend(limits::validate_sizes(resource_type, &new));
+    if context.subresource.is_none()
+        && resource_type.group.is_empty()
+        && resource_type.resource == "pods"
+    {
+        // Compared with the server's defaults filled in, as a real server does.
+        let mut defaulted = new.clone();
+        apply_defaults(resource_type, &mut defaulted);
+        causes.extend(super::binding::forbidden_spec_change(old, &defaulted));
+    }
     if resource_type.resource == "customresourcedefinitions"
         && let Err(problems) = super::registry::crd_types(&new)
     {
@@ -836,7 +860,14 @@ pub fn update_object(
             message,
         }));
     }
-    validate_custom_schema(resource_type, &mut new, &name, context.strict, &mut causes)?;
+    validate_custom_schema(
+        resource_type,
+        &mut new,
+        Some(old),
+        &name,
+        context.strict,
+        &mut causes,
+    )?;
     if !causes.is_empty() {
         return Err(ApiError::invalid(
             &resource_type.group,
@@ -885,6 +916,7 @@ pub fn update_object(
     {
         return Ok(old.clone());
     }
+    limits::check_stored_size(&new)?;
     if context.dry_run {
         return Ok(Arc::new(new));
     }

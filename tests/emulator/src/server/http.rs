@@ -78,6 +78,7 @@ impl Shared {
         address: SocketAddr,
     ) -> Shared {
         let mut store = Store::new(options.watch_history);
+        store.crd_publication_delay = options.crd_publication_delay;
         for (key, mut object) in rbac::bootstrap_objects() {
             object["metadata"]["uid"] = serde_json::json!(store.new_uid());
             object["metadata"]["creationTimestamp"] = serde_json::json!(now_timestamp());
@@ -327,12 +328,9 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
     let path = parts.uri.path().trim_end_matches('/').to_owned();
     let query = Query::parse(parts.uri.query());
     tracing::debug!(method = %parts.method, uri = %parts.uri, accept = ?parts.headers.get(header::ACCEPT), "request");
-    let body = match axum::body::to_bytes(body, 256 * 1024 * 1024).await {
+    let body = match read_body(body).await {
         Ok(body) => body,
-        Err(error) => {
-            return ApiError::bad_request(format!("cannot read the request body: {error}"))
-                .into_response();
-        }
+        Err(error) => return error.into_response(),
     };
     let segments: Vec<String> = path
         .split('/')
@@ -440,6 +438,14 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
             api_request.method
         ))),
     };
+    // A CRD created with a publication delay is published by a task of its own.
+    if result.is_ok()
+        && resource == "customresourcedefinitions"
+        && matches!(verb, "create" | "patch" | "update")
+        && !shared.read().unpublished_crds.is_empty()
+    {
+        publish_later(shared.clone());
+    }
     let mut response = match result {
         Ok((status, body)) => json_response(status, &body),
         Err(error) => error.into_response(),
@@ -456,6 +462,52 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         }
     }
     response
+}
+
+/// How much of an over-limit body is read and dropped before the 413.
+const DRAINED_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// The request body, refused with the real server's 413 past its limit (kept no
+/// further than that, as the real server's `limitedReadBody` does).
+async fn read_body(body: axum::body::Body) -> Result<Bytes, ApiError> {
+    use futures::StreamExt as _;
+    let mut chunks = body.into_data_stream();
+    let mut collected = bytes::BytesMut::new();
+    let mut too_large = false;
+    let mut discarded = 0usize;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|error| {
+            ApiError::bad_request(format!("cannot read the request body: {error}"))
+        })?;
+        if too_large || collected.len() + chunk.len() > super::limits::MAX_REQUEST_BODY_BYTES {
+            // Read (and drop) the rest, so that the client gets the 413 rather
+            // than a connection closed under its write; give up past a bound.
+            too_large = true;
+            discarded += chunk.len();
+            if discarded > DRAINED_BODY_BYTES {
+                break;
+            }
+            continue;
+        }
+        collected.extend_from_slice(&chunk);
+    }
+    if too_large {
+        return Err(super::limits::body_too_large());
+    }
+    Ok(collected.freeze())
+}
+
+/// Publishes the CRDs waiting for publication once their delay has passed.
+fn publish_later(shared: Arc<Shared>) {
+    let delay = shared.options.crd_publication_delay;
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(delay.min(std::time::Duration::from_millis(50))).await;
+            if !shared.write(super::lifecycle::publish_due_crds) {
+                return;
+            }
+        }
+    });
 }
 
 /// Who sent the request: authentication, then impersonation (itself authorized).
@@ -719,6 +771,7 @@ fn resolve(shared: &Shared, segments: &[&str]) -> Result<Target, ApiError> {
             "status" => resource_type.status_subresource,
             "scale" => resource_type.scale.is_some(),
             "eviction" => resource_type.eviction,
+            "binding" => resource_type.group.is_empty() && resource_type.resource == "pods",
             _ => false,
         };
         let known = known || subresource == "token" && resource_type.token_request;

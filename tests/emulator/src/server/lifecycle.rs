@@ -439,15 +439,59 @@ fn settle_once(store: &mut Store) -> bool {
 pub fn refresh_registry(store: &mut Store) {
     let crds: Vec<Value> = store
         .list("apiextensions.k8s.io", "customresourcedefinitions", None)
+        .filter(|(key, _)| !store.unpublished_crds.contains_key(&key.name))
         .map(|(_, crd)| (**crd).clone())
         .collect();
     store.registry.rebuild_custom(crds.iter());
 }
 
-/// After a CRD is stored: serve its types and mark it Established (the
-/// real server does this asynchronously, moments after the create).
+/// After a CRD is stored: serve its types and mark it Established, at once or,
+/// with a publication delay, only when [`publish_due_crds`] runs after it (a
+/// real server publishes a new CRD moments after the create: Established, then
+/// discovery and the OpenAPI document, each a little later).
 pub fn crd_created(store: &mut Store, key: &ObjectKey) -> Arc<Value> {
+    if !store.crd_publication_delay.is_zero() {
+        let due = std::time::Instant::now() + store.crd_publication_delay;
+        store.unpublished_crds.insert(key.name.clone(), due);
+        refresh_registry(store);
+        return store.get(key).unwrap_or_else(|| Arc::new(Value::Null));
+    }
     refresh_registry(store);
+    establish(store, key)
+}
+
+/// Publishes every CRD whose publication delay has passed; returns whether any
+/// remain unpublished.
+pub fn publish_due_crds(store: &mut Store) -> bool {
+    let now = std::time::Instant::now();
+    let due: Vec<String> = store
+        .unpublished_crds
+        .iter()
+        .filter(|(_, when)| **when <= now)
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in &due {
+        store.unpublished_crds.remove(name);
+    }
+    if !due.is_empty() {
+        refresh_registry(store);
+        for name in due {
+            let key = ObjectKey::new(
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                "",
+                &name,
+            );
+            if store.get(&key).is_some() {
+                establish(store, &key);
+            }
+        }
+    }
+    !store.unpublished_crds.is_empty()
+}
+
+/// Marks a served CRD NamesAccepted and Established.
+fn establish(store: &mut Store, key: &ObjectKey) -> Arc<Value> {
     let Some(current) = store.get(key) else {
         return Arc::new(Value::Null);
     };

@@ -213,6 +213,9 @@ pub fn builtin_types() -> Vec<ResourceType> {
         namespaces,
         pods,
         ResourceType::builtin("", "v1", "configmaps", "ConfigMap", true).short(&["cm"]),
+        ResourceType::builtin("", "v1", "nodes", "Node", false)
+            .short(&["no"])
+            .with_status(),
         ResourceType::builtin("", "v1", "secrets", "Secret", true),
         {
             let mut accounts =

@@ -56,6 +56,11 @@ pub struct Store {
     /// Changes at or below this version have been dropped from history.
     compacted: u64,
     pub registry: Registry,
+    /// How long a new CRD waits before its types are served (see
+    /// `ServerOptions::crd_publication_delay`).
+    pub crd_publication_delay: std::time::Duration,
+    /// CRDs created but not yet published, by name, with when they will be.
+    pub unpublished_crds: BTreeMap<String, std::time::Instant>,
     uid_counter: u64,
     random_state: u64,
 }
@@ -77,6 +82,8 @@ impl Store {
             history_limit: history_limit.max(1),
             compacted: 0,
             registry: Registry::new(builtin_types()),
+            crd_publication_delay: std::time::Duration::ZERO,
+            unpublished_crds: BTreeMap::new(),
             uid_counter: 0,
             random_state: seed | 1,
         };

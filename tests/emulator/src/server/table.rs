@@ -153,6 +153,33 @@ fn builtin_layout(resource_type: &ResourceType) -> Layout<'static> {
             ],
             Box::new(pod_row),
         ),
+        // As `kubectl get nodes`: Ready or NotReady from the Ready condition.
+        ("", "nodes") => (
+            vec![
+                name,
+                column("Status", "string", "", 0),
+                column("Roles", "string", "", 0),
+                age,
+                column("Version", "string", "", 0),
+            ],
+            Box::new(move |object| {
+                let ready = object["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|condition| condition["type"] == "Ready" && condition["status"] == "True");
+                let version = object["status"]["nodeInfo"]["kubeletVersion"]
+                    .as_str()
+                    .unwrap_or("");
+                vec![
+                    name_of(object),
+                    json!(if ready { "Ready" } else { "NotReady" }),
+                    json!("<none>"),
+                    age_cell(object),
+                    json!(version),
+                ]
+            }),
+        ),
         ("", "namespaces") => (
             vec![name, column("Status", "string", "", 0), age],
             Box::new(move |object| {

@@ -12,6 +12,9 @@ pub struct ClusterOptions {
     pub server: ServerOptions,
     /// The kubelet's behaviour.
     pub kubelet: KubeletConfig,
+    /// Run no kubelet: a control plane without kubelets, as some CI setups
+    /// have (pods stay Pending and unbound unless a kubelet stand-in runs them).
+    pub without_kubelet: bool,
 }
 
 /// An emulated cluster: the API server, the StatefulSet controller and the
@@ -44,10 +47,14 @@ impl Cluster {
         let api = ApiServer::start_with(options.server).await?;
         let client = api.client().await?;
         let statefulsets = StatefulSetController::start(api.client().await?);
-        let kubelet = Kubelet::start(api.client().await?, options.kubelet);
+        let kubelet = if options.without_kubelet {
+            None
+        } else {
+            Some(Kubelet::start(api.client().await?, options.kubelet))
+        };
         Ok(Cluster {
             statefulsets: Some(statefulsets),
-            kubelet: Some(kubelet),
+            kubelet,
             api: Some(api),
             client,
         })

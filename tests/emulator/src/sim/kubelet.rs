@@ -1,13 +1,18 @@
-//! The simulated kubelet: starts pods (phase Running, Ready) after a delay and
-//! confirms the termination of deleted pods after their (scaled) grace period.
+//! The simulated kubelet: registers its Node (and keeps it Ready with heartbeats,
+//! its Lease in `kube-node-lease` and the Node's Ready condition), binds pods
+//! through `pods/binding`, starts them (phase Running, Ready, reported only
+//! through `pods/status`) after a delay and confirms the termination of deleted
+//! pods after their (scaled) grace period. Everything goes through the public
+//! API, so it also stands in for kubelets on a real control plane that has none.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
@@ -36,12 +41,17 @@ pub struct KubeletConfig {
     pub grace_scale: f64,
     /// The node the kubelet stands for.
     pub node_name: String,
-    /// Also run pods without `spec.nodeName`, binding them to `node_name`
-    /// first (the emulator has no scheduler). When false, only pods already
-    /// bound to `node_name` are run.
+    /// Also run pods without `spec.nodeName` that are for the default
+    /// scheduler, binding them to `node_name` through `pods/binding` first (the
+    /// emulator has no scheduler). When false, only pods already bound to
+    /// `node_name` are run.
     pub schedule: bool,
     /// Only pods of this namespace (all namespaces when `None`).
     pub namespace: Option<String>,
+    /// How often the kubelet renews its Node Lease and the Node's Ready
+    /// condition (a real kubelet: 10 s; the node lifecycle controller marks a
+    /// node unreachable after 40 s without).
+    pub heartbeat: Duration,
 }
 
 impl Default for KubeletConfig {
@@ -52,6 +62,7 @@ impl Default for KubeletConfig {
             node_name: "shoal-emulator-node".to_owned(),
             schedule: true,
             namespace: None,
+            heartbeat: Duration::from_secs(10),
         }
     }
 }
@@ -59,6 +70,7 @@ impl Default for KubeletConfig {
 /// The simulated kubelet. Runs until dropped.
 pub struct Kubelet {
     task: tokio::task::JoinHandle<()>,
+    heartbeat: tokio::task::JoinHandle<()>,
 }
 
 impl std::fmt::Debug for Kubelet {
@@ -81,6 +93,7 @@ impl Kubelet {
             None => Api::all(client.clone()),
         };
         let config = Arc::new(config);
+        let heartbeat = tokio::spawn(keep_node_ready(client.clone(), Arc::clone(&config)));
         let seen = Arc::new(Mutex::new(Seen::default()));
         let task = tokio::spawn(async move {
             let mut events = watcher(pods, watcher::Config::default())
@@ -94,19 +107,112 @@ impl Kubelet {
                 }
             }
         });
-        Kubelet { task }
+        Kubelet { task, heartbeat }
     }
 
-    /// Stops the kubelet.
+    /// Stops the kubelet (its Node stays, and goes NotReady on a real cluster).
     pub fn stop(self) {
         self.task.abort();
+        self.heartbeat.abort();
     }
 }
 
 impl Drop for Kubelet {
     fn drop(&mut self) {
         self.task.abort();
+        self.heartbeat.abort();
     }
+}
+
+/// The label marking Nodes a kubelet stand-in registered.
+pub const STAND_IN_NODE_LABEL: &str = "shoal.dev/kubelet-stand-in";
+
+/// Registers the Node, then renews its Lease and Ready condition every
+/// heartbeat, as a kubelet does, until stopped.
+async fn keep_node_ready(client: Client, config: Arc<KubeletConfig>) {
+    let registered = now();
+    loop {
+        if let Err(error) = heartbeat(&client, &config.node_name, &registered).await {
+            tracing::debug!(%error, node = config.node_name, "kubelet heartbeat");
+        }
+        tokio::time::sleep(config.heartbeat).await;
+    }
+}
+
+/// One heartbeat: the Node exists and is Ready, its Lease renewed.
+async fn heartbeat(client: &Client, node: &str, registered: &str) -> Result<(), SimError> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let failed = |action: &'static str| {
+        let object = node.to_owned();
+        move |source| SimError::Api {
+            action,
+            object,
+            source,
+        }
+    };
+    let manifest: Node = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": node,
+            "labels": {
+                "kubernetes.io/hostname": node,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                STAND_IN_NODE_LABEL: "true",
+            },
+        },
+    }))
+    .map_err(|error| SimError::Invalid {
+        object: node.to_owned(),
+        problem: error.to_string(),
+    })?;
+    match nodes.create(&PostParams::default(), &manifest).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(source) => return Err(failed("register node")(source)),
+    }
+    let now = now();
+    let resources = json!({"cpu": "64", "memory": "256Gi", "pods": "1000"});
+    let status = json!({
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}, {"type": "Hostname", "address": node}],
+            "conditions": [{
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "kubelet stand-in is posting ready status",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": registered,
+            }],
+        }
+    });
+    nodes
+        .patch_status(node, &kubelet_params(), &Patch::Merge(status))
+        .await
+        .map_err(failed("report node status"))?;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "kube-node-lease");
+    let renew = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": node, "namespace": "kube-node-lease"},
+        "spec": {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": renew},
+    });
+    leases
+        .patch(
+            node,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(lease),
+        )
+        .await
+        .map_err(failed("renew node lease"))?;
+    Ok(())
 }
 
 fn observe(client: &Client, config: &Arc<KubeletConfig>, seen: &Arc<Mutex<Seen>>, pod: Pod) {
@@ -120,9 +226,16 @@ fn observe(client: &Client, config: &Arc<KubeletConfig>, seen: &Arc<Mutex<Seen>>
         .as_ref()
         .and_then(|spec| spec.node_name.clone())
         .filter(|node| !node.is_empty());
+    // Unbound pods are taken only for the default scheduler (as its stand-in);
+    // a pod naming another scheduler waits for that one.
+    let default_scheduler = pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.scheduler_name.as_deref())
+        .is_none_or(|scheduler| scheduler == "default-scheduler");
     let ours = match &node {
         Some(node) => *node == config.node_name,
-        None => config.schedule,
+        None => config.schedule && default_scheduler,
     };
     if !ours {
         return;
@@ -363,18 +476,8 @@ async fn start_pod(
     manual: bool,
 ) -> Result<(), SimError> {
     let object = format!("{}/{name}", api.namespace().unwrap_or_default());
-    if bind {
-        api.patch(
-            name,
-            &kubelet_params(),
-            &Patch::Merge(json!({ "spec": { "nodeName": config.node_name } })),
-        )
-        .await
-        .map_err(|source| SimError::Api {
-            action: "bind pod",
-            object: object.clone(),
-            source,
-        })?;
+    if bind && !bind_pod(api, name, &config.node_name).await? {
+        return Ok(());
     }
     for _ in 0..STATUS_ATTEMPTS {
         let Some(pod) = api.get_opt(name).await.map_err(get_error(&object))? else {
@@ -447,6 +550,36 @@ async fn start_pod(
         object,
         problem: format!("status kept changing under {STATUS_ATTEMPTS} attempts to start it"),
     })
+}
+
+/// Binds the pod to `node` through `pods/binding`, as a scheduler does; false
+/// when someone else (a real scheduler) bound it to another node first.
+async fn bind_pod(api: &Api<Pod>, name: &str, node: &str) -> Result<bool, SimError> {
+    let object = format!("{}/{name}", api.namespace().unwrap_or_default());
+    let binding = json!({
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    });
+    match api
+        .create_subresource::<Value, Value>("binding", name, &PostParams::default(), &binding)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            // Bound already (or being deleted): run it only if it is on our node.
+            let pod = api.get_opt(name).await.map_err(get_error(&object))?;
+            Ok(pod
+                .and_then(|pod| pod.spec.and_then(|spec| spec.node_name))
+                .is_some_and(|bound| bound == node))
+        }
+        Err(source) => Err(SimError::Api {
+            action: "bind pod",
+            object,
+            source,
+        }),
+    }
 }
 
 /// A made-up but stable pod IP.
