@@ -54,6 +54,79 @@ pub struct InstanceApplication {
     pub coordinates: BTreeMap<String, String>,
 }
 
+/// The state of one plan instance on its member, as the sidecar reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InstanceState {
+    /// In the slice, not started (or not yet confirmed by the application).
+    Pending,
+    /// Its process started and has not yet run for the settle period.
+    Installing,
+    /// Running (past the settle period), completed with exit code 0, or
+    /// confirmed by the application's acknowledgement.
+    Installed,
+    /// Being stopped (revoked, or replaced by a changed deployment).
+    Removing,
+    /// Stopped; reported once, then dropped from the report.
+    Removed,
+    /// Its process exited non-zero or could not start; see `code` and `message`.
+    Failed,
+}
+
+/// One entry of the member Lease annotation
+/// [`ANNOTATION_INSTANCE_STATES`](crate::names::ANNOTATION_INSTANCE_STATES):
+/// `{"state": "...", "deployment": N, "code"?: "...", "message"?: "..."}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceReport {
+    /// Where the instance stands.
+    pub state: InstanceState,
+    /// The deployment revision this state is about.
+    pub deployment: u64,
+    /// Failure code: `ExitCode<n>`, `Signal<n>`, `SpawnFailed`, `EnvironmentCollision`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// Human-readable detail of a failure (at most [`MAX_REPORT_MESSAGE_BYTES`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Longest `message` in an [`InstanceReport`], in bytes.
+pub const MAX_REPORT_MESSAGE_BYTES: usize = 256;
+
+impl InstanceReport {
+    /// A report without failure detail.
+    pub fn new(state: InstanceState, deployment: u64) -> InstanceReport {
+        InstanceReport {
+            state,
+            deployment,
+            code: None,
+            message: None,
+        }
+    }
+
+    /// A `failed` report; the message is cut to [`MAX_REPORT_MESSAGE_BYTES`]
+    /// (on a character boundary, marked with `…`).
+    pub fn failed(deployment: u64, code: impl Into<String>, message: &str) -> InstanceReport {
+        InstanceReport {
+            state: InstanceState::Failed,
+            deployment,
+            code: Some(code.into()),
+            message: Some(truncate_message(message)),
+        }
+    }
+}
+
+fn truncate_message(message: &str) -> String {
+    if message.len() <= MAX_REPORT_MESSAGE_BYTES {
+        return message.to_owned();
+    }
+    let mut end = MAX_REPORT_MESSAGE_BYTES - '…'.len_utf8();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &message[..end])
+}
+
 /// Why an instance list cannot go into a slice. Names the offending entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InstanceProblem {
