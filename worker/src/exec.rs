@@ -687,6 +687,37 @@ mod tests {
         assert_eq!(changes.start, jobs(&["d"]));
     }
 
+    fn instance(name: &str, deployment: u64, image: &str) -> SliceInstance {
+        SliceInstance {
+            name: name.to_owned(),
+            plan: "web".to_owned(),
+            deployment,
+            applications: vec![shoal_core::slice::InstanceApplication {
+                name: "nginx".to_owned(),
+                coordinates: [("image".to_owned(), image.to_owned())].into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn the_instance_plan_restarts_changed_instances_only() {
+        let running = [
+            instance("web-0", 1, "a"),
+            instance("web-1", 1, "a"),
+            instance("web-2", 1, "a"),
+        ];
+        let desired = [
+            // Same deployment, other coordinates: a change too.
+            instance("web-0", 1, "b"),
+            instance("web-1", 1, "a"),
+            instance("web-3", 2, "a"),
+        ];
+        let changes = plan_instances(&running, &desired);
+        assert_eq!(changes.stop, jobs(&["web-0", "web-2"]));
+        assert_eq!(changes.start, [desired[0].clone(), desired[2].clone()]);
+        assert_eq!(plan_instances(&desired, &desired), InstancePlan::default());
+    }
+
     #[test]
     fn an_unchanged_slice_plans_nothing() {
         assert!(plan(["a", "b"], &jobs(&["a", "b"])).is_empty());

@@ -11,7 +11,9 @@
 //!   v1), on localhost HTTP (see [`http`]), as a signal to the application
 //!   (`--signal-pid-file`/`--signal-process-name`), and to Rust code through
 //!   [`Worker::slices`];
-//! - in exec mode (`--exec`) runs one process per owned job (see [`exec`]);
+//! - in exec mode (`--exec`) runs one process per owned job (see [`exec`]),
+//!   and with `--exec-instance` one per plan instance, reporting each
+//!   instance's state on the Lease (see [`instances`]);
 //! - acknowledges what it applied on its Lease `<pod>-member`, renews it, and
 //!   fences itself when it cannot (see [`lease`](crate::lease) docs).
 //!

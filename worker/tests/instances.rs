@@ -17,10 +17,7 @@ use shoal_worker::{Settings, SliceView, Worker, slice_doc};
 const LIMIT: Duration = Duration::from_secs(20);
 
 fn settings(cluster: &Cluster, member: &str) -> Settings {
-    let mut settings = Settings::for_member(member, cluster.namespace());
-    settings.lease_duration = Duration::from_secs(6);
-    settings.fence_margin = Duration::from_secs(1);
-    settings.stop_grace = Duration::from_secs(5);
+    let mut settings = short_lease_settings(cluster, member);
     settings.instance_settle = Duration::from_millis(300);
     settings
 }
@@ -67,14 +64,6 @@ async fn instance_states(cluster: &Cluster) -> Option<(String, serde_json::Value
     Some((raw, parsed))
 }
 
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
 /// Logs `start <instance> <deployment> <coordinates...> <member>` to `<dir>/<instance>`
 /// and `stop <instance>` on SIGTERM, running until stopped.
 fn logging_template(dir: &Path) -> String {
@@ -100,8 +89,9 @@ async fn exec_instance_runs_one_process_per_instance_restarts_only_a_changed_one
     write_slice(&cluster.client(), cluster.namespace(), &first).await;
     for name in ["web-0", "web-1"] {
         eventually("each instance's process", LIMIT, || async {
-            (lines(&log(name)) == [format!("start {name} web 4 nginx:1.27|/etc/php 8.3|pool-0")])
-                .then_some(())
+            (log_lines(&log(name))
+                == [format!("start {name} web 4 nginx:1.27|/etc/php 8.3|pool-0")])
+            .then_some(())
         })
         .await;
     }
@@ -115,12 +105,7 @@ async fn exec_instance_runs_one_process_per_instance_restarts_only_a_changed_one
         raw,
         r#"{"web-0":{"state":"installed","deployment":4},"web-1":{"state":"installed","deployment":4}}"#
     );
-    eventually("the slice acknowledged", LIMIT, || async {
-        (lease_ack(&cluster.client(), cluster.namespace(), "pool-0").await
-            == Some((1, first.hash.clone())))
-        .then_some(())
-    })
-    .await;
+    wait_for_ack(&cluster, &first, LIMIT).await;
 
     // web-0 gets a new deployment with another image; web-1 is unchanged.
     let second = with_instances(2, vec![web(0, 5, "nginx:1.28"), web(1, 4, "nginx:1.27")]);
@@ -129,7 +114,7 @@ async fn exec_instance_runs_one_process_per_instance_restarts_only_a_changed_one
         "web-0 restarted with its new coordinates",
         LIMIT,
         || async {
-            (lines(&log("web-0"))
+            (log_lines(&log("web-0"))
                 == [
                     "start web-0 web 4 nginx:1.27|/etc/php 8.3|pool-0",
                     "stop web-0",
@@ -146,7 +131,7 @@ async fn exec_instance_runs_one_process_per_instance_restarts_only_a_changed_one
     })
     .await;
     assert_eq!(
-        lines(&log("web-1")),
+        log_lines(&log("web-1")),
         ["start web-1 web 4 nginx:1.27|/etc/php 8.3|pool-0"],
         "an unchanged instance keeps its process"
     );
@@ -154,15 +139,10 @@ async fn exec_instance_runs_one_process_per_instance_restarts_only_a_changed_one
     // web-1 is taken away: its process stops and it leaves the report.
     let third = with_instances(3, vec![web(0, 5, "nginx:1.28")]);
     write_slice(&cluster.client(), cluster.namespace(), &third).await;
-    eventually("the removal acknowledged", LIMIT, || async {
-        (lease_ack(&cluster.client(), cluster.namespace(), "pool-0").await
-            == Some((3, third.hash.clone())))
-        .then_some(())
-    })
-    .await;
+    wait_for_ack(&cluster, &third, LIMIT).await;
     // Acknowledged only once the removed process is gone.
     assert_eq!(
-        lines(&log("web-1")).last().map(String::as_str),
+        log_lines(&log("web-1")).last().map(String::as_str),
         Some("stop web-1")
     );
     eventually(
@@ -175,7 +155,7 @@ async fn exec_instance_runs_one_process_per_instance_restarts_only_a_changed_one
         },
     )
     .await;
-    assert_eq!(lines(&log("web-0")).len(), 3, "web-0 was not touched");
+    assert_eq!(log_lines(&log("web-0")).len(), 3, "web-0 was not touched");
 
     worker.stop().await.unwrap();
     cluster.cleanup().await;
@@ -206,16 +186,11 @@ async fn a_failing_instance_is_reported_failed_with_its_code_and_is_not_restarte
         r#"{"web-0":{"state":"failed","deployment":4,"code":"ExitCode3","message":"process exited with exit status: 3: bad image nginx:broken"}}"#
     );
     // The failure is what is in effect: the slice is still acknowledged.
-    eventually("the slice acknowledged", LIMIT, || async {
-        (lease_ack(&cluster.client(), cluster.namespace(), "pool-0").await
-            == Some((1, first.hash.clone())))
-        .then_some(())
-    })
-    .await;
+    wait_for_ack(&cluster, &first, LIMIT).await;
     // Several restart backoffs' worth of time: still one run.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(
-        lines(&runs),
+        log_lines(&runs),
         ["run 4"],
         "a failed instance is not restarted"
     );
@@ -224,7 +199,7 @@ async fn a_failing_instance_is_reported_failed_with_its_code_and_is_not_restarte
     let second = with_instances(2, vec![web(0, 5, "nginx:fixed")]);
     write_slice(&cluster.client(), cluster.namespace(), &second).await;
     eventually("the new deployment attempted once", LIMIT, || async {
-        (lines(&runs) == ["run 4", "run 5"]).then_some(())
+        (log_lines(&runs) == ["run 4", "run 5"]).then_some(())
     })
     .await;
     eventually("deployment 5 reported failed", LIMIT, || async {
