@@ -223,11 +223,8 @@ pub(crate) async fn supervise(
         let mut stopped_instances = Vec::new();
         for name in &instance_changes.stop {
             if let Some(instance) = running_instances.remove(name) {
-                report(
-                    &reports,
-                    name,
-                    InstanceReport::new(InstanceState::Removing, instance.spec.deployment),
-                );
+                // Its task reports `removing` itself: it is the only writer of its
+                // state while it lives, so no late `installed` can overwrite it.
                 stopped_instances.push((name.clone(), instance.spec.deployment));
                 stopping.push(instance.process);
             }
@@ -363,7 +360,7 @@ async fn run_instance(
         Ok(spawned) => spawned,
         Err((code, message)) => {
             failed(code, message);
-            let _ = stop.await;
+            wait_for_stop(&reports, &name, deployment, stop).await;
             return;
         }
     };
@@ -387,15 +384,18 @@ async fn run_instance(
     let mut settled = false;
     let status = loop {
         tokio::select! {
+            // A stop wins over a settle due at the same time.
+            biased;
+            grace = &mut stop => {
+                report(&reports, &name, InstanceReport::new(InstanceState::Removing, deployment));
+                let grace = grace.unwrap_or(settings.stop_grace);
+                terminate(&name, child, guard, grace, settings.fenced_stop_grace, &mut fencing).await;
+                return;
+            }
             status = child.wait() => break status,
             () = &mut settle, if !settled => {
                 settled = true;
                 report(&reports, &name, InstanceReport::new(InstanceState::Installed, deployment));
-            }
-            grace = &mut stop => {
-                let grace = grace.unwrap_or(settings.stop_grace);
-                terminate(&name, child, guard, grace, settings.fenced_stop_grace, &mut fencing).await;
-                return;
             }
         }
     };
@@ -433,7 +433,24 @@ async fn run_instance(
             format!("cannot wait for the process: {error}"),
         ),
     }
-    let _ = stop.await;
+    wait_for_stop(&reports, &name, deployment, stop).await;
+}
+
+/// An instance whose process is gone (failed or completed) keeps its state
+/// until the supervisor stops it; then it is `removing` like any other.
+async fn wait_for_stop(
+    reports: &watch::Sender<InstanceReports>,
+    name: &str,
+    deployment: u64,
+    stop: oneshot::Receiver<Duration>,
+) {
+    if stop.await.is_ok() {
+        report(
+            reports,
+            name,
+            InstanceReport::new(InstanceState::Removing, deployment),
+        );
+    }
 }
 
 type LastLine = Arc<std::sync::Mutex<Option<String>>>;
@@ -1045,6 +1062,110 @@ mod tests {
             eventually(|| log_lines(&log).len() >= 4).await;
             assert!(running.metrics.exec_restarts.get() >= 3);
             assert!(log_lines(&log).iter().all(|line| line == "run a"));
+            running.shutdown.send_replace(true);
+            running.task.await.unwrap();
+        }
+
+        fn with_instances(revision: u64, instances: &[SliceInstance]) -> Delivered {
+            let slice = delivered(revision, &[], false)
+                .slice
+                .unwrap()
+                .with_instances(instances.to_vec())
+                .unwrap();
+            Delivered {
+                slice: Some(Arc::new(slice)),
+                fenced: false,
+            }
+        }
+
+        fn start_instances(
+            template: String,
+            first: Delivered,
+        ) -> (Running, Arc<watch::Sender<InstanceReports>>) {
+            let (delivered, delivered_rx) = watch::channel(first);
+            let (reconciled_tx, reconciled) = watch::channel(None);
+            let (shutdown, shutdown_rx) = watch::channel(false);
+            let metrics = Arc::new(Metrics::default());
+            let reports: Arc<watch::Sender<InstanceReports>> = Arc::default();
+            let mut settings = settings(String::new());
+            settings.template = None;
+            settings.instance_template = Some(template);
+            let task = tokio::spawn(supervise(
+                settings,
+                delivered_rx,
+                reconciled_tx,
+                metrics.clone(),
+                LiveGroups::default(),
+                reports.clone(),
+                shutdown_rx,
+            ));
+            (
+                Running {
+                    delivered,
+                    reconciled,
+                    shutdown,
+                    metrics,
+                    task,
+                },
+                reports,
+            )
+        }
+
+        fn state_of(
+            reports: &watch::Sender<InstanceReports>,
+            name: &str,
+        ) -> Option<InstanceReport> {
+            reports.borrow().get(name).cloned()
+        }
+
+        #[tokio::test]
+        async fn a_removed_instance_is_removing_while_it_stops_then_removed() {
+            // The process takes 300 ms to exit after SIGTERM: long enough to see `removing`.
+            let template = "trap 'sleep 0.3; exit 0' TERM; sleep 1000 & wait".to_owned();
+            let web = super::instance("web-0", 3, "a");
+            let (mut running, reports) = start_instances(template, with_instances(1, &[web]));
+            eventually(|| {
+                state_of(&reports, "web-0")
+                    == Some(InstanceReport::new(InstanceState::Installed, 3))
+            })
+            .await;
+            running.delivered.send_replace(with_instances(2, &[]));
+            eventually(|| {
+                state_of(&reports, "web-0").map(|report| report.state)
+                    == Some(InstanceState::Removing)
+            })
+            .await;
+            let acked = running
+                .reconciled
+                .wait_for(|target| target.as_ref().is_some_and(|target| target.revision == 2))
+                .await
+                .unwrap()
+                .clone();
+            assert!(acked.is_some());
+            // Acknowledged only after the process is gone, and reported so.
+            assert_eq!(
+                state_of(&reports, "web-0"),
+                Some(InstanceReport::new(InstanceState::Removed, 3))
+            );
+            assert_eq!(running.metrics.exec_processes.get(), 0);
+            running.shutdown.send_replace(true);
+            running.task.await.unwrap();
+        }
+
+        #[tokio::test]
+        async fn a_process_killed_by_a_signal_is_failed_with_the_signal_code() {
+            let web = super::instance("web-0", 1, "a");
+            let (running, reports) =
+                start_instances("kill -9 $$".to_owned(), with_instances(1, &[web]));
+            eventually(|| {
+                state_of(&reports, "web-0").and_then(|report| report.code)
+                    == Some("Signal9".to_owned())
+            })
+            .await;
+            assert_eq!(
+                state_of(&reports, "web-0").map(|report| report.state),
+                Some(InstanceState::Failed)
+            );
             running.shutdown.send_replace(true);
             running.task.await.unwrap();
         }
