@@ -52,6 +52,67 @@ fn with_instances(revision: u64, instances: Vec<SliceInstance>) -> SliceView {
         .expect("valid instances")
 }
 
+/// Every value the Lease annotation takes, in order, seen through a watch of
+/// the Lease (real API semantics: one event per write).
+struct StatesLog {
+    values: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    leases_seen: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl StatesLog {
+    fn start(cluster: &Cluster) -> StatesLog {
+        use futures::StreamExt as _;
+        use kube::runtime::{WatchStreamExt as _, watcher};
+        let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+            kube::Api::namespaced(cluster.client(), cluster.namespace());
+        let config = watcher::Config::default().fields("metadata.name=pool-0-member");
+        let values = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let seen = values.clone();
+        let leases_seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = leases_seen.clone();
+        let task = tokio::spawn(async move {
+            let mut leases = std::pin::pin!(watcher(api, config).applied_objects());
+            while let Some(Ok(lease)) = leases.next().await {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let value = lease
+                    .metadata
+                    .annotations
+                    .and_then(|annotations| annotations.get("shoal.dev/instance-states").cloned());
+                let mut seen = seen.lock().unwrap();
+                if let Some(value) = value
+                    && seen.last() != Some(&value)
+                {
+                    seen.push(value);
+                }
+            }
+        });
+        StatesLog {
+            values,
+            leases_seen,
+            task,
+        }
+    }
+
+    /// Waits until the watch has seen the Lease: every later write is then seen too.
+    async fn wait_for_lease(&self) {
+        eventually("the Lease seen by the watch", LIMIT, || async {
+            (self.leases_seen.load(std::sync::atomic::Ordering::SeqCst) > 0).then_some(())
+        })
+        .await;
+    }
+
+    fn values(&self) -> Vec<String> {
+        self.values.lock().unwrap().clone()
+    }
+}
+
+impl Drop for StatesLog {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// The raw annotation and its parsed JSON, once present.
 async fn instance_states(cluster: &Cluster) -> Option<(String, serde_json::Value)> {
     let lease = lease(&cluster.client(), cluster.namespace(), "pool-0").await?;
@@ -82,7 +143,9 @@ async fn exec_instance_runs_one_process_per_instance_restarts_only_a_changed_one
     let dir = tempfile::tempdir().unwrap();
     let mut settings = settings(&cluster, "pool-0");
     settings.exec_instance = Some(logging_template(dir.path()));
+    let states_log = StatesLog::start(&cluster);
     let worker = Worker::start(cluster.client(), settings).await.unwrap();
+    states_log.wait_for_lease().await;
     let log = |name: &str| dir.path().join(name);
 
     let first = with_instances(1, vec![web(0, 4, "nginx:1.27"), web(1, 4, "nginx:1.27")]);
@@ -156,6 +219,24 @@ async fn exec_instance_runs_one_process_per_instance_restarts_only_a_changed_one
     )
     .await;
     assert_eq!(log_lines(&log("web-0")).len(), 3, "web-0 was not touched");
+    // The removal was reported once before the entry left.
+    let values = states_log.values();
+    let removed = r#""web-1":{"state":"removed","deployment":4}"#;
+    assert_eq!(
+        values
+            .iter()
+            .filter(|value| value.contains(removed))
+            .count(),
+        1,
+        "{values:#?}"
+    );
+    assert!(
+        values
+            .iter()
+            .rposition(|value| value.contains(removed))
+            .is_some_and(|at| !values[at + 1..].iter().any(|value| value.contains("web-1"))),
+        "{values:#?}"
+    );
 
     worker.stop().await.unwrap();
     cluster.cleanup().await;
@@ -220,7 +301,9 @@ async fn without_exec_instance_an_instance_is_delivered_pending_and_installed_on
     let file = dir.path().join("slice.yaml");
     let mut settings = settings(&cluster, "pool-0");
     settings.slice_file = Some(file.clone());
+    let states_log = StatesLog::start(&cluster);
     let worker = Worker::start(cluster.client(), settings).await.unwrap();
+    states_log.wait_for_lease().await;
 
     let first = with_instances(1, vec![web(0, 4, "nginx:1.27")]);
     write_slice(&cluster.client(), cluster.namespace(), &first).await;
@@ -283,6 +366,21 @@ async fn without_exec_instance_an_instance_is_delivered_pending_and_installed_on
             .filter(|(raw, _)| raw == "{}")
     })
     .await;
+    // Every state in order, each written once; `removed` exactly once.
+    eventually("the watch caught up", LIMIT, || async {
+        (states_log.values().last().map(String::as_str) == Some("{}")).then_some(())
+    })
+    .await;
+    assert_eq!(
+        states_log.values(),
+        [
+            r#"{"web-0":{"state":"pending","deployment":4}}"#,
+            r#"{"web-0":{"state":"installed","deployment":4}}"#,
+            r#"{"web-0":{"state":"removing","deployment":4}}"#,
+            r#"{"web-0":{"state":"removed","deployment":4}}"#,
+            "{}",
+        ]
+    );
 
     worker.stop().await.unwrap();
     cluster.cleanup().await;
