@@ -262,3 +262,32 @@ proptest! {
         prop_assert_ne!(&with(&[], recoordinated).hash, &before);
     }
 }
+
+#[test]
+fn instance_reports_read_and_write_the_documented_lease_annotation() {
+    use shoal_core::slice::{InstanceReport, InstanceState};
+    let documented = r#"{"web-0":{"state":"installed","deployment":4},"web-1":{"state":"failed","deployment":4,"code":"ExitCode3","message":"process exited with exit status: 3: bad image"}}"#;
+    let reports: BTreeMap<String, InstanceReport> = serde_json::from_str(documented).unwrap();
+    assert_eq!(
+        reports["web-0"],
+        InstanceReport::new(InstanceState::Installed, 4)
+    );
+    assert_eq!(reports["web-1"].code.as_deref(), Some("ExitCode3"));
+    assert_eq!(serde_json::to_string(&reports).unwrap(), documented);
+    for state in [
+        "pending",
+        "installing",
+        "installed",
+        "removing",
+        "removed",
+        "failed",
+    ] {
+        let text = format!(r#"{{"state":"{state}","deployment":1}}"#);
+        let report: InstanceReport = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&report).unwrap(), text);
+    }
+    let long = InstanceReport::failed(1, "ExitCode1", &"é".repeat(500));
+    let message = long.message.unwrap();
+    assert!(message.len() <= shoal_core::slice::MAX_REPORT_MESSAGE_BYTES);
+    assert!(message.ends_with('…'));
+}

@@ -1169,5 +1169,41 @@ mod tests {
             running.shutdown.send_replace(true);
             running.task.await.unwrap();
         }
+
+        #[tokio::test]
+        async fn fencing_stops_instance_processes_and_unfencing_starts_them_again() {
+            let dir = tempfile::tempdir().unwrap();
+            let log = dir.path().join("log");
+            let template = format!(
+                "echo start $SHOAL_INSTANCE >> {log}; trap 'echo stop $SHOAL_INSTANCE >> {log}; exit 0' TERM; sleep 1000 & wait",
+                log = log.display()
+            );
+            let web = super::instance("web-0", 1, "a");
+            let unfenced = with_instances(1, &[web]);
+            let (running, reports) = start_instances(template, unfenced.clone());
+            eventually(|| log_lines(&log) == ["start web-0"]).await;
+            running.delivered.send_replace(Delivered {
+                slice: unfenced
+                    .slice
+                    .as_ref()
+                    .map(|slice| Arc::new(slice.without_jobs())),
+                fenced: true,
+            });
+            eventually(|| log_lines(&log) == ["start web-0", "stop web-0"]).await;
+            eventually(|| {
+                state_of(&reports, "web-0").map(|report| report.state)
+                    == Some(InstanceState::Removed)
+            })
+            .await;
+            running.delivered.send_replace(unfenced);
+            eventually(|| log_lines(&log).len() == 3).await;
+            eventually(|| {
+                state_of(&reports, "web-0").map(|report| report.state)
+                    == Some(InstanceState::Installed)
+            })
+            .await;
+            running.shutdown.send_replace(true);
+            running.task.await.unwrap();
+        }
     }
 }
