@@ -943,26 +943,35 @@ mod tests {
         }
 
         fn start(template: String, first: Delivered) -> Running {
+            start_with(settings(template), first).0
+        }
+
+        fn start_with(
+            settings: ExecSettings,
+            first: Delivered,
+        ) -> (Running, Arc<watch::Sender<InstanceReports>>) {
             let (delivered, delivered_rx) = watch::channel(first);
             let (reconciled_tx, reconciled) = watch::channel(None);
             let (shutdown, shutdown_rx) = watch::channel(false);
             let metrics = Arc::new(Metrics::default());
+            let reports: Arc<watch::Sender<InstanceReports>> = Arc::default();
             let task = tokio::spawn(supervise(
-                settings(template),
+                settings,
                 delivered_rx,
                 reconciled_tx,
                 metrics.clone(),
                 LiveGroups::default(),
-                Arc::default(),
+                reports.clone(),
                 shutdown_rx,
             ));
-            Running {
+            let running = Running {
                 delivered,
                 reconciled,
                 shutdown,
                 metrics,
                 task,
-            }
+            };
+            (running, reports)
         }
 
         #[tokio::test]
@@ -1082,33 +1091,10 @@ mod tests {
             template: String,
             first: Delivered,
         ) -> (Running, Arc<watch::Sender<InstanceReports>>) {
-            let (delivered, delivered_rx) = watch::channel(first);
-            let (reconciled_tx, reconciled) = watch::channel(None);
-            let (shutdown, shutdown_rx) = watch::channel(false);
-            let metrics = Arc::new(Metrics::default());
-            let reports: Arc<watch::Sender<InstanceReports>> = Arc::default();
             let mut settings = settings(String::new());
             settings.template = None;
             settings.instance_template = Some(template);
-            let task = tokio::spawn(supervise(
-                settings,
-                delivered_rx,
-                reconciled_tx,
-                metrics.clone(),
-                LiveGroups::default(),
-                reports.clone(),
-                shutdown_rx,
-            ));
-            (
-                Running {
-                    delivered,
-                    reconciled,
-                    shutdown,
-                    metrics,
-                    task,
-                },
-                reports,
-            )
+            start_with(settings, first)
         }
 
         fn state_of(
