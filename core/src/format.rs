@@ -12,6 +12,14 @@
 //! jobs:
 //! - stream:cctv0:updated
 //! - stream:foo:new
+//! instances:            # optional; absent when the member runs no plan instance
+//! - name: web-0
+//!   plan: web
+//!   deployment: 4
+//!   applications:
+//!   - name: nginx
+//!     coordinates:
+//!       image: nginx:1.27
 //! ```
 //!
 //! Rendering is canonical: the same slice always renders to the same bytes.
@@ -25,7 +33,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::job::{InvalidJobs, JobKey, JobSet};
 use crate::member::MemberId;
-use crate::slice::{HASH_PREFIX, Slice, canonical_hash};
+use crate::slice::{
+    HASH_PREFIX, InstanceApplication, InstanceProblem, Slice, SliceInstance, check_instances,
+    slice_hash,
+};
 
 /// The `format` value of slice format v1.
 pub const SLICE_FORMAT_V1: &str = "shoal.dev/slice/v1";
@@ -80,7 +91,38 @@ pub enum SliceParseError {
         /// Its key.
         key: String,
     },
-    /// `hash` does not match the jobs.
+    /// An entry of `instances` lacks a field or has one of the wrong type.
+    #[error("slice field `{entry}.{field}` must be {expected}")]
+    InstanceField {
+        /// The entry, e.g. `instances[2]` or `instances[2].applications[0]`.
+        entry: String,
+        /// The field within it.
+        field: &'static str,
+        /// What it must be.
+        expected: &'static str,
+    },
+    /// `instances` is not sorted by name.
+    #[error(
+        "slice field `instances` is not sorted by name: instances[{position}] {name:?} comes before its predecessor"
+    )]
+    UnsortedInstances {
+        /// Position of the first out-of-order entry.
+        position: usize,
+        /// Its name.
+        name: String,
+    },
+    /// An instance's applications are not sorted by name.
+    #[error("slice field `instances[{position}].applications` of {name:?} is not sorted by name")]
+    UnsortedApplications {
+        /// Position of the instance.
+        position: usize,
+        /// The instance's name.
+        name: String,
+    },
+    /// `instances` holds an invalid entry or a duplicate.
+    #[error("slice field `instances`: {0}")]
+    InvalidInstances(InstanceProblem),
+    /// `hash` does not match the jobs (and instances).
     #[error("slice field `hash` is {declared} but the jobs hash to {computed}")]
     HashMismatch {
         /// The declared hash.
@@ -109,6 +151,8 @@ struct SliceDocument<'a> {
     revision: u64,
     hash: &'a str,
     jobs: &'a JobSet,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    instances: &'a [SliceInstance],
 }
 
 /// Renders a slice as format v1 YAML (block style, one job per line).
@@ -120,6 +164,7 @@ pub fn render_slice(slice: &Slice) -> String {
         revision: slice.revision,
         hash: &slice.hash,
         jobs: &slice.jobs,
+        instances: &slice.instances,
     };
     to_yaml(&document)
 }
@@ -204,7 +249,8 @@ pub fn parse_slice(text_yaml: &str) -> Result<Slice, SliceParseError> {
         });
     }
     let jobs = JobSet::parse(keys).map_err(SliceParseError::InvalidJobs)?;
-    let computed = canonical_hash(&jobs);
+    let instances = instance_list(fields.get("instances"))?;
+    let computed = slice_hash(&jobs, &instances);
     if computed != hash {
         return Err(SliceParseError::HashMismatch {
             declared: hash,
@@ -217,6 +263,124 @@ pub fn parse_slice(text_yaml: &str) -> Result<Slice, SliceParseError> {
         revision,
         hash,
         jobs,
+        instances,
+    })
+}
+
+/// Reads `instances` (absent or `null`: none): every field typed, entries and
+/// applications sorted by name, names valid and unique.
+fn instance_list(value: Option<&Value>) -> Result<Vec<SliceInstance>, SliceParseError> {
+    let items = match value {
+        None | Some(Value::Other(_)) => return Ok(Vec::new()),
+        Some(Value::List(items)) => items,
+        Some(_) => {
+            return Err(SliceParseError::WrongType {
+                field: "instances",
+                expected: "a list of instances",
+            });
+        }
+    };
+    let instances = items
+        .iter()
+        .enumerate()
+        .map(|(position, item)| instance_entry(position, item))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(position) = instances
+        .windows(2)
+        .position(|pair| pair[0].name.as_bytes() > pair[1].name.as_bytes())
+    {
+        return Err(SliceParseError::UnsortedInstances {
+            position: position + 1,
+            name: instances[position + 1].name.clone(),
+        });
+    }
+    for (position, instance) in instances.iter().enumerate() {
+        let sorted = instance
+            .applications
+            .windows(2)
+            .all(|pair| pair[0].name.as_bytes() <= pair[1].name.as_bytes());
+        if !sorted {
+            return Err(SliceParseError::UnsortedApplications {
+                position,
+                name: instance.name.clone(),
+            });
+        }
+    }
+    check_instances(&instances).map_err(SliceParseError::InvalidInstances)?;
+    Ok(instances)
+}
+
+fn instance_entry(position: usize, item: &Value) -> Result<SliceInstance, SliceParseError> {
+    let entry = format!("instances[{position}]");
+    let wrong = |entry: &str, field, expected| SliceParseError::InstanceField {
+        entry: entry.to_owned(),
+        field,
+        expected,
+    };
+    let Value::Map(fields) = item else {
+        return Err(wrong(
+            &entry,
+            "name",
+            "a mapping with name, plan, deployment, applications",
+        ));
+    };
+    let entry_text = |entry: &str, fields: &BTreeMap<String, Value>, field| match fields.get(field)
+    {
+        Some(Value::Text(value)) => Ok(value.clone()),
+        Some(Value::Number(value)) => Ok(value.to_string()),
+        _ => Err(wrong(entry, field, "a string")),
+    };
+    let name = entry_text(&entry, fields, "name")?;
+    // Errors below name the instance too, once it is known.
+    let entry = format!("instances[{position}] ({name})");
+    let plan = entry_text(&entry, fields, "plan")?;
+    let deployment = match fields.get("deployment") {
+        Some(Value::Number(deployment)) => *deployment,
+        _ => return Err(wrong(&entry, "deployment", "a non-negative integer")),
+    };
+    let applications = match fields.get("applications") {
+        None | Some(Value::Other(_)) => Vec::new(),
+        Some(Value::List(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| {
+                let entry = format!("{entry}.applications[{index}]");
+                let Value::Map(fields) = item else {
+                    return Err(wrong(&entry, "name", "a mapping with name and coordinates"));
+                };
+                let name = entry_text(&entry, fields, "name")?;
+                let coordinates = match fields.get("coordinates") {
+                    None | Some(Value::Other(_)) => BTreeMap::new(),
+                    Some(Value::Map(pairs)) => pairs
+                        .iter()
+                        .map(|(key, value)| match value {
+                            Value::Text(value) => Ok((key.clone(), value.clone())),
+                            Value::Number(value) => Ok((key.clone(), value.to_string())),
+                            _ => Err(wrong(
+                                &entry,
+                                "coordinates",
+                                "a mapping of strings to strings",
+                            )),
+                        })
+                        .collect::<Result<_, _>>()?,
+                    Some(_) => {
+                        return Err(wrong(
+                            &entry,
+                            "coordinates",
+                            "a mapping of strings to strings",
+                        ));
+                    }
+                };
+                Ok(InstanceApplication { name, coordinates })
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(wrong(&entry, "applications", "a list of applications")),
+    };
+    Ok(SliceInstance {
+        name,
+        plan,
+        deployment,
+        applications,
     })
 }
 

@@ -32,5 +32,5 @@ pub use assignment::Assignment;
 pub use diff::{Diff, diff};
 pub use job::{InvalidJobs, JobKey, JobSet};
 pub use member::{Member, MemberId};
-pub use slice::Slice;
+pub use slice::{InstanceApplication, Slice, SliceInstance};
 pub use strategy::{AssignError, Strategy, assign};

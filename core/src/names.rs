@@ -18,6 +18,9 @@ pub const ANNOTATION_APPROVE: &str = "shoal.dev/approve";
 pub const ANNOTATION_ACKED_REVISION: &str = "shoal.dev/acked-revision";
 /// Annotation on a member Lease: the hash of the slice the sidecar applied.
 pub const ANNOTATION_ACKED_HASH: &str = "shoal.dev/acked-hash";
+/// Annotation on a member Lease: each plan instance's state on that member, a
+/// compact JSON object (see `shoal_core::slice::InstanceReport`).
+pub const ANNOTATION_INSTANCE_STATES: &str = "shoal.dev/instance-states";
 /// Annotation on the Swarm forcing failover of pods (`"<pod>[,<pod>...]"`).
 pub const ANNOTATION_FAILOVER_NOW: &str = "shoal.dev/failover-now";
 /// Annotation on the first part of a split slice: the number of parts.

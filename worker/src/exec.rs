@@ -15,6 +15,9 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use shoal_core::slice::{InstanceReport, InstanceState, SliceInstance};
+
+use crate::instances::{self, InstanceReports};
 use crate::metrics::Metrics;
 use crate::view::Delivered;
 
@@ -51,6 +54,45 @@ pub fn plan<'a>(running: impl IntoIterator<Item = &'a str>, desired: &[String]) 
     }
 }
 
+/// What the supervisor must do to go from the running instances to the desired ones.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct InstancePlan {
+    /// Instances whose processes must stop: removed, or changed (then also in `start`).
+    pub stop: Vec<String>,
+    /// Instances that need a (new) process: added, or changed.
+    pub start: Vec<SliceInstance>,
+}
+
+/// Compares running instances (with what they run) and desired ones: an
+/// instance whose deployment or coordinates changed is stopped and started
+/// again; an unchanged one keeps its process, even a failed one (no restart
+/// loop: only a change brings a new attempt).
+pub fn plan_instances<'a>(
+    running: impl IntoIterator<Item = &'a SliceInstance>,
+    desired: &[SliceInstance],
+) -> InstancePlan {
+    let running: BTreeMap<&str, &SliceInstance> = running
+        .into_iter()
+        .map(|instance| (instance.name.as_str(), instance))
+        .collect();
+    let desired_by_name: BTreeMap<&str, &SliceInstance> = desired
+        .iter()
+        .map(|instance| (instance.name.as_str(), instance))
+        .collect();
+    InstancePlan {
+        stop: running
+            .iter()
+            .filter(|(name, spec)| desired_by_name.get(*name) != Some(*spec))
+            .map(|(name, _)| name.to_string())
+            .collect(),
+        start: desired_by_name
+            .iter()
+            .filter(|(name, spec)| running.get(*name) != Some(*spec))
+            .map(|(_, spec)| (*spec).clone())
+            .collect(),
+    }
+}
+
 /// The shell command for one job: `{job}` and `{member}` in the template are
 /// replaced by single-quoted values, so a job key can never inject shell syntax.
 pub fn command_for(template: &str, job: &str, member: &str) -> String {
@@ -74,8 +116,13 @@ pub fn restart_delay(consecutive_crashes: u32, initial: Duration, max: Duration)
 /// How the supervisor runs processes.
 #[derive(Debug, Clone)]
 pub struct ExecSettings {
-    /// The command template (see [`command_for`]).
-    pub template: String,
+    /// The job command template (see [`command_for`]); `None`: jobs get no process.
+    pub template: Option<String>,
+    /// The instance command template (see [`instances::instance_command`]);
+    /// `None`: instances get no process.
+    pub instance_template: Option<String>,
+    /// How long an instance's process runs before it counts as `installed`.
+    pub instance_settle: Duration,
     /// The member (pod name), for `{member}` and `SHOAL_MEMBER`.
     pub member: String,
     /// SIGTERM → SIGKILL grace period.
@@ -112,6 +159,12 @@ impl LiveGroups {
     }
 }
 
+/// An instance's process (or the task that reported its failure) and what it runs.
+struct InstanceProcess {
+    spec: SliceInstance,
+    process: JobProcess,
+}
+
 /// A job's process is running (or waiting to restart) under this handle.
 struct JobProcess {
     /// Sends the SIGTERM → SIGKILL grace to stop with.
@@ -129,17 +182,27 @@ pub(crate) async fn supervise(
     reconciled: watch::Sender<Option<crate::view::AckTarget>>,
     metrics: Arc<Metrics>,
     live: LiveGroups,
+    reports: Arc<watch::Sender<InstanceReports>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let settings = Arc::new(settings);
     let mut running: BTreeMap<String, JobProcess> = BTreeMap::new();
+    let mut running_instances: BTreeMap<String, InstanceProcess> = BTreeMap::new();
     loop {
         let current = delivered.borrow_and_update().clone();
-        let desired: Vec<String> = current
-            .slice
-            .as_ref()
-            .map(|slice| slice.jobs.clone())
-            .unwrap_or_default();
+        let desired: Vec<String> = match (&current.slice, &settings.template) {
+            (Some(slice), Some(_)) => slice.jobs.clone(),
+            _ => Vec::new(),
+        };
+        let desired_instances: &[SliceInstance] = if settings.instance_template.is_some() {
+            current.instances()
+        } else {
+            &[]
+        };
+        let instance_changes = plan_instances(
+            running_instances.values().map(|running| &running.spec),
+            desired_instances,
+        );
         let revision = current.slice.as_ref().map_or(0, |slice| slice.revision);
         let changes = plan(running.keys().map(String::as_str), &desired);
         if !changes.is_empty() {
@@ -152,17 +215,63 @@ pub(crate) async fn supervise(
         }
         // Revoke before grant, and wait for every revoked process to be gone:
         // the acknowledgement below promises exactly that.
-        let stopping: Vec<JobProcess> = changes
+        let mut stopping: Vec<JobProcess> = changes
             .stop
             .iter()
             .filter_map(|job| running.remove(job))
             .collect();
+        let mut stopped_instances = Vec::new();
+        for name in &instance_changes.stop {
+            if let Some(instance) = running_instances.remove(name) {
+                // Its task reports `removing` itself: it is the only writer of its
+                // state while it lives, so no late `installed` can overwrite it.
+                stopped_instances.push((name.clone(), instance.spec.deployment));
+                stopping.push(instance.process);
+            }
+        }
         let grace = if current.fenced {
             settings.fenced_stop_grace
         } else {
             settings.stop_grace
         };
         stop_all(stopping, grace).await;
+        for (name, deployment) in stopped_instances {
+            // A changed instance is about to start again: it is not removed.
+            let restarting = instance_changes.start.iter().any(|spec| spec.name == name);
+            if !restarting {
+                report(
+                    &reports,
+                    &name,
+                    InstanceReport::new(InstanceState::Removed, deployment),
+                );
+            }
+        }
+        for spec in instance_changes.start {
+            report(
+                &reports,
+                &spec.name,
+                InstanceReport::new(InstanceState::Pending, spec.deployment),
+            );
+            let (stop_tx, stop_rx) = oneshot::channel();
+            let task = tokio::spawn(run_instance(
+                settings.clone(),
+                spec.clone(),
+                reports.clone(),
+                live.clone(),
+                delivered.clone(),
+                stop_rx,
+            ));
+            running_instances.insert(
+                spec.name.clone(),
+                InstanceProcess {
+                    spec,
+                    process: JobProcess {
+                        stop: stop_tx,
+                        task,
+                    },
+                },
+            );
+        }
         for job in changes.start {
             let process = spawn_job(
                 settings.clone(),
@@ -174,7 +283,9 @@ pub(crate) async fn supervise(
             );
             running.insert(job, process);
         }
-        metrics.exec_processes.set(running.len() as i64);
+        metrics
+            .exec_processes
+            .set((running.len() + running_instances.len()) as i64);
         if let (Some(slice), false) = (&current.slice, current.fenced) {
             let target = slice.ack_target();
             reconciled.send_if_modified(|acked| {
@@ -188,8 +299,183 @@ pub(crate) async fn supervise(
             _ = shutdown.wait_for(|stop| *stop) => break,
         }
     }
-    stop_all(running.into_values().collect(), settings.stop_grace).await;
+    let mut everything: Vec<JobProcess> = running.into_values().collect();
+    everything.extend(
+        running_instances
+            .into_values()
+            .map(|instance| instance.process),
+    );
+    stop_all(everything, settings.stop_grace).await;
     metrics.exec_processes.set(0);
+}
+
+fn report(reports: &watch::Sender<InstanceReports>, name: &str, report: InstanceReport) {
+    reports.send_if_modified(|reports| {
+        let changed = reports.get(name) != Some(&report);
+        reports.insert(name.to_owned(), report);
+        changed
+    });
+}
+
+/// Runs one instance's process once: `installing` when started, `installed`
+/// after the settle period (or on exit 0), `failed` on a non-zero exit or when
+/// it cannot start, and then waits, without restarting, for the supervisor to
+/// stop it (a change brings a new process; see [`plan_instances`]).
+async fn run_instance(
+    settings: Arc<ExecSettings>,
+    instance: SliceInstance,
+    reports: Arc<watch::Sender<InstanceReports>>,
+    live: LiveGroups,
+    mut fencing: watch::Receiver<Delivered>,
+    mut stop: oneshot::Receiver<Duration>,
+) {
+    let name = instance.name.clone();
+    let deployment = instance.deployment;
+    let failed = |code: String, message: String| {
+        tracing::warn!(
+            instance = name,
+            code,
+            message,
+            "exec: instance failed; not restarted"
+        );
+        report(
+            &reports,
+            &name,
+            InstanceReport::failed(deployment, code, &message),
+        );
+    };
+    let template = settings.instance_template.as_deref().unwrap_or_default();
+    let command = instances::instance_command(template, &instance, &settings.member);
+    let spawned = instances::instance_environment(&instance, &settings.member)
+        .map_err(|collision| ("EnvironmentCollision".to_owned(), collision.to_string()))
+        .and_then(|environment| {
+            spawn_group(&command, &environment, Stdio::piped(), &live).map_err(|error| {
+                (
+                    "SpawnFailed".to_owned(),
+                    format!("cannot start {command:?}: {error}"),
+                )
+            })
+        });
+    let (mut child, guard) = match spawned {
+        Ok(spawned) => spawned,
+        Err((code, message)) => {
+            failed(code, message);
+            wait_for_stop(&reports, &name, deployment, stop).await;
+            return;
+        }
+    };
+    tracing::info!(
+        instance = name,
+        deployment,
+        pid = child.id(),
+        "exec: instance started"
+    );
+    report(
+        &reports,
+        &name,
+        InstanceReport::new(InstanceState::Installing, deployment),
+    );
+    let stderr = child
+        .stderr
+        .take()
+        .map(|stderr| forward_stderr(stderr, name.clone()));
+    let settle = tokio::time::sleep(settings.instance_settle);
+    tokio::pin!(settle);
+    let mut settled = false;
+    let status = loop {
+        tokio::select! {
+            // A stop wins over a settle due at the same time.
+            biased;
+            grace = &mut stop => {
+                report(&reports, &name, InstanceReport::new(InstanceState::Removing, deployment));
+                let grace = grace.unwrap_or(settings.stop_grace);
+                terminate(&name, child, guard, grace, settings.fenced_stop_grace, &mut fencing).await;
+                return;
+            }
+            status = child.wait() => break status,
+            () = &mut settle, if !settled => {
+                settled = true;
+                report(&reports, &name, InstanceReport::new(InstanceState::Installed, deployment));
+            }
+        }
+    };
+    drop(guard);
+    match status {
+        Ok(status) if status.success() => {
+            tracing::info!(instance = name, "exec: instance process completed");
+            report(
+                &reports,
+                &name,
+                InstanceReport::new(InstanceState::Installed, deployment),
+            );
+        }
+        Ok(status) => {
+            let last_line = match stderr {
+                Some((last_line, reader)) => {
+                    // The pipe closes with the process; wait briefly for its last bytes.
+                    let _ = tokio::time::timeout(Duration::from_millis(500), reader).await;
+                    last_line
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .clone()
+                }
+                None => None,
+            };
+            let mut message = format!("process exited with {status}");
+            if let Some(line) = last_line {
+                message.push_str(": ");
+                message.push_str(&line);
+            }
+            failed(instances::exit_code(status), message);
+        }
+        Err(error) => failed(
+            "ExitCodeUnknown".to_owned(),
+            format!("cannot wait for the process: {error}"),
+        ),
+    }
+    wait_for_stop(&reports, &name, deployment, stop).await;
+}
+
+/// An instance whose process is gone (failed or completed) keeps its state
+/// until the supervisor stops it; then it is `removing` like any other.
+async fn wait_for_stop(
+    reports: &watch::Sender<InstanceReports>,
+    name: &str,
+    deployment: u64,
+    stop: oneshot::Receiver<Duration>,
+) {
+    if stop.await.is_ok() {
+        report(
+            reports,
+            name,
+            InstanceReport::new(InstanceState::Removing, deployment),
+        );
+    }
+}
+
+type LastLine = Arc<std::sync::Mutex<Option<String>>>;
+
+/// Copies an instance's stderr to the sidecar's and remembers its last
+/// non-empty line (for the failure message).
+fn forward_stderr(
+    stderr: tokio::process::ChildStderr,
+    instance: String,
+) -> (LastLine, JoinHandle<()>) {
+    use std::io::Write as _;
+    use tokio::io::AsyncBufReadExt as _;
+    let last_line: LastLine = Arc::default();
+    let keep = last_line.clone();
+    let reader = tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            // Short lines to the container log; a blocking write is fine here.
+            let _ = writeln!(std::io::stderr().lock(), "[{instance}] {line}");
+            if !line.trim().is_empty() {
+                *keep.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(line);
+            }
+        }
+    });
+    (last_line, reader)
 }
 
 async fn stop_all(processes: Vec<JobProcess>, grace: Duration) {
@@ -256,7 +542,11 @@ async fn run_job(
     mut fencing: watch::Receiver<Delivered>,
     mut stop: oneshot::Receiver<Duration>,
 ) {
-    let command = command_for(&settings.template, &job, &settings.member);
+    let command = command_for(
+        settings.template.as_deref().unwrap_or_default(),
+        &job,
+        &settings.member,
+    );
     let mut consecutive_crashes = 0u32;
     loop {
         let started_at = Instant::now();
@@ -309,12 +599,26 @@ fn spawn_process(
     revision: u64,
     live: &LiveGroups,
 ) -> std::io::Result<(Child, GroupGuard)> {
+    let environment = [
+        ("SHOAL_JOB".to_owned(), job.to_owned()),
+        ("SHOAL_MEMBER".to_owned(), member.to_owned()),
+        ("SHOAL_REVISION".to_owned(), revision.to_string()),
+    ];
+    spawn_group(command, &environment, Stdio::inherit(), live)
+}
+
+/// Starts `sh -c command` with `environment` added, in its own process group.
+fn spawn_group(
+    command: &str,
+    environment: &[(String, String)],
+    stderr: Stdio,
+    live: &LiveGroups,
+) -> std::io::Result<(Child, GroupGuard)> {
     let child = Command::new("sh")
         .arg("-c")
         .arg(command)
-        .env("SHOAL_JOB", job)
-        .env("SHOAL_MEMBER", member)
-        .env("SHOAL_REVISION", revision.to_string())
+        .envs(environment.iter().map(|(name, value)| (name, value)))
+        .stderr(stderr)
         .stdin(Stdio::null())
         // Its own process group, so that SIGTERM reaches a whole pipeline.
         .process_group(0)
@@ -398,6 +702,37 @@ mod tests {
         let changes = plan(["a", "b", "c"], &jobs(&["b", "c", "d"]));
         assert_eq!(changes.stop, jobs(&["a"]));
         assert_eq!(changes.start, jobs(&["d"]));
+    }
+
+    fn instance(name: &str, deployment: u64, image: &str) -> SliceInstance {
+        SliceInstance {
+            name: name.to_owned(),
+            plan: "web".to_owned(),
+            deployment,
+            applications: vec![shoal_core::slice::InstanceApplication {
+                name: "nginx".to_owned(),
+                coordinates: [("image".to_owned(), image.to_owned())].into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn the_instance_plan_restarts_changed_instances_only() {
+        let running = [
+            instance("web-0", 1, "a"),
+            instance("web-1", 1, "a"),
+            instance("web-2", 1, "a"),
+        ];
+        let desired = [
+            // Same deployment, other coordinates: a change too.
+            instance("web-0", 1, "b"),
+            instance("web-1", 1, "a"),
+            instance("web-3", 2, "a"),
+        ];
+        let changes = plan_instances(&running, &desired);
+        assert_eq!(changes.stop, jobs(&["web-0", "web-2"]));
+        assert_eq!(changes.start, [desired[0].clone(), desired[2].clone()]);
+        assert_eq!(plan_instances(&desired, &desired), InstancePlan::default());
     }
 
     #[test]
@@ -554,6 +889,7 @@ mod tests {
                 revision,
                 hash: crate::slice_doc::jobs_hash(jobs.iter().map(String::as_str)).unwrap(),
                 jobs,
+                instances: Vec::new(),
             };
             Delivered {
                 slice: Some(Arc::new(slice)),
@@ -571,7 +907,9 @@ mod tests {
 
         fn settings(template: String) -> ExecSettings {
             ExecSettings {
-                template,
+                template: Some(template),
+                instance_template: None,
+                instance_settle: Duration::from_millis(300),
                 member: "pool-0".into(),
                 stop_grace: Duration::from_secs(5),
                 fenced_stop_grace: Duration::from_secs(1),
@@ -605,25 +943,35 @@ mod tests {
         }
 
         fn start(template: String, first: Delivered) -> Running {
+            start_with(settings(template), first).0
+        }
+
+        fn start_with(
+            settings: ExecSettings,
+            first: Delivered,
+        ) -> (Running, Arc<watch::Sender<InstanceReports>>) {
             let (delivered, delivered_rx) = watch::channel(first);
             let (reconciled_tx, reconciled) = watch::channel(None);
             let (shutdown, shutdown_rx) = watch::channel(false);
             let metrics = Arc::new(Metrics::default());
+            let reports: Arc<watch::Sender<InstanceReports>> = Arc::default();
             let task = tokio::spawn(supervise(
-                settings(template),
+                settings,
                 delivered_rx,
                 reconciled_tx,
                 metrics.clone(),
                 LiveGroups::default(),
+                reports.clone(),
                 shutdown_rx,
             ));
-            Running {
+            let running = Running {
                 delivered,
                 reconciled,
                 shutdown,
                 metrics,
                 task,
-            }
+            };
+            (running, reports)
         }
 
         #[tokio::test]
@@ -723,6 +1071,123 @@ mod tests {
             eventually(|| log_lines(&log).len() >= 4).await;
             assert!(running.metrics.exec_restarts.get() >= 3);
             assert!(log_lines(&log).iter().all(|line| line == "run a"));
+            running.shutdown.send_replace(true);
+            running.task.await.unwrap();
+        }
+
+        fn with_instances(revision: u64, instances: &[SliceInstance]) -> Delivered {
+            let slice = delivered(revision, &[], false)
+                .slice
+                .unwrap()
+                .with_instances(instances.to_vec())
+                .unwrap();
+            Delivered {
+                slice: Some(Arc::new(slice)),
+                fenced: false,
+            }
+        }
+
+        fn start_instances(
+            template: String,
+            first: Delivered,
+        ) -> (Running, Arc<watch::Sender<InstanceReports>>) {
+            let mut settings = settings(String::new());
+            settings.template = None;
+            settings.instance_template = Some(template);
+            start_with(settings, first)
+        }
+
+        fn state_of(
+            reports: &watch::Sender<InstanceReports>,
+            name: &str,
+        ) -> Option<InstanceReport> {
+            reports.borrow().get(name).cloned()
+        }
+
+        #[tokio::test]
+        async fn a_removed_instance_is_removing_while_it_stops_then_removed() {
+            // The process takes 300 ms to exit after SIGTERM: long enough to see `removing`.
+            let template = "trap 'sleep 0.3; exit 0' TERM; sleep 1000 & wait".to_owned();
+            let web = super::instance("web-0", 3, "a");
+            let (mut running, reports) = start_instances(template, with_instances(1, &[web]));
+            eventually(|| {
+                state_of(&reports, "web-0")
+                    == Some(InstanceReport::new(InstanceState::Installed, 3))
+            })
+            .await;
+            running.delivered.send_replace(with_instances(2, &[]));
+            eventually(|| {
+                state_of(&reports, "web-0").map(|report| report.state)
+                    == Some(InstanceState::Removing)
+            })
+            .await;
+            let acked = running
+                .reconciled
+                .wait_for(|target| target.as_ref().is_some_and(|target| target.revision == 2))
+                .await
+                .unwrap()
+                .clone();
+            assert!(acked.is_some());
+            // Acknowledged only after the process is gone, and reported so.
+            assert_eq!(
+                state_of(&reports, "web-0"),
+                Some(InstanceReport::new(InstanceState::Removed, 3))
+            );
+            assert_eq!(running.metrics.exec_processes.get(), 0);
+            running.shutdown.send_replace(true);
+            running.task.await.unwrap();
+        }
+
+        #[tokio::test]
+        async fn a_process_killed_by_a_signal_is_failed_with_the_signal_code() {
+            let web = super::instance("web-0", 1, "a");
+            let (running, reports) =
+                start_instances("kill -9 $$".to_owned(), with_instances(1, &[web]));
+            eventually(|| {
+                state_of(&reports, "web-0").and_then(|report| report.code)
+                    == Some("Signal9".to_owned())
+            })
+            .await;
+            assert_eq!(
+                state_of(&reports, "web-0").map(|report| report.state),
+                Some(InstanceState::Failed)
+            );
+            running.shutdown.send_replace(true);
+            running.task.await.unwrap();
+        }
+
+        #[tokio::test]
+        async fn fencing_stops_instance_processes_and_unfencing_starts_them_again() {
+            let dir = tempfile::tempdir().unwrap();
+            let log = dir.path().join("log");
+            let template = format!(
+                "echo start $SHOAL_INSTANCE >> {log}; trap 'echo stop $SHOAL_INSTANCE >> {log}; exit 0' TERM; sleep 1000 & wait",
+                log = log.display()
+            );
+            let web = super::instance("web-0", 1, "a");
+            let unfenced = with_instances(1, &[web]);
+            let (running, reports) = start_instances(template, unfenced.clone());
+            eventually(|| log_lines(&log) == ["start web-0"]).await;
+            running.delivered.send_replace(Delivered {
+                slice: unfenced
+                    .slice
+                    .as_ref()
+                    .map(|slice| Arc::new(slice.without_jobs())),
+                fenced: true,
+            });
+            eventually(|| log_lines(&log) == ["start web-0", "stop web-0"]).await;
+            eventually(|| {
+                state_of(&reports, "web-0").map(|report| report.state)
+                    == Some(InstanceState::Removed)
+            })
+            .await;
+            running.delivered.send_replace(unfenced);
+            eventually(|| log_lines(&log).len() == 3).await;
+            eventually(|| {
+                state_of(&reports, "web-0").map(|report| report.state)
+                    == Some(InstanceState::Installed)
+            })
+            .await;
             running.shutdown.send_replace(true);
             running.task.await.unwrap();
         }

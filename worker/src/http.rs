@@ -2,7 +2,7 @@
 //!
 //! | endpoint | what |
 //! | --- | --- |
-//! | `GET /v1/slice` | the delivered slice as JSON (`swarm`, `member`, `revision`, `hash`, `jobs`, `fenced`); 404 before the first slice |
+//! | `GET /v1/slice` | the delivered slice as JSON (`swarm`, `member`, `revision`, `hash`, `jobs`, `instances`, `fenced`); 404 before the first slice |
 //! | `GET /v1/slice?waitForRevisionAfter=N[&timeoutSeconds=T]` | long poll: answers once the delivered revision is above `N` or the delivery changes otherwise (e.g. fencing), or after `T` seconds (default 30, at most 300) with whatever is current |
 //! | `GET /v1/watch` | NDJSON stream: the current slice, then one line per change |
 //! | `POST /v1/ack` | `{"revision": N, "hash": "sha256:…"}`: the application confirms it applied the delivered slice (file/HTTP mode without `--ack-on-apply`) |

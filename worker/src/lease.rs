@@ -69,10 +69,17 @@ impl LeaseWriter {
     }
 
     /// Renews the Lease (creating it if missing) and, if given, records the
-    /// acknowledgement in the same write.
-    pub(crate) async fn renew(&self, ack: Option<&AckTarget>) -> Result<(), kube::Error> {
+    /// acknowledgement and the instance states in the same write.
+    pub(crate) async fn renew(
+        &self,
+        ack: Option<&AckTarget>,
+        instance_states: Option<&str>,
+    ) -> Result<(), kube::Error> {
         let now = MicroTime(Timestamp::now());
         let mut annotations = serde_json::Map::new();
+        if let Some(states) = instance_states {
+            annotations.insert(names::INSTANCE_STATES.into(), states.into());
+        }
         if let Some(ack) = ack {
             annotations.insert(
                 names::ACKED_REVISION.into(),
@@ -102,12 +109,19 @@ impl LeaseWriter {
             .await
         {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.is_not_found() => self.create(now, ack).await,
+            Err(kube::Error::Api(status)) if status.is_not_found() => {
+                self.create(now, ack, instance_states).await
+            }
             Err(error) => Err(error),
         }
     }
 
-    async fn create(&self, now: MicroTime, ack: Option<&AckTarget>) -> Result<(), kube::Error> {
+    async fn create(
+        &self,
+        now: MicroTime,
+        ack: Option<&AckTarget>,
+        instance_states: Option<&str>,
+    ) -> Result<(), kube::Error> {
         let mut lease = Lease::default();
         lease.metadata.name = Some(self.name.clone());
         lease.metadata.owner_references = self.owner.clone().map(|owner| vec![owner]);
@@ -121,6 +135,13 @@ impl LeaseWriter {
                 (names::ACKED_HASH.to_string(), ack.hash.clone()),
             ]));
         }
+        if let Some(states) = instance_states {
+            lease
+                .metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(names::INSTANCE_STATES.to_string(), states.to_owned());
+        }
         let spec = lease.spec.get_or_insert_with(Default::default);
         spec.holder_identity = Some(self.holder.clone());
         spec.lease_duration_seconds = Some(self.duration_seconds);
@@ -131,7 +152,7 @@ impl LeaseWriter {
             // Created concurrently (an earlier attempt that timed out on our
             // side): renewing it again is the same thing.
             Err(kube::Error::Api(status)) if status.is_already_exists() => {
-                Box::pin(self.renew(ack)).await
+                Box::pin(self.renew(ack, instance_states)).await
             }
             Err(error) => Err(error),
         }
@@ -163,11 +184,18 @@ pub(crate) async fn keep(
     let fence_after = shared.settings.fence_after();
     let mut deadline: Option<Instant> = None;
     let mut retry_delay = retry_start(renew_every);
+    let mut instance_reports = shared.instance_reports.subscribe();
+    // Whether the Lease carries instance states that a later write must update.
+    let mut reporting = false;
     loop {
         let ack = ack_target.borrow_and_update().clone();
+        let reports = instance_reports.borrow_and_update().clone();
+        // Members without instances never get the annotation at all.
+        let states =
+            (reporting || !reports.is_empty()).then(|| crate::instances::render_reports(&reports));
         let sent_at = Instant::now();
         let renewed = tokio::select! {
-            renewed = tokio::time::timeout(renew_every, writer.renew(ack.as_ref())) => renewed,
+            renewed = tokio::time::timeout(renew_every, writer.renew(ack.as_ref(), states.as_deref())) => renewed,
             _ = sleep_until_some(deadline) => {
                 fence(&shared, "the Lease renewal did not complete before the fencing deadline");
                 deadline = None;
@@ -188,6 +216,8 @@ pub(crate) async fn keep(
                         .set(i64::try_from(ack.revision).unwrap_or(i64::MAX));
                 }
                 shared.acked.send_replace(ack);
+                reporting = !reports.is_empty();
+                drop_reported_removals(&shared, &reports);
                 if *shared.fenced.borrow() && !unfence(&shared).await {
                     // Renewed but not yet safe to run anything: try again soon.
                     next_retry(&mut retry_delay, renew_every)
@@ -221,6 +251,7 @@ pub(crate) async fn keep(
             // A new acknowledgement is written at once (with a renewal), but
             // only while unfenced: fenced, we are not entitled to claim anything.
             changed = ack_target.changed(), if !*shared.fenced.borrow() => if changed.is_err() { return },
+            changed = instance_reports.changed(), if !*shared.fenced.borrow() => if changed.is_err() { return },
             _ = sleep_until_some(deadline) => {
                 fence(&shared, "the Lease could not be renewed before renewTime + leaseDuration - margin");
                 deadline = None;
@@ -228,6 +259,19 @@ pub(crate) async fn keep(
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
     }
+}
+
+/// `removed` entries are reported once: those just written (unchanged since)
+/// leave the report, which the next write then carries without them.
+fn drop_reported_removals(shared: &Shared, written: &crate::instances::InstanceReports) {
+    shared.instance_reports.send_if_modified(|reports| {
+        let before = reports.len();
+        reports.retain(|name, report| {
+            report.state != shoal_core::slice::InstanceState::Removed
+                || written.get(name) != Some(report)
+        });
+        reports.len() != before
+    });
 }
 
 fn retry_start(renew_every: Duration) -> Duration {

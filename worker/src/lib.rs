@@ -11,7 +11,9 @@
 //!   v1), on localhost HTTP (see [`http`]), as a signal to the application
 //!   (`--signal-pid-file`/`--signal-process-name`), and to Rust code through
 //!   [`Worker::slices`];
-//! - in exec mode (`--exec`) runs one process per owned job (see [`exec`]);
+//! - in exec mode (`--exec`) runs one process per owned job (see [`exec`]),
+//!   and with `--exec-instance` one per plan instance, reporting each
+//!   instance's state on the Lease (see [`instances`]);
 //! - acknowledges what it applied on its Lease `<pod>-member`, renews it, and
 //!   fences itself when it cannot (see [`lease`](crate::lease) docs).
 //!
@@ -30,6 +32,7 @@ use tokio::task::JoinHandle;
 pub mod atomic_file;
 pub mod exec;
 pub mod http;
+pub mod instances;
 mod lease;
 pub mod metrics;
 pub mod names;
@@ -147,6 +150,8 @@ pub(crate) struct Shared {
     shutdown: watch::Sender<bool>,
     /// Exec mode: process groups to kill if the sidecar is dropped.
     live_groups: exec::LiveGroups,
+    /// Each plan instance's state, written on the Lease.
+    instance_reports: Arc<watch::Sender<instances::InstanceReports>>,
 }
 
 impl Shared {
@@ -236,7 +241,7 @@ impl Worker {
             source,
         })?;
 
-        let ack_mode = if settings.exec.is_some() {
+        let ack_mode = if settings.exec.is_some() || settings.exec_instance.is_some() {
             AckMode::Exec
         } else if settings.ack_on_apply {
             AckMode::OnApply
@@ -258,6 +263,7 @@ impl Worker {
             status: Mutex::new(Status::default()),
             shutdown: watch::Sender::new(false),
             live_groups: exec::LiveGroups::default(),
+            instance_reports: Arc::new(watch::Sender::new(Default::default())),
             settings,
         });
         tracing::info!(
@@ -294,9 +300,11 @@ impl Worker {
             )),
         ));
         tasks.push(("delivery", tokio::spawn(deliver(shared.clone()))));
-        if let Some(template) = shared.settings.exec.clone() {
+        if shared.settings.exec.is_some() || shared.settings.exec_instance.is_some() {
             let exec_settings = exec::ExecSettings {
-                template,
+                template: shared.settings.exec.clone(),
+                instance_template: shared.settings.exec_instance.clone(),
+                instance_settle: shared.settings.instance_settle,
                 member: shared.settings.pod_name.clone(),
                 stop_grace: shared.settings.stop_grace,
                 fenced_stop_grace: shared.settings.fenced_stop_grace(),
@@ -311,6 +319,18 @@ impl Worker {
                     shared.ack_target.clone(),
                     metrics.clone(),
                     shared.live_groups.clone(),
+                    shared.instance_reports.clone(),
+                    shared.shutdown.subscribe(),
+                )),
+            ));
+        }
+        if shared.settings.exec_instance.is_none() {
+            tasks.push((
+                "instance states",
+                tokio::spawn(instances::follow_acknowledgements(
+                    shared.delivered.subscribe(),
+                    shared.ack_target.subscribe(),
+                    shared.instance_reports.clone(),
                     shared.shutdown.subscribe(),
                 )),
             ));
@@ -340,6 +360,11 @@ impl Worker {
     /// Subscribes to the delivered slice.
     pub fn slices(&self) -> SliceWatch {
         SliceWatch::new(self.shared.delivered.subscribe())
+    }
+
+    /// Follows each plan instance's state as reported on the Lease.
+    pub fn instance_states(&self) -> watch::Receiver<instances::InstanceReports> {
+        self.shared.instance_reports.subscribe()
     }
 
     /// Follows what the Lease carries as acknowledged (revision and hash).
@@ -445,6 +470,11 @@ fn validate(settings: &Settings) -> Result<(), Error> {
         && template.trim().is_empty()
     {
         return Err(Error::InvalidSettings("--exec is empty".into()));
+    }
+    if let Some(template) = &settings.exec_instance
+        && template.trim().is_empty()
+    {
+        return Err(Error::InvalidSettings("--exec-instance is empty".into()));
     }
     Ok(())
 }

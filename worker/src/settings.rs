@@ -41,6 +41,21 @@ pub struct Settings {
     #[arg(long, env = "SHOAL_EXEC")]
     pub exec: Option<String>,
 
+    /// Exec mode for plan instances: run one process per instance in the
+    /// slice. `{instance}`, `{plan}` and `{member}` are replaced shell-quoted;
+    /// the environment carries `SHOAL_INSTANCE`, `SHOAL_PLAN`,
+    /// `SHOAL_DEPLOYMENT`, `SHOAL_MEMBER` and every coordinate as
+    /// `SHOAL_<APPLICATION>_<KEY>`. A changed deployment or coordinates
+    /// restarts the process; one that exits non-zero is reported `failed` and
+    /// not restarted until its deployment or coordinates change.
+    #[arg(long, env = "SHOAL_EXEC_INSTANCE")]
+    pub exec_instance: Option<String>,
+
+    /// How long an instance's process must run before it is reported
+    /// `installed` (it is `installing` until then).
+    #[arg(long, env = "SHOAL_INSTANCE_SETTLE", default_value = "2s", value_parser = parse_duration)]
+    pub instance_settle: Duration,
+
     /// Exec mode: how long a revoked job's process may take to exit after
     /// SIGTERM before it gets SIGKILL.
     #[arg(long, env = "SHOAL_STOP_GRACE", default_value = "10s", value_parser = parse_duration)]
@@ -109,6 +124,8 @@ impl Settings {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             slice_file: None,
             exec: None,
+            exec_instance: None,
+            instance_settle: Duration::from_secs(2),
             stop_grace: Duration::from_secs(10),
             restart_backoff: Duration::from_secs(1),
             restart_backoff_max: Duration::from_secs(60),

@@ -10,9 +10,20 @@ use shoal_core::format::{
 };
 use shoal_core::job::{InvalidJobs, JobSet};
 use shoal_core::names;
-use shoal_core::slice::Slice;
+use shoal_core::slice::{InstanceProblem, Slice, SliceInstance};
 
 use crate::view::SliceView;
+
+/// Why a slice cannot be built from its parts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidSlice {
+    /// The jobs are invalid.
+    #[error(transparent)]
+    Jobs(#[from] InvalidJobs),
+    /// The instances are invalid.
+    #[error(transparent)]
+    Instances(#[from] InstanceProblem),
+}
 
 /// Most parts a split slice may have (a guard against a hand-edited count).
 pub const MAX_PARTS: usize = 1024;
@@ -266,6 +277,15 @@ impl SliceView {
         let jobs = JobSet::parse(jobs)?;
         Ok(SliceView::from(&Slice::new(swarm, member, revision, jobs)))
     }
+
+    /// The same slice carrying `instances` (sorted and checked as the
+    /// controller does), with the hash over jobs and instances.
+    pub fn with_instances(&self, instances: Vec<SliceInstance>) -> Result<SliceView, InvalidSlice> {
+        let jobs = JobSet::parse(self.jobs.iter().map(String::as_str))?;
+        let slice =
+            Slice::new(&self.swarm, &self.member, self.revision, jobs).with_instances(instances)?;
+        Ok(SliceView::from(&slice))
+    }
 }
 
 impl From<&Slice> for SliceView {
@@ -280,6 +300,7 @@ impl From<&Slice> for SliceView {
                 .iter()
                 .map(|key| key.as_str().to_string())
                 .collect(),
+            instances: slice.instances.clone(),
         }
     }
 }
@@ -305,6 +326,7 @@ pub fn render(slice: &SliceView) -> Result<String, InvalidJobs> {
         revision: slice.revision,
         hash: slice.hash.clone(),
         jobs,
+        instances: slice.instances.clone(),
     }))
 }
 

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use shoal_core::slice::SliceInstance;
 use tokio::sync::watch;
 
 /// The slice hash of an empty job set: `sha256:` + SHA-256 of no bytes. A
@@ -24,6 +25,10 @@ pub struct SliceView {
     pub hash: String,
     /// The jobs this member owns, sorted by byte order.
     pub jobs: Vec<String>,
+    /// The plan instances placed on this member, sorted by name (slice format
+    /// v1 `instances`; empty when none).
+    #[serde(default)]
+    pub instances: Vec<SliceInstance>,
 }
 
 impl SliceView {
@@ -35,10 +40,12 @@ impl SliceView {
         }
     }
 
-    /// The same slice with every job taken away (what a fenced member runs).
+    /// The same slice with every job and instance taken away (what a fenced
+    /// member runs).
     pub fn without_jobs(&self) -> SliceView {
         SliceView {
             jobs: Vec::new(),
+            instances: Vec::new(),
             hash: EMPTY_JOBS_HASH.to_string(),
             ..self.clone()
         }
@@ -70,6 +77,14 @@ impl Delivered {
     pub fn jobs(&self) -> &[String] {
         match &self.slice {
             Some(slice) => &slice.jobs,
+            None => &[],
+        }
+    }
+
+    /// The plan instances the member should run now (none while fenced).
+    pub fn instances(&self) -> &[SliceInstance] {
+        match &self.slice {
+            Some(slice) => &slice.instances,
             None => &[],
         }
     }

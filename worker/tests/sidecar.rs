@@ -14,12 +14,7 @@ use shoal_worker::{Settings, Worker, slice_doc};
 const LIMIT: Duration = Duration::from_secs(15);
 
 fn settings(cluster: &Cluster, member: &str) -> Settings {
-    let mut settings = Settings::for_member(member, cluster.namespace());
-    settings.lease_duration = Duration::from_secs(6);
-    settings.fence_margin = Duration::from_secs(1);
-    settings.stop_grace = Duration::from_secs(5);
-    settings.restart_backoff = Duration::from_millis(100);
-    settings
+    short_lease_settings(cluster, member)
 }
 
 async fn wait_for_revision(worker: &Worker, revision: u64) -> shoal_worker::Delivered {
@@ -103,7 +98,7 @@ async fn get_v1_slice_serves_json_and_a_long_poll_wakes_on_the_next_revision() {
         response.json(),
         serde_json::json!({
             "swarm": "demo", "member": "pool-0", "revision": 1,
-            "hash": first.hash, "jobs": ["stream:a"], "fenced": false,
+            "hash": first.hash, "jobs": ["stream:a"], "instances": [], "fenced": false,
         })
     );
 

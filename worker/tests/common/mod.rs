@@ -22,6 +22,40 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+/// Sidecar settings for tests: a short Lease (6 s, 1 s margin) so that
+/// renewals and fencing happen within a test, and quick restarts.
+pub fn short_lease_settings(cluster: &Cluster, member: &str) -> shoal_worker::Settings {
+    let mut settings = shoal_worker::Settings::for_member(member, cluster.namespace());
+    settings.lease_duration = Duration::from_secs(6);
+    settings.fence_margin = Duration::from_secs(1);
+    settings.stop_grace = Duration::from_secs(5);
+    settings.restart_backoff = Duration::from_millis(100);
+    settings
+}
+
+/// The lines of a log file the test's processes append to (none if absent).
+pub fn log_lines(log: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Waits until the member's Lease acknowledges exactly `slice`.
+pub async fn wait_for_ack(cluster: &Cluster, slice: &SliceView, limit: Duration) {
+    let expected = Some((slice.revision, slice.hash.clone()));
+    eventually(
+        &format!("revision {} acknowledged", slice.revision),
+        limit,
+        || async {
+            (lease_ack(&cluster.client(), cluster.namespace(), &slice.member).await == expected)
+                .then_some(())
+        },
+    )
+    .await;
+}
+
 /// A slice for `member` as the controller would compute it.
 pub fn slice(member: &str, revision: u64, jobs: &[&str]) -> SliceView {
     SliceView::new("demo", member, revision, jobs.iter().copied()).expect("valid job keys")
