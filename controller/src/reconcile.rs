@@ -74,6 +74,14 @@ pub enum Error {
         /// Cause.
         source: kube::Error,
     },
+    /// Reading a member's pod failed.
+    #[error("reading pod {pod}: {source}")]
+    ReadPod {
+        /// Pod.
+        pod: String,
+        /// Cause.
+        source: kube::Error,
+    },
     /// Listing the Swarm's ConfigMaps failed.
     #[error("listing ConfigMaps of Swarm {swarm}: {source}")]
     ListConfigMaps {
@@ -191,6 +199,7 @@ impl Error {
             Error::ReadSwarm { .. } => "ReadSwarmFailed",
             Error::ListPools { .. } => "ListPoolsFailed",
             Error::ListPods { .. } => "ListPodsFailed",
+            Error::ReadPod { .. } => "ReadPodFailed",
             Error::ListConfigMaps { .. } => "ListConfigMapsFailed",
             Error::ListLeases { .. } => "ListLeasesFailed",
             Error::ReadJobConfigMap { .. } => "ReadJobConfigMapFailed",
@@ -324,15 +333,7 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
     };
 
     let lease_api: Api<Lease> = Api::namespaced(client.clone(), &namespace);
-    let member_names: std::collections::BTreeSet<String> = pools
-        .iter()
-        // Pods beyond `replicas` (scaling down) still hold their jobs until they acknowledge.
-        .flat_map(|pool| {
-            (0..pool.replicas)
-                .chain(pool.pods.keys().copied())
-                .map(move |ordinal| format!("{}-{ordinal}", pool.name))
-        })
-        .collect();
+    let member_names = lease_holders(&pools);
     // Only Leases a sidecar labelled as a member's; bounded by the members of the namespace.
     let leases = lease_api
         .list(&ListParams::default().labels(names::LABEL_MEMBER))
@@ -372,6 +373,44 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
     })
 }
 
+/// The pods whose member Leases the plan reads: the members in `0..replicas` of each pool,
+/// at most [`plan::MAX_MEMBERS`] in all (`spec.replicas` is input: a scale to two billion
+/// must not build two billion names; beyond the bound the plan reports TooManyMembers and
+/// keeps the revision in force), and every existing pod (pods beyond `replicas`, scaling
+/// down, still hold their jobs until they acknowledge).
+fn lease_holders(pools: &[PoolState]) -> std::collections::BTreeSet<String> {
+    let mut room = plan::MAX_MEMBERS;
+    let mut names = std::collections::BTreeSet::new();
+    for pool in pools {
+        let members = pool.replicas.min(room);
+        room -= members;
+        names.extend(
+            (0..members)
+                .chain(pool.pods.keys().copied())
+                .map(|ordinal| format!("{}-{ordinal}", pool.name)),
+        );
+    }
+    names
+}
+
+/// A pod as the plan sees it.
+pub(crate) fn pod_state(pod: &Pod) -> PodState {
+    let ready = pod
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
+        });
+    PodState {
+        uid: pod.uid().unwrap_or_default(),
+        ready,
+        deleting: pod.metadata.deletion_timestamp.is_some(),
+    }
+}
+
 /// One pool: its `spec.replicas` and its pods by ordinal, listed with the StatefulSet's own
 /// selector (never every pod of the namespace) and kept only if the StatefulSet owns them.
 async fn observe_pool(pods: &Api<Pod>, swarm: &str, sts: &StatefulSet) -> Result<PoolState, Error> {
@@ -407,23 +446,7 @@ async fn observe_pool(pods: &Api<Pod>, swarm: &str, sts: &StatefulSet) -> Result
         let (true, Some(ordinal)) = (owned, ordinal) else {
             continue;
         };
-        let ready = pod
-            .status
-            .as_ref()
-            .and_then(|status| status.conditions.as_ref())
-            .is_some_and(|conditions| {
-                conditions
-                    .iter()
-                    .any(|condition| condition.type_ == "Ready" && condition.status == "True")
-            });
-        pool.pods.insert(
-            ordinal,
-            PodState {
-                uid: pod.uid().unwrap_or_default(),
-                ready,
-                deleting: pod.metadata.deletion_timestamp.is_some(),
-            },
-        );
+        pool.pods.insert(ordinal, pod_state(pod));
     }
     Ok(pool)
 }
@@ -814,6 +837,33 @@ pub fn error_policy(swarm: Arc<Swarm>, error: &Error, ctx: Arc<Context>) -> Acti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lease_holders_of_a_pool_scaled_to_two_billion_stop_at_the_member_bound() {
+        let pools = vec![
+            PoolState {
+                name: "huge".to_owned(),
+                replicas: 2_000_000_000,
+                pods: BTreeMap::new(),
+            },
+            PoolState {
+                name: "small".to_owned(),
+                replicas: 2,
+                pods: BTreeMap::from([(
+                    0,
+                    PodState {
+                        uid: "u".to_owned(),
+                        ready: true,
+                        deleting: false,
+                    },
+                )]),
+            },
+        ];
+        let names = lease_holders(&pools);
+        assert_eq!(names.len(), plan::MAX_MEMBERS as usize + 1);
+        assert!(names.contains("huge-9999") && !names.contains("huge-10000"));
+        assert!(names.contains("small-0") && !names.contains("small-1"));
+    }
 
     #[test]
     fn every_error_has_a_distinct_category() {

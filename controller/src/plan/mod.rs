@@ -56,6 +56,7 @@ mod status;
 pub use gate::{MAX_REVISION, approval_value};
 pub use history::{REVISION_DATA_KEY, RevisionRecord, replay};
 pub use inputs::{DEFAULT_VNODES, job_list, parse_duration, strategy_of};
+pub use members::MAX_MEMBERS;
 pub use ownership::unchecked_targets;
 pub use restarts::PlannedRestart;
 
