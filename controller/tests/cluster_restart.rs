@@ -135,6 +135,7 @@ async fn a_pod_disruption_budget_holds_back_the_eviction() {
     )
     .await;
     let uids = env.pod_uids().await;
+    let seen = record_pod_uids(&env);
     env.apply(&swarm_yaml("demo", &job_keys(11), "  reload: Restart\n"))
         .await;
     eventually("revision 2 written", WAIT, || async {
@@ -142,8 +143,8 @@ async fn a_pod_disruption_budget_holds_back_the_eviction() {
         (status.current_revision == 2).then_some(())
     })
     .await;
-    // The refusal is visible while it lasts: the condition and a Warning name the pod
-    // and the budget.
+    // The refusal is visible while it lasts: the condition names the pod, and a Warning
+    // names the pod and the budget.
     let message = eventually("the refusal in the Progressing condition", WAIT, || async {
         let status = env.swarm("demo").await.status?;
         let progressing = status
@@ -153,8 +154,19 @@ async fn a_pod_disruption_budget_holds_back_the_eviction() {
         Some(progressing.message)
     })
     .await;
+    let blocked = message
+        .split("pod ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the condition names the pod")
+        .to_owned();
     assert!(
-        message.contains("its eviction was refused")
+        uids.contains_key(&blocked),
+        "{blocked} is no pod: {message}"
+    );
+    assert!(
+        message.contains(&format!("pod {blocked} waits to restart"))
+            && message.contains("its eviction was refused")
             && message.contains("disruption budget worker"),
         "{message}"
     );
@@ -163,26 +175,128 @@ async fn a_pod_disruption_budget_holds_back_the_eviction() {
         events.contains("EvictionBlocked").then_some(events)
     })
     .await;
+    let warning = events
+        .lines()
+        .find(|line| line.starts_with("EvictionBlocked:"))
+        .expect("the Warning");
     assert!(
-        events.contains("waits to restart with its new slice"),
-        "{events}"
+        warning.contains(&format!(
+            "pod {blocked} waits to restart with its new slice"
+        )) && warning.contains("disruption budget worker"),
+        "{warning}"
     );
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        env.pod_uids().await,
-        uids,
-        "a pod was evicted (or deleted) despite the PDB"
+    // Blocked across several passes (the controller looks again every 2s): nothing is
+    // deleted around the budget, and the refusal stays reported.
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            env.pod_uids().await,
+            uids,
+            "a pod was evicted (or deleted) despite the PDB"
+        );
+        let status = env.swarm("demo").await.status.unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Progressing"));
+        assert!(
+            status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Progressing" && c.message.contains(&blocked)),
+            "{:?}",
+            status.conditions
+        );
+    }
+    assert!(
+        seen.lock().unwrap().values().all(|uids| uids.len() == 1),
+        "a pod was replaced while the budget refused: {:?}",
+        seen.lock().unwrap()
     );
-    assert_eq!(
-        env.swarm("demo").await.status.unwrap().phase.as_deref(),
-        Some("Progressing")
-    );
-    env.kubectl(&["delete", "pdb", "worker"]).await;
-    eventually("the restart once the PDB is gone", WAIT, || async {
+    // The budget is relaxed (not deleted): the rollout finishes.
+    env.kubectl(&[
+        "patch",
+        "pdb",
+        "worker",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"maxUnavailable":1}}"#,
+    ])
+    .await;
+    let slices = eventually("the rollout finished once the PDB allows", WAIT, || async {
         let status = env.swarm("demo").await.status?;
-        (status.phase.as_deref() == Some("Ready")).then_some(())
+        let slices = env.slices("demo").await;
+        (status.phase.as_deref() == Some("Ready") && all_jobs(&slices) == job_keys(11))
+            .then_some(slices)
     })
     .await;
+    assert_eq!(all_jobs(&slices), job_keys(11));
+    let now = env.pod_uids().await;
+    assert_ne!(
+        now.get(&blocked),
+        uids.get(&blocked),
+        "{blocked} was never restarted"
+    );
+    controller.stop().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_scaled_to_a_billion_replicas_keeps_the_revision_in_force() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    // Gated pods: the StatefulSet creates the next pod only once the last is Ready, so a
+    // scale to a billion creates one pod that stays unready.
+    env.statefulset("worker", Some("demo"), 2, true).await;
+    for pod in ["worker-0", "worker-1"] {
+        // Readiness is set once the kubelet reported the pod running.
+        eventually(&format!("{pod} running"), WAIT, || async {
+            let pod = Api::<Pod>::namespaced(env.client.clone(), &env.namespace)
+                .get_opt(pod)
+                .await
+                .ok()??;
+            (pod.status?.phase.as_deref() == Some("Running")).then_some(())
+        })
+        .await;
+        env.set_ready(pod, true).await;
+    }
+    env.ready_pool("worker", 2).await;
+    // HotReload: a restarted gated pod would stay unready.
+    env.apply(&swarm_yaml("demo", &job_keys(10), "")).await;
+    env.in_force("demo", 1, WAIT).await;
+    let before = env.slices("demo").await;
+    env.kubectl(&["scale", "statefulset", "worker", "--replicas=1000000000"])
+        .await;
+    let degraded = eventually("Degraded/TooManyMembers", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        status
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Degraded" && c.status == "True" && c.reason == "TooManyMembers")
+    })
+    .await;
+    assert!(
+        degraded
+            .message
+            .contains("StatefulSet worker: 1000000000 replicas"),
+        "{}",
+        degraded.message
+    );
+    let status = env.swarm("demo").await.status.unwrap();
+    assert_eq!(status.current_revision, 1);
+    assert_eq!(status.pending_revision, None);
+    assert_eq!(env.slices("demo").await, before);
+    // Still alive and answering: scaled back, the Swarm recovers.
+    env.kubectl(&["scale", "statefulset", "worker", "--replicas=2"])
+        .await;
+    eventually("Degraded cleared after scaling back", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Degraded" && c.status == "False")
+            .then_some(())
+    })
+    .await;
+    env.in_force("demo", 1, WAIT).await;
+    assert_eq!(env.slices("demo").await, before);
     controller.stop().await;
     env.finish().await;
 }
