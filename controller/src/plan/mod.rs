@@ -15,11 +15,13 @@
 //!
 //! 1. **Revoke.** A member whose slice holds keys the target gives to someone
 //!    else gets `slice ∩ target` (annotated `shoal.dev/phase: revoke`).
-//! 2. **Wait.** Each slice revoked at revision `N` must be *settled*
-//!    (`converge::settled`): the pod is gone or replaced, or its Lease stopped
-//!    changing for its duration, or (`HotReload`) its own sidecar acknowledged
-//!    exactly that revision and hash. Without a sidecar (no Lease), pod
-//!    readiness stands in under `HotReload`.
+//! 2. **Wait.** Each slice revoked at revision `N` (and, with a sidecar or
+//!    under `Restart`, any older revoke still standing) must be *settled*
+//!    (`converge::settled`): the pod is gone or replaced; under `HotReload`
+//!    also its Lease stopped changing for its duration, or its own sidecar
+//!    acknowledged exactly that revision and hash (without a sidecar, pod
+//!    readiness stands in, and a failed-over member counts as stopped). Under
+//!    `Restart` nothing but the pod's replacement settles a revoke.
 //! 3. **Grant.** Only then do members receive the keys they gain, and only
 //!    members whose pod is Ready.
 //! 4. **Restart** (`reload: Restart`): a pod is restarted when it is the very
