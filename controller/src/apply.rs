@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{
+    DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
+};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use shoal_core::{MemberId, Slice, format, names};
@@ -442,11 +444,13 @@ async fn answer_for_write(
     written_for_uid: &str,
 ) -> Result<(), Error> {
     let pod = member.pod_name();
-    let found = pods.get_opt(&pod).await.map_err(|source| Error::ReadPod {
+    // A list by name, not a get: the controller's role lists pods and gets none.
+    let by_name = ListParams::default().fields(&format!("metadata.name={pod}"));
+    let found = pods.list(&by_name).await.map_err(|source| Error::ReadPod {
         pod: pod.clone(),
         source,
     })?;
-    let found = found.as_ref().map(crate::reconcile::pod_state);
+    let found = found.items.first().map(crate::reconcile::pod_state);
     let Some(uid) = plan::pod_answering_for_write(written_for_uid, found.as_ref()) else {
         return Ok(());
     };
