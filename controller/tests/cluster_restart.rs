@@ -246,16 +246,7 @@ async fn a_pool_scaled_to_a_billion_replicas_keeps_the_revision_in_force() {
     // scale to a billion creates one pod that stays unready.
     env.statefulset("worker", Some("demo"), 2, true).await;
     for pod in ["worker-0", "worker-1"] {
-        // Readiness is set once the kubelet reported the pod running.
-        eventually(&format!("{pod} running"), WAIT, || async {
-            let pod = Api::<Pod>::namespaced(env.client.clone(), &env.namespace)
-                .get_opt(pod)
-                .await
-                .ok()??;
-            (pod.status?.phase.as_deref() == Some("Running")).then_some(())
-        })
-        .await;
-        env.set_ready(pod, true).await;
+        env.set_ready_once_running(pod).await;
     }
     env.ready_pool("worker", 2).await;
     // HotReload: a restarted gated pod would stay unready.
