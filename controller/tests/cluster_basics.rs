@@ -5,7 +5,6 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-
 use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
 
 const WAIT: Duration = Duration::from_secs(30);

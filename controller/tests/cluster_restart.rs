@@ -291,3 +291,73 @@ async fn a_pool_scaled_to_a_billion_replicas_keeps_the_revision_in_force() {
     controller.stop().await;
     env.finish().await;
 }
+
+/// `shoal_controller::run` takes a client as the caller built it, and kube's default client
+/// retries 429 inside the call: the eviction is bounded all the same, so a refusal is
+/// reported while it lasts and the reconcile is not held inside a retry loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_is_reported_through_run_even_with_a_client_that_retries_429() {
+    let env = Env::start().await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let settings = shoal_controller::Settings {
+        namespace: Some(env.namespace.clone()),
+        resync: Duration::from_secs(5),
+        ..shoal_controller::Settings::default()
+    };
+    let client = env.client.clone();
+    let controller = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        shoal_controller::run(client, settings, shutdown).await
+    });
+    env.pool("worker", "demo", 2).await;
+    env.ready_pool("worker", 2).await;
+    env.apply(&swarm_yaml("demo", &job_keys(10), "  reload: Restart\n"))
+        .await;
+    env.in_force("demo", 1, WAIT).await;
+    env.apply(
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: worker\nspec:\n  maxUnavailable: 0\n  selector:\n    matchLabels:\n      app: worker\n",
+    )
+    .await;
+    let uids = env.pod_uids().await;
+    env.apply(&swarm_yaml("demo", &job_keys(11), "  reload: Restart\n"))
+        .await;
+    let message = eventually("the refusal in the Progressing condition", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        let progressing = status
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Progressing" && c.reason == "EvictionBlocked")?;
+        Some(progressing.message)
+    })
+    .await;
+    assert!(
+        message.contains("waits to restart") && message.contains("within 5s"),
+        "{message}"
+    );
+    assert_eq!(
+        env.pod_uids().await,
+        uids,
+        "a pod was replaced despite the PDB"
+    );
+    env.kubectl(&[
+        "patch",
+        "pdb",
+        "worker",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"maxUnavailable":1}}"#,
+    ])
+    .await;
+    eventually("the rollout finished once the PDB allows", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        let slices = env.slices("demo").await;
+        (status.phase.as_deref() == Some("Ready") && all_jobs(&slices) == job_keys(11))
+            .then_some(())
+    })
+    .await;
+    let _ = stop.send(());
+    let _ = controller.await;
+    env.finish().await;
+}
