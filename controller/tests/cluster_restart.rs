@@ -361,3 +361,119 @@ async fn a_refusal_is_reported_through_run_even_with_a_client_that_retries_429()
     let _ = controller.await;
     env.finish().await;
 }
+
+/// Marks Ready, as soon as the kubelet reports them running, the gated pods whose names
+/// `names` holds at the time: a kubelet whose readiness probe passes for those.
+fn auto_ready(env: &Env, names: Arc<Mutex<BTreeSet<String>>>) -> tokio::task::JoinHandle<()> {
+    let api: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
+    let client = env.client.clone();
+    let namespace = env.namespace.clone();
+    tokio::spawn(async move {
+        loop {
+            let pods = api
+                .list(&kube::api::ListParams::default())
+                .await
+                .map(|list| list.items)
+                .unwrap_or_default();
+            for pod in pods {
+                let running = pod
+                    .status
+                    .as_ref()
+                    .and_then(|status| status.phase.as_deref())
+                    == Some("Running");
+                let wanted = names.lock().unwrap().contains(&pod.name_any());
+                if wanted
+                    && running
+                    && pod.metadata.deletion_timestamp.is_none()
+                    && !shoal_emulator::sim::is_running_and_ready(&pod)
+                {
+                    let _ = shoal_emulator::sim::set_pod_ready(
+                        &client,
+                        &namespace,
+                        &pod.name_any(),
+                        true,
+                    )
+                    .await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+/// Under Restart a failed-over member's pod may still run the share its application read
+/// at start-up (NotReady is not stopped): its jobs go to the others only once that pod is
+/// gone, here held back by a PodDisruptionBudget that refuses its eviction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_over_pod_keeps_its_jobs_from_the_others_until_it_is_gone() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    // Gated pods, so that worker-1 can be made NotReady while it runs.
+    let ready_ones: Arc<Mutex<BTreeSet<String>>> = Arc::new(Mutex::new(
+        ["worker-0", "worker-1", "worker-2"]
+            .map(str::to_owned)
+            .into(),
+    ));
+    let kubelet = auto_ready(&env, ready_ones.clone());
+    env.statefulset("worker", Some("demo"), 3, true).await;
+    env.ready_pool("worker", 3).await;
+    let spec = "  reload: Restart\n  failover:\n    after: 3s\n";
+    env.apply(&swarm_yaml("demo", &job_keys(30), spec)).await;
+    env.in_force("demo", 1, WAIT).await;
+    let before = env.slices("demo").await;
+    let held = before["worker-1"].clone();
+    assert!(!held.is_empty());
+    env.apply(
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: worker\nspec:\n  maxUnavailable: 0\n  selector:\n    matchLabels:\n      app: worker\n",
+    )
+    .await;
+    let uid = env.pod_uids().await["worker-1"].clone();
+    // worker-1 turns NotReady (and so does any pod in its place from now on).
+    ready_ones.lock().unwrap().remove("worker-1");
+    env.set_ready("worker-1", false).await;
+    eventually(
+        "worker-1 failed over and its slice revoked",
+        WAIT,
+        || async {
+            let status = env.swarm("demo").await.status?;
+            let failed_over = status
+                .members
+                .iter()
+                .any(|member| member.name == "worker-1" && member.failed_over);
+            let slices = env.slices("demo").await;
+            (failed_over && slices.get("worker-1").is_some_and(Vec::is_empty)).then_some(())
+        },
+    )
+    .await;
+    // Several passes while the budget refuses to evict it: nobody else gets its jobs.
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(env.pod_uids().await.get("worker-1"), Some(&uid));
+        let slices = env.slices("demo").await;
+        let granted: Vec<&String> = slices
+            .iter()
+            .filter(|(member, _)| *member != "worker-1")
+            .flat_map(|(_, jobs)| jobs)
+            .filter(|job| held.contains(job))
+            .collect();
+        assert!(
+            granted.is_empty(),
+            "{granted:?} granted to others while the failed-over worker-1 still runs: {slices:?}"
+        );
+    }
+    env.kubectl(&["delete", "pdb", "worker"]).await;
+    let slices = eventually(
+        "worker-1's jobs moved once its pod is gone",
+        WAIT,
+        || async {
+            let slices = env.slices("demo").await;
+            (all_jobs(&slices) == job_keys(30)).then_some(slices)
+        },
+    )
+    .await;
+    assert!(slices.get("worker-1").is_none_or(Vec::is_empty));
+    assert_ne!(env.pod_uids().await.get("worker-1"), Some(&uid));
+    kubelet.abort();
+    controller.stop().await;
+    env.finish().await;
+}
