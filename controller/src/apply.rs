@@ -165,7 +165,6 @@ pub async fn apply(
         }
     }
     write_status(swarm, plan, ctx).await?;
-    let pods: Api<Pod> = Api::namespaced(ctx.evictions.clone(), &namespace);
     let member_pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut blocked = BTreeMap::new();
     for operation in &plan.operations {
@@ -200,7 +199,7 @@ pub async fn apply(
                 }
             }
             Operation::Evict { pod, uid } => {
-                if let Some(refusal) = evict(swarm, &pods, pod, uid, ctx).await? {
+                if let Some(refusal) = evict(swarm, &namespace, pod, uid, ctx).await? {
                     blocked.insert(pod.clone(), refusal);
                 }
             }
@@ -476,10 +475,9 @@ async fn answer_for_write(
         })
 }
 
-/// The longest one eviction call may take. The controller's own eviction client does not
-/// retry, so a refusal comes back at once; a client handed in by an embedding program may
-/// retry 429 inside the call (kube's default), and this bounds how long a reconcile can be
-/// held there: an eviction still not accepted by then is reported as refused.
+/// The longest one eviction call may take: an eviction is sent once (`eviction`), so a
+/// refusal comes back at once; this only bounds a call the API server is slow to answer,
+/// which is then reported like a refusal and tried again next pass.
 const EVICTION_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How the API server answered an eviction that did not happen.
@@ -523,7 +521,7 @@ fn classify_429(status: &kube::core::Status) -> EvictionRefusal {
 /// status and a Warning say which pod waits and why.
 async fn evict(
     swarm: &Swarm,
-    pods: &Api<Pod>,
+    namespace: &str,
     pod: &str,
     uid: &str,
     ctx: &Context,
@@ -539,7 +537,8 @@ async fn evict(
         post_options: PostParams::default(),
     };
     ctx.metrics.wrote("eviction");
-    let answer = match tokio::time::timeout(EVICTION_WAIT, pods.evict(pod, &params)).await {
+    let eviction = crate::eviction::evict_once(&ctx.evictions, namespace, pod, &params);
+    let answer = match tokio::time::timeout(EVICTION_WAIT, eviction).await {
         Ok(answer) => answer,
         Err(_) => {
             let refusal = format!(

@@ -83,12 +83,11 @@ impl Clients {
 
 /// Runs the controller with one client for everything.
 ///
-/// A [`Client`] cannot be rebuilt without its retry layer, so evictions go through the
-/// client given: with kube's default client a PodDisruptionBudget's 429 is retried inside
-/// the call, which is why every eviction call is bounded (`apply::EVICTION_WAIT`) and one
-/// not accepted by then is reported as refused (Progressing/EvictionBlocked) and tried
-/// again next pass. [`run_with_clients`] with [`Clients::from_config`] sees the refusal
-/// itself at once, naming the budget.
+/// The client may retry 429 (kube's default does): evictions are sent so that its retry
+/// layer cannot repeat them (`eviction::evict_once`), so a PodDisruptionBudget's refusal
+/// is seen at once, reported (Progressing/EvictionBlocked, a Warning naming the pod and
+/// the budget) and tried again next pass, through this entry point as through
+/// [`run_with_clients`].
 pub async fn run(
     client: Client,
     settings: Settings,
