@@ -9,7 +9,7 @@
 pub mod apply;
 pub mod crd;
 pub mod events;
-mod eviction;
+pub mod eviction;
 pub mod lease_clock;
 pub mod metrics;
 pub mod plan;

@@ -477,3 +477,32 @@ async fn a_failed_over_pod_keeps_its_jobs_from_the_others_until_it_is_gone() {
     controller.stop().await;
     env.finish().await;
 }
+
+/// An eviction carries the uid of the pod it was planned for: a pod of that name with
+/// another uid (a replacement, which started with its new slice) is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eviction_planned_for_a_replaced_pod_evicts_nothing() {
+    let env = Env::start().await;
+    env.pool("worker", "demo", 1).await;
+    let uids = env.ready_pool("worker", 1).await;
+    let params = kube::api::EvictParams {
+        delete_options: Some(kube::api::DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: Some("uid-of-the-pod-before".to_owned()),
+                resource_version: None,
+            }),
+            ..kube::api::DeleteParams::default()
+        }),
+        ..kube::api::EvictParams::default()
+    };
+    let answer =
+        shoal_controller::eviction::evict_once(&env.client, &env.namespace, "worker-0", &params)
+            .await;
+    assert!(
+        matches!(&answer, Err(kube::Error::Api(status)) if status.code == 409),
+        "{answer:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(env.pod_uids().await, uids, "the pod was evicted");
+    env.finish().await;
+}
