@@ -40,6 +40,35 @@ fn record_pod_uids(env: &Env) -> Arc<Mutex<BTreeMap<String, BTreeSet<String>>>> 
     seen
 }
 
+/// A PodDisruptionBudget over the pool `worker` that allows no disruption.
+const BLOCKING_PDB: &str = "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: worker\nspec:\n  maxUnavailable: 0\n  selector:\n    matchLabels:\n      app: worker\n";
+
+/// Relaxes [`BLOCKING_PDB`] (one pod may be down) without deleting it.
+async fn relax_pdb(env: &Env) {
+    env.kubectl(&[
+        "patch",
+        "pdb",
+        "worker",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"maxUnavailable":1}}"#,
+    ])
+    .await;
+}
+
+/// Waits for Swarm demo's Progressing condition to report a blocked eviction; its message.
+async fn eviction_blocked(env: &Env) -> String {
+    eventually("the refusal in the Progressing condition", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        let progressing = status
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Progressing" && c.reason == "EvictionBlocked")?;
+        Some(progressing.message)
+    })
+    .await
+}
+
 async fn scale_and_count_restarts(env: &Env, kill_midway: bool) {
     let restart = "  reload: Restart\n  rollout:\n    maxUnavailable: 1\n";
     let mut controller = env.start_controller();
@@ -130,10 +159,7 @@ async fn a_pod_disruption_budget_holds_back_the_eviction() {
         (status.current_revision == 1 && status.phase.as_deref() == Some("Ready")).then_some(())
     })
     .await;
-    env.apply(
-        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: worker\nspec:\n  maxUnavailable: 0\n  selector:\n    matchLabels:\n      app: worker\n",
-    )
-    .await;
+    env.apply(BLOCKING_PDB).await;
     let uids = env.pod_uids().await;
     let seen = record_pod_uids(&env);
     env.apply(&swarm_yaml("demo", &job_keys(11), "  reload: Restart\n"))
@@ -145,15 +171,7 @@ async fn a_pod_disruption_budget_holds_back_the_eviction() {
     .await;
     // The refusal is visible while it lasts: the condition names the pod, and a Warning
     // names the pod and the budget.
-    let message = eventually("the refusal in the Progressing condition", WAIT, || async {
-        let status = env.swarm("demo").await.status?;
-        let progressing = status
-            .conditions
-            .into_iter()
-            .find(|c| c.type_ == "Progressing" && c.reason == "EvictionBlocked")?;
-        Some(progressing.message)
-    })
-    .await;
+    let message = eviction_blocked(&env).await;
     let blocked = message
         .split("pod ")
         .nth(1)
@@ -211,15 +229,7 @@ async fn a_pod_disruption_budget_holds_back_the_eviction() {
         seen.lock().unwrap()
     );
     // The budget is relaxed (not deleted): the rollout finishes.
-    env.kubectl(&[
-        "patch",
-        "pdb",
-        "worker",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"maxUnavailable":1}}"#,
-    ])
-    .await;
+    relax_pdb(&env).await;
     let slices = eventually("the rollout finished once the PDB allows", WAIT, || async {
         let status = env.swarm("demo").await.status?;
         let slices = env.slices("demo").await;
@@ -316,22 +326,11 @@ async fn a_refusal_is_reported_through_run_even_with_a_client_that_retries_429()
     env.apply(&swarm_yaml("demo", &job_keys(10), "  reload: Restart\n"))
         .await;
     env.in_force("demo", 1, WAIT).await;
-    env.apply(
-        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: worker\nspec:\n  maxUnavailable: 0\n  selector:\n    matchLabels:\n      app: worker\n",
-    )
-    .await;
+    env.apply(BLOCKING_PDB).await;
     let uids = env.pod_uids().await;
     env.apply(&swarm_yaml("demo", &job_keys(11), "  reload: Restart\n"))
         .await;
-    let message = eventually("the refusal in the Progressing condition", WAIT, || async {
-        let status = env.swarm("demo").await.status?;
-        let progressing = status
-            .conditions
-            .into_iter()
-            .find(|c| c.type_ == "Progressing" && c.reason == "EvictionBlocked")?;
-        Some(progressing.message)
-    })
-    .await;
+    let message = eviction_blocked(&env).await;
     assert!(
         message.contains("waits to restart") && message.contains("disruption budget worker"),
         "{message}"
@@ -341,15 +340,7 @@ async fn a_refusal_is_reported_through_run_even_with_a_client_that_retries_429()
         uids,
         "a pod was replaced despite the PDB"
     );
-    env.kubectl(&[
-        "patch",
-        "pdb",
-        "worker",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"maxUnavailable":1}}"#,
-    ])
-    .await;
+    relax_pdb(&env).await;
     eventually("the rollout finished once the PDB allows", WAIT, || async {
         let status = env.swarm("demo").await.status?;
         let slices = env.slices("demo").await;
@@ -423,10 +414,7 @@ async fn a_failed_over_pod_keeps_its_jobs_from_the_others_until_it_is_gone() {
     let before = env.slices("demo").await;
     let held = before["worker-1"].clone();
     assert!(!held.is_empty());
-    env.apply(
-        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: worker\nspec:\n  maxUnavailable: 0\n  selector:\n    matchLabels:\n      app: worker\n",
-    )
-    .await;
+    env.apply(BLOCKING_PDB).await;
     let uid = env.pod_uids().await["worker-1"].clone();
     // worker-1 turns NotReady (and so does any pod in its place from now on).
     ready_ones.lock().unwrap().remove("worker-1");
