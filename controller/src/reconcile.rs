@@ -334,16 +334,21 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
 
     let lease_api: Api<Lease> = Api::namespaced(client.clone(), &namespace);
     let member_names = lease_holders(&pools);
-    // Only Leases a sidecar labelled as a member's; bounded by the members of the namespace.
-    let leases = lease_api
-        .list(&ListParams::default().labels(names::LABEL_MEMBER))
-        .await
-        .map_err(|source| Error::ListLeases {
-            swarm: name.clone(),
-            source,
-        })?;
+    let leases = match member_lease_selector(&member_names) {
+        None => Vec::new(),
+        Some(selector) => {
+            lease_api
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(|source| Error::ListLeases {
+                    swarm: name.clone(),
+                    source,
+                })?
+                .items
+        }
+    };
     let mut member_leases = BTreeMap::new();
-    for lease in leases.items {
+    for lease in leases {
         let Some(pod) = lease.name_any().strip_suffix("-member").map(str::to_owned) else {
             continue;
         };
@@ -391,6 +396,24 @@ fn lease_holders(pools: &[PoolState]) -> std::collections::BTreeSet<String> {
         );
     }
     names
+}
+
+/// Most members named in a Lease list's selector; beyond, the URL would grow too long.
+const MAX_NAMED_LEASES: usize = 100;
+
+/// The label selector of the member Leases to read: the sidecar labels its Lease
+/// `shoal.dev/member=<pod>`, so a few members are named (`in (...)`, nothing of other
+/// Swarms listed); many are read from every member Lease of the namespace, kept by name
+/// afterwards. `None`: no member, nothing to read.
+fn member_lease_selector(members: &std::collections::BTreeSet<String>) -> Option<String> {
+    if members.is_empty() {
+        return None;
+    }
+    if members.len() > MAX_NAMED_LEASES {
+        return Some(names::LABEL_MEMBER.to_owned());
+    }
+    let named: Vec<&str> = members.iter().map(String::as_str).collect();
+    Some(format!("{} in ({})", names::LABEL_MEMBER, named.join(",")))
 }
 
 /// A pod as the plan sees it.
@@ -863,6 +886,24 @@ mod tests {
         assert_eq!(names.len(), plan::MAX_MEMBERS as usize + 1);
         assert!(names.contains("huge-9999") && !names.contains("huge-10000"));
         assert!(names.contains("small-0") && !names.contains("small-1"));
+    }
+
+    #[test]
+    fn member_leases_are_listed_by_name_when_few_and_by_label_when_many() {
+        let few: std::collections::BTreeSet<String> =
+            ["worker-0", "worker-1"].map(str::to_owned).into();
+        assert_eq!(
+            member_lease_selector(&few).as_deref(),
+            Some("shoal.dev/member in (worker-0,worker-1)")
+        );
+        let many: std::collections::BTreeSet<String> = (0..=MAX_NAMED_LEASES)
+            .map(|i| format!("worker-{i}"))
+            .collect();
+        assert_eq!(
+            member_lease_selector(&many).as_deref(),
+            Some("shoal.dev/member")
+        );
+        assert_eq!(member_lease_selector(&Default::default()), None);
     }
 
     #[test]
