@@ -9,15 +9,17 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{
+    DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
+};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use shoal_core::{MemberId, Slice, format, names};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::crd::Swarm;
 use crate::plan::{
-    Observation, Operation, PHASE_ANNOTATION, Plan, REVISION_DATA_KEY, RevisionRecord,
+    self, Observation, Operation, PHASE_ANNOTATION, Plan, REVISION_DATA_KEY, RevisionRecord,
     WRITTEN_FOR_UID_ANNOTATION,
 };
 use crate::reconcile::{Context, Error, FIELD_MANAGER, MAX_PLAIN_BYTES, gzip, publish};
@@ -163,7 +165,7 @@ pub async fn apply(
         }
     }
     write_status(swarm, plan, ctx).await?;
-    let pods: Api<Pod> = Api::namespaced(ctx.evictions.clone(), &namespace);
+    let member_pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut blocked = BTreeMap::new();
     for operation in &plan.operations {
         match operation {
@@ -182,6 +184,7 @@ pub async fn apply(
                     (PHASE_ANNOTATION.to_owned(), (*phase).to_owned()),
                 ]);
                 write_slice(&config_maps, member, slice, annotations, *previous_parts).await?;
+                answer_for_write(&config_maps, &member_pods, member, written_for_uid).await?;
             }
             Operation::DeleteSlice { member, parts } => {
                 for part in (0..(*parts).max(1)).rev() {
@@ -196,7 +199,7 @@ pub async fn apply(
                 }
             }
             Operation::Evict { pod, uid } => {
-                if let Some(refusal) = evict(swarm, &pods, pod, uid, ctx).await? {
+                if let Some(refusal) = evict(swarm, &namespace, pod, uid, ctx).await? {
                     blocked.insert(pod.clone(), refusal);
                 }
             }
@@ -428,12 +431,97 @@ async fn write_slice(
     Ok(())
 }
 
+/// Right after a member's slice was written: a pod found in the member's place other
+/// than the one the slice was written for may have started between the controller's read
+/// and the write, and read the slice before it. The slice is re-pointed at that pod
+/// (`shoal.dev/written-for-uid`), so that it is restarted (`Restart`) or must acknowledge
+/// (`HotReload`) before what the write took away is granted to anyone else.
+async fn answer_for_write(
+    config_maps: &ConfigMaps<'_>,
+    pods: &Api<Pod>,
+    member: &MemberId,
+    written_for_uid: &str,
+) -> Result<(), Error> {
+    let pod = member.pod_name();
+    // A list by name, not a get: the controller's role lists pods and gets none.
+    let by_name = ListParams::default().fields(&format!("metadata.name={pod}"));
+    let found = pods.list(&by_name).await.map_err(|source| Error::ReadPod {
+        pod: pod.clone(),
+        source,
+    })?;
+    let found = found.items.first().map(crate::reconcile::pod_state);
+    let Some(uid) = plan::pod_answering_for_write(written_for_uid, found.as_ref()) else {
+        return Ok(());
+    };
+    info!(
+        pod,
+        uid, written_for_uid, "pod replaced around its slice write; the slice now answers for it"
+    );
+    let cm_name = names::slice_configmap(&pod);
+    config_maps.ctx.metrics.wrote("configmap");
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    let patch = json!({ "metadata": { "annotations": { WRITTEN_FOR_UID_ANNOTATION: uid } } });
+    config_maps
+        .api
+        .patch(&cm_name, &params, &Patch::Merge(patch))
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::WriteSlice {
+            name: cm_name,
+            source,
+        })
+}
+
+/// The longest one eviction call may take: an eviction is sent once (`eviction`), so a
+/// refusal comes back at once; this only bounds a call the API server is slow to answer,
+/// which is then reported like a refusal and tried again next pass.
+const EVICTION_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How the API server answered an eviction that did not happen.
+#[derive(Debug, PartialEq, Eq)]
+enum EvictionRefusal {
+    /// A PodDisruptionBudget refused it (429 with a `DisruptionBudget` cause): what it said.
+    DisruptionBudget(String),
+    /// Another 429: the API server is throttling (API priority and fairness, say).
+    Throttled(String),
+}
+
+/// Classifies a 429 answer to an eviction: a PodDisruptionBudget refusal only when the
+/// Status says so (a cause with reason `DisruptionBudget`), else throttling.
+fn classify_429(status: &kube::core::Status) -> EvictionRefusal {
+    let causes: Vec<&kube::core::response::StatusCause> = status
+        .details
+        .iter()
+        .flat_map(|details| &details.causes)
+        .collect();
+    let mut said = status.message.clone();
+    let messages: Vec<&str> = causes
+        .iter()
+        .map(|cause| cause.message.as_str())
+        .filter(|message| !message.is_empty())
+        .collect();
+    if !messages.is_empty() {
+        said.push_str(&format!(" ({})", messages.join("; ")));
+    }
+    if causes
+        .iter()
+        .any(|cause| cause.reason == "DisruptionBudget")
+    {
+        EvictionRefusal::DisruptionBudget(said)
+    } else {
+        EvictionRefusal::Throttled(said)
+    }
+}
+
 /// Restarts a pod through the eviction API, only if it still has this uid. Returns what
 /// refused it when a PodDisruptionBudget did (429): the next pass tries again, and the
 /// status and a Warning say which pod waits and why.
 async fn evict(
     swarm: &Swarm,
-    pods: &Api<Pod>,
+    namespace: &str,
     pod: &str,
     uid: &str,
     ctx: &Context,
@@ -449,7 +537,19 @@ async fn evict(
         post_options: PostParams::default(),
     };
     ctx.metrics.wrote("eviction");
-    match pods.evict(pod, &params).await {
+    let eviction = crate::eviction::evict_once(&ctx.evictions, namespace, pod, &params);
+    let answer = match tokio::time::timeout(EVICTION_WAIT, eviction).await {
+        Ok(answer) => answer,
+        Err(_) => {
+            let refusal = format!(
+                "the API server did not accept the eviction within {}s (it keeps answering 429: a PodDisruptionBudget, or throttling)",
+                EVICTION_WAIT.as_secs()
+            );
+            warn!(pod, "eviction not done now: {refusal}");
+            return Ok(Some(refusal));
+        }
+    };
+    match answer {
         Ok(_) => {
             ctx.metrics.members_restarted.inc();
             publish(
@@ -462,33 +562,31 @@ async fn evict(
             .await;
             Ok(None)
         }
-        Err(kube::Error::Api(status)) if status.code == 429 => {
-            let causes: Vec<String> = status
-                .details
-                .iter()
-                .flat_map(|details| &details.causes)
-                .map(|cause| cause.message.clone())
-                .collect();
-            let refusal = format!(
-                "{}{}",
-                status.message,
-                if causes.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", causes.join("; "))
-                }
-            );
-            info!(pod, "eviction refused by a PodDisruptionBudget: {refusal}");
-            publish(
-                ctx,
-                swarm,
-                true,
-                "EvictionBlocked",
-                &format!("pod {pod} waits to restart with its new slice: {refusal}"),
-            )
-            .await;
-            Ok(Some(refusal))
-        }
+        Err(kube::Error::Api(status)) if status.code == 429 => match classify_429(&status) {
+            EvictionRefusal::DisruptionBudget(refusal) => {
+                info!(
+                    pod,
+                    "eviction not done now: refused by a PodDisruptionBudget (429): {refusal}"
+                );
+                publish(
+                    ctx,
+                    swarm,
+                    true,
+                    "EvictionBlocked",
+                    &format!("pod {pod} waits to restart with its new slice: {refusal}"),
+                )
+                .await;
+                Ok(Some(refusal))
+            }
+            EvictionRefusal::Throttled(said) => {
+                // Not a budget: nothing to show the user; the next pass tries again.
+                warn!(
+                    pod,
+                    "eviction not done now: the API server is throttling (429): {said}"
+                );
+                Ok(None)
+            }
+        },
         // The pod is already gone or replaced: the next reconcile looks again.
         Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {
             info!(
@@ -524,6 +622,34 @@ mod tests {
         .unwrap();
         assert!(cm.binary_data.as_ref().unwrap()["slice.yaml.gz"].0.len() < MAX_PLAIN_BYTES);
         assert_eq!(read_text(&cm, "slice.yaml").as_deref(), Some(text.as_str()));
+    }
+
+    fn too_many_requests(causes: serde_json::Value) -> kube::core::Status {
+        serde_json::from_value(json!({
+            "status": "Failure",
+            "code": 429,
+            "reason": "TooManyRequests",
+            "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            "details": {"causes": causes},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_429_is_a_disruption_budget_refusal_only_when_its_cause_says_so() {
+        let budget = too_many_requests(json!([{
+            "reason": "DisruptionBudget",
+            "message": "The disruption budget worker needs 2 healthy pods and has 2 currently",
+        }]));
+        let EvictionRefusal::DisruptionBudget(said) = classify_429(&budget) else {
+            panic!("a DisruptionBudget cause is a budget refusal");
+        };
+        assert!(said.contains("disruption budget worker needs 2"), "{said}");
+        let throttled = too_many_requests(json!([]));
+        assert!(matches!(
+            classify_429(&throttled),
+            EvictionRefusal::Throttled(_)
+        ));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 pub mod apply;
 pub mod crd;
 pub mod events;
+pub mod eviction;
 pub mod lease_clock;
 pub mod metrics;
 pub mod plan;

@@ -74,6 +74,14 @@ pub enum Error {
         /// Cause.
         source: kube::Error,
     },
+    /// Reading a member's pod failed.
+    #[error("reading pod {pod}: {source}")]
+    ReadPod {
+        /// Pod.
+        pod: String,
+        /// Cause.
+        source: kube::Error,
+    },
     /// Listing the Swarm's ConfigMaps failed.
     #[error("listing ConfigMaps of Swarm {swarm}: {source}")]
     ListConfigMaps {
@@ -191,6 +199,7 @@ impl Error {
             Error::ReadSwarm { .. } => "ReadSwarmFailed",
             Error::ListPools { .. } => "ListPoolsFailed",
             Error::ListPods { .. } => "ListPodsFailed",
+            Error::ReadPod { .. } => "ReadPodFailed",
             Error::ListConfigMaps { .. } => "ListConfigMapsFailed",
             Error::ListLeases { .. } => "ListLeasesFailed",
             Error::ReadJobConfigMap { .. } => "ReadJobConfigMapFailed",
@@ -324,25 +333,22 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
     };
 
     let lease_api: Api<Lease> = Api::namespaced(client.clone(), &namespace);
-    let member_names: std::collections::BTreeSet<String> = pools
-        .iter()
-        // Pods beyond `replicas` (scaling down) still hold their jobs until they acknowledge.
-        .flat_map(|pool| {
-            (0..pool.replicas)
-                .chain(pool.pods.keys().copied())
-                .map(move |ordinal| format!("{}-{ordinal}", pool.name))
-        })
-        .collect();
-    // Only Leases a sidecar labelled as a member's; bounded by the members of the namespace.
-    let leases = lease_api
-        .list(&ListParams::default().labels(names::LABEL_MEMBER))
-        .await
-        .map_err(|source| Error::ListLeases {
-            swarm: name.clone(),
-            source,
-        })?;
+    let member_names = lease_holders(&pools);
+    let leases = match member_lease_selector(&member_names) {
+        None => Vec::new(),
+        Some(selector) => {
+            lease_api
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(|source| Error::ListLeases {
+                    swarm: name.clone(),
+                    source,
+                })?
+                .items
+        }
+    };
     let mut member_leases = BTreeMap::new();
-    for lease in leases.items {
+    for lease in leases {
         let Some(pod) = lease.name_any().strip_suffix("-member").map(str::to_owned) else {
             continue;
         };
@@ -370,6 +376,62 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         blocked_evictions: BTreeMap::new(),
         now: jiff::Timestamp::now(),
     })
+}
+
+/// The pods whose member Leases the plan reads: the members in `0..replicas` of each pool,
+/// at most [`plan::MAX_MEMBERS`] in all (`spec.replicas` is input: a scale to two billion
+/// must not build two billion names; beyond the bound the plan reports TooManyMembers and
+/// keeps the revision in force), and every existing pod (pods beyond `replicas`, scaling
+/// down, still hold their jobs until they acknowledge).
+fn lease_holders(pools: &[PoolState]) -> std::collections::BTreeSet<String> {
+    let mut room = plan::MAX_MEMBERS;
+    let mut names = std::collections::BTreeSet::new();
+    for pool in pools {
+        let members = pool.replicas.min(room);
+        room -= members;
+        names.extend(
+            (0..members)
+                .chain(pool.pods.keys().copied())
+                .map(|ordinal| format!("{}-{ordinal}", pool.name)),
+        );
+    }
+    names
+}
+
+/// Most members named in a Lease list's selector; beyond, the URL would grow too long.
+const MAX_NAMED_LEASES: usize = 100;
+
+/// The label selector of the member Leases to read: the sidecar labels its Lease
+/// `shoal.dev/member=<pod>`, so a few members are named (`in (...)`, nothing of other
+/// Swarms listed); many are read from every member Lease of the namespace, kept by name
+/// afterwards. `None`: no member, nothing to read.
+fn member_lease_selector(members: &std::collections::BTreeSet<String>) -> Option<String> {
+    if members.is_empty() {
+        return None;
+    }
+    if members.len() > MAX_NAMED_LEASES {
+        return Some(names::LABEL_MEMBER.to_owned());
+    }
+    let named: Vec<&str> = members.iter().map(String::as_str).collect();
+    Some(format!("{} in ({})", names::LABEL_MEMBER, named.join(",")))
+}
+
+/// A pod as the plan sees it.
+pub(crate) fn pod_state(pod: &Pod) -> PodState {
+    let ready = pod
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
+        });
+    PodState {
+        uid: pod.uid().unwrap_or_default(),
+        ready,
+        deleting: pod.metadata.deletion_timestamp.is_some(),
+    }
 }
 
 /// One pool: its `spec.replicas` and its pods by ordinal, listed with the StatefulSet's own
@@ -407,23 +469,7 @@ async fn observe_pool(pods: &Api<Pod>, swarm: &str, sts: &StatefulSet) -> Result
         let (true, Some(ordinal)) = (owned, ordinal) else {
             continue;
         };
-        let ready = pod
-            .status
-            .as_ref()
-            .and_then(|status| status.conditions.as_ref())
-            .is_some_and(|conditions| {
-                conditions
-                    .iter()
-                    .any(|condition| condition.type_ == "Ready" && condition.status == "True")
-            });
-        pool.pods.insert(
-            ordinal,
-            PodState {
-                uid: pod.uid().unwrap_or_default(),
-                ready,
-                deleting: pod.metadata.deletion_timestamp.is_some(),
-            },
-        );
+        pool.pods.insert(ordinal, pod_state(pod));
     }
     Ok(pool)
 }
@@ -814,6 +860,51 @@ pub fn error_policy(swarm: Arc<Swarm>, error: &Error, ctx: Arc<Context>) -> Acti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lease_holders_of_a_pool_scaled_to_two_billion_stop_at_the_member_bound() {
+        let pools = vec![
+            PoolState {
+                name: "huge".to_owned(),
+                replicas: 2_000_000_000,
+                pods: BTreeMap::new(),
+            },
+            PoolState {
+                name: "small".to_owned(),
+                replicas: 2,
+                pods: BTreeMap::from([(
+                    0,
+                    PodState {
+                        uid: "u".to_owned(),
+                        ready: true,
+                        deleting: false,
+                    },
+                )]),
+            },
+        ];
+        let names = lease_holders(&pools);
+        assert_eq!(names.len(), plan::MAX_MEMBERS as usize + 1);
+        assert!(names.contains("huge-9999") && !names.contains("huge-10000"));
+        assert!(names.contains("small-0") && !names.contains("small-1"));
+    }
+
+    #[test]
+    fn member_leases_are_listed_by_name_when_few_and_by_label_when_many() {
+        let few: std::collections::BTreeSet<String> =
+            ["worker-0", "worker-1"].map(str::to_owned).into();
+        assert_eq!(
+            member_lease_selector(&few).as_deref(),
+            Some("shoal.dev/member in (worker-0,worker-1)")
+        );
+        let many: std::collections::BTreeSet<String> = (0..=MAX_NAMED_LEASES)
+            .map(|i| format!("worker-{i}"))
+            .collect();
+        assert_eq!(
+            member_lease_selector(&many).as_deref(),
+            Some("shoal.dev/member")
+        );
+        assert_eq!(member_lease_selector(&Default::default()), None);
+    }
 
     #[test]
     fn every_error_has_a_distinct_category() {

@@ -81,8 +81,13 @@ impl Clients {
     }
 }
 
-/// Runs the controller with one client for everything (evictions refused by a
-/// PodDisruptionBudget are then retried inside the call; prefer [`run_with_clients`]).
+/// Runs the controller with one client for everything.
+///
+/// The client may retry 429 (kube's default does): evictions are sent so that its retry
+/// layer cannot repeat them (`eviction::evict_once`), so a PodDisruptionBudget's refusal
+/// is seen at once, reported (Progressing/EvictionBlocked, a Warning naming the pod and
+/// the budget) and tried again next pass, through this entry point as through
+/// [`run_with_clients`].
 pub async fn run(
     client: Client,
     settings: Settings,
@@ -300,15 +305,20 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     let config_maps: Api<ConfigMap> = api(&client, namespace);
     let leases: Api<Lease> = api(&client, namespace);
 
+    // Only what Shoal's labels mark: StatefulSets labelled for a Swarm (one that loses its
+    // label leaves the selection, which the watch reports as a deletion, so its Swarm still
+    // hears of it) and member Leases. Pods and ConfigMaps cannot be narrowed this way: pool
+    // pods carry their StatefulSet's labels, and a `jobsFrom` ConfigMap is the user's.
+    let pools_only = || watcher::Config::default().labels(names::LABEL_SWARM);
+    let member_leases_only = || watcher::Config::default().labels(names::LABEL_MEMBER);
+
     // Labelled StatefulSets, to map pods and Leases to their Swarm.
     let (pool_store, pool_writer) = reflector::store::<StatefulSet>();
-    let pool_stream = reflector::reflector(
-        pool_writer,
-        watcher(statefulsets.clone(), watcher::Config::default()),
-    )
-    .default_backoff()
-    .applied_objects()
-    .for_each(|_| futures::future::ready(()));
+    let pool_stream =
+        reflector::reflector(pool_writer, watcher(statefulsets.clone(), pools_only()))
+            .default_backoff()
+            .applied_objects()
+            .for_each(|_| futures::future::ready(()));
 
     let controller = Controller::new(swarms, watcher::Config::default());
     let swarm_store = controller.store();
@@ -348,9 +358,9 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
 
     let controller = controller
         .watches(config_maps, watcher::Config::default(), by_config_map)
-        .watches(statefulsets, watcher::Config::default(), by_pool)
+        .watches(statefulsets, pools_only(), by_pool)
         .watches(pods, watcher::Config::default(), by_pod)
-        .watches(leases, watcher::Config::default(), by_lease)
+        .watches(leases, member_leases_only(), by_lease)
         .graceful_shutdown_on(stop_receiver.map(|_| ()))
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|result| {

@@ -5,9 +5,6 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
-
 use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -326,17 +323,7 @@ async fn a_member_unready_past_failover_after_loses_its_jobs_and_gets_them_back(
     let controller = env.start_controller();
     env.statefulset("worker", Some("demo"), 3, true).await;
     for pod in ["worker-0", "worker-1", "worker-2"] {
-        // Readiness is set once the kubelet reported the pod running (it
-        // writes the pod's conditions then).
-        eventually(&format!("{pod} running"), WAIT, || async {
-            let pod = Api::<Pod>::namespaced(env.client.clone(), &env.namespace)
-                .get_opt(pod)
-                .await
-                .ok()??;
-            (pod.status?.phase.as_deref() == Some("Running")).then_some(())
-        })
-        .await;
-        env.set_ready(pod, true).await;
+        env.set_ready_once_running(pod).await;
     }
     env.ready_pool("worker", 3).await;
     let failover = "  failover:\n    after: 3s\n";

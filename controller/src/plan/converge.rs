@@ -333,9 +333,11 @@ fn written_before(obs: &Observation, name: &str) -> bool {
 /// Whether a revoke of this member's slice must still settle before anything is granted.
 ///
 /// Slices revoked by this rollout (or by the one it superseded) must be settled before
-/// anything is granted. With a sidecar (a Lease) so must any older revoke: once a newer
-/// revision is approved, `current_revision` moves past revokes that may still be in
-/// flight, and an acknowledged revoke stays settled, so checking it costs nothing.
+/// anything is granted. With a sidecar (a Lease), and under `Restart` with or without
+/// one, so must any older revoke: once a newer revision is approved, `current_revision`
+/// moves past revokes that may still be in flight (under `Restart`, an eviction held back
+/// by the budget or a PodDisruptionBudget), and a settled revoke stays settled (an
+/// acknowledgement stays, a replaced pod stays replaced), so checking it costs nothing.
 fn revoke_outstanding(
     obs: &Observation,
     view: Option<&MemberView>,
@@ -345,8 +347,11 @@ fn revoke_outstanding(
     current_revision: u64,
 ) -> bool {
     let has_lease = view.is_some_and(|view| view.lease.is_some());
+    let restart = obs.spec.reload == ReloadPolicy::Restart;
     let revoked_here = object.is_some_and(|object| object.phase.as_deref() == Some("revoke"))
-        && held.is_some_and(|slice| slice.revision >= current_revision.min(revision) || has_lease);
+        && held.is_some_and(|slice| {
+            slice.revision >= current_revision.min(revision) || has_lease || restart
+        });
     let Some(view) = view else { return false };
     revoked_here
         && !settled(
@@ -361,14 +366,18 @@ fn revoke_outstanding(
 /// Whether a member has let go of what its revoked slice (revision, hash) took away:
 ///
 /// * its pod is gone, or is not the pod that was running when the revoke was written
-///   (a replacement starts with the reduced slice);
-/// * its Lease has not changed for its whole duration (the sidecar fenced itself and
-///   stopped everything before that);
-/// * with `HotReload`, its own sidecar acknowledged exactly this slice. With `Restart` an
-///   acknowledgement is not enough: the application read its share when it started and
-///   keeps it until the pod is replaced;
-/// * without a sidecar (no Lease), pod readiness stands in for an acknowledgement
-///   (`HotReload`), and a member failed over is taken to run nothing.
+///   (a replacement starts with the reduced slice; `apply` re-points the slice at a pod
+///   found in place right after the write, so a pod that may have read the slice before
+///   the revoke is never taken for a replacement);
+/// * with `Restart`, nothing else: the application read its share when the pod started
+///   and keeps it until the pod is replaced. Neither its sidecar's acknowledgement, nor an
+///   expired Lease (a fenced sidecar stops only what it runs itself, not an application
+///   that read the share at start-up), nor a failover (a NotReady pod may still run its
+///   application) is enough;
+/// * with `HotReload`, its Lease has not changed for its whole duration (the sidecar
+///   fenced itself and stopped everything before that), or its own sidecar acknowledged
+///   exactly this slice; without a sidecar (no Lease), pod readiness stands in for an
+///   acknowledgement, and a member failed over is taken to run nothing.
 fn settled(
     view: &MemberView,
     revoked: Option<(u64, &str)>,
@@ -380,16 +389,17 @@ fn settled(
     if written_for_uid.is_some_and(|uid| uid != pod.uid) {
         return true;
     }
+    if reload == ReloadPolicy::Restart {
+        return false;
+    }
     let Some(lease) = &view.lease else {
-        return view.failed_over || reload == ReloadPolicy::HotReload && pod.ready && !pod.deleting;
+        return view.failed_over || pod.ready && !pod.deleting;
     };
     if lease.expired(now) {
         return true;
     }
-    reload == ReloadPolicy::HotReload
-        && revoked.is_some_and(|(revision, hash)| {
-            lease.acknowledges(&view.name(), &pod.uid, revision, hash)
-        })
+    revoked
+        .is_some_and(|(revision, hash)| lease.acknowledges(&view.name(), &pod.uid, revision, hash))
 }
 
 /// Restarts (`reload: Restart`): the pod that was running when its slice was written is

@@ -15,11 +15,13 @@
 //!
 //! 1. **Revoke.** A member whose slice holds keys the target gives to someone
 //!    else gets `slice ∩ target` (annotated `shoal.dev/phase: revoke`).
-//! 2. **Wait.** Each slice revoked at revision `N` must be *settled*
-//!    (`converge::settled`): the pod is gone or replaced, or its Lease stopped
-//!    changing for its duration, or (`HotReload`) its own sidecar acknowledged
-//!    exactly that revision and hash. Without a sidecar (no Lease), pod
-//!    readiness stands in under `HotReload`.
+//! 2. **Wait.** Each slice revoked at revision `N` (and, with a sidecar or
+//!    under `Restart`, any older revoke still standing) must be *settled*
+//!    (`converge::settled`): the pod is gone or replaced; under `HotReload`
+//!    also its Lease stopped changing for its duration, or its own sidecar
+//!    acknowledged exactly that revision and hash (without a sidecar, pod
+//!    readiness stands in, and a failed-over member counts as stopped). Under
+//!    `Restart` nothing but the pod's replacement settles a revoke.
 //! 3. **Grant.** Only then do members receive the keys they gain, and only
 //!    members whose pod is Ready.
 //! 4. **Restart** (`reload: Restart`): a pod is restarted when it is the very
@@ -56,6 +58,7 @@ mod status;
 pub use gate::{MAX_REVISION, approval_value};
 pub use history::{REVISION_DATA_KEY, RevisionRecord, replay};
 pub use inputs::{DEFAULT_VNODES, job_list, parse_duration, strategy_of};
+pub use members::MAX_MEMBERS;
 pub use ownership::unchecked_targets;
 pub use restarts::PlannedRestart;
 
@@ -64,6 +67,8 @@ pub const APPROVE_ANNOTATION: &str = "shoal.dev/approve";
 /// A rollback annotation of earlier releases. It is refused: a standing annotation kept
 /// the rolled-back job list in force only while present, so removing it silently brought
 /// back the change that was rolled back. `kubectl shoal undo` rewrites the Swarm instead.
+/// While the annotation stands, no new revision applies (Degraded,
+/// `RollbackAnnotationRefused`), so removing it changes nothing by itself.
 pub const ROLLBACK_ANNOTATION: &str = "shoal.dev/rollback-to";
 /// Annotation forcing failover of the named pods (comma separated).
 pub const FAILOVER_NOW_ANNOTATION: &str = "shoal.dev/failover-now";
@@ -370,16 +375,6 @@ fn refusals(obs: &Observation, roster: &members::Roster, approval: Option<String
             why,
         });
     }
-    if obs.annotations.contains_key(ROLLBACK_ANNOTATION) {
-        refusals.push(Refusal {
-            annotation: ROLLBACK_ANNOTATION,
-            reason: "RollbackAnnotationRefused",
-            why: format!(
-                "Swarm {}: {ROLLBACK_ANNOTATION} is not read; roll back with `kubectl shoal undo {} --to-revision <revision>`, which rewrites the Swarm's job list and strategy to those of the revision (through the approval gate), and remove the annotation",
-                obs.swarm, obs.swarm
-            ),
-        });
-    }
     if !roster.unknown_failover_targets.is_empty() {
         refusals.push(Refusal {
             annotation: FAILOVER_NOW_ANNOTATION,
@@ -399,6 +394,20 @@ fn refusals(obs: &Observation, roster: &members::Roster, approval: Option<String
         });
     }
     refusals
+}
+
+/// A standing rollback annotation of an earlier release is an input problem: while it is
+/// there no new revision applies (it asked for the revision it names to stay in force), so
+/// nothing changes under the user's feet when it is removed after `kubectl shoal undo`.
+fn rollback_problem(obs: &Observation) -> Option<InputProblem> {
+    let value = obs.annotations.get(ROLLBACK_ANNOTATION)?;
+    Some(InputProblem {
+        reason: "RollbackAnnotationRefused",
+        message: format!(
+            "Swarm {}: {ROLLBACK_ANNOTATION}={value} is not read, and no new revision applies while it is there; roll back with `kubectl shoal undo {} --to-revision <revision>`, which rewrites the Swarm's job list and strategy to those of the revision (through the approval gate), then remove the annotation",
+            obs.swarm, obs.swarm
+        ),
+    })
 }
 
 /// One Warning Event per refused annotation value; the status remembers what was refused.
@@ -434,23 +443,26 @@ pub fn plan(obs: &Observation) -> Plan {
     let roster = members::observe_members(obs, failover_after);
     let observed = converge::observed_slices(obs);
     let in_force = history::in_force(obs, &observed, &mut problems);
-    let desired = match &roster.over_limit {
-        Some(pools) => Err(InputProblem {
-            reason: "TooManyMembers",
-            message: format!(
-                "Swarm {}: its pools ask for more than {} members ({}); the revision in force stays until they are scaled down",
-                obs.swarm,
-                members::MAX_MEMBERS,
-                pools
-                    .iter()
-                    .map(|(pool, replicas)| format!("StatefulSet {pool}: {replicas} replicas"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        }),
-        None => match inputs::rollout_problem(obs) {
-            Some(problem) => Err(problem),
-            None => inputs::desired(obs, &roster.members()),
+    let desired = match (rollback_problem(obs), &roster.over_limit) {
+        (Some(problem), _) => Err(problem),
+        (None, over_limit) => match over_limit {
+            Some(pools) => Err(InputProblem {
+                reason: "TooManyMembers",
+                message: format!(
+                    "Swarm {}: its pools ask for more than {} members ({}); the revision in force stays until they are scaled down",
+                    obs.swarm,
+                    members::MAX_MEMBERS,
+                    pools
+                        .iter()
+                        .map(|(pool, replicas)| format!("StatefulSet {pool}: {replicas} replicas"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }),
+            None => match inputs::rollout_problem(obs) {
+                Some(problem) => Err(problem),
+                None => inputs::desired(obs, &roster.members()),
+            },
         },
     };
     let gate = gate::decide(obs, &roster, &in_force, desired, &mut events, &mut problems);
@@ -492,6 +504,11 @@ pub fn plan(obs: &Observation) -> Plan {
             awaiting: gate.awaiting,
             applied_revision: gate.applied_revision,
             members: roster.views.len(),
+            serving: roster
+                .views
+                .iter()
+                .filter(|view| !view.failed_over && view.available(obs.now))
+                .count(),
         },
         &mut events,
         &mut status,
@@ -531,6 +548,22 @@ pub fn index_text(slices: &BTreeMap<MemberId, Slice>, revision: u64) -> String {
     summary
 }
 
+/// After a slice was written for the pod with uid `written_for_uid`: the uid of the pod
+/// that must answer for the write instead, when another pod is found in the member's
+/// place right after it. That pod may have started between the controller's read and the
+/// write and read the slice as it was before, so the slice is re-pointed at it: it is
+/// restarted (`Restart`) or must acknowledge (`HotReload`) like the pod the slice was
+/// written for. `None` when the pod found is the one written for, or there is none (a pod
+/// created later reads the slice as written).
+pub fn pod_answering_for_write(
+    written_for_uid: &str,
+    pod_now: Option<&PodState>,
+) -> Option<String> {
+    pod_now
+        .filter(|pod| pod.uid != written_for_uid)
+        .map(|pod| pod.uid.clone())
+}
+
 /// Renders a slice as the text of its ConfigMap.
 pub fn slice_text(slice: &Slice) -> String {
     render_slice(slice)
@@ -565,11 +598,18 @@ pub fn apply_in_memory(obs: &mut Observation, plan: &Plan) -> Vec<(String, Strin
                 phase,
                 ..
             } => {
+                // As `apply` does right after the write: the pod in the member's place now.
+                let pod_now = obs.pools.iter().find_map(|pool| {
+                    let ordinal = slice.member.strip_prefix(&format!("{}-", pool.name))?;
+                    pool.pods.get(&ordinal.parse().ok()?)
+                });
+                let written_for_uid = pod_answering_for_write(written_for_uid, pod_now)
+                    .unwrap_or_else(|| written_for_uid.clone());
                 obs.slices.insert(
                     slice.member.clone(),
                     SliceObject {
                         text: Some(slice_text(slice)),
-                        written_for_uid: Some(written_for_uid.clone()),
+                        written_for_uid: Some(written_for_uid),
                         phase: Some((*phase).to_owned()),
                         parts: 1,
                         decode_error: None,

@@ -85,6 +85,8 @@ pub(super) struct Findings<'a> {
     pub applied_revision: Option<u64>,
     /// Members of the pools (in `0..replicas`).
     pub members: usize,
+    /// Members that can run jobs now: available and not failed over.
+    pub serving: usize,
 }
 
 /// Conditions, phase and the last error, with Events on condition transitions.
@@ -103,6 +105,7 @@ pub(super) fn conditions(
         awaiting,
         applied_revision,
         members,
+        serving,
     } = findings;
     let degraded = match problems.first() {
         Some(problem) => {
@@ -148,15 +151,34 @@ pub(super) fn conditions(
                 status.jobs
             ),
         )
+    } else if has_target && rollout_done && serving == 0 && status.jobs > 0 {
+        // Slices in place prove nothing when no member can run them.
+        condition(
+            "Ready",
+            false,
+            "NoAvailableMembers",
+            format!(
+                "revision {} is written, but none of the {members} members is available to run its {} jobs (every pod is unready, its Lease expired, or it is failed over)",
+                status.current_revision, status.jobs
+            ),
+        )
     } else if has_target && rollout_done {
+        let unavailable = members - serving;
         condition(
             "Ready",
             true,
             "Converged",
-            format!(
-                "revision {} is in force on every member",
-                status.current_revision
-            ),
+            if unavailable == 0 {
+                format!(
+                    "revision {} is in force on every member",
+                    status.current_revision
+                )
+            } else {
+                format!(
+                    "revision {} is in force on the {serving} available members ({unavailable} unavailable or failed over)",
+                    status.current_revision
+                )
+            },
         )
     } else if has_target {
         condition(

@@ -144,6 +144,15 @@ impl Cluster {
         plan
     }
 
+    /// Plans once and applies the plan, but every eviction is refused (a
+    /// PodDisruptionBudget, say): every pod keeps running; returns the plan.
+    fn step_refusing_evictions(&mut self) -> Plan {
+        let plan = plan(&self.obs);
+        apply_in_memory(&mut self.obs, &plan);
+        self.obs.status = plan.status.clone();
+        plan
+    }
+
     /// Steps until a plan has no operations (at most 10 times); returns every plan.
     fn settle(&mut self) -> Vec<Plan> {
         let mut plans = Vec::new();
@@ -1771,4 +1780,207 @@ fn a_duplicate_key_names_both_entries_and_the_configmap_it_comes_from() {
         "{}",
         problem.message
     );
+}
+
+/// The jobs of `running` (what `holder`'s pod read when it started) that `plan` writes
+/// into another member's slice.
+fn granted_away(plan: &Plan, holder: &str, running: &[String]) -> Vec<String> {
+    plan.operations
+        .iter()
+        .filter_map(|operation| match operation {
+            Operation::WriteSlice { slice, .. } if slice.member != holder => Some(slice),
+            _ => None,
+        })
+        .flat_map(|slice| slice.jobs.iter().map(|key| key.as_str().to_owned()))
+        .filter(|job| running.contains(job))
+        .collect()
+}
+
+fn restart_cluster(job_count: usize, replicas: u32) -> Cluster {
+    let mut spec = spec(jobs(job_count));
+    spec.reload = ReloadPolicy::Restart;
+    // Jump hashing moves only what a change needs: adding a job revokes nothing.
+    spec.strategy.type_ = StrategyType::Jump;
+    let mut cluster = Cluster::new(spec, replicas);
+    cluster.settle();
+    cluster
+}
+
+#[test]
+fn under_restart_an_older_revoke_whose_eviction_is_held_back_holds_back_a_newer_revisions_grants() {
+    let mut cluster = restart_cluster(30, 3);
+    let members = ["worker-0", "worker-1", "worker-2"];
+    let running: BTreeMap<&str, Vec<String>> = members
+        .iter()
+        .map(|member| (*member, cluster.slice_of(member)))
+        .collect();
+    // Revision 2 revokes jobs from the three pods; a budget refuses every eviction, so
+    // their applications keep what they read at start-up.
+    cluster.scale(4);
+    cluster.step_refusing_evictions();
+    assert!(
+        members
+            .iter()
+            .any(|member| cluster.obs.slices[*member].phase.as_deref() == Some("revoke")),
+        "scaling 3 -> 4 revoked nothing"
+    );
+    // A newer revision is approved (one more job) while those evictions wait.
+    cluster.obs.spec.jobs = jobs(31);
+    for _ in 0..5 {
+        let plan = cluster.step_refusing_evictions();
+        for (member, jobs) in &running {
+            let granted = granted_away(&plan, member, jobs);
+            assert!(
+                granted.is_empty(),
+                "{granted:?} granted away while {member}'s pod still runs them"
+            );
+        }
+    }
+    assert_eq!(cluster.obs.status.current_revision, 3);
+    // Once the budget allows, the pods are replaced one by one and the grants go out.
+    cluster.settle();
+    assert_eq!(all_jobs_once(&cluster), jobs(31));
+}
+
+#[test]
+fn under_restart_a_failed_over_pod_without_a_sidecar_keeps_its_jobs_until_it_is_replaced() {
+    let mut cluster = restart_cluster(30, 3);
+    let running = cluster.slice_of("worker-1");
+    // worker-1 turns NotReady; its application may well still run.
+    cluster.obs.pools[0].pods.get_mut(&1).unwrap().ready = false;
+    cluster.step_refusing_evictions();
+    cluster.obs.now = t0() + SignedDuration::from_secs(301);
+    let mut evicted = false;
+    for pass in 0..5 {
+        let plan = cluster.step_refusing_evictions();
+        if pass == 0 {
+            assert!(reasons(&plan).contains(&"MemberFailedOver"));
+        }
+        evicted |= plan.operations.iter().any(
+            |operation| matches!(operation, Operation::Evict { pod, .. } if pod == "worker-1"),
+        );
+        let granted = granted_away(&plan, "worker-1", &running);
+        assert!(
+            granted.is_empty(),
+            "{granted:?} granted away while the failed-over pod worker-1 still exists"
+        );
+    }
+    assert!(evicted, "the failed-over pod was never restarted");
+    // Its pod is replaced (still NotReady): the jobs move.
+    let pod = cluster.obs.pools[0].pods.get_mut(&1).unwrap();
+    pod.uid = format!("{}-next", pod.uid);
+    for _ in 0..10 {
+        cluster.step();
+    }
+    assert_eq!(all_jobs_once(&cluster), jobs(30));
+    assert!(cluster.slice_of("worker-1").is_empty());
+}
+
+#[test]
+fn a_pod_replaced_between_the_read_and_the_revoke_write_is_restarted_before_its_jobs_move() {
+    let mut cluster = restart_cluster(30, 3);
+    let running: BTreeMap<String, Vec<String>> = ["worker-0", "worker-1", "worker-2"]
+        .iter()
+        .map(|member| (member.to_string(), cluster.slice_of(member)))
+        .collect();
+    cluster.scale(4);
+    let planned = plan(&cluster.obs);
+    let revoked = planned
+        .operations
+        .iter()
+        .rev()
+        .find_map(|operation| match operation {
+            Operation::WriteSlice {
+                slice,
+                phase: "revoke",
+                ..
+            } => Some(slice.member.clone()),
+            _ => None,
+        })
+        .expect("scaling 3 -> 4 revokes");
+    // Between the controller's read and its write, the pod is replaced; the new pod
+    // starts and reads the slice before the revoke lands.
+    let ordinal: u32 = revoked.rsplit_once('-').unwrap().1.parse().unwrap();
+    let pod = cluster.obs.pools[0].pods.get_mut(&ordinal).unwrap();
+    pod.uid = format!("{}-raced", pod.uid);
+    let raced_uid = pod.uid.clone();
+    apply_in_memory(&mut cluster.obs, &planned);
+    cluster.obs.status = planned.status.clone();
+    let mut raced_restarted = false;
+    for _ in 0..20 {
+        let plan = cluster.step();
+        let granted = granted_away(&plan, &revoked, &running[&revoked]);
+        assert!(
+            granted.is_empty() || raced_restarted,
+            "{granted:?} granted away while {revoked}'s pod (started before the revoke) runs them"
+        );
+        raced_restarted |= plan.operations.iter().any(|operation| {
+            matches!(operation, Operation::Evict { pod, uid } if *pod == revoked && *uid == raced_uid)
+        });
+        if plan.operations.is_empty() {
+            break;
+        }
+    }
+    assert!(
+        raced_restarted,
+        "{revoked} (uid {raced_uid}) never restarted"
+    );
+    assert_eq!(all_jobs_once(&cluster), jobs(30));
+}
+
+#[test]
+fn a_swarm_whose_members_are_all_failed_over_is_not_ready() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 2);
+    cluster.settle();
+    for pod in cluster.obs.pools[0].pods.values_mut() {
+        pod.ready = false;
+    }
+    cluster.step();
+    cluster.obs.now = t0() + SignedDuration::from_secs(301);
+    for _ in 0..5 {
+        cluster.step();
+    }
+    assert!(
+        cluster
+            .obs
+            .status
+            .members
+            .iter()
+            .all(|member| member.failed_over)
+    );
+    let ready = cluster.condition("Ready");
+    assert_eq!(ready.status, "False", "{ready:?}");
+    assert_ne!(cluster.obs.status.phase.as_deref(), Some("Ready"));
+}
+
+#[test]
+fn a_standing_rollback_annotation_holds_back_every_new_revision_until_it_is_removed() {
+    let mut cluster = manual(10, 2);
+    cluster.settle();
+    cluster.approve_pending();
+    cluster.settle();
+    assert_eq!(cluster.obs.status.current_revision, 1);
+    cluster
+        .obs
+        .annotations
+        .insert(ROLLBACK_ANNOTATION.to_owned(), "1".to_owned());
+    cluster.obs.spec.jobs = jobs(14);
+    let plans = cluster.settle();
+    assert!(plans.iter().all(|plan| plan.applied_revision.is_none()));
+    assert_eq!(cluster.obs.status.pending_revision, None);
+    let degraded = cluster.condition("Degraded");
+    assert_eq!(degraded.reason, "RollbackAnnotationRefused", "{degraded:?}");
+    assert!(
+        degraded.message.contains("kubectl shoal undo demo"),
+        "{}",
+        degraded.message
+    );
+    assert_eq!(all_jobs_once(&cluster), jobs(10));
+    // Removed: the change waits for approval like any other; nothing applies by itself.
+    cluster.obs.annotations.remove(ROLLBACK_ANNOTATION);
+    let plans = cluster.settle();
+    assert!(plans.iter().all(|plan| plan.applied_revision.is_none()));
+    assert_eq!(all_jobs_once(&cluster), jobs(10));
+    assert_eq!(cluster.condition("AwaitingApproval").status, "True");
+    assert_eq!(cluster.condition("Degraded").status, "False");
 }

@@ -258,6 +258,24 @@ metadata:
             .expect("set pod readiness");
     }
 
+    /// Marks a gated pod Ready once the kubelet reported it running (it writes the
+    /// pod's conditions then, which would undo an earlier mark).
+    pub async fn set_ready_once_running(&self, pod: &str) {
+        eventually(
+            &format!("{pod} running"),
+            Duration::from_secs(60),
+            || async {
+                let pod = Api::<Pod>::namespaced(self.client.clone(), &self.namespace)
+                    .get_opt(pod)
+                    .await
+                    .ok()??;
+                (pod.status?.phase.as_deref() == Some("Running")).then_some(())
+            },
+        )
+        .await;
+        self.set_ready(pod, true).await;
+    }
+
     /// Waits until `count` pods of `pool` exist, all Ready; returns their uids by name.
     pub async fn ready_pool(&self, pool: &str, count: u32) -> BTreeMap<String, String> {
         shoal_emulator::harness::fixtures::wait_for_ready_pods(
