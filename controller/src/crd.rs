@@ -162,7 +162,7 @@ pub enum ApprovalPolicy {
     /// Every revision applies at once.
     #[default]
     Automatic,
-    /// A revision applies once the Swarm is annotated `shoal.dev/approve: "<revision>"`.
+    /// A revision applies once the Swarm is annotated `shoal.dev/approve: "<revision>/<hash>"` (the value in `status.pendingRevision.approveWith`).
     Manual,
     /// Small revisions (within `maxDisruptedMembers` or `maxMovedJobs`) apply at once, others wait for approval.
     Budget,

@@ -1751,7 +1751,6 @@ fn no_shipped_document_manifest_or_script_suggests_approving_by_number_alone() {
 }
 
 #[test]
-#[ignore = "controller/src/crd.rs documents ApprovalPolicy::Manual as `shoal.dev/approve: \"<revision>\"` (issue 10, gap 3); the controller's sources belong to another engineer"]
 fn no_hint_in_the_controller_and_plugin_sources_suggests_approving_by_number_alone() {
     let mut files = shipped_files("controller/src", &[".rs"]);
     files.extend(shipped_files("worker/src", &[".rs"]));
