@@ -23,9 +23,21 @@ pub async fn slice_owner(client: &kube::Client, namespace: &str) -> OwnerReferen
     if let Ok(Some(swarm)) = swarms.get_opt("demo").await {
         return owner(swarm);
     }
-    shoal_emulator::harness::install_crd(client, &Swarm::crd())
-        .await
-        .unwrap_or_else(|error| panic!("installing the Swarm CRD: {error}"));
+    // Tests that inject API errors reach this first under the fault: retry (bounded),
+    // as any client installing a CRD would.
+    let mut installed = Err(String::new());
+    for _ in 0..50 {
+        installed = shoal_emulator::harness::install_crd(client, &Swarm::crd())
+            .await
+            .map_err(|error| error.to_string());
+        if installed.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    if let Err(error) = installed {
+        panic!("installing the Swarm CRD: {error}");
+    }
     let swarm: Swarm = serde_json::from_value(serde_json::json!({
         "apiVersion": "shoal.dev/v1alpha1",
         "kind": "Swarm",
