@@ -1,0 +1,21 @@
+//! Deployment plans: the pure core of plan instances placed on members.
+//!
+//! Shoal brings MRDS's model (plans → deployments → instances → operations)
+//! onto a Swarm's members. Everything here is a pure function of its inputs;
+//! the controller reads the cluster, calls these, and writes the results.
+//!
+//! * [`capability`]: scored capabilities a member offers (parsed from one
+//!   annotation on its pool), the [`capability::Catalogue`] of reference
+//!   scores, and a plan's [`capability::Requirement`]s (`In`, `NotIn`, `Gte`,
+//!   `Lte`).
+//! * [`placement`](mod@placement): where the instances `<plan>-<n>` of one
+//!   plan go: sticky, capability- and capacity-checked, spread over update
+//!   domains, with typed reasons for instances that fit nowhere and
+//!   deterministic scale-down victims.
+//! * [`operation`]: the operations (`CREATE` … `DELETE`) a placement change
+//!   needs, their enforced state machine and the hash an approval names.
+//! * [`domains`]: the order in which update domains are rolled out.
+
+pub mod capability;
+
+pub use capability::{Capabilities, Catalogue, Comparator, Requirement};
