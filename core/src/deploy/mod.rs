@@ -17,5 +17,7 @@
 //! * [`domains`]: the order in which update domains are rolled out.
 
 pub mod capability;
+pub mod placement;
 
 pub use capability::{Capabilities, Catalogue, Comparator, Requirement};
+pub use placement::{DeployMember, InstanceId, PlanPlacement, PlanRequest, place_plan};
