@@ -1,0 +1,291 @@
+//! Operations on plan instances: their types, their enforced state machine,
+//! the hash an approval names, and the operations a placement change needs.
+//!
+//! # States
+//!
+//! Every operation starts `PENDING` and moves only along this table;
+//! [`OperationState::advance`] refuses anything else, naming both states:
+//!
+//! | from               | to                                                                        |
+//! |--------------------|---------------------------------------------------------------------------|
+//! | `PENDING`          | `PENDING_APPROVAL` (needs review), `APPROVED` (the approval policy lets it through), `FAILED` (superseded) |
+//! | `PENDING_APPROVAL` | `APPROVED`, `FAILED` (superseded or withdrawn)                            |
+//! | `APPROVED`         | `SUCCEEDED`, `FAILED`                                                     |
+//! | `SUCCEEDED`        | nothing (terminal)                                                        |
+//! | `FAILED`           | nothing (terminal)                                                        |
+//!
+//! A state never "moves" to itself: a controller re-applying a step checks
+//! the state first, so a repeated approval is visible rather than silent.
+//!
+//! # The operation hash
+//!
+//! [`operation_hash`] is `sha256:` + hex SHA-256 of the operation's identity
+//! (id, type, instance, from, to, deployment revision; not its state or
+//! message), so an approval naming the hash approves exactly the operation a
+//! reviewer saw and never a later one for the same instance.
+//!
+//! # Operations for a placement change
+//!
+//! [`operations_for`] compares the placement in force with a target, one
+//! operation per changed instance, in instance order:
+//!
+//! * in the target only: `CREATE` on its new member;
+//! * in both on different members: `RELOCATE` from the old to the new member
+//!   (the new placement runs the new payload revision, so a relocation also
+//!   carries any update);
+//! * in both on one member with another payload revision (or none known):
+//!   `UPDATE` there;
+//! * in force only: `DELETE` from its member.
+//!
+//! Every operation carries the new deployment revision. `STOP` and `RESTART`
+//! are asked for by users and never derived from placements.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+
+use super::placement::InstanceId;
+use crate::member::MemberId;
+use crate::slice::HASH_PREFIX;
+
+/// What an operation does to one instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OperationType {
+    /// Install a new instance on a member.
+    Create,
+    /// Install another payload revision in place.
+    Update,
+    /// Move an instance to another member (make-before-break).
+    Relocate,
+    /// Stop an instance's process (user operation).
+    Stop,
+    /// Restart an instance's process (user operation).
+    Restart,
+    /// Remove an instance from its member.
+    Delete,
+}
+
+impl OperationType {
+    /// Every type, in declaration order.
+    pub const ALL: [OperationType; 6] = [
+        OperationType::Create,
+        OperationType::Update,
+        OperationType::Relocate,
+        OperationType::Stop,
+        OperationType::Restart,
+        OperationType::Delete,
+    ];
+
+    /// `CREATE`, `UPDATE`, … as shown to users.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OperationType::Create => "CREATE",
+            OperationType::Update => "UPDATE",
+            OperationType::Relocate => "RELOCATE",
+            OperationType::Stop => "STOP",
+            OperationType::Restart => "RESTART",
+            OperationType::Delete => "DELETE",
+        }
+    }
+}
+
+impl fmt::Display for OperationType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where an operation is in its life (see the module docs for the table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OperationState {
+    /// Decided, not yet through the approval policy.
+    Pending,
+    /// Waiting for a reviewer to approve it.
+    PendingApproval,
+    /// Approved; may be carried out.
+    Approved,
+    /// Carried out (terminal).
+    Succeeded,
+    /// Failed, superseded or withdrawn (terminal).
+    Failed,
+}
+
+/// A transition outside the table, naming both states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("an operation in state {from} cannot become {to}")]
+pub struct InvalidTransition {
+    /// The current state.
+    pub from: OperationState,
+    /// The state asked for.
+    pub to: OperationState,
+}
+
+impl OperationState {
+    /// Every state, in declaration order.
+    pub const ALL: [OperationState; 5] = [
+        OperationState::Pending,
+        OperationState::PendingApproval,
+        OperationState::Approved,
+        OperationState::Succeeded,
+        OperationState::Failed,
+    ];
+
+    /// `PENDING`, `PENDING_APPROVAL`, … as shown to users.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OperationState::Pending => "PENDING",
+            OperationState::PendingApproval => "PENDING_APPROVAL",
+            OperationState::Approved => "APPROVED",
+            OperationState::Succeeded => "SUCCEEDED",
+            OperationState::Failed => "FAILED",
+        }
+    }
+
+    /// Whether the table allows `self → to`.
+    pub fn can_become(self, to: OperationState) -> bool {
+        use OperationState::*;
+        matches!(
+            (self, to),
+            (Pending, PendingApproval | Approved | Failed)
+                | (PendingApproval, Approved | Failed)
+                | (Approved, Succeeded | Failed)
+        )
+    }
+
+    /// `to` when the table allows `self → to`, else the refused transition.
+    pub fn advance(self, to: OperationState) -> Result<OperationState, InvalidTransition> {
+        if self.can_become(to) {
+            Ok(to)
+        } else {
+            Err(InvalidTransition { from: self, to })
+        }
+    }
+
+    /// Whether no transition leaves this state.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, OperationState::Succeeded | OperationState::Failed)
+    }
+}
+
+impl fmt::Display for OperationState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One operation on one instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operation {
+    /// Unique within the plan; [`Operation::planned`] derives it.
+    pub id: String,
+    /// What it does.
+    pub operation_type: OperationType,
+    /// The instance it acts on.
+    pub instance: InstanceId,
+    /// The member the instance is on before (none for `CREATE`).
+    pub from: Option<MemberId>,
+    /// The member the instance is on after (none for `DELETE`).
+    pub to: Option<MemberId>,
+    /// The deployment revision it belongs to.
+    pub revision: u64,
+    /// Where it is in its life.
+    pub state: OperationState,
+    /// Why it is in that state, for users.
+    pub message: String,
+}
+
+impl Operation {
+    /// A `PENDING` operation with the id `<type>-<instance>-r<revision>`
+    /// (type in lower case, e.g. `relocate-web-2-r3`). User operations that
+    /// may repeat within one revision set their own id.
+    pub fn planned(
+        operation_type: OperationType,
+        instance: InstanceId,
+        from: Option<MemberId>,
+        to: Option<MemberId>,
+        revision: u64,
+    ) -> Operation {
+        Operation {
+            id: format!(
+                "{}-{instance}-r{revision}",
+                operation_type.as_str().to_ascii_lowercase()
+            ),
+            operation_type,
+            instance,
+            from,
+            to,
+            revision,
+            state: OperationState::Pending,
+            message: String::new(),
+        }
+    }
+
+    /// Moves to `to` with a message, or refuses (and changes nothing).
+    pub fn advance(
+        &mut self,
+        to: OperationState,
+        message: impl Into<String>,
+    ) -> Result<(), InvalidTransition> {
+        self.state = self.state.advance(to)?;
+        self.message = message.into();
+        Ok(())
+    }
+}
+
+/// `sha256:<hex>` of the operation's identity (see the module docs). The
+/// canonical text is one `name=<byte length>:<value>` line per field, so no
+/// value can forge another field's boundary; an absent member is empty.
+pub fn operation_hash(operation: &Operation) -> String {
+    let member = |member: &Option<MemberId>| member.as_ref().map(ToString::to_string);
+    let fields = [
+        ("id", operation.id.clone()),
+        ("type", operation.operation_type.to_string()),
+        ("instance", operation.instance.to_string()),
+        ("from", member(&operation.from).unwrap_or_default()),
+        ("to", member(&operation.to).unwrap_or_default()),
+        ("revision", operation.revision.to_string()),
+    ];
+    let mut hasher = Sha256::new();
+    hasher.update(b"shoal.dev/operation v1\n");
+    for (name, value) in fields {
+        hasher.update(format!("{name}={}:{value}\n", value.len()).as_bytes());
+    }
+    format!("{HASH_PREFIX}{}", hex::encode(hasher.finalize()))
+}
+
+/// The operations that turn `in_force` into `target` (see the module docs),
+/// `PENDING`, in instance order. `revisions_in_force` gives the payload
+/// revision each instance in force runs.
+pub fn operations_for(
+    in_force: &BTreeMap<InstanceId, MemberId>,
+    target: &BTreeMap<InstanceId, MemberId>,
+    revisions_in_force: &BTreeMap<InstanceId, u64>,
+    new_revision: u64,
+) -> Vec<Operation> {
+    let instances: std::collections::BTreeSet<&InstanceId> =
+        in_force.keys().chain(target.keys()).collect();
+    instances
+        .into_iter()
+        .filter_map(|instance| {
+            let before = in_force.get(instance);
+            let after = target.get(instance);
+            let operation_type = match (before, after) {
+                (None, Some(_)) => OperationType::Create,
+                (Some(_), None) => OperationType::Delete,
+                (Some(old), Some(new)) if old != new => OperationType::Relocate,
+                (Some(_), Some(_)) if revisions_in_force.get(instance) != Some(&new_revision) => {
+                    OperationType::Update
+                }
+                _ => return None,
+            };
+            Some(Operation::planned(
+                operation_type,
+                instance.clone(),
+                before.cloned(),
+                after.cloned(),
+                new_revision,
+            ))
+        })
+        .collect()
+}
