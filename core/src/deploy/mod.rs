@@ -17,9 +17,11 @@
 //! * [`domains`]: the order in which update domains are rolled out.
 
 pub mod capability;
+pub mod domains;
 pub mod operation;
 pub mod placement;
 
 pub use capability::{Capabilities, Catalogue, Comparator, Requirement};
+pub use domains::{next_domain, rollout_order};
 pub use operation::{Operation, OperationState, OperationType, operation_hash, operations_for};
 pub use placement::{DeployMember, InstanceId, PlanPlacement, PlanRequest, place_plan};
