@@ -64,6 +64,21 @@ fn spread(counts: &[usize]) -> usize {
     counts.iter().max().unwrap_or(&0) - counts.iter().min().unwrap_or(&0)
 }
 
+/// A placement in force from `(instance ordinal, pool, member ordinal)`.
+fn in_force(entries: &[(u32, &str, u32)]) -> BTreeMap<InstanceId, MemberId> {
+    entries
+        .iter()
+        .map(|(instance, pool, member)| (web(*instance), id(pool, *member)))
+        .collect()
+}
+
+fn removed(instance: u32, pool: &str, member: u32) -> RemovedInstance {
+    RemovedInstance {
+        instance: web(instance),
+        member: id(pool, member),
+    }
+}
+
 #[test]
 fn instance_names_are_the_plan_and_a_canonical_ordinal() {
     assert_eq!(InstanceId::parse("web", "web-12"), Ok(web(12)));
@@ -110,7 +125,7 @@ fn new_instances_spread_over_update_domains_one_per_member() {
 #[test]
 fn scale_up_takes_the_lowest_free_ordinals_and_keeps_what_is_in_force() {
     let mut request = request(4, two_domains());
-    request.in_force = [(web(0), id("a", 0)), (web(2), id("b", 0))].into();
+    request.in_force = in_force(&[(0, "a", 0), (2, "b", 0)]);
     let placement = placed(&request);
     assert_eq!(placement.target[&web(0)], id("a", 0));
     assert_eq!(placement.target[&web(2)], id("b", 0));
@@ -120,43 +135,18 @@ fn scale_up_takes_the_lowest_free_ordinals_and_keeps_what_is_in_force() {
 }
 
 #[test]
-fn scale_down_removes_from_the_fullest_domain_then_the_highest_ordinal() {
+fn scale_down_removes_from_the_fullest_domain_then_the_fullest_member_then_the_highest_ordinal() {
     let mut request = request(3, two_domains());
     request.max_per_member = 2;
     // ud-1 holds three instances (two on a-0), ud-2 one.
-    request.in_force = [
-        (web(0), id("a", 0)),
-        (web(1), id("a", 0)),
-        (web(2), id("a", 1)),
-        (web(3), id("b", 0)),
-    ]
-    .into();
-    let placement = placed(&request);
+    request.in_force = in_force(&[(0, "a", 0), (1, "a", 0), (2, "a", 1), (3, "b", 0)]);
     // ud-1 is fullest; within it a-0 holds the most; its highest ordinal is web-1.
-    assert_eq!(
-        placement.removed,
-        vec![RemovedInstance {
-            instance: web(1),
-            member: id("a", 0)
-        }]
-    );
+    assert_eq!(placed(&request).removed, vec![removed(1, "a", 0)]);
     // Balanced domains shed their highest ordinal.
     request.instances = 2;
     request.max_per_member = 1;
-    request.in_force = [
-        (web(0), id("a", 0)),
-        (web(1), id("b", 0)),
-        (web(2), id("a", 1)),
-    ]
-    .into();
-    let placement = placed(&request);
-    assert_eq!(
-        placement.removed,
-        vec![RemovedInstance {
-            instance: web(2),
-            member: id("a", 1)
-        }]
-    );
+    request.in_force = in_force(&[(0, "a", 0), (1, "b", 0), (2, "a", 1)]);
+    assert_eq!(placed(&request).removed, vec![removed(2, "a", 1)]);
 }
 
 #[test]
@@ -164,12 +154,7 @@ fn a_displaced_instance_moves_and_others_stay_put() {
     let mut members = two_domains();
     members[0].available = false; // a-0
     let mut request = request(3, members);
-    request.in_force = [
-        (web(0), id("a", 0)),
-        (web(1), id("b", 0)),
-        (web(2), id("gone", 0)),
-    ]
-    .into();
+    request.in_force = in_force(&[(0, "a", 0), (1, "b", 0), (2, "gone", 0)]);
     let placement = placed(&request);
     assert_eq!(placement.changes[&web(1)], InstanceChange::Kept);
     assert_eq!(
@@ -193,20 +178,9 @@ fn displaced_instances_are_removed_first_on_scale_down() {
     let mut members = two_domains();
     members[2].available = false; // b-0
     let mut request = request(2, members);
-    request.in_force = [
-        (web(0), id("a", 0)),
-        (web(1), id("b", 0)),
-        (web(2), id("b", 1)),
-    ]
-    .into();
+    request.in_force = in_force(&[(0, "a", 0), (1, "b", 0), (2, "b", 1)]);
     let placement = placed(&request);
-    assert_eq!(
-        placement.removed,
-        vec![RemovedInstance {
-            instance: web(1),
-            member: id("b", 0)
-        }]
-    );
+    assert_eq!(placement.removed, vec![removed(1, "b", 0)]);
     assert_eq!(placement.target.len(), 2);
 }
 

@@ -46,7 +46,7 @@ use super::capability::{
     resolve_all,
 };
 use crate::hash::{key_hash, mix, name_hash};
-use crate::member::{MemberId, Resources};
+use crate::member::{MemberId, Resources, canonical_ordinal};
 
 /// Most instances one plan may ask for: far above any real plan, low enough
 /// that a careless count cannot make the controller spin.
@@ -93,13 +93,7 @@ impl InstanceId {
             .strip_prefix(plan)
             .and_then(|rest| rest.strip_prefix('-'))
             .ok_or_else(error)?;
-        let canonical = !suffix.is_empty()
-            && suffix.bytes().all(|b| b.is_ascii_digit())
-            && (suffix == "0" || !suffix.starts_with('0'));
-        if !canonical {
-            return Err(error());
-        }
-        let ordinal = suffix.parse().map_err(|_| error())?;
+        let ordinal = canonical_ordinal(suffix).ok_or_else(error)?;
         Ok(InstanceId::new(plan, ordinal))
     }
 }
