@@ -38,6 +38,7 @@
 //! sorted, instances by ordinal), so the result depends on the inputs only,
 //! never on their order.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -356,6 +357,15 @@ struct Board<'a> {
     remaining: Vec<Resources>,
     /// This plan's instances on each member so far.
     held: Vec<u32>,
+    /// `name_hash` of each member's pod name, for rendezvous ties.
+    member_hashes: Vec<u64>,
+    /// Index into `domain_hashes`/`domain_held` of each member's domain;
+    /// domains are indexed in byte order of their names.
+    domain_of: Vec<usize>,
+    /// `name_hash` of each domain's name, for rendezvous ties.
+    domain_hashes: Vec<u64>,
+    /// This plan's instances in each domain so far.
+    domain_held: Vec<u32>,
     demand: &'a Resources,
     max_per_member: u32,
 }
@@ -385,7 +395,24 @@ impl<'a> Board<'a> {
             .iter()
             .map(|member| after_reservation(member, &request.reserved))
             .collect();
+        let domains: BTreeSet<&str> = members
+            .iter()
+            .map(|member| member.update_domain.as_str())
+            .collect();
+        let domains: Vec<&str> = domains.into_iter().collect();
         Ok(Board {
+            member_hashes: members
+                .iter()
+                .map(|member| name_hash(&member.id.pod_name()))
+                .collect(),
+            domain_of: members
+                .iter()
+                .map(|member| domains.binary_search(&member.update_domain.as_str()))
+                // Always found: `domains` holds every member's domain.
+                .map(|found| found.unwrap_or_default())
+                .collect(),
+            domain_hashes: domains.iter().map(|domain| name_hash(domain)).collect(),
+            domain_held: vec![0; domains.len()],
             position: members
                 .iter()
                 .enumerate()
@@ -408,27 +435,21 @@ impl<'a> Board<'a> {
 
     fn hold(&mut self, index: usize) {
         self.held[index] += 1;
+        self.domain_held[self.domain_of[index]] += 1;
         self.remaining[index].take(self.demand);
     }
 
     fn release(&mut self, index: usize) {
         self.held[index] -= 1;
+        self.domain_held[self.domain_of[index]] -= 1;
         for (name, amount) in &self.demand.0 {
             *self.remaining[index].0.entry(name.clone()).or_default() += amount;
         }
     }
 
-    fn domain(&self, index: usize) -> &'a str {
-        &self.members[index].update_domain
-    }
-
-    /// This plan's instances in each domain (every domain of a member listed).
-    fn domain_counts(&self) -> BTreeMap<&'a str, u32> {
-        let mut counts = BTreeMap::new();
-        for (index, held) in self.held.iter().enumerate() {
-            *counts.entry(self.domain(index)).or_default() += held;
-        }
-        counts
+    /// This plan's instances in the domain of member `index`.
+    fn held_in_domain_of(&self, index: usize) -> u32 {
+        self.domain_held[self.domain_of[index]]
     }
 }
 
@@ -547,12 +568,11 @@ fn shed_victims(
     count: usize,
 ) {
     for _ in 0..count {
-        let domains = board.domain_counts();
         let victim = kept
             .iter()
             .max_by_key(|(instance, index)| {
                 (
-                    domains[board.domain(**index)],
+                    board.held_in_domain_of(**index),
                     board.held[**index],
                     instance.ordinal,
                 )
@@ -614,23 +634,19 @@ fn choose_member(board: &Board<'_>, instance: &InstanceId) -> Option<usize> {
     let candidates: Vec<usize> = (0..board.members.len())
         .filter(|index| board.can_hold(*index))
         .collect();
-    let domains = board.domain_counts();
     let domain = candidates
         .iter()
-        .map(|index| board.domain(*index))
+        .map(|index| board.domain_of[*index])
         .min_by_key(|domain| {
-            let score = mix(instance_hash, name_hash(domain));
-            (domains[domain], std::cmp::Reverse(score), *domain)
+            let score = mix(instance_hash, board.domain_hashes[*domain]);
+            (board.domain_held[*domain], Reverse(score), *domain)
         })?;
     candidates
         .into_iter()
-        .filter(|index| board.domain(*index) == domain)
+        .filter(|index| board.domain_of[*index] == domain)
         .min_by_key(|index| {
-            let score = mix(
-                instance_hash,
-                name_hash(&board.members[*index].id.pod_name()),
-            );
-            (board.held[*index], std::cmp::Reverse(score), *index)
+            let score = mix(instance_hash, board.member_hashes[*index]);
+            (board.held[*index], Reverse(score), *index)
         })
 }
 
