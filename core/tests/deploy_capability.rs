@@ -282,6 +282,23 @@ fn requirements_resolve_in_canonical_order_whatever_order_they_were_written() {
     assert_eq!(forward.len(), 2);
 }
 
+#[test]
+fn comparators_read_back_from_their_names_and_serde() {
+    for comparator in Comparator::ALL {
+        assert_eq!(comparator.as_str().parse::<Comparator>(), Ok(comparator));
+        let json = serde_json::to_string(&comparator).unwrap();
+        assert_eq!(json, format!("\"{comparator}\""));
+        assert_eq!(
+            serde_json::from_str::<Comparator>(&json).unwrap(),
+            comparator
+        );
+    }
+    assert_eq!(
+        "eq".parse::<Comparator>().unwrap_err().to_string(),
+        "\"eq\" is not a valid comparator; expected one of: In, NotIn, Gte, Lte"
+    );
+}
+
 fn capability_name() -> impl Strategy<Value = String> {
     "[a-zA-Z0-9][a-zA-Z0-9._-]{0,8}"
 }

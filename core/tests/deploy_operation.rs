@@ -221,6 +221,60 @@ fn a_placement_change_yields_one_operation_per_changed_instance_in_instance_orde
     );
 }
 
+#[test]
+fn types_and_states_read_back_from_their_names_and_serde() {
+    for kind in OperationType::ALL {
+        assert_eq!(kind.as_str().parse::<OperationType>(), Ok(kind));
+        assert_eq!(
+            kind.as_str().to_lowercase().parse::<OperationType>(),
+            Ok(kind)
+        );
+        let json = serde_json::to_string(&kind).unwrap();
+        assert_eq!(json, format!("\"{kind}\""));
+        assert_eq!(serde_json::from_str::<OperationType>(&json).unwrap(), kind);
+    }
+    for state in OperationState::ALL {
+        assert_eq!(state.as_str().parse::<OperationState>(), Ok(state));
+        let json = serde_json::to_string(&state).unwrap();
+        assert_eq!(json, format!("\"{state}\""));
+        assert_eq!(
+            serde_json::from_str::<OperationState>(&json).unwrap(),
+            state
+        );
+    }
+    assert_eq!(
+        "MOVE".parse::<OperationType>().unwrap_err().to_string(),
+        "\"MOVE\" is not a valid operation type; expected one of: CREATE, UPDATE, RELOCATE, STOP, RESTART, DELETE"
+    );
+    assert!("DONE".parse::<OperationState>().is_err());
+}
+
+#[test]
+fn a_repeated_operation_gets_an_id_no_earlier_operation_has() {
+    let relocate = |from: &str, to: &str| {
+        Operation::planned(
+            OperationType::Relocate,
+            web(2),
+            Some(id(from, 0)),
+            Some(id(to, 0)),
+            3,
+        )
+    };
+    let mut history = std::collections::BTreeSet::new();
+    let first = relocate("a", "b").with_unique_id(&history);
+    assert_eq!(first.id, "relocate-web-2-r3");
+    history.insert(first.id.clone());
+    let second = relocate("b", "c").with_unique_id(&history);
+    assert_eq!(second.id, "relocate-web-2-r3.2");
+    history.insert(second.id.clone());
+    let third = relocate("c", "a").with_unique_id(&history);
+    assert_eq!(third.id, "relocate-web-2-r3.3");
+    assert_ne!(
+        operation_hash(&first),
+        operation_hash(&relocate("a", "b").with_unique_id(&history))
+    );
+}
+
 fn arb_placement() -> impl Strategy<Value = BTreeMap<InstanceId, MemberId>> {
     prop::collection::btree_map(0..12u32, 0..5u32, 0..8).prop_map(|placement| {
         placement

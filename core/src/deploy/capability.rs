@@ -20,7 +20,8 @@
 //! token are ignored. `TYPE` and `NAME` are 1–63 characters of ASCII letters,
 //! digits, `-`, `_` and `.`, starting with a letter or digit (so they are
 //! valid label values and print unquoted). `SCORE` is a decimal `u32`; a name
-//! without a score scores 0. A type may appear once per annotation and a name
+//! without a score scores 0. Types and names are case-sensitive (`GPU` and
+//! `gpu` are two types). A type may appear once per annotation and a name
 //! once per type. An empty (or all-space) annotation offers nothing; an empty
 //! entry (`;;`, `a=x,,y`, a trailing separator) is an error, because it is
 //! almost always a typo for something the user meant. Every error names the
@@ -54,7 +55,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::str::FromStr;
 
+use serde::{Deserialize, Serialize};
+
+use super::UnknownName;
 use crate::member::MemberId;
 
 /// Longest type or capability name (a label value's limit).
@@ -348,7 +353,8 @@ impl Catalogue {
 }
 
 /// How a [`Requirement`] compares a member's capabilities with its names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Written `In`, `NotIn`, `Gte`, `Lte` (in a plan and in serde).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Comparator {
     /// The member offers one of the names.
     In,
@@ -360,14 +366,45 @@ pub enum Comparator {
     Lte,
 }
 
-impl fmt::Display for Comparator {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Comparator {
+    /// Every comparator, in declaration order.
+    pub const ALL: [Comparator; 4] = [
+        Comparator::In,
+        Comparator::NotIn,
+        Comparator::Gte,
+        Comparator::Lte,
+    ];
+
+    /// `In`, `NotIn`, `Gte` or `Lte`.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Comparator::In => "In",
             Comparator::NotIn => "NotIn",
             Comparator::Gte => "Gte",
             Comparator::Lte => "Lte",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Comparator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Parses the exact spelling of [`Comparator::as_str`].
+impl FromStr for Comparator {
+    type Err = UnknownName;
+
+    fn from_str(text: &str) -> Result<Comparator, UnknownName> {
+        Comparator::ALL
+            .into_iter()
+            .find(|comparator| comparator.as_str() == text)
+            .ok_or_else(|| UnknownName {
+                what: "comparator",
+                text: text.to_owned(),
+                expected: "In, NotIn, Gte, Lte",
+            })
     }
 }
 

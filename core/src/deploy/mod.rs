@@ -25,3 +25,16 @@ pub use capability::{Capabilities, Catalogue, Comparator, Requirement};
 pub use domains::{next_domain, rollout_order};
 pub use operation::{Operation, OperationState, OperationType, operation_hash, operations_for};
 pub use placement::{DeployMember, InstanceId, PlanPlacement, PlanRequest, place_plan};
+
+/// Text naming none of an enumeration's values (a comparator, an operation
+/// type or state), with the accepted spellings.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a valid {what}; expected one of: {expected}")]
+pub struct UnknownName {
+    /// What was being named (`comparator`, `operation type`, …).
+    pub what: &'static str,
+    /// The text given.
+    pub text: String,
+    /// The accepted spellings, comma-separated.
+    pub expected: &'static str,
+}

@@ -40,17 +40,22 @@
 //! Every operation carries the new deployment revision. `STOP` and `RESTART`
 //! are asked for by users and never derived from placements.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::str::FromStr;
 
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::UnknownName;
 use super::placement::InstanceId;
 use crate::member::MemberId;
 use crate::slice::HASH_PREFIX;
 
-/// What an operation does to one instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// What an operation does to one instance. Written `CREATE`, `UPDATE`, …
+/// (in serde and for users).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OperationType {
     /// Install a new instance on a member.
     Create,
@@ -96,8 +101,26 @@ impl fmt::Display for OperationType {
     }
 }
 
+/// Parses `CREATE`, `UPDATE`, … in any letter case (`relocate` works too).
+impl FromStr for OperationType {
+    type Err = UnknownName;
+
+    fn from_str(text: &str) -> Result<OperationType, UnknownName> {
+        OperationType::ALL
+            .into_iter()
+            .find(|kind| kind.as_str().eq_ignore_ascii_case(text))
+            .ok_or_else(|| UnknownName {
+                what: "operation type",
+                text: text.to_owned(),
+                expected: "CREATE, UPDATE, RELOCATE, STOP, RESTART, DELETE",
+            })
+    }
+}
+
 /// Where an operation is in its life (see the module docs for the table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Written `PENDING`, `PENDING_APPROVAL`, … (in serde and for users).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OperationState {
     /// Decided, not yet through the approval policy.
     Pending,
@@ -174,6 +197,22 @@ impl fmt::Display for OperationState {
     }
 }
 
+/// Parses `PENDING`, `PENDING_APPROVAL`, … in any letter case.
+impl FromStr for OperationState {
+    type Err = UnknownName;
+
+    fn from_str(text: &str) -> Result<OperationState, UnknownName> {
+        OperationState::ALL
+            .into_iter()
+            .find(|state| state.as_str().eq_ignore_ascii_case(text))
+            .ok_or_else(|| UnknownName {
+                what: "operation state",
+                text: text.to_owned(),
+                expected: "PENDING, PENDING_APPROVAL, APPROVED, SUCCEEDED, FAILED",
+            })
+    }
+}
+
 /// One operation on one instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Operation {
@@ -197,8 +236,8 @@ pub struct Operation {
 
 impl Operation {
     /// A `PENDING` operation with the id `<type>-<instance>-r<revision>`
-    /// (type in lower case, e.g. `relocate-web-2-r3`). User operations that
-    /// may repeat within one revision set their own id.
+    /// (type in lower case, e.g. `relocate-web-2-r3`);
+    /// [`Operation::with_unique_id`] makes it unique within a history.
     pub fn planned(
         operation_type: OperationType,
         instance: InstanceId,
@@ -219,6 +258,22 @@ impl Operation {
             state: OperationState::Pending,
             message: String::new(),
         }
+    }
+
+    /// The same operation with an id no operation of `history` has: its own
+    /// id when free, else the id with `.2`, `.3`, … appended. A plan can
+    /// need the same kind of operation on one instance twice within one
+    /// deployment revision (a relocated instance's new member fails too), and
+    /// an approval must never match the earlier one.
+    pub fn with_unique_id(mut self, history: &BTreeSet<String>) -> Operation {
+        if history.contains(&self.id) {
+            let base = std::mem::take(&mut self.id);
+            self.id = (2u64..)
+                .map(|n| format!("{base}.{n}"))
+                .find(|candidate| !history.contains(candidate))
+                .unwrap_or(base);
+        }
+        self
     }
 
     /// Moves to `to` with a message, or refuses (and changes nothing).
@@ -263,8 +318,7 @@ pub fn operations_for(
     revisions_in_force: &BTreeMap<InstanceId, u64>,
     new_revision: u64,
 ) -> Vec<Operation> {
-    let instances: std::collections::BTreeSet<&InstanceId> =
-        in_force.keys().chain(target.keys()).collect();
+    let instances: BTreeSet<&InstanceId> = in_force.keys().chain(target.keys()).collect();
     instances
         .into_iter()
         .filter_map(|instance| {
