@@ -116,6 +116,14 @@ impl Resources {
             .all(|(name, amount)| *amount <= self.get(name))
     }
 
+    /// Adds `amounts` (saturating at `u64::MAX`).
+    pub fn add(&mut self, amounts: &Resources) {
+        for (name, amount) in &amounts.0 {
+            let total = self.get(name).saturating_add(*amount);
+            self.0.insert(name.clone(), total);
+        }
+    }
+
     /// Subtracts `demand` (saturating at 0).
     pub fn take(&mut self, demand: &Resources) {
         for (name, amount) in &demand.0 {

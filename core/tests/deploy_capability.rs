@@ -117,6 +117,15 @@ fn every_malformed_annotation_is_refused_naming_the_offending_entry() {
     for (text, expected) in table {
         assert_eq!(Capabilities::parse(text), Err(expected), "{text:?}");
     }
+    for text in ["GPU=v100-", "GPU=.v100", "GPU-=v100"] {
+        assert!(
+            matches!(
+                Capabilities::parse(text),
+                Err(CapabilityParseError::BadName { .. })
+            ),
+            "{text:?}"
+        );
+    }
     let long = format!("GPU={}", "a".repeat(64));
     assert!(matches!(
         Capabilities::parse(&long),
@@ -300,7 +309,7 @@ fn comparators_read_back_from_their_names_and_serde() {
 }
 
 fn capability_name() -> impl Strategy<Value = String> {
-    "[a-zA-Z0-9][a-zA-Z0-9._-]{0,8}"
+    "[a-zA-Z0-9]([a-zA-Z0-9._-]{0,8}[a-zA-Z0-9])?"
 }
 
 proptest! {

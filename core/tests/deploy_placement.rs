@@ -598,3 +598,51 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn other_plans_reserve_their_demand_on_both_members_while_relocating() {
+    use shoal_core::deploy::placement::{PlanHolding, reserved_by};
+    let api = |ordinal| InstanceId::new("api", ordinal);
+    let demand = Resources::none().with("cpu", 2).with("memory", 1);
+    let in_force = [(api(0), id("a", 0)), (api(1), id("a", 1))].into();
+    // api-1 relocates from a-1 to b-0; api-0 stays on a-0.
+    let target = [(api(0), id("a", 0)), (api(1), id("b", 0))].into();
+    let batch = Resources::none().with("cpu", 1);
+    let batch_placement = [(InstanceId::new("batch", 0), id("a", 0))].into();
+    let reserved = reserved_by(&[
+        PlanHolding {
+            demand: &demand,
+            in_force: &in_force,
+            target: &target,
+        },
+        PlanHolding {
+            demand: &batch,
+            in_force: &batch_placement,
+            target: &batch_placement,
+        },
+    ]);
+    assert_eq!(
+        reserved,
+        [
+            (
+                id("a", 0),
+                Resources::none().with("cpu", 3).with("memory", 1)
+            ),
+            (id("a", 1), demand.clone()),
+            (id("b", 0), demand.clone()),
+        ]
+        .into()
+    );
+    // Placing web (2 cpu each) on 4-cpu members: a-0 has 1 cpu left, so web
+    // goes to the other three.
+    let mut web_request = request(4, two_domains());
+    web_request.reserved = reserved;
+    let placement = placed(&web_request);
+    assert_eq!(placement.target.len(), 3);
+    assert!(
+        !placement
+            .target
+            .values()
+            .any(|member| *member == id("a", 0))
+    );
+}

@@ -17,9 +17,9 @@
 //! ```
 //!
 //! e.g. `GPU=nvidia-v100:3,nvidia-p100:2;CPU=intel-xeon`. Spaces around any
-//! token are ignored. `TYPE` and `NAME` are 1–63 characters of ASCII letters,
-//! digits, `-`, `_` and `.`, starting with a letter or digit (so they are
-//! valid label values and print unquoted). `SCORE` is a decimal `u32`; a name
+//! token are ignored. `TYPE` and `NAME` are valid label values: 1–63
+//! characters of ASCII letters, digits, `-`, `_` and `.`, starting and ending
+//! with a letter or digit (so they print unquoted everywhere). `SCORE` is a decimal `u32`; a name
 //! without a score scores 0. Types and names are case-sensitive (`GPU` and
 //! `gpu` are two types). A type may appear once per annotation and a name
 //! once per type. An empty (or all-space) annotation offers nothing; an empty
@@ -59,11 +59,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::UnknownName;
+use super::{UnknownName, is_label_value};
 use crate::member::MemberId;
-
-/// Longest type or capability name (a label value's limit).
-const MAX_NAME_LEN: usize = 63;
 
 /// A member's capabilities: type → (name → score).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -121,16 +118,8 @@ pub enum CapabilityParseError {
     },
 }
 
-fn is_valid_name(name: &str) -> bool {
-    name.len() <= MAX_NAME_LEN
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
 fn checked_name(entry: &str, name: &str) -> Result<String, CapabilityParseError> {
-    if is_valid_name(name) {
+    if is_label_value(name) {
         Ok(name.to_owned())
     } else {
         Err(CapabilityParseError::BadName {

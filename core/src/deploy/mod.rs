@@ -15,16 +15,20 @@
 //! * [`operation`]: the operations (`CREATE` … `DELETE`) a placement change
 //!   needs, their enforced state machine and the hash an approval names.
 //! * [`domains`]: the order in which update domains are rolled out.
+//! * [`pool`]: what a pool declares in its annotations (capabilities,
+//!   capacity, update domain) and each member's update domain.
 
 pub mod capability;
 pub mod domains;
 pub mod operation;
 pub mod placement;
+pub mod pool;
 
 pub use capability::{Capabilities, Catalogue, Comparator, Requirement};
 pub use domains::{next_domain, rollout_order};
 pub use operation::{Operation, OperationState, OperationType, operation_hash, operations_for};
 pub use placement::{DeployMember, InstanceId, PlanPlacement, PlanRequest, place_plan};
+pub use pool::{PoolDeclaration, member_update_domain};
 
 /// Text naming none of an enumeration's values (a comparator, an operation
 /// type or state), with the accepted spellings.
@@ -37,4 +41,19 @@ pub struct UnknownName {
     pub text: String,
     /// The accepted spellings, comma-separated.
     pub expected: &'static str,
+}
+
+/// Longest label value, and so longest capability, resource or domain name.
+const MAX_LABEL_VALUE_LEN: usize = 63;
+
+/// Whether `value` is a Kubernetes label value that is not empty: 1–63 of
+/// ASCII letters, digits, `-`, `_`, `.`, starting and ending with a letter or
+/// digit.
+pub(crate) fn is_label_value(value: &str) -> bool {
+    value.len() <= MAX_LABEL_VALUE_LEN
+        && value.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && value.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }

@@ -442,15 +442,41 @@ impl<'a> Board<'a> {
     fn release(&mut self, index: usize) {
         self.held[index] -= 1;
         self.domain_held[self.domain_of[index]] -= 1;
-        for (name, amount) in &self.demand.0 {
-            *self.remaining[index].0.entry(name.clone()).or_default() += amount;
-        }
+        self.remaining[index].add(self.demand);
     }
 
     /// This plan's instances in the domain of member `index`.
     fn held_in_domain_of(&self, index: usize) -> u32 {
         self.domain_held[self.domain_of[index]]
     }
+}
+
+/// What one plan holds on members, for [`reserved_by`].
+#[derive(Debug, Clone, Copy)]
+pub struct PlanHolding<'a> {
+    /// What each of its instances consumes.
+    pub demand: &'a Resources,
+    /// Its placement in force.
+    pub in_force: &'a BTreeMap<InstanceId, MemberId>,
+    /// Its target placement.
+    pub target: &'a BTreeMap<InstanceId, MemberId>,
+}
+
+/// The capacity `plans` hold on each member, to pass as
+/// [`PlanRequest::reserved`] when placing another plan. Each instance holds
+/// its demand on its member in force and on its target member, once on each
+/// distinct member: an instance being relocated holds both until the old
+/// placement is removed (make-before-break), a settled one holds one.
+pub fn reserved_by(plans: &[PlanHolding<'_>]) -> BTreeMap<MemberId, Resources> {
+    let mut reserved: BTreeMap<MemberId, Resources> = BTreeMap::new();
+    for plan in plans {
+        let held: BTreeSet<(&InstanceId, &MemberId)> =
+            plan.in_force.iter().chain(plan.target.iter()).collect();
+        for (_, member) in held {
+            reserved.entry(member.clone()).or_default().add(plan.demand);
+        }
+    }
+    reserved
 }
 
 /// The member's capacity minus what other plans reserve on it (at least 0).
