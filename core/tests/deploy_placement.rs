@@ -482,6 +482,60 @@ fn check_promises(request: &PlanRequest, placement: &PlanPlacement) -> Result<()
     Ok(())
 }
 
+/// Checks that every unplaced instance's reason is true of the final
+/// placement: no capable member, or every capable member at the limit or
+/// without room.
+fn check_reasons(request: &PlanRequest, placement: &PlanPlacement) -> Result<(), TestCaseError> {
+    let Some(unplaced) = placement.unplaced.first() else {
+        return Ok(());
+    };
+    let catalogue = Catalogue::build(request.members.iter().map(|m| (&m.id, &m.capabilities)))
+        .expect("generated capabilities are consistent");
+    let capable: Vec<&DeployMember> = request
+        .members
+        .iter()
+        .filter(|member| {
+            member.available
+                && request.requirements.iter().all(|requirement| {
+                    requirement
+                        .resolve(&catalogue)
+                        .expect("placement resolved it")
+                        .is_met_by(&member.capabilities)
+                })
+        })
+        .collect();
+    let held =
+        |member: &MemberId| placement.target.values().filter(|m| *m == member).count() as u64;
+    let has_room = |member: &DeployMember| {
+        let mut left = member.capacity.clone();
+        left.take(
+            &request
+                .reserved
+                .get(&member.id)
+                .cloned()
+                .unwrap_or_default(),
+        );
+        for _ in 0..held(&member.id) {
+            left.take(&request.demand);
+        }
+        left.fits(&request.demand)
+    };
+    let at_limit = |member: &DeployMember| held(&member.id) >= u64::from(request.max_per_member);
+    match &unplaced.reason {
+        UnplacedReason::NoCapableMember { .. } => prop_assert!(capable.is_empty()),
+        UnplacedReason::PerMemberLimit { capable: count, .. } => {
+            prop_assert_eq!(*count, capable.len());
+            prop_assert!(!capable.is_empty() && capable.iter().all(|m| at_limit(m)));
+        }
+        UnplacedReason::NoRoom { short, .. } => {
+            prop_assert!(!short.is_empty());
+            prop_assert!(capable.iter().any(|m| !at_limit(m)));
+            prop_assert!(capable.iter().all(|m| at_limit(m) || !has_room(m)));
+        }
+    }
+    Ok(())
+}
+
 /// `count` members over `domains` domains (round robin), all capable and roomy.
 fn roomy_members(count: usize, domains: usize) -> Vec<DeployMember> {
     (0..count)
@@ -496,11 +550,12 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn placement_never_violates_capabilities_capacity_or_the_per_member_limit(
+    fn placement_never_violates_capabilities_capacity_or_the_per_member_limit_and_gives_true_reasons(
         request in arb_request()
     ) {
         if let Some(placement) = place_or_unscored(&request)? {
             check_promises(&request, &placement)?;
+            check_reasons(&request, &placement)?;
         }
     }
 
