@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use shoal_core::MemberId;
-use shoal_core::deploy::operation::{InvalidTransition, operation_hash};
+use shoal_core::deploy::operation::{
+    ApprovalError, InvalidTransition, approve, operation_hash, supersede,
+};
 use shoal_core::deploy::{InstanceId, Operation, OperationState, OperationType, operations_for};
 
 use OperationState::*;
@@ -273,6 +275,74 @@ fn a_repeated_operation_gets_an_id_no_earlier_operation_has() {
         operation_hash(&first),
         operation_hash(&relocate("a", "b").with_unique_id(&history))
     );
+}
+
+/// Operations of revision 1 on web-0..web-3, in the given states.
+fn history(states: [OperationState; 4]) -> Vec<Operation> {
+    states
+        .into_iter()
+        .zip(0u32..)
+        .map(|(state, ordinal)| Operation {
+            state,
+            ..Operation::planned(
+                OperationType::Create,
+                web(ordinal),
+                None,
+                Some(id("a", ordinal)),
+                1,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn an_approval_approves_only_the_reviewed_operation_awaiting_approval() {
+    let mut operations = history([PendingApproval, PendingApproval, Succeeded, Pending]);
+    let reviewed = operation_hash(&operations[1]);
+    assert_eq!(
+        approve(&mut operations, &reviewed, "approved by alice"),
+        Ok(1)
+    );
+    assert_eq!(operations[1].state, Approved);
+    assert_eq!(operations[0].state, PendingApproval, "only the named one");
+    assert_eq!(
+        approve(&mut operations, &reviewed, "again"),
+        Err(ApprovalError::NotAwaitingApproval {
+            id: "create-web-1-r1".to_owned(),
+            state: Approved
+        })
+    );
+    let done = operation_hash(&operations[2]);
+    assert!(approve(&mut operations, &done, "late").is_err());
+    let unknown = "sha256:0000";
+    assert_eq!(
+        approve(&mut operations, unknown, "x")
+            .unwrap_err()
+            .to_string(),
+        "no operation has hash sha256:0000; it may have been superseded, review the current operations"
+    );
+}
+
+#[test]
+fn a_new_revision_fails_the_waiting_operations_of_older_ones_only() {
+    let mut operations = history([Pending, PendingApproval, Approved, Succeeded]);
+    operations.push(Operation::planned(
+        OperationType::Update,
+        web(9),
+        None,
+        None,
+        2,
+    ));
+    assert_eq!(supersede(&mut operations, 2), 2);
+    let states: Vec<OperationState> = operations.iter().map(|op| op.state).collect();
+    assert_eq!(states, vec![Failed, Failed, Approved, Succeeded, Pending]);
+    assert_eq!(operations[0].message, "superseded by revision 2");
+    // The approval a reviewer gave for a superseded operation no longer applies.
+    let stale = operation_hash(&operations[1]);
+    assert!(matches!(
+        approve(&mut operations, &stale, "too late"),
+        Err(ApprovalError::NotAwaitingApproval { state: Failed, .. })
+    ));
 }
 
 fn arb_placement() -> impl Strategy<Value = BTreeMap<InstanceId, MemberId>> {

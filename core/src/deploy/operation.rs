@@ -39,6 +39,16 @@
 //!
 //! Every operation carries the new deployment revision. `STOP` and `RESTART`
 //! are asked for by users and never derived from placements.
+//!
+//! # Approval and supersession
+//!
+//! [`approve`] approves the one `PENDING_APPROVAL` operation whose
+//! [`operation_hash`] an approval names; a hash naming no operation (the
+//! reviewed one was superseded, or never existed) or one not awaiting
+//! approval is refused, so an approval never stands for anything but what
+//! was reviewed. [`supersede`] fails every operation of an older revision
+//! that has not been approved yet: a new deployment replaces them, and a
+//! failed operation never blocks the plan.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -342,4 +352,77 @@ pub fn operations_for(
             ))
         })
         .collect()
+}
+
+/// An approval that cannot be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApprovalError {
+    /// No operation has this hash (superseded, or never planned).
+    #[error(
+        "no operation has hash {hash}; it may have been superseded, review the current operations"
+    )]
+    Unknown {
+        /// The hash named.
+        hash: String,
+    },
+    /// The operation is not awaiting approval.
+    #[error("operation {id} is {state}, not PENDING_APPROVAL")]
+    NotAwaitingApproval {
+        /// The operation's id.
+        id: String,
+        /// Its state.
+        state: OperationState,
+    },
+}
+
+/// Approves the operation whose [`operation_hash`] is `hash` (it must be
+/// `PENDING_APPROVAL`) with `message`; returns its index.
+pub fn approve(
+    operations: &mut [Operation],
+    hash: &str,
+    message: &str,
+) -> Result<usize, ApprovalError> {
+    let index = operations
+        .iter()
+        .position(|operation| operation_hash(operation) == hash)
+        .ok_or_else(|| ApprovalError::Unknown {
+            hash: hash.to_owned(),
+        })?;
+    let operation = &mut operations[index];
+    let refused = ApprovalError::NotAwaitingApproval {
+        id: operation.id.clone(),
+        state: operation.state,
+    };
+    // PENDING → APPROVED is the policy's transition, not a reviewer's.
+    if operation.state != OperationState::PendingApproval {
+        return Err(refused);
+    }
+    operation
+        .advance(OperationState::Approved, message)
+        .map_err(|_| refused)?;
+    Ok(index)
+}
+
+/// Fails every `PENDING` or `PENDING_APPROVAL` operation of a revision
+/// below `revision` ("superseded by revision N"); returns how many.
+/// Approved operations are under way and finish on their own.
+pub fn supersede(operations: &mut [Operation], revision: u64) -> usize {
+    let mut superseded = 0;
+    for operation in operations.iter_mut().filter(|op| op.revision < revision) {
+        let waiting = matches!(
+            operation.state,
+            OperationState::Pending | OperationState::PendingApproval
+        );
+        if waiting
+            && operation
+                .advance(
+                    OperationState::Failed,
+                    format!("superseded by revision {revision}"),
+                )
+                .is_ok()
+        {
+            superseded += 1;
+        }
+    }
+    superseded
 }
