@@ -518,24 +518,66 @@ pub fn place_plan(request: &PlanRequest) -> Result<PlanPlacement, PlanError> {
         shed_victims(&mut board, &mut placement, kept, excess);
     } else {
         let missing = wanted - kept.len();
+        let mut placer = Placer {
+            board,
+            placement,
+            requirements: &requirements,
+        };
+        placer.fill(request, displaced, missing);
+        placement = placer.placement;
+    }
+    Ok(placement)
+}
+
+/// Rule 3: what places instances one by one.
+struct Placer<'a, 'r> {
+    board: Board<'a>,
+    placement: PlanPlacement,
+    requirements: &'r [ResolvedRequirement],
+}
+
+impl Placer<'_, '_> {
+    /// Places `missing` instances: displaced ones first (lowest ordinals;
+    /// the rest are removed), then new ones at the lowest free ordinals.
+    fn fill(
+        &mut self,
+        request: &PlanRequest,
+        displaced: Vec<(InstanceId, MemberId)>,
+        missing: usize,
+    ) {
         let (to_replace, excess) = displaced.split_at(missing.min(displaced.len()));
-        remove_all(&mut placement, excess.to_vec());
+        remove_all(&mut self.placement, excess.to_vec());
         for (instance, from) in to_replace {
-            place_one(
-                &mut board,
-                &mut placement,
-                &requirements,
-                instance,
-                Some(from),
-            );
+            self.place_one(instance, Some(from));
         }
         let used: BTreeSet<u32> = request.in_force.keys().map(|id| id.ordinal).collect();
         for ordinal in free_ordinals(&used, missing - to_replace.len()) {
-            let instance = InstanceId::new(&request.plan, ordinal);
-            place_one(&mut board, &mut placement, &requirements, &instance, None);
+            self.place_one(&InstanceId::new(&request.plan, ordinal), None);
         }
     }
-    Ok(placement)
+
+    /// One instance: the emptiest domain with a member that can hold it,
+    /// then that domain's emptiest such member; ties by rendezvous score.
+    fn place_one(&mut self, instance: &InstanceId, previous: Option<&MemberId>) {
+        let board = &mut self.board;
+        let Some(index) = choose_member(board, instance) else {
+            self.placement.unplaced.push(UnplacedInstance {
+                instance: instance.clone(),
+                previous: previous.cloned(),
+                reason: unplaced_reason(board, self.requirements),
+            });
+            return;
+        };
+        board.hold(index);
+        let member = board.members[index].id.clone();
+        let change = match previous {
+            Some(from) if *from != member => InstanceChange::Moved { from: from.clone() },
+            Some(_) => InstanceChange::Kept,
+            None => InstanceChange::New,
+        };
+        self.placement.target.insert(instance.clone(), member);
+        self.placement.changes.insert(instance.clone(), change);
+    }
 }
 
 fn validate(request: &PlanRequest) -> Result<(), PlanError> {
@@ -625,34 +667,6 @@ fn free_ordinals(used: &BTreeSet<u32>, count: usize) -> Vec<u32> {
         .filter(|ordinal| !used.contains(ordinal))
         .take(count)
         .collect()
-}
-
-/// Rule 3 for one instance: the emptiest domain with a member that can hold
-/// it, then that domain's emptiest such member; ties by rendezvous score.
-fn place_one(
-    board: &mut Board<'_>,
-    placement: &mut PlanPlacement,
-    requirements: &[ResolvedRequirement],
-    instance: &InstanceId,
-    previous: Option<&MemberId>,
-) {
-    let Some(index) = choose_member(board, instance) else {
-        placement.unplaced.push(UnplacedInstance {
-            instance: instance.clone(),
-            previous: previous.cloned(),
-            reason: unplaced_reason(board, requirements),
-        });
-        return;
-    };
-    board.hold(index);
-    let member = board.members[index].id.clone();
-    let change = match previous {
-        Some(from) if *from != member => InstanceChange::Moved { from: from.clone() },
-        Some(_) => InstanceChange::Kept,
-        None => InstanceChange::New,
-    };
-    placement.target.insert(instance.clone(), member);
-    placement.changes.insert(instance.clone(), change);
 }
 
 fn choose_member(board: &Board<'_>, instance: &InstanceId) -> Option<usize> {
