@@ -26,7 +26,8 @@ use std::collections::BTreeMap;
 
 use super::capability::{Capabilities, CapabilityParseError};
 use super::is_label_value;
-use crate::member::Resources;
+use super::placement::DeployMember;
+use crate::member::{MemberId, Resources};
 
 /// Pool annotation holding the members' scored capabilities.
 pub const ANNOTATION_CAPABILITIES: &str = "shoal.dev/capabilities";
@@ -119,6 +120,21 @@ impl PoolDeclaration {
     }
 }
 
+impl PoolDeclaration {
+    /// One member of the pool as placement sees it: the pool's capabilities
+    /// and capacity, its own availability and update domain (see
+    /// [`member_update_domain`]).
+    pub fn member(&self, id: MemberId, available: bool, update_domain: String) -> DeployMember {
+        DeployMember {
+            id,
+            available,
+            capabilities: self.capabilities.clone(),
+            capacity: self.capacity.clone(),
+            update_domain,
+        }
+    }
+}
+
 /// Parses `NAME=AMOUNT{,NAME=AMOUNT}`; an error gives the entry and the problem.
 fn parse_capacity(text: &str) -> Result<Resources, (String, &'static str)> {
     let mut capacity = Resources::none();
@@ -196,6 +212,13 @@ mod tests {
             Resources::none().with("cores", 60).with("memory", 480)
         );
         assert_eq!(declared.update_domain.as_deref(), Some("ud-1"));
+        let member = declared.member(MemberId::new("gpu", 2), true, "ud-1".to_owned());
+        assert_eq!(member.capacity.get("cores"), 60);
+        assert!(member.capabilities.offers("CPU", "intel-xeon"));
+        assert_eq!(
+            (member.id.to_string(), member.available),
+            ("gpu-2".to_owned(), true)
+        );
         assert_eq!(
             PoolDeclaration::from_annotations("plain", &BTreeMap::new()),
             Ok(PoolDeclaration::default())
