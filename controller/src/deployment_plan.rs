@@ -14,9 +14,12 @@
 //!
 //! | on the pool StatefulSet | meaning | default |
 //! | --- | --- | --- |
-//! | label `shoal.dev/update-domain` | the update domain of its members | the pool's name |
+//! | annotation `shoal.dev/update-domain` | the update domain of its members | the node's zone, else the pool's name |
 //! | annotation `shoal.dev/capabilities` | capabilities with scores, e.g. `GPU=nvidia-v100:3,nvidia-p100:2;CPU=intel-xeon` | none |
-//! | annotation `shoal.dev/capacity` | capacity of each member, e.g. `cpu=4,memory=8Gi` | unlimited |
+//! | annotation `shoal.dev/capacity` | capacity of each member in the units the plans' demands use, e.g. `cores=4,memory=8192` | none declared |
+//!
+//! The rules (comparators, placement, operation states) are those of
+//! `shoal_core::deploy`.
 //!
 //! The CRD YAML in `manifests/crd-deploymentplan.yaml` is generated from these
 //! types: `cargo run -p shoal-controller -- crd deploymentplan`.
@@ -32,13 +35,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::crd::{ApprovalSpec, Condition};
-
-/// Label on a pool StatefulSet: the update domain of its members.
-pub const UPDATE_DOMAIN_LABEL: &str = "shoal.dev/update-domain";
-/// Annotation on a pool StatefulSet: the capabilities each of its members offers.
-pub const CAPABILITIES_ANNOTATION: &str = "shoal.dev/capabilities";
-/// Annotation on a pool StatefulSet: the capacity of each of its members.
-pub const CAPACITY_ANNOTATION: &str = "shoal.dev/capacity";
 
 /// Replicated applications placed on the members of a Swarm, changed only through approved operations.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -123,10 +119,10 @@ pub struct Application {
     /// Name, unique within the plan (a DNS label).
     #[schemars(length(min = 1, max = 63))]
     pub name: String,
-    /// What one instance of the application takes from its member, as Kubernetes
-    /// quantities: `cpu` (e.g. `500m`, `2`), `memory` (e.g. `256Mi`).
+    /// What one instance of the application takes from its member, in the units of the
+    /// pools' `shoal.dev/capacity` annotation, e.g. `{cores: 1, memory: 512}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub resources: BTreeMap<String, String>,
+    pub resources: BTreeMap<String, u64>,
     /// Ports the application listens on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<Port>,
@@ -268,9 +264,6 @@ pub struct DeploymentPlanStatus {
     /// Operations, newest last: open ones and up to `operationHistoryLimit` finished ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub operations: Vec<OperationStatus>,
-    /// The highest operation number given so far (numbers are never given twice).
-    #[serde(default)]
-    pub latest_operation: u64,
     /// Annotations the controller refused, with the value refused.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub refused_annotations: BTreeMap<String, String>,
@@ -330,7 +323,7 @@ pub struct UnplacedInstance {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationStatus {
-    /// `op-<n>`: never given twice within the plan.
+    /// `<type>-<instance>-r<deployment>` (with `.2`, `.3`… on a repeat): never given twice within the plan.
     pub id: String,
     /// `CREATE`, `UPDATE`, `RELOCATE`, `STOP`, `RESTART` or `DELETE`.
     #[serde(rename = "type")]
