@@ -249,6 +249,10 @@ pub struct DeploymentPlanStatus {
     /// The highest deployment revision number given so far.
     #[serde(default)]
     pub latest_deployment: u64,
+    /// Fingerprint of the `spec.deployment` and `spec.applications` that
+    /// `latestDeployment` was given for: a change of either is a new revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_hash: Option<String>,
     /// Instances installed / desired, e.g. `2/3`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<String>,
