@@ -369,6 +369,8 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     tokio::select! {
         _ = controller => {}
         _ = pool_stream => {}
+        // DeploymentPlans, under the same leadership; never completes on its own.
+        _ = crate::deployment::run(ctx.clone()) => {}
     }
     orphans.abort();
     stop_relay.abort();
