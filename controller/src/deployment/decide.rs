@@ -546,7 +546,17 @@ impl<'a> Pass<'a> {
                     .any(|op| waiting(op) && same(op, candidate))
             })
             .collect();
+        // Ids in the history, and ids a standing approval names: an operation whose
+        // record left the history must not lend its id (and so its hash) to a new one.
         let mut ids: BTreeSet<String> = self.operations.iter().map(|op| op.id.clone()).collect();
+        if let Some(value) = self.obs.annotations.get(APPROVE_ANNOTATION) {
+            ids.extend(
+                value
+                    .split(',')
+                    .filter_map(|item| item.trim().split_once('/'))
+                    .map(|(id, _)| id.to_owned()),
+            );
+        }
         let policy = self.obs.spec.approval.policy;
         let budget = self.obs.spec.approval.max_disrupted_members.unwrap_or(0) as usize;
         let disrupted: BTreeSet<&MemberId> = fresh

@@ -627,3 +627,58 @@ fn other_plans_of_the_swarm_reserve_capacity_on_their_members() {
     assert_eq!(obs.status.unplaced.len(), 2);
     assert!(obs.status.unplaced[0].reason.contains("short of cores"));
 }
+
+#[test]
+fn a_standing_approval_never_approves_a_later_operation_that_would_reuse_a_forgotten_id() {
+    let mut obs = observation(spec(1, "Manual", "nginx:1"));
+    obs.spec.operation_history_limit = 1;
+    obs.pools = pools(1, 0);
+    obs.pools.truncate(1);
+    pass(&mut obs);
+    let create = ops_in(&obs, "PENDING_APPROVAL")[0].clone();
+    approve(&mut obs, &create.approve_with);
+    pass(&mut obs);
+    let member = obs.status.instances[0].member.clone();
+    report(
+        &mut obs,
+        &member,
+        serde_json::json!({"web-0": {"state": "installed", "deployment": 1}}),
+    );
+    pass(&mut obs);
+    // Scale to 0 and approve the DELETE, the CREATE's approval still standing beside it.
+    obs.spec.deployment.instances = 0;
+    pass(&mut obs);
+    let delete = ops_in(&obs, "PENDING_APPROVAL")[0].clone();
+    approve(
+        &mut obs,
+        &format!("{},{}", create.approve_with, delete.approve_with),
+    );
+    pass(&mut obs);
+    report(&mut obs, &member, serde_json::json!({}));
+    pass(&mut obs);
+    assert!(
+        obs.status.operations.iter().all(|op| op.id != create.id),
+        "the CREATE left the history: {:?}",
+        obs.status.operations
+    );
+    // Scale back to 1: the same instance, member and revision. The new CREATE
+    // must wait for a new review, not ride on the old approval.
+    obs.spec.deployment.instances = 1;
+    pass(&mut obs);
+    let new_create = obs
+        .status
+        .operations
+        .iter()
+        .find(|op| op.type_ == "CREATE")
+        .expect("a new CREATE")
+        .clone();
+    assert_ne!(new_create.id, create.id);
+    assert_eq!(new_create.state, "PENDING_APPROVAL", "{new_create:?}");
+    pass(&mut obs);
+    assert_eq!(
+        ops_in(&obs, "PENDING_APPROVAL").len(),
+        1,
+        "{:?}",
+        obs.status.operations
+    );
+}
