@@ -61,7 +61,7 @@ use super::members::{
     demand, deploy_members, member_of_pod, requirements, reserved_by_others, spec_problem,
 };
 use super::reports::{MemberReports, trusted_reports};
-use super::{MemberPod, PlanDecision, PlanObservation};
+use super::{MemberPod, PlanDecision, PlanObservation, PoolObservation};
 use crate::crd::{ApprovalPolicy, Condition};
 use crate::deployment_plan::{
     DeploymentPlanStatus, InstanceError, InstanceStatus, OperationStatus, UnplacedInstance,
@@ -247,11 +247,7 @@ impl<'a> Pass<'a> {
         let pods: BTreeMap<String, &MemberPod> = obs
             .pools
             .iter()
-            .flat_map(|pool| {
-                pool.pods
-                    .iter()
-                    .map(move |(ordinal, pod)| (format!("{}-{ordinal}", pool.name), pod))
-            })
+            .flat_map(PoolObservation::members)
             .collect();
         let reports = pods
             .iter()

@@ -61,6 +61,15 @@ pub struct PoolObservation {
     pub pods: BTreeMap<u32, MemberPod>,
 }
 
+impl PoolObservation {
+    /// Its members: pod name `<pool>-<ordinal>` and pod.
+    pub fn members(&self) -> impl Iterator<Item = (String, &MemberPod)> {
+        self.pods
+            .iter()
+            .map(move |(ordinal, pod)| (format!("{}-{ordinal}", self.name), pod))
+    }
+}
+
 /// A member Lease, as far as plans read it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MemberLease {

@@ -94,11 +94,7 @@ pub async fn observe(
     }
     let member_pods: Vec<String> = pools
         .iter()
-        .flat_map(|pool| {
-            pool.pods
-                .keys()
-                .map(move |ordinal| format!("{}-{ordinal}", pool.name))
-        })
+        .flat_map(|pool| pool.members().map(|(name, _)| name))
         .collect();
     let mut leases = BTreeMap::new();
     if !member_pods.is_empty() {
