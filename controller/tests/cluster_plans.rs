@@ -4,6 +4,7 @@
 //! instances that fit nowhere.
 
 mod common;
+mod plugin_common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use common::{Env, eventually, job_keys, swarm_yaml};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
+use plugin_common::{shoal, shoal_ok};
 use shoal_controller::deployment_plan::{DeploymentPlan, DeploymentPlanStatus, OperationStatus};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -306,7 +308,14 @@ async fn a_plan_is_placed_approved_operation_by_operation_and_follows_its_member
             .find(|op| op.instance == "web-1" && op.type_ == "UPDATE" && op.deployment == 2)
     })
     .await;
-    annotate_approval(&env, &update.approve_with).await;
+    // `kubectl shoal approve-op` writes the same annotation; a settled operation is refused.
+    let refused = shoal(&env, &["approve-op", "web", &pending[0].id]).await;
+    assert!(!refused.success, "{refused:?}");
+    assert!(
+        refused.stderr.contains("not PENDING_APPROVAL"),
+        "{refused:?}"
+    );
+    shoal_ok(&env, &["approve-op", "web", &update.id]).await;
     eventually("web-1's UPDATE approved", WAIT, || async {
         let status = status(&env, "web").await;
         ops(&status, "APPROVED")
@@ -409,6 +418,22 @@ async fn a_plan_is_placed_approved_operation_by_operation_and_follows_its_member
     );
     let table = env.kubectl(&["get", "dplan"]).await;
     assert!(table.contains("solo") && table.contains("0/1"), "{table}");
+
+    // The plugin's views.
+    let listed = shoal_ok(&env, &["plans"]).await;
+    assert!(
+        listed.contains("web") && listed.contains("solo"),
+        "{listed}"
+    );
+    let detail = shoal_ok(&env, &["plan", "web"]).await;
+    assert!(
+        detail.contains("image=nginx:1.26") && detail.contains("SUCCEEDED"),
+        "{detail}"
+    );
+    let instances = shoal_ok(&env, &["instances", "solo"]).await;
+    assert!(instances.contains("GPU In [a100]"), "{instances}");
+    let operations = shoal_ok(&env, &["operations", "web"]).await;
+    assert!(operations.contains(&delete.id), "{operations}");
 
     controller.stop().await;
     env.finish().await;
