@@ -83,6 +83,7 @@ pub async fn run(ctx: Arc<Context>) {
             }
         }
     };
+    let mut crd_missing_reported = false;
     controller
         .watches(
             api::<StatefulSet>(&client, namespace),
@@ -105,6 +106,14 @@ pub async fn run(ctx: Arc<Context>) {
                 Err(kube::runtime::controller::Error::ObjectNotFound(object)) => {
                     debug!(%object, "change for a DeploymentPlan that no longer exists");
                 }
+                Err(error) if crd_missing(&error) => {
+                    // Said once: a cluster without plans need not install their CRD.
+                    if !std::mem::replace(&mut crd_missing_reported, true) {
+                        warn!(
+                            "the DeploymentPlan CRD (deploymentplans.shoal.dev) is not installed; plans are reconciled once `kubectl apply -f manifests/crd-deploymentplan.yaml` installs it"
+                        );
+                    }
+                }
                 Err(error) => warn!(%error, "DeploymentPlan controller stream error"),
                 Ok(_) => {}
             }
@@ -112,6 +121,16 @@ pub async fn run(ctx: Arc<Context>) {
         })
         .await;
     futures::future::pending::<()>().await;
+}
+
+/// Whether a stream error says the DeploymentPlan resource is not served (404 on list).
+fn crd_missing<E>(error: &kube::runtime::controller::Error<E, watcher::Error>) -> bool {
+    matches!(
+        error,
+        kube::runtime::controller::Error::QueueError(watcher::Error::InitialListFailed(
+            kube::Error::Api(status)
+        )) if status.code == 404
+    )
 }
 
 /// The plans of `namespace` (of `swarm` only, when given).
