@@ -83,6 +83,21 @@ pub async fn run(ctx: Arc<Context>) {
             }
         }
     };
+    // Another plan of the same Swarm changing (its placement reserves capacity) wakes this one.
+    let by_other_plan = {
+        let store = store.clone();
+        move |plan: DeploymentPlan| {
+            let name = plan.name_any();
+            plans_of(
+                &store,
+                &plan.namespace().unwrap_or_default(),
+                Some(plan.spec.swarm.as_str()),
+            )
+            .into_iter()
+            .filter(|other| other.name != name)
+            .collect::<Vec<_>>()
+        }
+    };
     let mut crd_missing_reported = false;
     controller
         .watches(

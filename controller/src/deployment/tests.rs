@@ -682,3 +682,21 @@ fn a_standing_approval_never_approves_a_later_operation_that_would_reuse_a_forgo
         obs.status.operations
     );
 }
+
+#[test]
+fn two_pools_scoring_one_capability_differently_degrade_the_plan_naming_both() {
+    let mut obs = observation(spec(1, "Automatic", "nginx:1"));
+    obs.pools[1]
+        .annotations
+        .insert("shoal.dev/capabilities".to_owned(), "GPU=v100:5".to_owned());
+    let decision = pass(&mut obs);
+    let message = obs.status.last_error.clone().expect("an error");
+    assert_eq!(obs.status.phase.as_deref(), Some("Degraded"));
+    assert!(message.contains("DeploymentPlan web"), "{message}");
+    assert!(
+        message.contains("gpu-0") && message.contains("gpu2-0"),
+        "{message}"
+    );
+    assert!(obs.status.instances.is_empty());
+    assert_eq!(decision.events.len(), 1);
+}
