@@ -101,6 +101,11 @@ pub async fn run(ctx: Arc<Context>) {
     let mut crd_missing_reported = false;
     controller
         .watches(
+            api::<DeploymentPlan>(&client, namespace),
+            watcher::Config::default(),
+            by_other_plan,
+        )
+        .watches(
             api::<StatefulSet>(&client, namespace),
             watcher::Config::default(),
             by_pool,
