@@ -438,3 +438,47 @@ async fn a_plan_is_placed_approved_operation_by_operation_and_follows_its_member
     controller.stop().await;
     env.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_replica_leaves_plans_alone_while_another_holds_the_leader_lease() {
+    let env = Env::start().await;
+    install_plan_crd(&env).await;
+    // Another replica holds the leader Lease, freshly renewed, for a long time.
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    env.apply(&format!(
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: shoal-controller\nspec:\n  holderIdentity: the-leader\n  leaseDurationSeconds: 600\n  acquireTime: \"{now}\"\n  renewTime: \"{now}\"\n"
+    ))
+    .await;
+    let standby = env.start_controller_with(shoal_controller::Settings {
+        namespace: Some(env.namespace.clone()),
+        identity: "standby".to_owned(),
+        leader_election: Some(shoal_controller::LeaderElection {
+            lease_name: "shoal-controller".to_owned(),
+            lease_namespace: env.namespace.clone(),
+            duration_seconds: 600,
+        }),
+        resync: Duration::from_secs(1),
+        metrics_address: None,
+    });
+    env.apply(&swarm_yaml("demo", &job_keys(2), "")).await;
+    described_pool(&env, "east", 1, "east", Some("GPU=v100:3")).await;
+    env.apply(&plan_yaml("web", 1, "nginx:1.25", "v100", "Automatic"))
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        status(&env, "web").await,
+        DeploymentPlanStatus::default(),
+        "a standby wrote a plan's status"
+    );
+    standby.kill().await;
+    // The same plan, with a controller that leads, gets its status.
+    let leader = env.start_controller();
+    eventually("the plan reconciled by a leader", WAIT, || async {
+        (status(&env, "web").await.latest_deployment == 1).then_some(())
+    })
+    .await;
+    leader.stop().await;
+    env.finish().await;
+}
