@@ -39,7 +39,8 @@
 //!    the new one reports `installed` does the old entry become `removing`,
 //!    and it leaves `status.instances` when its member reports it `removed`
 //!    (or no longer reports it, or is gone). Meanwhile both members hold the
-//!    instance's demand for every plan's placement. `DELETE`: the entry
+//!    instance's demand for every plan's placement. A relocation whose new
+//!    copy fails drops that copy: the instance stays where it ran. `DELETE`: the entry
 //!    becomes `removing`, then leaves the same way.
 //! 8. **Status.** Operations (open ones and the last
 //!    `operationHistoryLimit` finished ones), unplaced instances with their
@@ -355,6 +356,14 @@ impl<'a> Pass<'a> {
                                 let code =
                                     report.code.clone().unwrap_or_else(|| "Failed".to_owned());
                                 let message = report.message.clone().unwrap_or_default();
+                                if operation.operation_type == OperationType::Relocate {
+                                    // The old placement never stopped: the instance stays
+                                    // there, and the failed copy leaves (the error is in
+                                    // the operation's message).
+                                    self.instances.retain(|entry| {
+                                        !(entry.name == instance && entry.member == to)
+                                    });
+                                }
                                 (
                                     OperationState::Failed,
                                     format!("{to} reports {instance} failed: {code}: {message}"),

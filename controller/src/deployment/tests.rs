@@ -700,3 +700,41 @@ fn two_pools_scoring_one_capability_differently_degrade_the_plan_naming_both() {
     assert!(obs.status.instances.is_empty());
     assert_eq!(decision.events.len(), 1);
 }
+
+#[test]
+fn a_relocation_whose_new_copy_fails_leaves_the_instance_running_where_it_was() {
+    let mut obs = settled(1, "Manual");
+    let old = obs.status.instances[0].member.clone();
+    let pool = old.rsplit_once('-').expect("pod").0.to_owned();
+    for p in obs.pools.iter_mut().filter(|p| p.name == pool) {
+        p.annotations
+            .insert("shoal.dev/capabilities".to_owned(), "CPU=xeon".to_owned());
+    }
+    pass(&mut obs);
+    let relocate = ops_in(&obs, "PENDING_APPROVAL")[0].clone();
+    approve(&mut obs, &relocate.approve_with);
+    pass(&mut obs);
+    let new = relocate.to_member.clone().expect("to");
+    report(
+        &mut obs,
+        &new,
+        serde_json::json!({"web-0": {"state": "failed", "deployment": 1, "code": "ImagePull", "message": "no such image"}}),
+    );
+    pass(&mut obs);
+    let failed = obs
+        .status
+        .operations
+        .iter()
+        .find(|op| op.id == relocate.id)
+        .expect("the relocation");
+    assert_eq!(failed.state, "FAILED");
+    assert!(failed.message.contains("ImagePull"), "{}", failed.message);
+    let members: Vec<&str> = obs
+        .status
+        .instances
+        .iter()
+        .map(|e| e.member.as_str())
+        .collect();
+    assert_eq!(members, [old.as_str()], "{:?}", obs.status.instances);
+    assert_eq!(obs.status.instances[0].state, "installed");
+}
