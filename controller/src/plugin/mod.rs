@@ -39,7 +39,9 @@
 //! Reading needs get/list on swarms, configmaps, statefulsets, pods, leases and
 //! events in the Swarm's namespace; `approve` and `undo` also need patch on
 //! swarms (`approve` writes one annotation, `undo` rewrites the job list and
-//! strategy).
+//! strategy). The plan commands need get/list on deploymentplans, and
+//! `approve-op` patch on deploymentplans (not yet in the `shoal-viewer` and
+//! `shoal-approver` roles).
 
 pub mod gate;
 pub mod history;
