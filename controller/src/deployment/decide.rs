@@ -65,7 +65,8 @@ use super::reports::{MemberReports, trusted_reports};
 use super::{MemberPod, PlanDecision, PlanObservation, PoolObservation};
 use crate::crd::{ApprovalPolicy, Condition};
 use crate::deployment_plan::{
-    DeploymentPlanStatus, InstanceError, InstanceStatus, OperationStatus, UnplacedInstance,
+    DeploymentPlanStatus, InstanceError, InstanceStatus, OperationStatus, RolloutType,
+    UnplacedInstance,
 };
 use crate::plan::{APPROVE_ANNOTATION, PlannedEvent};
 
@@ -235,6 +236,8 @@ struct Pass<'a> {
     deployment_hash: String,
     pods: BTreeMap<String, &'a MemberPod>,
     reports: BTreeMap<String, MemberReports>,
+    /// Events decided before the status is put together.
+    events: Vec<PlannedEvent>,
 }
 
 impl<'a> Pass<'a> {
@@ -269,6 +272,7 @@ impl<'a> Pass<'a> {
             deployment_hash: obs.status.deployment_hash.clone().unwrap_or_default(),
             pods,
             reports,
+            events: Vec::new(),
         }
     }
 
@@ -279,6 +283,18 @@ impl<'a> Pass<'a> {
             self.latest += 1;
             self.deployment_hash = fingerprint;
             supersede(&mut self.operations, self.latest);
+            let rollout = self.obs.spec.deployment.rollout.type_;
+            if rollout != RolloutType::Rolling {
+                // Said once per revision: the setting is accepted but not acted on yet.
+                self.events.push(PlannedEvent {
+                    warning: true,
+                    reason: "RolloutNotSupported".to_owned(),
+                    note: format!(
+                        "DeploymentPlan {}: spec.deployment.rollout.type {rollout:?} is not supported yet; deployment {} goes to every instance as Rolling does, each operation through the approval policy",
+                        self.obs.name, self.latest
+                    ),
+                });
+            }
         }
     }
 
@@ -603,7 +619,7 @@ impl<'a> Pass<'a> {
     fn finish(self, refused: Vec<String>, unplaced: Vec<UnplacedInstance>) -> PlanDecision {
         let obs = self.obs;
         let now = obs.now.to_string();
-        let mut events = Vec::new();
+        let mut events = self.events.clone();
         let previous: BTreeMap<&str, &OperationStatus> = obs
             .status
             .operations

@@ -738,3 +738,19 @@ fn a_relocation_whose_new_copy_fails_leaves_the_instance_running_where_it_was() 
     assert_eq!(members, [old.as_str()], "{:?}", obs.status.instances);
     assert_eq!(obs.status.instances[0].state, "installed");
 }
+
+#[test]
+fn a_canary_rollout_is_said_to_be_unsupported_once_per_revision() {
+    let mut obs = observation(spec(1, "Automatic", "nginx:1"));
+    obs.spec.deployment.rollout.type_ = crate::deployment_plan::RolloutType::Canary;
+    let first = pass(&mut obs);
+    let warned = |decision: &PlanDecision| {
+        decision
+            .events
+            .iter()
+            .filter(|e| e.warning && e.reason == "RolloutNotSupported")
+            .count()
+    };
+    assert_eq!(warned(&first), 1, "{:?}", first.events);
+    assert_eq!(warned(&pass(&mut obs)), 0);
+}
