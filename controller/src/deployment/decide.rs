@@ -53,8 +53,7 @@ use std::time::Duration;
 use shoal_core::MemberId;
 use shoal_core::deploy::operation::supersede;
 use shoal_core::deploy::{
-    InstanceId, Operation, OperationState, OperationType, PlanRequest, operation_hash,
-    operations_for, place_plan,
+    InstanceId, Operation, OperationState, OperationType, PlanRequest, operations_for, place_plan,
 };
 
 use super::approval::{apply_approvals, approval_value};
@@ -62,8 +61,9 @@ use super::members::{
     demand, deploy_members, member_of_pod, requirements, reserved_by_others, spec_problem,
 };
 use super::reports::{MemberReports, trusted_reports};
+use super::status;
 use super::{MemberPod, PlanDecision, PlanObservation, PoolObservation};
-use crate::crd::{ApprovalPolicy, Condition};
+use crate::crd::ApprovalPolicy;
 use crate::deployment_plan::{
     DeploymentPlanStatus, InstanceError, InstanceStatus, OperationStatus, RolloutType,
     UnplacedInstance,
@@ -161,7 +161,7 @@ fn check_inputs(obs: &PlanObservation) -> Result<Vec<shoal_core::deploy::DeployM
 /// problem is new.
 fn degraded(obs: &PlanObservation, problem: String) -> PlanDecision {
     let mut status = obs.status.clone();
-    let previous = previous_condition(&obs.status, "Degraded");
+    let previous = status::previous_condition(&obs.status, "Degraded");
     let mut events = Vec::new();
     if previous.is_none_or(|condition| condition.status != "True" || condition.message != problem) {
         events.push(PlannedEvent {
@@ -170,7 +170,7 @@ fn degraded(obs: &PlanObservation, problem: String) -> PlanDecision {
             note: problem.clone(),
         });
     }
-    set_condition(
+    status::set_condition(
         obs,
         &mut status,
         "Degraded",
@@ -185,29 +185,6 @@ fn degraded(obs: &PlanObservation, problem: String) -> PlanDecision {
         events,
         requeue_after: None,
     }
-}
-
-fn previous_condition<'a>(status: &'a DeploymentPlanStatus, type_: &str) -> Option<&'a Condition> {
-    status.conditions.iter().find(|c| c.type_ == type_)
-}
-
-/// Sets a condition, keeping its transition time while its status stays.
-fn set_condition(
-    obs: &PlanObservation,
-    status: &mut DeploymentPlanStatus,
-    type_: &str,
-    value: bool,
-    reason: &str,
-    message: String,
-) {
-    let mut condition = crate::plan::condition(type_, value, reason, message);
-    condition.observed_generation = obs.generation;
-    condition.last_transition_time = match previous_condition(&obs.status, type_) {
-        Some(old) if old.status == condition.status => old.last_transition_time.clone(),
-        _ => Some(obs.now.to_string()),
-    };
-    status.conditions.retain(|c| c.type_ != type_);
-    status.conditions.push(condition);
 }
 
 /// Fingerprint of what a deployment revision stands for: the applications,
@@ -615,103 +592,45 @@ impl<'a> Pass<'a> {
         self.operations.extend(new_ops);
     }
 
-    /// Step 8.
+    /// Step 8: the status and the Events of its transitions.
     fn finish(self, refused: Vec<String>, unplaced: Vec<UnplacedInstance>) -> PlanDecision {
         let obs = self.obs;
-        let now = obs.now.to_string();
         let mut events = self.events.clone();
-        let previous: BTreeMap<&str, &OperationStatus> = obs
-            .status
-            .operations
-            .iter()
-            .map(|op| (op.id.as_str(), op))
-            .collect();
-        // History: every open operation, the newest finished ones up to the limit.
-        let limit = obs.spec.operation_history_limit as usize;
-        let finished = self
-            .operations
-            .iter()
-            .filter(|op| op.state.is_terminal())
-            .count();
-        let mut to_drop = finished.saturating_sub(limit);
-        let mut operations = Vec::new();
-        for op in &self.operations {
-            if op.state.is_terminal() && to_drop > 0 {
-                to_drop -= 1;
-                continue;
-            }
-            let before = previous.get(op.id.as_str());
-            let changed = before.is_none_or(|before| before.state != op.state.as_str());
-            if changed {
-                events.push(operation_event(&obs.name, op, before.is_none()));
-            }
-            operations.push(OperationStatus {
-                id: op.id.clone(),
-                type_: op.operation_type.to_string(),
-                instance: op.instance.to_string(),
-                from_member: op.from.as_ref().map(MemberId::pod_name),
-                to_member: op.to.as_ref().map(MemberId::pod_name),
-                deployment: op.revision,
-                state: op.state.to_string(),
-                hash: operation_hash(op),
-                approve_with: approval_value(op),
-                message: op.message.clone(),
-                last_transition_time: if changed {
-                    Some(now.clone())
-                } else {
-                    before.and_then(|before| before.last_transition_time.clone())
-                },
-            });
-        }
+        let operations = status::operation_history(obs, &self.operations, &mut events);
         let waiting = |op: &&Operation| {
             matches!(
                 op.state,
                 OperationState::Pending | OperationState::PendingApproval
             )
         };
-        let pending = self.operations.iter().filter(waiting).count();
-        let under_way = self
-            .operations
-            .iter()
-            .filter(|op| op.state == OperationState::Approved)
-            .count();
         let latest_waits = self
             .operations
             .iter()
             .filter(waiting)
             .any(|op| op.revision == self.latest);
-        let current = if latest_waits {
-            obs.status.current_deployment
-        } else {
-            self.latest
+        let counts = status::Counts {
+            pending: self.operations.iter().filter(waiting).count(),
+            under_way: self
+                .operations
+                .iter()
+                .filter(|op| op.state == OperationState::Approved)
+                .count(),
+            installed: self.in_force_states().filter(|s| *s == "installed").count(),
+            desired: obs.spec.deployment.instances,
+            failed: self.failed_instances(),
         };
-        let desired = obs.spec.deployment.instances;
-        let installed = self.in_force_states().filter(|s| *s == "installed").count();
-        let failed: Vec<String> = self
-            .instances
-            .iter()
-            .filter(|entry| entry.state == "failed")
-            .map(|entry| {
-                format!(
-                    "{} on {}: {}",
-                    entry.name,
-                    entry.member,
-                    entry
-                        .error
-                        .as_ref()
-                        .map_or(String::new(), |e| format!("{}: {}", e.code, e.message))
-                )
-            })
-            .collect();
-
         let mut status = DeploymentPlanStatus {
             conditions: obs.status.conditions.clone(),
             observed_generation: obs.generation,
-            current_deployment: current,
+            current_deployment: if latest_waits {
+                obs.status.current_deployment
+            } else {
+                self.latest
+            },
             latest_deployment: self.latest,
             deployment_hash: Some(self.deployment_hash.clone()),
-            ready: Some(format!("{installed}/{desired}")),
-            pending_operations: pending as u32,
+            ready: Some(format!("{}/{}", counts.installed, counts.desired)),
+            pending_operations: counts.pending as u32,
             instances: self.instances.clone(),
             unplaced,
             operations,
@@ -719,131 +638,28 @@ impl<'a> Pass<'a> {
             phase: None,
             last_error: None,
         };
-        if let Some(value) = obs.annotations.get(APPROVE_ANNOTATION)
-            && !refused.is_empty()
-        {
-            if obs.status.refused_annotations.get(APPROVE_ANNOTATION) != Some(value) {
-                events.push(PlannedEvent {
-                    warning: true,
-                    reason: "ApprovalRefused".to_owned(),
-                    note: refused.join("; "),
-                });
-            }
-            status
-                .refused_annotations
-                .insert(APPROVE_ANNOTATION.to_owned(), value.clone());
-            status.last_error = Some(refused.join("; "));
-        }
-        let ready = installed as u32 == desired
-            && pending == 0
-            && under_way == 0
-            && status.unplaced.is_empty()
-            && failed.is_empty();
-        set_condition(
-            obs,
-            &mut status,
-            "Degraded",
-            !failed.is_empty(),
-            if failed.is_empty() {
-                "AsPlanned"
-            } else {
-                "InstanceFailed"
-            },
-            if failed.is_empty() {
-                String::new()
-            } else {
-                format!("failed instances: {}", failed.join("; "))
-            },
-        );
-        set_condition(
-            obs,
-            &mut status,
-            "AwaitingApproval",
-            pending > 0,
-            if pending > 0 {
-                "OperationsPending"
-            } else {
-                "NothingPending"
-            },
-            if pending > 0 {
-                format!(
-                    "{pending} operation(s) wait for {APPROVE_ANNOTATION}; see status.operations[].approveWith"
-                )
-            } else {
-                String::new()
-            },
-        );
-        set_condition(
-            obs,
-            &mut status,
-            "Progressing",
-            under_way > 0,
-            if under_way > 0 {
-                "OperationsUnderWay"
-            } else {
-                "Settled"
-            },
-            if under_way > 0 {
-                format!("{under_way} approved operation(s) wait for their members to report")
-            } else {
-                String::new()
-            },
-        );
-        let not_ready_why = if !status.unplaced.is_empty() {
-            format!(
-                "{} instance(s) cannot be placed; see status.unplaced",
-                status.unplaced.len()
-            )
-        } else {
-            format!("{installed} of {desired} instance(s) installed")
-        };
-        set_condition(
-            obs,
-            &mut status,
-            "Ready",
-            ready,
-            if ready {
-                "AllInstalled"
-            } else {
-                "NotAllInstalled"
-            },
-            if ready {
-                format!("{installed} instance(s) installed")
-            } else {
-                not_ready_why
-            },
-        );
-        status.phase = Some(
-            if !failed.is_empty() {
-                "Degraded"
-            } else if pending > 0 {
-                "AwaitingApproval"
-            } else if under_way > 0 {
-                "Progressing"
-            } else if ready {
-                "Ready"
-            } else {
-                "Pending"
-            }
-            .to_owned(),
-        );
-        if status.last_error.is_none() && !failed.is_empty() {
-            status.last_error = Some(format!("failed instances: {}", failed.join("; ")));
-        }
-        let previously_degraded = previous_condition(&obs.status, "Degraded")
-            .is_some_and(|c| c.status == "True" && c.reason == "InvalidInput");
-        if previously_degraded {
-            events.push(PlannedEvent {
-                warning: false,
-                reason: "InputAccepted".to_owned(),
-                note: format!("DeploymentPlan {}: its inputs are valid again", obs.name),
-            });
-        }
+        status::record_refusal(obs, &refused, &mut status, &mut events);
+        status::conditions(obs, &counts, &mut status, &mut events);
         PlanDecision {
             status,
             events,
-            requeue_after: (under_way > 0).then_some(UNDER_WAY_REQUEUE),
+            requeue_after: (counts.under_way > 0).then_some(UNDER_WAY_REQUEUE),
         }
+    }
+
+    /// Failed instances, in words.
+    fn failed_instances(&self) -> Vec<String> {
+        self.instances
+            .iter()
+            .filter(|entry| entry.state == "failed")
+            .map(|entry| {
+                let error = entry
+                    .error
+                    .as_ref()
+                    .map_or(String::new(), |e| format!("{}: {}", e.code, e.message));
+                format!("{} on {}: {error}", entry.name, entry.member)
+            })
+            .collect()
     }
 
     /// States of the entries in force (not leaving).
@@ -880,51 +696,4 @@ fn operation_from_status(plan: &str, status: &OperationStatus) -> Option<Operati
         state: status.state.parse().ok()?,
         message: status.message.clone(),
     })
-}
-
-/// The Event of an operation's transition (or of a new operation).
-fn operation_event(plan: &str, op: &Operation, new: bool) -> PlannedEvent {
-    let what = format!(
-        "{}operation {} ({} {}{}{}, deployment {})",
-        if new { "new " } else { "" },
-        op.id,
-        op.operation_type,
-        op.instance,
-        op.from
-            .as_ref()
-            .map_or(String::new(), |m| format!(" from {m}")),
-        op.to.as_ref().map_or(String::new(), |m| format!(" to {m}")),
-        op.revision
-    );
-    let (warning, reason, note) = match op.state {
-        OperationState::Pending => (false, "OperationCreated", format!("{what} created")),
-        OperationState::PendingApproval => (
-            false,
-            "OperationPending",
-            format!(
-                "{what} waits for approval: kubectl annotate dplan {plan} {APPROVE_ANNOTATION}={}",
-                approval_value(op)
-            ),
-        ),
-        OperationState::Approved => (
-            false,
-            "OperationApproved",
-            format!("{what}: {}", op.message),
-        ),
-        OperationState::Succeeded => (
-            false,
-            "OperationSucceeded",
-            format!("{what}: {}", op.message),
-        ),
-        OperationState::Failed => (
-            true,
-            "OperationFailed",
-            format!("{what} failed: {}", op.message),
-        ),
-    };
-    PlannedEvent {
-        warning,
-        reason: reason.to_owned(),
-        note,
-    }
 }

@@ -30,6 +30,7 @@ mod members;
 pub mod observe;
 mod reports;
 mod run;
+mod status;
 #[cfg(test)]
 mod tests;
 
