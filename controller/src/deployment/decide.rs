@@ -284,91 +284,101 @@ impl<'a> Pass<'a> {
     /// Step 3 of the module docs.
     fn finish_from_reports(&mut self) {
         for index in 0..self.operations.len() {
-            let operation = &self.operations[index];
+            let operation = self.operations[index].clone();
             if operation.state != OperationState::Approved {
                 continue;
             }
-            let instance = operation.instance.to_string();
             let outcome = match operation.operation_type {
-                OperationType::Delete => {
-                    let Some(from) = operation.from.as_ref().map(MemberId::pod_name) else {
-                        continue;
-                    };
-                    let gone = !self.pods.contains_key(&from);
-                    let removed = self.reports.get(&from).is_some_and(|reports| {
-                        reports.get(&instance).is_none_or(|r| r.state == "removed")
-                    });
-                    if !(gone || removed) {
-                        continue;
-                    }
-                    self.instances
-                        .retain(|entry| !(entry.name == instance && entry.member == from));
-                    (
-                        OperationState::Succeeded,
-                        format!("{instance} removed from {from}"),
-                    )
-                }
+                OperationType::Delete => self.deletion_outcome(&operation),
                 OperationType::Create | OperationType::Update | OperationType::Relocate => {
-                    let Some(to) = operation.to.as_ref().map(MemberId::pod_name) else {
-                        continue;
-                    };
-                    if !self.pods.contains_key(&to) {
-                        self.instances
-                            .retain(|entry| !(entry.name == instance && entry.member == to));
-                        (
-                            OperationState::Failed,
-                            format!("member {to} left before {instance} was installed there"),
-                        )
-                    } else {
-                        let Some(report) = self.report(&to, &instance).cloned() else {
-                            continue;
-                        };
-                        if report.deployment != operation.revision {
-                            continue;
-                        }
-                        match report.state.as_str() {
-                            "installed" => {
-                                if let Some(from) = operation.from.as_ref().map(MemberId::pod_name)
-                                    && from != to
-                                {
-                                    for entry in self.instances.iter_mut() {
-                                        if entry.name == instance && entry.member == from {
-                                            entry.state = "removing".to_owned();
-                                        }
-                                    }
-                                }
-                                (
-                                    OperationState::Succeeded,
-                                    format!(
-                                        "{instance} installed on {to} (deployment {})",
-                                        report.deployment
-                                    ),
-                                )
-                            }
-                            "failed" => {
-                                let code =
-                                    report.code.clone().unwrap_or_else(|| "Failed".to_owned());
-                                let message = report.message.clone().unwrap_or_default();
-                                if operation.operation_type == OperationType::Relocate {
-                                    // The old placement never stopped: the instance stays
-                                    // there, and the failed copy leaves (the error is in
-                                    // the operation's message).
-                                    self.instances.retain(|entry| {
-                                        !(entry.name == instance && entry.member == to)
-                                    });
-                                }
-                                (
-                                    OperationState::Failed,
-                                    format!("{to} reports {instance} failed: {code}: {message}"),
-                                )
-                            }
-                            _ => continue,
+                    self.installation_outcome(&operation)
+                }
+                OperationType::Stop | OperationType::Restart => None,
+            };
+            if let Some((state, message)) = outcome {
+                let _ = self.operations[index].advance(state, message);
+            }
+        }
+    }
+
+    /// Drops the entry of `instance` on `member`.
+    fn drop_entry(&mut self, instance: &str, member: &str) {
+        self.instances
+            .retain(|entry| !(entry.name == instance && entry.member == member));
+    }
+
+    /// A DELETE succeeds when its member reports the instance removed, stops
+    /// reporting it, or is gone.
+    fn deletion_outcome(&mut self, operation: &Operation) -> Option<(OperationState, String)> {
+        let instance = operation.instance.to_string();
+        let from = operation.from.as_ref()?.pod_name();
+        let gone = !self.pods.contains_key(&from);
+        let removed = self.reports.get(&from).is_some_and(|reports| {
+            reports
+                .get(&instance)
+                .is_none_or(|report| report.state == "removed")
+        });
+        if !(gone || removed) {
+            return None;
+        }
+        self.drop_entry(&instance, &from);
+        Some((
+            OperationState::Succeeded,
+            format!("{instance} removed from {from}"),
+        ))
+    }
+
+    /// A CREATE, UPDATE or RELOCATE finishes when its target member reports
+    /// the instance installed or failed for the operation's deployment, or
+    /// fails when that member is gone.
+    fn installation_outcome(&mut self, operation: &Operation) -> Option<(OperationState, String)> {
+        let instance = operation.instance.to_string();
+        let to = operation.to.as_ref()?.pod_name();
+        if !self.pods.contains_key(&to) {
+            self.drop_entry(&instance, &to);
+            return Some((
+                OperationState::Failed,
+                format!("member {to} left before {instance} was installed there"),
+            ));
+        }
+        let report = self
+            .report(&to, &instance)
+            .filter(|report| report.deployment == operation.revision)?
+            .clone();
+        match report.state.as_str() {
+            "installed" => {
+                // Make-before-break: only now does the old placement start leaving.
+                if let Some(from) = operation.from.as_ref().map(MemberId::pod_name)
+                    && from != to
+                {
+                    for entry in self.instances.iter_mut() {
+                        if entry.name == instance && entry.member == from {
+                            entry.state = "removing".to_owned();
                         }
                     }
                 }
-                OperationType::Stop | OperationType::Restart => continue,
-            };
-            let _ = self.operations[index].advance(outcome.0, outcome.1);
+                Some((
+                    OperationState::Succeeded,
+                    format!(
+                        "{instance} installed on {to} (deployment {})",
+                        report.deployment
+                    ),
+                ))
+            }
+            "failed" => {
+                let code = report.code.unwrap_or_else(|| "Failed".to_owned());
+                let message = report.message.unwrap_or_default();
+                if operation.operation_type == OperationType::Relocate {
+                    // The old placement never stopped: the instance stays there, and the
+                    // failed copy leaves (the error is in the operation's message).
+                    self.drop_entry(&instance, &to);
+                }
+                Some((
+                    OperationState::Failed,
+                    format!("{to} reports {instance} failed: {code}: {message}"),
+                ))
+            }
+            _ => None,
         }
     }
 
@@ -544,8 +554,13 @@ impl<'a> Pass<'a> {
                     .any(|op| waiting(op) && same(op, candidate))
             })
             .collect();
-        // Ids in the history, and ids a standing approval names: an operation whose
-        // record left the history must not lend its id (and so its hash) to a new one.
+        self.add_through_gate(fresh);
+    }
+
+    /// Ids a new operation must not take: those in the history, and those a
+    /// standing approval names (an operation whose record left the history
+    /// must not lend its id, and so its hash, to a new one).
+    fn taken_ids(&self) -> BTreeSet<String> {
         let mut ids: BTreeSet<String> = self.operations.iter().map(|op| op.id.clone()).collect();
         if let Some(value) = self.obs.annotations.get(APPROVE_ANNOTATION) {
             ids.extend(
@@ -555,6 +570,12 @@ impl<'a> Pass<'a> {
                     .map(|(id, _)| id.to_owned()),
             );
         }
+        ids
+    }
+
+    /// Step 6: new operations get unique ids and go through the approval policy.
+    fn add_through_gate(&mut self, fresh: Vec<Operation>) {
+        let mut ids = self.taken_ids();
         let policy = self.obs.spec.approval.policy;
         let budget = self.obs.spec.approval.max_disrupted_members.unwrap_or(0) as usize;
         let disrupted: BTreeSet<&MemberId> = fresh
@@ -584,7 +605,10 @@ impl<'a> Pass<'a> {
                 let value = approval_value(&op);
                 let _ = op.advance(
                     OperationState::PendingApproval,
-                    format!("waits for approval: kubectl annotate dplan {} {APPROVE_ANNOTATION}={value}", self.obs.name),
+                    format!(
+                        "waits for approval: kubectl annotate dplan {} {APPROVE_ANNOTATION}={value}",
+                        self.obs.name
+                    ),
                 );
             }
             new_ops.push(op);
