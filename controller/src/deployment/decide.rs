@@ -60,7 +60,7 @@ use super::approval::{apply_approvals, approval_value};
 use super::members::{
     demand, deploy_members, member_of_pod, requirements, reserved_by_others, spec_problem,
 };
-use super::reports::{MemberReports, trusted_reports};
+use super::reports::{InstanceReport, MemberReports, trusted_reports};
 use super::status;
 use super::{MemberPod, PlanDecision, PlanObservation, PoolObservation};
 use crate::crd::ApprovalPolicy;
@@ -700,8 +700,6 @@ impl<'a> Pass<'a> {
             .map(|entry| entry.state.as_str())
     }
 }
-
-use super::reports::InstanceReport;
 
 /// An operation as the status recorded it; `None` when the status entry is
 /// not one the controller wrote (it is then dropped, never acted on).
