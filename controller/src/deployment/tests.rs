@@ -754,3 +754,34 @@ fn a_canary_rollout_is_said_to_be_unsupported_once_per_revision() {
     assert_eq!(warned(&first), 1, "{:?}", first.events);
     assert_eq!(warned(&pass(&mut obs)), 0);
 }
+
+#[test]
+fn a_target_member_that_leaves_fails_its_operation_and_the_instance_is_placed_again() {
+    let mut obs = observation(spec(1, "Automatic", "nginx:1"));
+    pass(&mut obs);
+    let first = ops_in(&obs, "APPROVED")[0].clone();
+    let member = first.to_member.clone().expect("to");
+    let (pool, ordinal) = member.rsplit_once('-').expect("pod");
+    let ordinal: u32 = ordinal.parse().expect("ordinal");
+    for p in obs.pools.iter_mut().filter(|p| p.name == pool) {
+        p.pods.remove(&ordinal);
+    }
+    pass(&mut obs);
+    let failed = obs
+        .status
+        .operations
+        .iter()
+        .find(|op| op.id == first.id)
+        .expect("the first CREATE");
+    assert_eq!(failed.state, "FAILED");
+    assert!(failed.message.contains("left"), "{}", failed.message);
+    let again = ops_in(&obs, "APPROVED");
+    assert_eq!(again.len(), 1, "{:?}", obs.status.operations);
+    assert_ne!(again[0].to_member.as_deref(), Some(member.as_str()));
+    assert_ne!(again[0].id, first.id, "an id is never given twice");
+    assert_eq!(obs.status.instances.len(), 1);
+    assert_eq!(
+        obs.status.instances[0].member,
+        again[0].to_member.clone().expect("to")
+    );
+}
