@@ -424,16 +424,22 @@ fn scaling_down_deletes_one_instance_keeping_the_domains_balanced() {
     assert_eq!(obs.status.ready.as_deref(), Some("2/2"));
 }
 
-#[test]
-fn a_relocation_keeps_the_old_placement_until_the_new_one_reports_installed() {
-    let mut obs = settled(1, "Automatic");
+/// The member of the first instance becomes ineligible (its pool loses the
+/// GPU); returns that member.
+fn lose_the_gpu_under_the_first_instance(obs: &mut PlanObservation) -> String {
     let old = obs.status.instances[0].member.clone();
-    // The member becomes ineligible: its pool loses the GPU.
     let pool = old.rsplit_once('-').expect("pod").0.to_owned();
     for p in obs.pools.iter_mut().filter(|p| p.name == pool) {
         p.annotations
             .insert("shoal.dev/capabilities".to_owned(), "CPU=xeon".to_owned());
     }
+    old
+}
+
+#[test]
+fn a_relocation_keeps_the_old_placement_until_the_new_one_reports_installed() {
+    let mut obs = settled(1, "Automatic");
+    let old = lose_the_gpu_under_the_first_instance(&mut obs);
     pass(&mut obs);
     let relocate = ops_in(&obs, "APPROVED");
     assert_eq!(relocate.len(), 1);
@@ -704,12 +710,7 @@ fn two_pools_scoring_one_capability_differently_degrade_the_plan_naming_both() {
 #[test]
 fn a_relocation_whose_new_copy_fails_leaves_the_instance_running_where_it_was() {
     let mut obs = settled(1, "Manual");
-    let old = obs.status.instances[0].member.clone();
-    let pool = old.rsplit_once('-').expect("pod").0.to_owned();
-    for p in obs.pools.iter_mut().filter(|p| p.name == pool) {
-        p.annotations
-            .insert("shoal.dev/capabilities".to_owned(), "CPU=xeon".to_owned());
-    }
+    let old = lose_the_gpu_under_the_first_instance(&mut obs);
     pass(&mut obs);
     let relocate = ops_in(&obs, "PENDING_APPROVAL")[0].clone();
     approve(&mut obs, &relocate.approve_with);
