@@ -259,6 +259,11 @@ pub struct DeploymentPlanStatus {
     /// Operations waiting for approval.
     #[serde(default)]
     pub pending_operations: u32,
+    /// The value of `shoal.dev/approve` that approves at once every operation of the
+    /// latest deployment awaiting approval, `deployment-<revision>/<hash>` (the hash covers
+    /// exactly those operations). A plain string: server-side apply removes it cleanly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve_deployment_with: Option<String>,
     /// Each instance: where it runs and how it is doing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instances: Vec<InstanceStatus>,

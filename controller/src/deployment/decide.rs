@@ -56,7 +56,9 @@ use shoal_core::deploy::{
     InstanceId, Operation, OperationState, OperationType, PlanRequest, operations_for, place_plan,
 };
 
-use super::approval::{apply_approvals, approval_value};
+use super::approval::{
+    apply_approvals, approval_value, deployment_approval_value, deployment_hash,
+};
 use super::members::{
     demand, deploy_members, member_of_pod, requirements, reserved_by_others, spec_problem,
 };
@@ -655,6 +657,7 @@ impl<'a> Pass<'a> {
             deployment_hash: Some(self.deployment_hash.clone()),
             ready: Some(format!("{}/{}", counts.installed, counts.desired)),
             pending_operations: counts.pending as u32,
+            approve_deployment_with: self.approve_deployment_with(),
             instances: self.instances.clone(),
             unplaced,
             operations,
@@ -669,6 +672,12 @@ impl<'a> Pass<'a> {
             events,
             requeue_after: (counts.under_way > 0).then_some(UNDER_WAY_REQUEUE),
         }
+    }
+
+    /// The approval of the latest revision's waiting operations as one whole.
+    fn approve_deployment_with(&self) -> Option<String> {
+        let hash = deployment_hash(&self.operations, self.latest)?;
+        Some(deployment_approval_value(self.latest, &hash))
     }
 
     /// Failed instances, in words.

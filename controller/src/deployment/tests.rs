@@ -786,3 +786,32 @@ fn a_target_member_that_leaves_fails_its_operation_and_the_instance_is_placed_ag
         again[0].to_member.clone().expect("to")
     );
 }
+
+#[test]
+fn a_deployment_approval_approves_exactly_the_reviewed_set_of_operations() {
+    let mut obs = observation(spec(2, "Manual", "nginx:1"));
+    pass(&mut obs);
+    let reviewed = obs
+        .status
+        .approve_deployment_with
+        .clone()
+        .expect("a pending deployment");
+    assert!(reviewed.starts_with("deployment-1/sha256:"), "{reviewed}");
+    // The set changes before the approval arrives: a third instance is asked for.
+    obs.spec.deployment.instances = 3;
+    pass(&mut obs);
+    approve(&mut obs, &reviewed);
+    let refused = pass(&mut obs);
+    assert!(refused.events.iter().any(|e| e.reason == "ApprovalRefused"));
+    assert!(ops_in(&obs, "APPROVED").is_empty());
+    // The current set, approved as a whole.
+    let current = obs.status.approve_deployment_with.clone().expect("pending");
+    assert_ne!(current, reviewed);
+    approve(&mut obs, &current);
+    pass(&mut obs);
+    assert_eq!(ops_in(&obs, "APPROVED").len(), 3);
+    assert_eq!(obs.status.approve_deployment_with, None);
+    assert_eq!(obs.status.instances.len(), 3);
+    // The annotation standing changes nothing and is not refused.
+    assert!(pass(&mut obs).events.iter().all(|e| !e.warning));
+}

@@ -157,6 +157,8 @@ pub struct PlanReport {
     pub unplaced: Vec<UnplacedInstance>,
     /// Operations by type and state.
     pub operation_summary: BTreeMap<String, BTreeMap<String, usize>>,
+    /// `shoal.dev/approve` value approving all of the latest deployment's waiting operations.
+    pub approve_deployment: Option<String>,
     /// Conditions: type → status and message.
     pub conditions: Vec<(String, String, String)>,
 }
@@ -189,6 +191,12 @@ impl Report for PlanReport {
                 ),
             ),
             ("Pending", self.plan.pending_operations.to_string()),
+            (
+                "Approve all",
+                self.approve_deployment
+                    .clone()
+                    .unwrap_or_else(|| "nothing waits".to_owned()),
+            ),
         ]);
         out.push_str("\nApplications\n");
         let mut applications = Table::new(["Application", "Resources", "Ports", "Payload"]);
@@ -302,6 +310,7 @@ pub fn plan_report(plan: &DeploymentPlan) -> PlanReport {
         latest_deployment: status.latest_deployment,
         instance_states,
         unplaced: status.unplaced.clone(),
+        approve_deployment: status.approve_deployment_with.clone(),
         operation_summary,
         conditions: status
             .conditions
