@@ -8,8 +8,9 @@
 //! * [`observe`] reads the cluster into a [`PlanObservation`].
 //! * [`apply`] writes the status (server-side apply on the status
 //!   subresource, field manager `shoal-controller`) and the Events.
-//! * [`run`] is the watch loop, run by the Swarm controller's runtime beside
-//!   the Swarm controller, so only the leader reconciles plans.
+//! * [`run`] is the watch loop; the runtime starts it with [`spawn`] beside
+//!   the Swarm controller, under the same leadership, so only the leader
+//!   reconciles plans.
 //!
 //! The placement in force is `status.instances`: the controller is the only
 //! writer of a plan's status, and the status subresource keeps users' spec
@@ -36,7 +37,7 @@ mod tests;
 
 pub use decide::decide;
 pub use reports::{INSTANCE_STATES_ANNOTATION, InstanceReport};
-pub use run::run;
+pub use run::{PlanTask, run, spawn};
 
 /// One pod of a pool, as a plan sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]

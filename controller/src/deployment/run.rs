@@ -50,6 +50,23 @@ where
     }
 }
 
+/// The plan controller running on its own task; dropping this stops it, so it
+/// never outlives the leadership (or the caller) it was started under, even
+/// when the caller is cancelled rather than stopped.
+pub struct PlanTask(tokio::task::JoinHandle<()>);
+
+impl Drop for PlanTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Starts [`run`] on a task of its own: a slow plan pass never delays the
+/// Swarm controller's.
+pub fn spawn(ctx: Arc<Context>) -> PlanTask {
+    PlanTask(tokio::spawn(run(ctx)))
+}
+
 /// Reconciles DeploymentPlans until dropped (it never completes on its own:
 /// a stream that ends, such as for a missing CRD, waits until the caller stops).
 pub async fn run(ctx: Arc<Context>) {
