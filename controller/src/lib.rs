@@ -1,6 +1,8 @@
 //! Shoal controller: Swarms and labelled StatefulSets in, versioned per-member slices out.
 //!
 //! * [`crd`]: the `Swarm` custom resource.
+//! * [`deployment_plan`]: the `DeploymentPlan` custom resource.
+//! * [`deployment`]: the DeploymentPlan controller (observe, pure decide, apply, run).
 //! * [`plan`]: the pure decision (approval gate, revoke-then-grant, restarts, status, Events).
 //! * [`reconcile`]: observe → plan → apply against the API.
 //! * [`plugin`]: `kubectl shoal` (binary `kubectl-shoal`), reusing observe and plan.
@@ -8,6 +10,8 @@
 
 pub mod apply;
 pub mod crd;
+pub mod deployment;
+pub mod deployment_plan;
 pub mod events;
 pub mod eviction;
 pub mod lease_clock;

@@ -38,15 +38,31 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Print the Swarm CRD (`cargo run -p shoal-controller -- crd > manifests/crd.yaml`).
-    Crd,
+    /// Print a CRD: `crd > manifests/crd.yaml` (the Swarm), `crd deploymentplan >
+    /// manifests/crd-deploymentplan.yaml`.
+    Crd {
+        /// Which custom resource.
+        #[arg(value_enum, default_value_t = CrdKind::Swarm)]
+        kind: CrdKind,
+    },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum CrdKind {
+    /// `Swarm`.
+    Swarm,
+    /// `DeploymentPlan`.
+    Deploymentplan,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if let Some(Command::Crd) = cli.command {
-        print!("{}", shoal_controller::crd::crd_yaml());
+    if let Some(Command::Crd { kind }) = cli.command {
+        match kind {
+            CrdKind::Swarm => print!("{}", shoal_controller::crd::crd_yaml()),
+            CrdKind::Deploymentplan => print!("{}", shoal_controller::deployment_plan::crd_yaml()),
+        }
         return Ok(());
     }
     tracing_subscriber::fmt()

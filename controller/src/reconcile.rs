@@ -436,7 +436,11 @@ pub(crate) fn pod_state(pod: &Pod) -> PodState {
 
 /// One pool: its `spec.replicas` and its pods by ordinal, listed with the StatefulSet's own
 /// selector (never every pod of the namespace) and kept only if the StatefulSet owns them.
-async fn observe_pool(pods: &Api<Pod>, swarm: &str, sts: &StatefulSet) -> Result<PoolState, Error> {
+pub(crate) async fn observe_pool(
+    pods: &Api<Pod>,
+    swarm: &str,
+    sts: &StatefulSet,
+) -> Result<PoolState, Error> {
     let pool_name = sts.name_any();
     let spec = sts.spec.as_ref();
     let replicas = spec.and_then(|spec| spec.replicas).unwrap_or(1).max(0) as u32;
@@ -499,7 +503,7 @@ fn label_selector(
 }
 
 /// A member Lease as the plan reads it; `unchanged_since` is left for the caller's clock.
-fn lease_state(lease: &Lease) -> LeaseState {
+pub(crate) fn lease_state(lease: &Lease) -> LeaseState {
     let annotations = lease.annotations();
     let spec = lease.spec.clone().unwrap_or_default();
     LeaseState {

@@ -375,6 +375,8 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
             futures::future::ready(())
         });
 
+    // DeploymentPlans, under the same leadership, on a task of their own (stopped on drop).
+    let _plans = crate::deployment::spawn(ctx.clone());
     // The side tasks live only as long as the controller.
     tokio::select! {
         _ = controller => {}

@@ -11,12 +11,16 @@
 //! * [`strategy`]: `bounded` (default), `jump` and `ring`, and [`strategy::assign`].
 //! * [`assignment`], [`slice`](mod@slice), [`diff`](mod@diff): the result, per-member slices with
 //!   canonical hashes, and the difference between two results.
+//! * [`deploy`]: deployment plans: scored capabilities and requirements, sticky
+//!   domain-spread placement of plan instances, operations and their state
+//!   machine, update-domain rollout order.
 //! * [`placement`]: capability-filtered, capacity-bounded placement of plan instances.
 //! * [`format`](mod@format): slice format v1, the seed-compatible index document, large-slice encoding.
 //! * [`names`]: names of cluster objects, labels and annotations.
 //! * [`seed`]: the seed's 27-stream job list, reused by examples and the sandbox.
 
 pub mod assignment;
+pub mod deploy;
 pub mod diff;
 pub mod format;
 pub mod hash;

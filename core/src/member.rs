@@ -58,17 +58,10 @@ impl MemberId {
                 pod: pod.to_owned(),
                 pool: pool.to_owned(),
             })?;
-        let bad = || MemberIdError::BadOrdinal {
+        let ordinal = canonical_ordinal(suffix).ok_or_else(|| MemberIdError::BadOrdinal {
             pod: pod.to_owned(),
             pool: pool.to_owned(),
-        };
-        let canonical = !suffix.is_empty()
-            && suffix.bytes().all(|b| b.is_ascii_digit())
-            && (suffix == "0" || !suffix.starts_with('0'));
-        if !canonical {
-            return Err(bad());
-        }
-        let ordinal: u32 = suffix.parse().map_err(|_| bad())?;
+        })?;
         Ok(MemberId::new(pool, ordinal))
     }
 
@@ -76,6 +69,15 @@ impl MemberId {
     pub fn pod_name(&self) -> String {
         self.to_string()
     }
+}
+
+/// A canonical decimal ordinal (digits only, no leading zeros, fits `u32`):
+/// the suffix of a pod name, and of a plan instance name.
+pub(crate) fn canonical_ordinal(text: &str) -> Option<u32> {
+    let canonical = !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'));
+    if canonical { text.parse().ok() } else { None }
 }
 
 impl fmt::Display for MemberId {
@@ -112,6 +114,14 @@ impl Resources {
             .0
             .iter()
             .all(|(name, amount)| *amount <= self.get(name))
+    }
+
+    /// Adds `amounts` (saturating at `u64::MAX`).
+    pub fn add(&mut self, amounts: &Resources) {
+        for (name, amount) in &amounts.0 {
+            let total = self.get(name).saturating_add(*amount);
+            self.0.insert(name.clone(), total);
+        }
     }
 
     /// Subtracts `demand` (saturating at 0).

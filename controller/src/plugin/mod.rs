@@ -11,6 +11,7 @@
 //! * [`gate`]: `approve` and `undo`.
 //! * [`history`]: recorded revisions.
 //! * [`slices`]: slice ConfigMaps, one member's jobs.
+//! * [`plans`]: DeploymentPlans: `plans`, `plan`, `instances`, `operations`, `approve-op`.
 //!
 //! # Use
 //!
@@ -26,6 +27,8 @@
 //! kubectl shoal history demo [--revision 2]
 //! kubectl shoal undo demo [--to-revision 2]       # rewrites the job list and strategy; through the approval gate
 //! kubectl shoal slices demo [worker-1]
+//! kubectl shoal plans | plan web | instances web | operations web
+//! kubectl shoal approve-op web create-web-0-r1
 //! ```
 //!
 //! `--kubeconfig`, `KUBECONFIG` (a list of files), `--context` and `-n` work as
@@ -36,10 +39,13 @@
 //! Reading needs get/list on swarms, configmaps, statefulsets, pods, leases and
 //! events in the Swarm's namespace; `approve` and `undo` also need patch on
 //! swarms (`approve` writes one annotation, `undo` rewrites the job list and
-//! strategy).
+//! strategy). The plan commands need get/list on deploymentplans, and
+//! `approve-op` patch on deploymentplans (not yet in the `shoal-viewer` and
+//! `shoal-approver` roles).
 
 pub mod gate;
 pub mod history;
+pub mod plans;
 pub mod preview;
 pub mod slices;
 pub mod status;
@@ -151,6 +157,31 @@ pub enum Command {
         /// A member (pod name): print its jobs.
         member: Option<String>,
     },
+    /// DeploymentPlans of the namespace.
+    Plans,
+    /// One DeploymentPlan: applications, deployments, instance and operation summaries.
+    Plan {
+        /// The plan.
+        plan: String,
+    },
+    /// A plan's instances: member, update domain, deployment, state, error; unplaced ones.
+    Instances {
+        /// The plan.
+        plan: String,
+    },
+    /// A plan's operations and their states.
+    Operations {
+        /// The plan.
+        plan: String,
+    },
+    /// Approve one operation waiting for approval (annotates the plan
+    /// `shoal.dev/approve=<id>/<hash>`).
+    ApproveOp {
+        /// The plan.
+        plan: String,
+        /// The operation id (`kubectl shoal operations <plan>`).
+        id: String,
+    },
 }
 
 /// Why a command failed. One variant per failing step; each names the object
@@ -251,6 +282,9 @@ pub enum Error {
         /// Members with a slice or a pod.
         members: Vec<String>,
     },
+    /// A DeploymentPlan command failed.
+    #[error(transparent)]
+    Plans(Box<plans::PlansError>),
     /// Serializing the report failed.
     #[error("rendering the report as {format}: {message}")]
     Render {
@@ -264,6 +298,12 @@ pub enum Error {
 impl From<preview::PreviewError> for Error {
     fn from(error: preview::PreviewError) -> Error {
         Error::Preview(Box::new(error))
+    }
+}
+
+impl From<plans::PlansError> for Error {
+    fn from(error: plans::PlansError) -> Error {
+        Error::Plans(Box::new(error))
     }
 }
 
@@ -470,5 +510,14 @@ pub async fn run(cli: &Cli) -> Result<String, Error> {
             &slices::slices(&target, swarm, member.as_deref()).await?,
             cli.output,
         ),
+        Command::Plans => render(&plans::plans(&target).await?, cli.output),
+        Command::Plan { plan } => render(&plans::plan(&target, plan).await?, cli.output),
+        Command::Instances { plan } => render(&plans::instances(&target, plan).await?, cli.output),
+        Command::Operations { plan } => {
+            render(&plans::operations(&target, plan).await?, cli.output)
+        }
+        Command::ApproveOp { plan, id } => {
+            render(&plans::approve_op(&target, plan, id).await?, cli.output)
+        }
     }
 }

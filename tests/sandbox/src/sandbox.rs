@@ -217,6 +217,18 @@ impl Sandbox {
                 step: format!("installing the CRD {crd}"),
                 source,
             })?;
+        // The DeploymentPlan CRD beside it, when there: manifests/example ships a plan.
+        let plans_crd = options.crd.with_file_name("crd-deploymentplan.yaml");
+        if plans_crd.exists() {
+            let plans_crd = plans_crd.display().to_string();
+            kubectl
+                .run(&["apply", "-f", &plans_crd])
+                .await
+                .map_err(|source| SandboxError::Kubectl {
+                    step: format!("installing the CRD {plans_crd}"),
+                    source,
+                })?;
+        }
         let apply = match &options.namespace {
             Some(namespace) => {
                 ensure_namespace(&kubectl, namespace).await?;

@@ -290,6 +290,11 @@ async fn a_server_side_dry_run_of_the_manifests_and_the_example_is_accepted() {
     let cluster = TestCluster::start().await.expect("a test cluster");
     if cluster.is_emulated() {
         kubectl(&cluster, &["apply", "-f", "manifests/crd.yaml"]).await;
+        kubectl(
+            &cluster,
+            &["apply", "-f", "manifests/crd-deploymentplan.yaml"],
+        )
+        .await;
         // Namespaces must exist for a dry run of objects inside them.
         for namespace in [CONTROLLER_NAMESPACE, DEMO_NAMESPACE] {
             kubectl(&cluster, &["create", "namespace", namespace]).await;

@@ -1,0 +1,730 @@
+//! The pure decision for one plan: observation in, status and Events out.
+//!
+//! # One pass, in order
+//!
+//! 1. **Inputs.** The Swarm must exist, application names be unique, every
+//!    payload name an application, every pool annotation parse, placement be
+//!    computable (capability scores agree, `Gte`/`Lte` names are known). Any
+//!    problem: the last good status is kept, with `Degraded` naming the
+//!    object and the input, and one Warning per new problem.
+//! 2. **Deployment revision.** A change of `spec.applications` or of
+//!    `spec.deployment` other than its instance count (a fingerprint kept in
+//!    `status.deploymentHash`; scaling is not a new revision)
+//!    takes the next number after `status.latestDeployment`; numbers are
+//!    never reused. Operations of older revisions not approved yet fail as
+//!    superseded (`deploy::operation::supersede`), so nothing waits on them.
+//! 3. **Reports.** An `APPROVED` operation finishes from what its member's
+//!    own Lease reports (`shoal.dev/instance-states`, trusted only from a
+//!    Lease that speaks for the pod): `installed` for the operation's
+//!    deployment → `SUCCEEDED`; `failed` → `FAILED` with the code and message
+//!    (also in `status.instances[].error`). A `DELETE` succeeds when the
+//!    member reports the instance `removed`, or no longer reports it, or the
+//!    member is gone. A target member that leaves fails its operation.
+//! 4. **Approvals** named by `shoal.dev/approve` (see `approval`).
+//! 5. **Placement.** The placement in force is `status.instances`;
+//!    `place_plan` with the other plans of the Swarm as reservations gives
+//!    the target; `operations_for` the operations. An instance with an
+//!    approved operation under way gets no new one until it finishes; a
+//!    waiting operation the target no longer needs is withdrawn (`FAILED`).
+//! 6. **Gate.** `Automatic`: approved at once. `Manual`: every operation
+//!    waits for approval. `Budget`: a `CREATE` disrupts nothing and is
+//!    approved at once; `UPDATE`/`RELOCATE`/`DELETE` disrupt the member they
+//!    leave or change, and are approved at once when the new ones together
+//!    disrupt at most `maxDisruptedMembers` members (default 0), else they
+//!    all wait. (`maxMovedJobs` is about jobs and does not apply.)
+//! 7. **The placement in force moves on approval.** `CREATE`: a `pending`
+//!    entry on the new member. `UPDATE`: the entry takes the new deployment,
+//!    `pending`. `RELOCATE` (make-before-break): a `pending` entry on the new
+//!    member is added *beside* the old one, which keeps running; only when
+//!    the new one reports `installed` does the old entry become `removing`,
+//!    and it leaves `status.instances` when its member reports it `removed`
+//!    (or no longer reports it, or is gone). Meanwhile both members hold the
+//!    instance's demand for every plan's placement. A relocation whose new
+//!    copy fails drops that copy: the instance stays where it ran. `DELETE`: the entry
+//!    becomes `removing`, then leaves the same way.
+//! 8. **Status.** Operations (open ones and the last
+//!    `operationHistoryLimit` finished ones), unplaced instances with their
+//!    reason, conditions, phase, `ready` (`installed/desired`),
+//!    `pendingOperations`, refused annotations; Events only for transitions.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use shoal_core::MemberId;
+use shoal_core::deploy::operation::supersede;
+use shoal_core::deploy::{
+    InstanceId, Operation, OperationState, OperationType, PlanRequest, operations_for, place_plan,
+};
+
+use super::approval::{
+    apply_approvals, approval_value, deployment_approval_value, deployment_hash,
+};
+use super::members::{
+    demand, deploy_members, member_of_pod, requirements, reserved_by_others, spec_problem,
+};
+use super::reports::{InstanceReport, MemberReports, trusted_reports};
+use super::status;
+use super::{MemberPod, PlanDecision, PlanObservation, PoolObservation};
+use crate::crd::ApprovalPolicy;
+use crate::deployment_plan::{
+    DeploymentPlanStatus, InstanceError, InstanceStatus, OperationStatus, RolloutType,
+    UnplacedInstance,
+};
+use crate::plan::{APPROVE_ANNOTATION, PlannedEvent};
+
+/// How soon to look again while operations are under way (Lease changes
+/// trigger a pass too; this is the fallback).
+const UNDER_WAY_REQUEUE: Duration = Duration::from_secs(5);
+
+/// Instance states that mean the entry is on its way out.
+fn leaving(state: &str) -> bool {
+    matches!(state, "removing" | "removed")
+}
+
+/// Decides the plan's status from the observation. Pure.
+pub fn decide(obs: &PlanObservation) -> PlanDecision {
+    let members = match check_inputs(obs) {
+        Ok(members) => members,
+        Err(problem) => return degraded(obs, problem),
+    };
+    let mut pass = Pass::new(obs);
+    pass.take_revision();
+    pass.finish_from_reports();
+    pass.refresh_instance_states();
+    let refused = pass.approve_from_annotation();
+    let domains: BTreeMap<String, String> = members
+        .iter()
+        .map(|member| (member.id.pod_name(), member.update_domain.clone()))
+        .collect();
+    pass.apply_approved(&domains);
+    let in_force = pass.in_force();
+    let request = PlanRequest {
+        plan: obs.name.clone(),
+        instances: obs.spec.deployment.instances,
+        max_per_member: obs.spec.max_instances_per_member,
+        demand: demand(&obs.spec),
+        requirements: requirements(&obs.spec),
+        members,
+        reserved: reserved_by_others(obs),
+        in_force: in_force
+            .iter()
+            .map(|(k, (m, _))| (k.clone(), m.clone()))
+            .collect(),
+    };
+    let placement = match place_plan(&request) {
+        Ok(placement) => placement,
+        Err(error) => {
+            return degraded(obs, format!("DeploymentPlan {}: {error}", obs.name));
+        }
+    };
+    let revisions: BTreeMap<InstanceId, u64> = in_force
+        .iter()
+        .map(|(instance, (_, revision))| (instance.clone(), *revision))
+        .collect();
+    let planned = operations_for(
+        &request.in_force,
+        &placement.target,
+        &revisions,
+        pass.latest,
+    );
+    pass.plan_operations(planned);
+    pass.apply_approved(&domains);
+    let unplaced = placement
+        .unplaced
+        .iter()
+        .map(|unplaced| UnplacedInstance {
+            name: unplaced.instance.to_string(),
+            reason: unplaced.reason.to_string(),
+        })
+        .collect();
+    pass.finish(refused, unplaced)
+}
+
+/// Checks what the schema cannot; returns the Swarm's members.
+fn check_inputs(obs: &PlanObservation) -> Result<Vec<shoal_core::deploy::DeployMember>, String> {
+    if !obs.swarm_exists {
+        return Err(format!(
+            "DeploymentPlan {}: spec.swarm names Swarm {:?}, which does not exist in this namespace",
+            obs.name, obs.spec.swarm
+        ));
+    }
+    if let Some(problem) = spec_problem(&obs.name, &obs.spec) {
+        return Err(problem);
+    }
+    deploy_members(obs).map_err(|problem| {
+        format!(
+            "DeploymentPlan {} (Swarm {}): {problem}",
+            obs.name, obs.spec.swarm
+        )
+    })
+}
+
+/// The last good status, marked Degraded with `problem`; a Warning when the
+/// problem is new.
+fn degraded(obs: &PlanObservation, problem: String) -> PlanDecision {
+    let mut status = obs.status.clone();
+    let previous = status::previous_condition(&obs.status, "Degraded");
+    let mut events = Vec::new();
+    if previous.is_none_or(|condition| condition.status != "True" || condition.message != problem) {
+        events.push(PlannedEvent {
+            warning: true,
+            reason: "InvalidInput".to_owned(),
+            note: problem.clone(),
+        });
+    }
+    status::set_condition(
+        obs,
+        &mut status,
+        "Degraded",
+        true,
+        "InvalidInput",
+        problem.clone(),
+    );
+    status.phase = Some("Degraded".to_owned());
+    status.last_error = Some(problem);
+    PlanDecision {
+        status,
+        events,
+        requeue_after: None,
+    }
+}
+
+/// Fingerprint of what a deployment revision stands for: the applications,
+/// payloads and rollout. The instance count is not part of it: scaling
+/// creates or deletes instances of the revision in force and updates none.
+/// (xxh3, not a digest: it only detects a change of the plan's own spec.)
+fn fingerprint(obs: &PlanObservation) -> String {
+    let deployment = &obs.spec.deployment;
+    let text = serde_json::to_vec(&(
+        &obs.spec.applications,
+        &deployment.payloads,
+        &deployment.rollout,
+    ))
+    .unwrap_or_default();
+    format!("{:016x}", shoal_core::hash::key_hash(&text))
+}
+
+/// The working state of one pass.
+struct Pass<'a> {
+    obs: &'a PlanObservation,
+    operations: Vec<Operation>,
+    /// Ids of operations approved in this pass whose placement has not moved yet.
+    to_put_in_force: Vec<String>,
+    instances: Vec<InstanceStatus>,
+    latest: u64,
+    deployment_hash: String,
+    pods: BTreeMap<String, &'a MemberPod>,
+    reports: BTreeMap<String, MemberReports>,
+    /// Events decided before the status is put together.
+    events: Vec<PlannedEvent>,
+}
+
+impl<'a> Pass<'a> {
+    fn new(obs: &'a PlanObservation) -> Pass<'a> {
+        let operations = obs
+            .status
+            .operations
+            .iter()
+            .filter_map(|status| operation_from_status(&obs.name, status))
+            .collect();
+        let pods: BTreeMap<String, &MemberPod> = obs
+            .pools
+            .iter()
+            .flat_map(PoolObservation::members)
+            .collect();
+        let reports = pods
+            .iter()
+            .filter_map(|(name, pod)| {
+                trusted_reports(name, Some(pod), obs.leases.get(name))
+                    .map(|reports| (name.clone(), reports))
+            })
+            .collect();
+        Pass {
+            obs,
+            operations,
+            to_put_in_force: Vec::new(),
+            instances: obs.status.instances.clone(),
+            latest: obs
+                .status
+                .latest_deployment
+                .max(obs.status.current_deployment),
+            deployment_hash: obs.status.deployment_hash.clone().unwrap_or_default(),
+            pods,
+            reports,
+            events: Vec::new(),
+        }
+    }
+
+    /// A new revision number when the deployment changed; supersedes older waiting operations.
+    fn take_revision(&mut self) {
+        let fingerprint = fingerprint(self.obs);
+        if self.deployment_hash != fingerprint || self.latest == 0 {
+            self.latest += 1;
+            self.deployment_hash = fingerprint;
+            supersede(&mut self.operations, self.latest);
+            let rollout = self.obs.spec.deployment.rollout.type_;
+            if rollout != RolloutType::Rolling {
+                // Said once per revision: the setting is accepted but not acted on yet.
+                self.events.push(PlannedEvent {
+                    warning: true,
+                    reason: "RolloutNotSupported".to_owned(),
+                    note: format!(
+                        "DeploymentPlan {}: spec.deployment.rollout.type {rollout:?} is not supported yet; deployment {} goes to every instance as Rolling does, each operation through the approval policy",
+                        self.obs.name, self.latest
+                    ),
+                });
+            }
+        }
+    }
+
+    fn report(&self, pod: &str, instance: &str) -> Option<&InstanceReport> {
+        self.reports
+            .get(pod)
+            .and_then(|reports| reports.get(instance))
+    }
+
+    /// Step 3 of the module docs.
+    fn finish_from_reports(&mut self) {
+        for index in 0..self.operations.len() {
+            let operation = self.operations[index].clone();
+            if operation.state != OperationState::Approved {
+                continue;
+            }
+            let outcome = match operation.operation_type {
+                OperationType::Delete => self.deletion_outcome(&operation),
+                OperationType::Create | OperationType::Update | OperationType::Relocate => {
+                    self.installation_outcome(&operation)
+                }
+                OperationType::Stop | OperationType::Restart => None,
+            };
+            if let Some((state, message)) = outcome {
+                let _ = self.operations[index].advance(state, message);
+            }
+        }
+    }
+
+    /// Drops the entry of `instance` on `member`.
+    fn drop_entry(&mut self, instance: &str, member: &str) {
+        self.instances
+            .retain(|entry| !(entry.name == instance && entry.member == member));
+    }
+
+    /// A DELETE succeeds when its member reports the instance removed, stops
+    /// reporting it, or is gone.
+    fn deletion_outcome(&mut self, operation: &Operation) -> Option<(OperationState, String)> {
+        let instance = operation.instance.to_string();
+        let from = operation.from.as_ref()?.pod_name();
+        let gone = !self.pods.contains_key(&from);
+        let removed = self.reports.get(&from).is_some_and(|reports| {
+            reports
+                .get(&instance)
+                .is_none_or(|report| report.state == "removed")
+        });
+        if !(gone || removed) {
+            return None;
+        }
+        self.drop_entry(&instance, &from);
+        Some((
+            OperationState::Succeeded,
+            format!("{instance} removed from {from}"),
+        ))
+    }
+
+    /// A CREATE, UPDATE or RELOCATE finishes when its target member reports
+    /// the instance installed or failed for the operation's deployment, or
+    /// fails when that member is gone.
+    fn installation_outcome(&mut self, operation: &Operation) -> Option<(OperationState, String)> {
+        let instance = operation.instance.to_string();
+        let to = operation.to.as_ref()?.pod_name();
+        if !self.pods.contains_key(&to) {
+            self.drop_entry(&instance, &to);
+            return Some((
+                OperationState::Failed,
+                format!("member {to} left before {instance} was installed there"),
+            ));
+        }
+        let report = self
+            .report(&to, &instance)
+            .filter(|report| report.deployment == operation.revision)?
+            .clone();
+        match report.state.as_str() {
+            "installed" => {
+                // Make-before-break: only now does the old placement start leaving.
+                if let Some(from) = operation.from.as_ref().map(MemberId::pod_name)
+                    && from != to
+                {
+                    for entry in self.instances.iter_mut() {
+                        if entry.name == instance && entry.member == from {
+                            entry.state = "removing".to_owned();
+                        }
+                    }
+                }
+                Some((
+                    OperationState::Succeeded,
+                    format!(
+                        "{instance} installed on {to} (deployment {})",
+                        report.deployment
+                    ),
+                ))
+            }
+            "failed" => {
+                let code = report.code.unwrap_or_else(|| "Failed".to_owned());
+                let message = report.message.unwrap_or_default();
+                if operation.operation_type == OperationType::Relocate {
+                    // The old placement never stopped: the instance stays there, and the
+                    // failed copy leaves (the error is in the operation's message).
+                    self.drop_entry(&instance, &to);
+                }
+                Some((
+                    OperationState::Failed,
+                    format!("{to} reports {instance} failed: {code}: {message}"),
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// Entries take the state their member reports for their deployment; leaving
+    /// entries go once their member no longer has them.
+    fn refresh_instance_states(&mut self) {
+        let mut kept = Vec::new();
+        for mut entry in std::mem::take(&mut self.instances) {
+            let gone = !self.pods.contains_key(&entry.member);
+            let report = self.report(&entry.member, &entry.name).cloned();
+            if leaving(&entry.state) {
+                let member_speaks = self.reports.contains_key(&entry.member);
+                let removed = member_speaks
+                    && report
+                        .as_ref()
+                        .is_none_or(|report| report.state == "removed");
+                if gone || removed {
+                    continue;
+                }
+            } else if let Some(report) = report.filter(|r| r.deployment == entry.deployment) {
+                entry.error = (report.state == "failed").then(|| InstanceError {
+                    code: report.code.clone().unwrap_or_else(|| "Failed".to_owned()),
+                    source: entry.member.clone(),
+                    message: report.message.clone().unwrap_or_default(),
+                });
+                entry.state = report.state;
+            }
+            kept.push(entry);
+        }
+        self.instances = kept;
+    }
+
+    /// Step 4: the approval annotation; returns its refusals.
+    fn approve_from_annotation(&mut self) -> Vec<String> {
+        let Some(value) = self.obs.annotations.get(APPROVE_ANNOTATION) else {
+            return Vec::new();
+        };
+        let (approved, refused) = apply_approvals(&self.obs.name, value, &mut self.operations);
+        for index in approved {
+            self.to_put_in_force.push(self.operations[index].id.clone());
+        }
+        refused
+    }
+
+    /// Step 7 for every operation approved in this pass.
+    fn apply_approved(&mut self, domains: &BTreeMap<String, String>) {
+        for id in std::mem::take(&mut self.to_put_in_force) {
+            let Some(operation) = self.operations.iter().find(|op| op.id == id).cloned() else {
+                continue;
+            };
+            let instance = operation.instance.to_string();
+            let from = operation.from.as_ref().map(MemberId::pod_name);
+            let to = operation.to.as_ref().map(MemberId::pod_name);
+            let entry_at = |entries: &mut Vec<InstanceStatus>, member: &Option<String>| {
+                entries.iter_mut().position(|entry| {
+                    Some(&entry.member) == member.as_ref() && entry.name == instance
+                })
+            };
+            match operation.operation_type {
+                OperationType::Create | OperationType::Relocate => {
+                    let member = to.clone().unwrap_or_default();
+                    self.instances
+                        .retain(|entry| !(entry.name == instance && entry.member == member));
+                    self.instances.push(InstanceStatus {
+                        name: instance.clone(),
+                        update_domain: domains.get(&member).cloned().unwrap_or_default(),
+                        member,
+                        deployment: operation.revision,
+                        state: "pending".to_owned(),
+                        error: None,
+                    });
+                }
+                OperationType::Update => {
+                    if let Some(index) = entry_at(&mut self.instances, &from) {
+                        let entry = &mut self.instances[index];
+                        entry.deployment = operation.revision;
+                        entry.state = "pending".to_owned();
+                        entry.error = None;
+                    }
+                }
+                OperationType::Delete => {
+                    if let Some(index) = entry_at(&mut self.instances, &from) {
+                        self.instances[index].state = "removing".to_owned();
+                    }
+                }
+                OperationType::Stop | OperationType::Restart => {}
+            }
+        }
+        // Instances in ordinal order; a relocating instance's old entry stays first.
+        self.instances.sort_by_key(|entry| {
+            InstanceId::parse(&self.obs.name, &entry.name)
+                .map(|instance| instance.ordinal)
+                .unwrap_or(u32::MAX)
+        });
+    }
+
+    /// The placement in force: instance → (member, deployment revision). A
+    /// relocation under way counts on its new member.
+    fn in_force(&self) -> BTreeMap<InstanceId, (MemberId, u64)> {
+        let relocating: BTreeMap<String, String> = self
+            .operations
+            .iter()
+            .filter(|op| {
+                op.state == OperationState::Approved && op.operation_type == OperationType::Relocate
+            })
+            .filter_map(|op| Some((op.instance.to_string(), op.to.as_ref()?.pod_name())))
+            .collect();
+        let mut in_force = BTreeMap::new();
+        for entry in &self.instances {
+            if leaving(&entry.state) {
+                continue;
+            }
+            if relocating
+                .get(&entry.name)
+                .is_some_and(|to| to != &entry.member)
+            {
+                continue;
+            }
+            let (Ok(instance), Some(member)) = (
+                InstanceId::parse(&self.obs.name, &entry.name),
+                member_of_pod(&entry.member),
+            ) else {
+                continue;
+            };
+            in_force
+                .entry(instance)
+                .or_insert((member, entry.deployment));
+        }
+        in_force
+    }
+
+    /// Steps 5 and 6: keeps waiting operations still needed, withdraws the
+    /// others, adds new ones through the gate.
+    fn plan_operations(&mut self, planned: Vec<Operation>) {
+        let busy: BTreeSet<InstanceId> = self
+            .operations
+            .iter()
+            .filter(|op| op.state == OperationState::Approved)
+            .map(|op| op.instance.clone())
+            .collect();
+        let planned: Vec<Operation> = planned
+            .into_iter()
+            .filter(|op| !busy.contains(&op.instance))
+            .collect();
+        let same = |a: &Operation, b: &Operation| {
+            a.operation_type == b.operation_type
+                && a.instance == b.instance
+                && a.from == b.from
+                && a.to == b.to
+                && a.revision == b.revision
+        };
+        let waiting = |op: &Operation| {
+            matches!(
+                op.state,
+                OperationState::Pending | OperationState::PendingApproval
+            )
+        };
+        // A waiting operation the target no longer needs (as it was) is withdrawn.
+        for op in self.operations.iter_mut() {
+            if waiting(op) && !planned.iter().any(|candidate| same(op, candidate)) {
+                let _ = op.advance(
+                    OperationState::Failed,
+                    "withdrawn: the plan no longer needs it (its deployment, members or instance count changed)",
+                );
+            }
+        }
+        let fresh: Vec<Operation> = planned
+            .into_iter()
+            .filter(|candidate| {
+                !self
+                    .operations
+                    .iter()
+                    .any(|op| waiting(op) && same(op, candidate))
+            })
+            .collect();
+        self.add_through_gate(fresh);
+    }
+
+    /// Ids a new operation must not take: those in the history, and those a
+    /// standing approval names (an operation whose record left the history
+    /// must not lend its id, and so its hash, to a new one).
+    fn taken_ids(&self) -> BTreeSet<String> {
+        let mut ids: BTreeSet<String> = self.operations.iter().map(|op| op.id.clone()).collect();
+        if let Some(value) = self.obs.annotations.get(APPROVE_ANNOTATION) {
+            ids.extend(
+                value
+                    .split(',')
+                    .filter_map(|item| item.trim().split_once('/'))
+                    .map(|(id, _)| id.to_owned()),
+            );
+        }
+        ids
+    }
+
+    /// Step 6: new operations get unique ids and go through the approval policy.
+    fn add_through_gate(&mut self, fresh: Vec<Operation>) {
+        let mut ids = self.taken_ids();
+        let policy = self.obs.spec.approval.policy;
+        let budget = self.obs.spec.approval.max_disrupted_members.unwrap_or(0) as usize;
+        let disrupted: BTreeSet<&MemberId> = fresh
+            .iter()
+            .filter(|op| op.operation_type != OperationType::Create)
+            .filter_map(|op| op.from.as_ref())
+            .collect();
+        let within_budget = disrupted.len() <= budget;
+        let mut new_ops = Vec::new();
+        for op in fresh {
+            let mut op = op.with_unique_id(&ids);
+            ids.insert(op.id.clone());
+            let approved_now = match policy {
+                ApprovalPolicy::Automatic => true,
+                ApprovalPolicy::Manual => false,
+                ApprovalPolicy::Budget => {
+                    op.operation_type == OperationType::Create || within_budget
+                }
+            };
+            if approved_now {
+                let _ = op.advance(
+                    OperationState::Approved,
+                    format!("approved by policy {policy:?}"),
+                );
+                self.to_put_in_force.push(op.id.clone());
+            } else {
+                let value = approval_value(&op);
+                let _ = op.advance(
+                    OperationState::PendingApproval,
+                    format!(
+                        "waits for approval: kubectl annotate dplan {} {APPROVE_ANNOTATION}={value}",
+                        self.obs.name
+                    ),
+                );
+            }
+            new_ops.push(op);
+        }
+        self.operations.extend(new_ops);
+    }
+
+    /// Step 8: the status and the Events of its transitions.
+    fn finish(self, refused: Vec<String>, unplaced: Vec<UnplacedInstance>) -> PlanDecision {
+        let obs = self.obs;
+        let mut events = self.events.clone();
+        let operations = status::operation_history(obs, &self.operations, &mut events);
+        let waiting = |op: &&Operation| {
+            matches!(
+                op.state,
+                OperationState::Pending | OperationState::PendingApproval
+            )
+        };
+        let latest_waits = self
+            .operations
+            .iter()
+            .filter(waiting)
+            .any(|op| op.revision == self.latest);
+        let counts = status::Counts {
+            pending: self.operations.iter().filter(waiting).count(),
+            under_way: self
+                .operations
+                .iter()
+                .filter(|op| op.state == OperationState::Approved)
+                .count(),
+            installed: self.in_force_states().filter(|s| *s == "installed").count(),
+            desired: obs.spec.deployment.instances,
+            failed: self.failed_instances(),
+        };
+        let mut status = DeploymentPlanStatus {
+            conditions: obs.status.conditions.clone(),
+            observed_generation: obs.generation,
+            current_deployment: if latest_waits {
+                obs.status.current_deployment
+            } else {
+                self.latest
+            },
+            latest_deployment: self.latest,
+            deployment_hash: Some(self.deployment_hash.clone()),
+            ready: Some(format!("{}/{}", counts.installed, counts.desired)),
+            pending_operations: counts.pending as u32,
+            approve_deployment_with: self.approve_deployment_with(),
+            instances: self.instances.clone(),
+            unplaced,
+            operations,
+            refused_annotations: BTreeMap::new(),
+            phase: None,
+            last_error: None,
+        };
+        status::record_refusal(obs, &refused, &mut status, &mut events);
+        status::conditions(obs, &counts, &mut status, &mut events);
+        PlanDecision {
+            status,
+            events,
+            requeue_after: (counts.under_way > 0).then_some(UNDER_WAY_REQUEUE),
+        }
+    }
+
+    /// The approval of the latest revision's waiting operations as one whole.
+    fn approve_deployment_with(&self) -> Option<String> {
+        let hash = deployment_hash(&self.operations, self.latest)?;
+        Some(deployment_approval_value(self.latest, &hash))
+    }
+
+    /// Failed instances, in words.
+    fn failed_instances(&self) -> Vec<String> {
+        self.instances
+            .iter()
+            .filter(|entry| entry.state == "failed")
+            .map(|entry| {
+                let error = entry
+                    .error
+                    .as_ref()
+                    .map_or(String::new(), |e| format!("{}: {}", e.code, e.message));
+                format!("{} on {}: {error}", entry.name, entry.member)
+            })
+            .collect()
+    }
+
+    /// States of the entries in force (not leaving).
+    fn in_force_states(&self) -> impl Iterator<Item = &str> {
+        let in_force = self.in_force();
+        self.instances
+            .iter()
+            .filter(move |entry| {
+                InstanceId::parse(&self.obs.name, &entry.name)
+                    .ok()
+                    .and_then(|instance| in_force.get(&instance).map(|(m, _)| m.pod_name()))
+                    .is_some_and(|member| member == entry.member)
+            })
+            .map(|entry| entry.state.as_str())
+    }
+}
+
+/// An operation as the status recorded it; `None` when the status entry is
+/// not one the controller wrote (it is then dropped, never acted on).
+fn operation_from_status(plan: &str, status: &OperationStatus) -> Option<Operation> {
+    let member = |pod: &Option<String>| match pod {
+        None => Some(None),
+        Some(pod) => member_of_pod(pod).map(Some),
+    };
+    Some(Operation {
+        id: status.id.clone(),
+        operation_type: status.type_.parse().ok()?,
+        instance: InstanceId::parse(plan, &status.instance).ok()?,
+        from: member(&status.from_member)?,
+        to: member(&status.to_member)?,
+        revision: status.deployment,
+        state: status.state.parse().ok()?,
+        message: status.message.clone(),
+    })
+}

@@ -1,0 +1,129 @@
+//! The DeploymentPlan controller: observe → decide (pure) → apply, like the
+//! Swarm's `reconcile` + `plan`.
+//!
+//! * [`decide`](decide()) is a pure function of a [`PlanObservation`] (the
+//!   time is an input) giving a [`PlanDecision`]: the status to write and the
+//!   Events of the transitions it made. Its rules are in the `decide` module
+//!   docs.
+//! * [`observe`] reads the cluster into a [`PlanObservation`].
+//! * [`apply`] writes the status (server-side apply on the status
+//!   subresource, field manager `shoal-controller`) and the Events.
+//! * [`run`] is the watch loop; the runtime starts it with [`spawn`] beside
+//!   the Swarm controller, under the same leadership, so only the leader
+//!   reconciles plans.
+//!
+//! The placement in force is `status.instances`: the controller is the only
+//! writer of a plan's status, and the status subresource keeps users' spec
+//! edits from touching it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::deployment_plan::{DeploymentPlanSpec, DeploymentPlanStatus};
+use crate::plan::{LeaseState, PlannedEvent};
+
+pub mod apply;
+mod approval;
+mod decide;
+mod members;
+pub mod observe;
+mod reports;
+mod run;
+mod status;
+#[cfg(test)]
+mod tests;
+
+pub use decide::decide;
+pub use reports::{INSTANCE_STATES_ANNOTATION, InstanceReport};
+pub use run::{PlanTask, run, spawn};
+
+/// One pod of a pool, as a plan sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberPod {
+    /// Pod uid.
+    pub uid: String,
+    /// Its Ready condition is True.
+    pub ready: bool,
+    /// It has a deletion timestamp.
+    pub deleting: bool,
+    /// The `topology.kubernetes.io/zone` label of its node, when known.
+    pub node_zone: Option<String>,
+}
+
+/// A StatefulSet labelled for the plan's Swarm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolObservation {
+    /// StatefulSet name.
+    pub name: String,
+    /// Its annotations (capabilities, capacity, update domain).
+    pub annotations: BTreeMap<String, String>,
+    /// Its pods by ordinal.
+    pub pods: BTreeMap<u32, MemberPod>,
+}
+
+impl PoolObservation {
+    /// Its members: pod name `<pool>-<ordinal>` and pod.
+    pub fn members(&self) -> impl Iterator<Item = (String, &MemberPod)> {
+        self.pods
+            .iter()
+            .map(move |(ordinal, pod)| (format!("{}-{ordinal}", self.name), pod))
+    }
+}
+
+/// A member Lease, as far as plans read it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MemberLease {
+    /// Who holds it (only `holder` and `pod_uid` are read here).
+    pub lease: LeaseState,
+    /// The `shoal.dev/instance-states` annotation, as written.
+    pub instance_states: Option<String>,
+}
+
+/// Another DeploymentPlan of the namespace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtherPlan {
+    /// Its name.
+    pub name: String,
+    /// Its spec.
+    pub spec: DeploymentPlanSpec,
+    /// Its status (its placement in force).
+    pub status: DeploymentPlanStatus,
+}
+
+/// Everything [`decide`](decide()) looks at for one plan.
+#[derive(Debug, Clone)]
+pub struct PlanObservation {
+    /// The plan's name.
+    pub name: String,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// The spec.
+    pub spec: DeploymentPlanSpec,
+    /// The plan's annotations (`shoal.dev/approve`).
+    pub annotations: BTreeMap<String, String>,
+    /// The status as last written.
+    pub status: DeploymentPlanStatus,
+    /// Whether the Swarm `spec.swarm` exists in the namespace.
+    pub swarm_exists: bool,
+    /// The Swarm's pools.
+    pub pools: Vec<PoolObservation>,
+    /// Member Leases by pod name.
+    pub leases: BTreeMap<String, MemberLease>,
+    /// The other plans of the namespace (those of other Swarms are ignored).
+    pub other_plans: Vec<OtherPlan>,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// What [`decide`](decide()) decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanDecision {
+    /// The status to write.
+    pub status: DeploymentPlanStatus,
+    /// Events for the transitions made.
+    pub events: Vec<PlannedEvent>,
+    /// Reconcile again after this long (operations under way).
+    pub requeue_after: Option<Duration>,
+}

@@ -1,0 +1,151 @@
+//! Reading one plan's world: the plan itself (fresh, not from a cache), its
+//! Swarm, the Swarm's pools and their pods, the member Leases, and the other
+//! plans of the namespace.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+use shoal_core::names;
+
+use super::reports::INSTANCE_STATES_ANNOTATION;
+use super::{MemberLease, MemberPod, OtherPlan, PlanObservation, PoolObservation};
+use crate::crd::Swarm;
+use crate::deployment_plan::DeploymentPlan;
+use crate::reconcile::{lease_state, observe_pool};
+
+/// A read that failed, naming the plan and what was being read.
+#[derive(Debug, thiserror::Error)]
+#[error("DeploymentPlan {plan}: reading {what}: {source}")]
+pub struct ObserveError {
+    /// The plan.
+    pub plan: String,
+    /// What was being read.
+    pub what: String,
+    /// Why it failed.
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// Observes the plan `name` of `namespace`; `Ok(None)` when it no longer exists.
+pub async fn observe(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    now: Timestamp,
+) -> Result<Option<(DeploymentPlan, PlanObservation)>, ObserveError> {
+    let failed = |what: &str| {
+        let what = what.to_owned();
+        move |source: kube::Error| ObserveError {
+            plan: format!("{namespace}/{name}"),
+            what,
+            source: Box::new(source),
+        }
+    };
+    let plans: Api<DeploymentPlan> = Api::namespaced(client.clone(), namespace);
+    let Some(plan) = plans.get_opt(name).await.map_err(failed("the plan"))? else {
+        return Ok(None);
+    };
+    let swarm = plan.spec.swarm.clone();
+    let swarm_exists = Api::<Swarm>::namespaced(client.clone(), namespace)
+        .get_opt(&swarm)
+        .await
+        .map_err(failed("its Swarm"))?
+        .is_some();
+    let selector = format!("{}={swarm}", names::LABEL_SWARM);
+    let statefulsets = Api::<StatefulSet>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(failed("the Swarm's pools"))?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut pools = Vec::new();
+    for sts in &statefulsets.items {
+        let pool = observe_pool(&pods, &swarm, sts)
+            .await
+            .map_err(|error| ObserveError {
+                plan: format!("{namespace}/{name}"),
+                what: format!("the pods of StatefulSet {}", sts.name_any()),
+                source: Box::new(error),
+            })?;
+        pools.push(PoolObservation {
+            name: pool.name,
+            annotations: sts.annotations().clone(),
+            pods: pool
+                .pods
+                .into_iter()
+                .map(|(ordinal, pod)| {
+                    (
+                        ordinal,
+                        MemberPod {
+                            uid: pod.uid,
+                            ready: pod.ready,
+                            deleting: pod.deleting,
+                            // Node zones are not read (the controller may not read Nodes);
+                            // a pool without `shoal.dev/update-domain` is its own domain.
+                            node_zone: None,
+                        },
+                    )
+                })
+                .collect(),
+        });
+    }
+    let member_pods: Vec<String> = pools
+        .iter()
+        .flat_map(|pool| pool.members().map(|(name, _)| name))
+        .collect();
+    let mut leases = BTreeMap::new();
+    if !member_pods.is_empty() {
+        let listed = Api::<Lease>::namespaced(client.clone(), namespace)
+            .list(&ListParams::default())
+            .await
+            .map_err(failed("the member Leases"))?;
+        let by_name: BTreeMap<String, &Lease> = listed
+            .items
+            .iter()
+            .map(|lease| (lease.name_any(), lease))
+            .collect();
+        for pod in member_pods {
+            if let Some(lease) = by_name.get(&names::member_lease(&pod)) {
+                leases.insert(
+                    pod,
+                    MemberLease {
+                        lease: lease_state(lease),
+                        instance_states: lease
+                            .annotations()
+                            .get(INSTANCE_STATES_ANNOTATION)
+                            .cloned(),
+                    },
+                );
+            }
+        }
+    }
+    let other_plans = plans
+        .list(&ListParams::default())
+        .await
+        .map_err(failed("the other plans of the namespace"))?
+        .items
+        .into_iter()
+        .filter(|other| other.name_any() != name && other.spec.swarm == swarm)
+        .map(|other| OtherPlan {
+            name: other.name_any(),
+            status: other.status.clone().unwrap_or_default(),
+            spec: other.spec,
+        })
+        .collect();
+    let observation = PlanObservation {
+        name: name.to_owned(),
+        generation: plan.metadata.generation,
+        spec: plan.spec.clone(),
+        annotations: plan.annotations().clone(),
+        status: plan.status.clone().unwrap_or_default(),
+        swarm_exists,
+        pools,
+        leases,
+        other_plans,
+        now,
+    };
+    Ok(Some((plan, observation)))
+}

@@ -1,0 +1,278 @@
+//! Step 8 of `decide`: the operation history, the refusals, the conditions
+//! and phase, with the Events of their transitions.
+
+use std::collections::BTreeMap;
+
+use shoal_core::MemberId;
+use shoal_core::deploy::{Operation, OperationState, operation_hash};
+
+use super::PlanObservation;
+use super::approval::approval_value;
+use crate::crd::Condition;
+use crate::deployment_plan::{DeploymentPlanStatus, OperationStatus};
+use crate::plan::{APPROVE_ANNOTATION, PlannedEvent};
+
+/// What the conditions and phase are computed from.
+pub(super) struct Counts {
+    /// Operations waiting for approval.
+    pub pending: usize,
+    /// Approved operations waiting for their members.
+    pub under_way: usize,
+    /// Instances in force reported installed.
+    pub installed: usize,
+    /// Instances asked for.
+    pub desired: u32,
+    /// Failed instances, in words.
+    pub failed: Vec<String>,
+}
+
+pub(super) fn previous_condition<'a>(
+    status: &'a DeploymentPlanStatus,
+    type_: &str,
+) -> Option<&'a Condition> {
+    status.conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Sets a condition, keeping its transition time while its status stays.
+pub(super) fn set_condition(
+    obs: &PlanObservation,
+    status: &mut DeploymentPlanStatus,
+    type_: &str,
+    value: bool,
+    reason: &str,
+    message: String,
+) {
+    let mut condition = crate::plan::condition(type_, value, reason, message);
+    condition.observed_generation = obs.generation;
+    condition.last_transition_time = match previous_condition(&obs.status, type_) {
+        Some(old) if old.status == condition.status => old.last_transition_time.clone(),
+        _ => Some(obs.now.to_string()),
+    };
+    status.conditions.retain(|c| c.type_ != type_);
+    status.conditions.push(condition);
+}
+
+/// A condition that is True with `on` (reason, message) or False with reason `off`.
+fn flag(
+    obs: &PlanObservation,
+    status: &mut DeploymentPlanStatus,
+    type_: &str,
+    on: Option<(&str, String)>,
+    off: &str,
+) {
+    match on {
+        Some((reason, message)) => set_condition(obs, status, type_, true, reason, message),
+        None => set_condition(obs, status, type_, false, off, String::new()),
+    }
+}
+
+/// The operations as status records them: every open one, the newest
+/// finished ones up to `operationHistoryLimit`; an Event for each new
+/// operation and each change of state.
+pub(super) fn operation_history(
+    obs: &PlanObservation,
+    operations: &[Operation],
+    events: &mut Vec<PlannedEvent>,
+) -> Vec<OperationStatus> {
+    let now = obs.now.to_string();
+    let previous: BTreeMap<&str, &OperationStatus> = obs
+        .status
+        .operations
+        .iter()
+        .map(|op| (op.id.as_str(), op))
+        .collect();
+    let limit = obs.spec.operation_history_limit as usize;
+    let finished = operations
+        .iter()
+        .filter(|op| op.state.is_terminal())
+        .count();
+    let mut to_drop = finished.saturating_sub(limit);
+    let mut kept = Vec::new();
+    for op in operations {
+        if op.state.is_terminal() && to_drop > 0 {
+            to_drop -= 1;
+            continue;
+        }
+        let before = previous.get(op.id.as_str());
+        let changed = before.is_none_or(|before| before.state != op.state.as_str());
+        if changed {
+            events.push(operation_event(&obs.name, op, before.is_none()));
+        }
+        kept.push(OperationStatus {
+            id: op.id.clone(),
+            type_: op.operation_type.to_string(),
+            instance: op.instance.to_string(),
+            from_member: op.from.as_ref().map(MemberId::pod_name),
+            to_member: op.to.as_ref().map(MemberId::pod_name),
+            deployment: op.revision,
+            state: op.state.to_string(),
+            hash: operation_hash(op),
+            approve_with: approval_value(op),
+            message: op.message.clone(),
+            last_transition_time: if changed {
+                Some(now.clone())
+            } else {
+                before.and_then(|before| before.last_transition_time.clone())
+            },
+        });
+    }
+    kept
+}
+
+/// Records a refused approval annotation; one Warning per annotation value.
+/// (The Swarm's `announce_refusals` does the same for its annotations; it is
+/// private to `plan/`, so this is its small counterpart.)
+pub(super) fn record_refusal(
+    obs: &PlanObservation,
+    refused: &[String],
+    status: &mut DeploymentPlanStatus,
+    events: &mut Vec<PlannedEvent>,
+) {
+    let Some(value) = obs.annotations.get(APPROVE_ANNOTATION) else {
+        return;
+    };
+    if refused.is_empty() {
+        return;
+    }
+    if obs.status.refused_annotations.get(APPROVE_ANNOTATION) != Some(value) {
+        events.push(PlannedEvent {
+            warning: true,
+            reason: "ApprovalRefused".to_owned(),
+            note: refused.join("; "),
+        });
+    }
+    status
+        .refused_annotations
+        .insert(APPROVE_ANNOTATION.to_owned(), value.clone());
+    status.last_error = Some(refused.join("; "));
+}
+
+/// Degraded, AwaitingApproval, Progressing, Ready and the phase; the Event
+/// of inputs becoming valid again.
+pub(super) fn conditions(
+    obs: &PlanObservation,
+    counts: &Counts,
+    status: &mut DeploymentPlanStatus,
+    events: &mut Vec<PlannedEvent>,
+) {
+    let Counts {
+        pending,
+        under_way,
+        installed,
+        desired,
+        failed,
+    } = counts;
+    let (pending, under_way, installed, desired) = (*pending, *under_way, *installed, *desired);
+    let ready = installed as u32 == desired
+        && pending == 0
+        && under_way == 0
+        && status.unplaced.is_empty()
+        && failed.is_empty();
+    let failures = format!("failed instances: {}", failed.join("; "));
+    let degraded = (!failed.is_empty()).then(|| ("InstanceFailed", failures.clone()));
+    flag(obs, status, "Degraded", degraded, "AsPlanned");
+    let awaiting = (pending > 0).then(|| {
+        (
+            "OperationsPending",
+            format!(
+                "{pending} operation(s) wait for {APPROVE_ANNOTATION}; see status.operations[].approveWith"
+            ),
+        )
+    });
+    flag(obs, status, "AwaitingApproval", awaiting, "NothingPending");
+    let progressing = (under_way > 0).then(|| {
+        (
+            "OperationsUnderWay",
+            format!("{under_way} approved operation(s) wait for their members to report"),
+        )
+    });
+    flag(obs, status, "Progressing", progressing, "Settled");
+    let (reason, message) = if ready {
+        ("AllInstalled", format!("{installed} instance(s) installed"))
+    } else if !status.unplaced.is_empty() {
+        (
+            "NotAllInstalled",
+            format!(
+                "{} instance(s) cannot be placed; see status.unplaced",
+                status.unplaced.len()
+            ),
+        )
+    } else {
+        (
+            "NotAllInstalled",
+            format!("{installed} of {desired} instance(s) installed"),
+        )
+    };
+    set_condition(obs, status, "Ready", ready, reason, message);
+    let phase = if !failed.is_empty() {
+        "Degraded"
+    } else if pending > 0 {
+        "AwaitingApproval"
+    } else if under_way > 0 {
+        "Progressing"
+    } else if ready {
+        "Ready"
+    } else {
+        "Pending"
+    };
+    status.phase = Some(phase.to_owned());
+    if status.last_error.is_none() && !failed.is_empty() {
+        status.last_error = Some(failures);
+    }
+    let previously_invalid = previous_condition(&obs.status, "Degraded")
+        .is_some_and(|c| c.status == "True" && c.reason == "InvalidInput");
+    if previously_invalid {
+        events.push(PlannedEvent {
+            warning: false,
+            reason: "InputAccepted".to_owned(),
+            note: format!("DeploymentPlan {}: its inputs are valid again", obs.name),
+        });
+    }
+}
+
+/// The Event of an operation's transition (or of a new operation).
+fn operation_event(plan: &str, op: &Operation, new: bool) -> PlannedEvent {
+    let what = format!(
+        "{}operation {} ({} {}{}{}, deployment {})",
+        if new { "new " } else { "" },
+        op.id,
+        op.operation_type,
+        op.instance,
+        op.from
+            .as_ref()
+            .map_or(String::new(), |m| format!(" from {m}")),
+        op.to.as_ref().map_or(String::new(), |m| format!(" to {m}")),
+        op.revision
+    );
+    let (warning, reason, note) = match op.state {
+        OperationState::Pending => (false, "OperationCreated", format!("{what} created")),
+        OperationState::PendingApproval => (
+            false,
+            "OperationPending",
+            format!(
+                "{what} waits for approval: kubectl annotate dplan {plan} {APPROVE_ANNOTATION}={}",
+                approval_value(op)
+            ),
+        ),
+        OperationState::Approved => (
+            false,
+            "OperationApproved",
+            format!("{what}: {}", op.message),
+        ),
+        OperationState::Succeeded => (
+            false,
+            "OperationSucceeded",
+            format!("{what}: {}", op.message),
+        ),
+        OperationState::Failed => (
+            true,
+            "OperationFailed",
+            format!("{what} failed: {}", op.message),
+        ),
+    };
+    PlannedEvent {
+        warning,
+        reason: reason.to_owned(),
+        note,
+    }
+}

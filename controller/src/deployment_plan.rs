@@ -1,0 +1,374 @@
+//! The `DeploymentPlan` custom resource (`shoal.dev/v1alpha1`): replicated
+//! applications ("instances") placed on the members of a Swarm's pools.
+//!
+//! A plan names the Swarm whose members may run it, the applications every
+//! instance runs (with their resource demands and ports), the capabilities a
+//! member must offer, and its current *deployment*: how many instances, with
+//! which payload coordinates (image, version, config) per application. Each
+//! change of the deployment is a new deployment revision; every change to an
+//! instance (create, update, relocate, stop, restart, delete) is an operation
+//! that goes through the plan's approval policy.
+//!
+//! What a member offers is set on its pool, where a kubectl user sets things
+//! (`kubectl label` / `kubectl annotate statefulset`):
+//!
+//! | on the pool StatefulSet | meaning | default |
+//! | --- | --- | --- |
+//! | annotation `shoal.dev/update-domain` | the update domain of its members | the node's zone, else the pool's name |
+//! | annotation `shoal.dev/capabilities` | capabilities with scores, e.g. `GPU=nvidia-v100:3,nvidia-p100:2;CPU=intel-xeon` | none |
+//! | annotation `shoal.dev/capacity` | capacity of each member in the units the plans' demands use, e.g. `cores=4,memory=8192` | none declared |
+//!
+//! The rules (comparators, placement, operation states) are those of
+//! `shoal_core::deploy`.
+//!
+//! The CRD YAML in `manifests/crd-deploymentplan.yaml` is generated from these
+//! types: `cargo run -p shoal-controller -- crd deploymentplan`.
+
+// Several `printcolumn(type_ = "string")` attributes are distinct columns, not duplicates.
+#![allow(clippy::duplicated_attributes)]
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use kube::CustomResourceExt;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::crd::{ApprovalSpec, Condition};
+
+/// Replicated applications placed on the members of a Swarm, changed only through approved operations.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "shoal.dev",
+    version = "v1alpha1",
+    kind = "DeploymentPlan",
+    namespaced,
+    status = "DeploymentPlanStatus",
+    shortname = "dplan",
+    doc = "A DeploymentPlan places instances of its applications on the members of a Swarm's pools; every change to an instance is an operation that goes through the plan's approval policy.",
+    printcolumn(
+        name = "Swarm",
+        type_ = "string",
+        description = "the Swarm whose members run the instances",
+        json_path = ".spec.swarm"
+    ),
+    printcolumn(
+        name = "Instances",
+        type_ = "string",
+        description = "instances installed / desired",
+        json_path = ".status.ready"
+    ),
+    printcolumn(
+        name = "Deployment",
+        type_ = "integer",
+        description = "deployment revision in force",
+        json_path = ".status.currentDeployment"
+    ),
+    printcolumn(
+        name = "Pending",
+        type_ = "integer",
+        description = "operations waiting for approval",
+        json_path = ".status.pendingOperations"
+    ),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentPlanSpec {
+    /// The Swarm (same namespace) whose members may run this plan's instances.
+    #[schemars(length(min = 1, max = 253))]
+    pub swarm: String,
+    /// The applications every instance runs.
+    #[schemars(length(min = 1, max = 32))]
+    pub applications: Vec<Application>,
+    /// Capabilities a member must offer to run an instance; all must hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub requirements: Vec<CapabilityRequirement>,
+    /// At most this many instances of this plan on one member.
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_instances_per_member: u32,
+    /// The deployment in force once approved: instance count and payload coordinates.
+    pub deployment: DeploymentSpec,
+    /// Which operations apply at once and which wait for `shoal.dev/approve`.
+    #[serde(default)]
+    pub approval: ApprovalSpec,
+    /// How many finished operations are kept in `status.operations`.
+    #[serde(default = "default_operation_history_limit")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub operation_history_limit: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn default_operation_history_limit() -> u32 {
+    100
+}
+
+/// One application of a plan: what each instance runs of it and what it needs.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Application {
+    /// Name, unique within the plan (a DNS label).
+    #[schemars(length(min = 1, max = 63))]
+    pub name: String,
+    /// What one instance of the application takes from its member, in the units of the
+    /// pools' `shoal.dev/capacity` annotation, e.g. `{cores: 1, memory: 512}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resources: BTreeMap<String, u64>,
+    /// Ports the application listens on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<Port>,
+}
+
+/// A port an application listens on.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Port {
+    /// `TCP` (default) or `UDP`.
+    #[serde(default)]
+    pub protocol: Protocol,
+    /// The port number.
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+}
+
+/// A transport protocol.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum Protocol {
+    /// TCP.
+    #[default]
+    TCP,
+    /// UDP.
+    UDP,
+}
+
+/// A capability a member must (or must not) offer.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapabilityRequirement {
+    /// The capability type, e.g. `GPU`.
+    #[serde(rename = "type")]
+    #[schemars(length(min = 1, max = 63))]
+    pub type_: String,
+    /// How the member's capabilities of that type compare with `names`.
+    pub comparator: Comparator,
+    /// Capability names of that type, e.g. `nvidia-v100`.
+    #[schemars(length(min = 1, max = 32))]
+    pub names: Vec<String>,
+}
+
+/// How a requirement compares a member's capabilities with the names it lists.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Comparator {
+    /// The member offers one of the names.
+    In,
+    /// The member offers none of the names.
+    NotIn,
+    /// The member offers a capability of that type scored at least as high as the lowest-scored name.
+    Gte,
+    /// The member offers a capability of that type scored at most as high as the highest-scored name.
+    Lte,
+}
+
+/// A deployment: how many instances, running what.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentSpec {
+    /// How many instances.
+    #[schemars(range(min = 0, max = 10000))]
+    pub instances: u32,
+    /// Payload coordinates per application (e.g. `image`, `version`, `config`); an
+    /// application not listed has none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub payloads: Vec<Payload>,
+    /// How a changed payload reaches the instances.
+    #[serde(default)]
+    pub rollout: DeploymentRollout,
+}
+
+/// What one application runs.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Payload {
+    /// The application's name.
+    pub application: String,
+    /// Coordinates handed to the instance (as environment variables in exec mode).
+    #[serde(default)]
+    pub coordinates: BTreeMap<String, String>,
+}
+
+/// How a new deployment replaces the one in force.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentRollout {
+    /// `Rolling` (default): instances are updated in place, update domain by update
+    /// domain. `Canary`: `canaryInstances` are updated first, the rest wait for approval.
+    /// `BlueGreen`: a complete second set comes up before the old set is removed, after
+    /// approval.
+    #[serde(default, rename = "type")]
+    pub type_: RolloutType,
+    /// Canary: how many instances take the new payload first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub canary_instances: Option<u32>,
+}
+
+/// A rollout type.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum RolloutType {
+    /// In place, update domain by update domain.
+    #[default]
+    Rolling,
+    /// A few instances first, the rest after approval.
+    Canary,
+    /// A complete second set, then the old set is removed after approval.
+    BlueGreen,
+}
+
+/// What the controller observed and did for a plan.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentPlanStatus {
+    /// Ready, Progressing, AwaitingApproval, Degraded.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// The plan generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Deployment revision in force (0: none yet).
+    #[serde(default)]
+    pub current_deployment: u64,
+    /// The highest deployment revision number given so far.
+    #[serde(default)]
+    pub latest_deployment: u64,
+    /// Fingerprint of the `spec.deployment` and `spec.applications` that
+    /// `latestDeployment` was given for: a change of either is a new revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_hash: Option<String>,
+    /// Instances installed / desired, e.g. `2/3`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+    /// Operations waiting for approval.
+    #[serde(default)]
+    pub pending_operations: u32,
+    /// The value of `shoal.dev/approve` that approves at once every operation of the
+    /// latest deployment awaiting approval, `deployment-<revision>/<hash>` (the hash covers
+    /// exactly those operations). A plain string: server-side apply removes it cleanly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve_deployment_with: Option<String>,
+    /// Each instance: where it runs and how it is doing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<InstanceStatus>,
+    /// Instances that fit on no member, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unplaced: Vec<UnplacedInstance>,
+    /// Operations, newest last: open ones and up to `operationHistoryLimit` finished ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operations: Vec<OperationStatus>,
+    /// Annotations the controller refused, with the value refused.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub refused_annotations: BTreeMap<String, String>,
+    /// `Pending`, `AwaitingApproval`, `Progressing`, `Ready` or `Degraded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// The last problem, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// One instance of a plan.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceStatus {
+    /// `<plan>-<n>`: a stable logical replica that outlives its placement.
+    pub name: String,
+    /// The member (pod) it is placed on.
+    pub member: String,
+    /// That member's update domain.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub update_domain: String,
+    /// The deployment revision whose payload it runs.
+    pub deployment: u64,
+    /// `pending`, `installing`, `installed`, `removing`, `removed` or `failed`.
+    pub state: String,
+    /// Why it failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<InstanceError>,
+}
+
+/// An instance's error, as its member reported it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceError {
+    /// A short machine-readable code, e.g. `ExitCode1`.
+    pub code: String,
+    /// Who reported it, e.g. the member's pod name.
+    #[serde(default)]
+    pub source: String,
+    /// What happened, in words.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// An instance that fits on no member.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UnplacedInstance {
+    /// The instance.
+    pub name: String,
+    /// Why it fits nowhere, naming the requirement, resource or limit.
+    pub reason: String,
+}
+
+/// One operation on one instance.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationStatus {
+    /// `<type>-<instance>-r<deployment>` (with `.2`, `.3`… on a repeat): never given twice within the plan.
+    pub id: String,
+    /// `CREATE`, `UPDATE`, `RELOCATE`, `STOP`, `RESTART` or `DELETE`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The instance it acts on.
+    pub instance: String,
+    /// The member the instance leaves (RELOCATE, STOP, DELETE) or runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_member: Option<String>,
+    /// The member the instance goes to (CREATE, RELOCATE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_member: Option<String>,
+    /// The deployment revision it belongs to.
+    pub deployment: u64,
+    /// `PENDING`, `PENDING_APPROVAL`, `APPROVED`, `SUCCEEDED` or `FAILED`.
+    pub state: String,
+    /// Hash of what the operation does; an approval must name it.
+    pub hash: String,
+    /// The value of `shoal.dev/approve` that approves exactly this operation.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub approve_with: String,
+    /// What happened, in words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// When `state` last changed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+/// The CRD as YAML, exactly as written to `manifests/crd-deploymentplan.yaml`.
+pub fn crd_yaml() -> String {
+    let crd = DeploymentPlan::crd();
+    let value = serde_json::to_value(&crd).unwrap_or_default();
+    let mut out = String::from(
+        "# Generated by `cargo run -p shoal-controller -- crd deploymentplan > manifests/crd-deploymentplan.yaml`; do not edit.\n",
+    );
+    out.push_str(&serde_saphyr::to_string(&value).unwrap_or_default());
+    out
+}

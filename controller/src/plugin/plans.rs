@@ -1,0 +1,657 @@
+//! `kubectl shoal plans | plan | instances | operations | approve-op`:
+//! DeploymentPlans in MRDS's readable tables, read from the plans' status
+//! (what the controller decided). Only `approve-op` writes, one annotation.
+//!
+//! ```text
+//! kubectl shoal plans                          # every plan of the namespace
+//! kubectl shoal plan web                       # applications, deployments, instance and operation summaries
+//! kubectl shoal instances web                  # where each instance runs, its state and error; unplaced ones
+//! kubectl shoal operations web                 # the operation history with states
+//! kubectl shoal approve-op web create-web-0-r1 # annotates shoal.dev/approve with the operation's id/hash
+//! ```
+
+use std::collections::BTreeMap;
+
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde::Serialize;
+
+use super::table::{Table, fields, short_hash};
+use super::{Report, Target, hint};
+use crate::deployment_plan::{
+    DeploymentPlan, DeploymentPlanStatus, InstanceStatus, OperationStatus, UnplacedInstance,
+};
+use crate::plan::APPROVE_ANNOTATION;
+
+/// Why a plan command failed; each names the plan and says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum PlansError {
+    /// The plan does not exist.
+    #[error(
+        "DeploymentPlan {plan:?} not found in namespace {namespace:?}; list plans with `kubectl shoal plans -n {namespace}` or pick the namespace with -n"
+    )]
+    NotFound {
+        /// The plan.
+        plan: String,
+        /// Namespace.
+        namespace: String,
+    },
+    /// An API call failed.
+    #[error("{what} in namespace {namespace}: {source}{}", hint(source))]
+    Api {
+        /// What was being done.
+        what: String,
+        /// Namespace.
+        namespace: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// `approve-op`: the plan has no such operation.
+    #[error(
+        "DeploymentPlan {plan} has no operation {id:?}; list them with `kubectl shoal operations {plan}`"
+    )]
+    UnknownOperation {
+        /// The plan.
+        plan: String,
+        /// The id given.
+        id: String,
+    },
+    /// `approve-op`: the operation does not wait for approval.
+    #[error(
+        "operation {id} of DeploymentPlan {plan} is {state}, not PENDING_APPROVAL; nothing to approve"
+    )]
+    NotPending {
+        /// The plan.
+        plan: String,
+        /// The operation.
+        id: String,
+        /// Its state.
+        state: String,
+    },
+}
+
+/// `plans`: one row per plan.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PlansReport {
+    /// Namespace.
+    pub namespace: String,
+    /// The plans, by name.
+    pub plans: Vec<PlanRow>,
+}
+
+/// One plan in `plans`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanRow {
+    /// Name.
+    pub name: String,
+    /// The Swarm whose members run it.
+    pub swarm: String,
+    /// Installed / desired.
+    pub instances: String,
+    /// Deployment revision in force.
+    pub deployment: u64,
+    /// Operations waiting for approval.
+    pub pending_operations: u32,
+    /// Phase.
+    pub phase: String,
+}
+
+impl Report for PlansReport {
+    fn table(&self) -> String {
+        let mut table = Table::new([
+            "Plan",
+            "Swarm",
+            "Instances",
+            "Deployment",
+            "Pending",
+            "Phase",
+        ]);
+        for plan in &self.plans {
+            table.row([
+                plan.name.clone(),
+                plan.swarm.clone(),
+                plan.instances.clone(),
+                plan.deployment.to_string(),
+                plan.pending_operations.to_string(),
+                plan.phase.clone(),
+            ]);
+        }
+        table.render(&format!(
+            "No DeploymentPlans in namespace {}.",
+            self.namespace
+        ))
+    }
+}
+
+fn row(plan: &DeploymentPlan) -> PlanRow {
+    let status = plan.status.clone().unwrap_or_default();
+    PlanRow {
+        name: plan.name_any(),
+        swarm: plan.spec.swarm.clone(),
+        instances: status
+            .ready
+            .clone()
+            .unwrap_or_else(|| format!("0/{}", plan.spec.deployment.instances)),
+        deployment: status.current_deployment,
+        pending_operations: status.pending_operations,
+        phase: status.phase.unwrap_or_else(|| "Unknown".to_owned()),
+    }
+}
+
+/// `plan <name>`: its applications, deployments and summaries.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanReport {
+    /// The plan's row.
+    pub plan: PlanRow,
+    /// Applications: name, demands, ports, payload coordinates.
+    pub applications: Vec<ApplicationRow>,
+    /// Deployment revision in force and the latest given.
+    pub current_deployment: u64,
+    /// The latest deployment revision.
+    pub latest_deployment: u64,
+    /// Instances by state.
+    pub instance_states: BTreeMap<String, usize>,
+    /// Unplaced instances.
+    pub unplaced: Vec<UnplacedInstance>,
+    /// Operations by type and state.
+    pub operation_summary: BTreeMap<String, BTreeMap<String, usize>>,
+    /// `shoal.dev/approve` value approving all of the latest deployment's waiting operations.
+    pub approve_deployment: Option<String>,
+    /// Conditions: type → status and message.
+    pub conditions: Vec<(String, String, String)>,
+}
+
+/// One application in `plan`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ApplicationRow {
+    /// Name.
+    pub name: String,
+    /// `cores=1, memory=512`.
+    pub resources: String,
+    /// `80/TCP, 53/UDP`.
+    pub ports: String,
+    /// `image=nginx:1.25`.
+    pub payload: String,
+}
+
+impl Report for PlanReport {
+    fn table(&self) -> String {
+        let mut out = fields(&[
+            ("Plan", self.plan.name.clone()),
+            ("Swarm", self.plan.swarm.clone()),
+            ("Phase", self.plan.phase.clone()),
+            ("Instances", self.plan.instances.clone()),
+            (
+                "Deployment",
+                format!(
+                    "{} in force, {} latest",
+                    self.current_deployment, self.latest_deployment
+                ),
+            ),
+            ("Pending", self.plan.pending_operations.to_string()),
+            (
+                "Approve all",
+                self.approve_deployment
+                    .clone()
+                    .unwrap_or_else(|| "nothing waits".to_owned()),
+            ),
+        ]);
+        out.push_str("\nApplications\n");
+        let mut applications = Table::new(["Application", "Resources", "Ports", "Payload"]);
+        for application in &self.applications {
+            applications.row([
+                application.name.clone(),
+                application.resources.clone(),
+                application.ports.clone(),
+                application.payload.clone(),
+            ]);
+        }
+        out.push_str(&applications.render("No applications."));
+        out.push_str("\nInstances\n");
+        let mut instances = Table::new(["State", "Count"]);
+        for (state, count) in &self.instance_states {
+            instances.row([state.clone(), count.to_string()]);
+        }
+        out.push_str(&instances.render("No instances in force."));
+        for unplaced in &self.unplaced {
+            out.push_str(&format!(
+                "Unplaced {}: {}\n",
+                unplaced.name, unplaced.reason
+            ));
+        }
+        out.push_str("\nOperations\n");
+        let states = [
+            "PENDING",
+            "PENDING_APPROVAL",
+            "APPROVED",
+            "SUCCEEDED",
+            "FAILED",
+        ];
+        let mut operations = Table::new(std::iter::once("Type").chain(states.iter().copied()));
+        for (type_, counts) in &self.operation_summary {
+            operations.row(
+                std::iter::once(type_.clone()).chain(
+                    states
+                        .iter()
+                        .map(|state| counts.get(*state).copied().unwrap_or(0).to_string()),
+                ),
+            );
+        }
+        out.push_str(&operations.render("No operations."));
+        out.push_str("\nConditions\n");
+        let mut conditions = Table::new(["Type", "Status", "Message"]);
+        for (type_, status, message) in &self.conditions {
+            conditions.row([type_.clone(), status.clone(), message.clone()]);
+        }
+        out.push_str(&conditions.render("No conditions yet."));
+        out
+    }
+}
+
+/// The `plan` report of one plan. Pure.
+pub fn plan_report(plan: &DeploymentPlan) -> PlanReport {
+    let status = plan.status.clone().unwrap_or_default();
+    let payloads: BTreeMap<&str, String> = plan
+        .spec
+        .deployment
+        .payloads
+        .iter()
+        .map(|payload| {
+            let coordinates: Vec<String> = payload
+                .coordinates
+                .iter()
+                .map(|(key, value)| format!("{key}={value}"))
+                .collect();
+            (payload.application.as_str(), coordinates.join(", "))
+        })
+        .collect();
+    let applications = plan
+        .spec
+        .applications
+        .iter()
+        .map(|application| ApplicationRow {
+            name: application.name.clone(),
+            resources: application
+                .resources
+                .iter()
+                .map(|(name, amount)| format!("{name}={amount}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            ports: application
+                .ports
+                .iter()
+                .map(|port| format!("{}/{:?}", port.port, port.protocol))
+                .collect::<Vec<_>>()
+                .join(", "),
+            payload: payloads
+                .get(application.name.as_str())
+                .cloned()
+                .unwrap_or_default(),
+        })
+        .collect();
+    let mut instance_states = BTreeMap::new();
+    for entry in &status.instances {
+        *instance_states.entry(entry.state.clone()).or_insert(0) += 1;
+    }
+    let mut operation_summary: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for op in &status.operations {
+        *operation_summary
+            .entry(op.type_.clone())
+            .or_default()
+            .entry(op.state.clone())
+            .or_insert(0) += 1;
+    }
+    PlanReport {
+        plan: row(plan),
+        applications,
+        current_deployment: status.current_deployment,
+        latest_deployment: status.latest_deployment,
+        instance_states,
+        unplaced: status.unplaced.clone(),
+        approve_deployment: status.approve_deployment_with.clone(),
+        operation_summary,
+        conditions: status
+            .conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status.clone(), c.message.clone()))
+            .collect(),
+    }
+}
+
+/// `instances <plan>`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct InstancesReport {
+    /// The plan.
+    pub plan: String,
+    /// Entries of `status.instances`.
+    pub instances: Vec<InstanceStatus>,
+    /// Instances that fit nowhere.
+    pub unplaced: Vec<UnplacedInstance>,
+}
+
+impl Report for InstancesReport {
+    fn table(&self) -> String {
+        let mut table = Table::new([
+            "Instance",
+            "Member",
+            "Domain",
+            "Deployment",
+            "State",
+            "Error",
+        ]);
+        for entry in &self.instances {
+            table.row([
+                entry.name.clone(),
+                entry.member.clone(),
+                entry.update_domain.clone(),
+                entry.deployment.to_string(),
+                entry.state.clone(),
+                entry
+                    .error
+                    .as_ref()
+                    .map(|error| format!("{}: {}", error.code, error.message))
+                    .unwrap_or_default(),
+            ]);
+        }
+        let mut out = table.render(&format!(
+            "DeploymentPlan {} has no instances in force.",
+            self.plan
+        ));
+        if !self.unplaced.is_empty() {
+            let mut unplaced = Table::new(["Unplaced", "Reason"]);
+            for instance in &self.unplaced {
+                unplaced.row([instance.name.clone(), instance.reason.clone()]);
+            }
+            out.push('\n');
+            out.push_str(&unplaced.render(""));
+        }
+        out
+    }
+}
+
+/// `operations <plan>`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct OperationsReport {
+    /// The plan.
+    pub plan: String,
+    /// `status.operations`, oldest first.
+    pub operations: Vec<OperationStatus>,
+}
+
+impl Report for OperationsReport {
+    fn table(&self) -> String {
+        let mut table = Table::new([
+            "Operation",
+            "Type",
+            "Instance",
+            "From",
+            "To",
+            "Deployment",
+            "State",
+            "Hash",
+            "Message",
+        ]);
+        for op in &self.operations {
+            table.row([
+                op.id.clone(),
+                op.type_.clone(),
+                op.instance.clone(),
+                op.from_member.clone().unwrap_or_default(),
+                op.to_member.clone().unwrap_or_default(),
+                op.deployment.to_string(),
+                op.state.clone(),
+                short_hash(&op.hash),
+                op.message.clone(),
+            ]);
+        }
+        table.render(&format!("DeploymentPlan {} has no operations.", self.plan))
+    }
+}
+
+/// `approve-op`: what was annotated.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ApproveOpReport {
+    /// The plan.
+    pub plan: String,
+    /// The operation approved.
+    pub operation: String,
+    /// The annotation value written.
+    pub annotation: String,
+}
+
+impl Report for ApproveOpReport {
+    fn table(&self) -> String {
+        format!(
+            "Annotated DeploymentPlan {} {APPROVE_ANNOTATION}={}\nThe controller approves operation {} on its next pass; follow it with `kubectl shoal operations {}`.\n",
+            self.plan, self.annotation, self.operation, self.plan
+        )
+    }
+}
+
+fn plans_api(target: &Target) -> Api<DeploymentPlan> {
+    Api::namespaced(target.client.clone(), &target.namespace)
+}
+
+fn api_error(target: &Target, what: String) -> impl FnOnce(kube::Error) -> PlansError {
+    let namespace = target.namespace.clone();
+    move |source| PlansError::Api {
+        what,
+        namespace,
+        source,
+    }
+}
+
+/// Reads one plan, with an error that says how to find it when it is missing.
+async fn get_plan(target: &Target, plan: &str) -> Result<DeploymentPlan, PlansError> {
+    plans_api(target)
+        .get_opt(plan)
+        .await
+        .map_err(api_error(target, format!("reading DeploymentPlan {plan}")))?
+        .ok_or_else(|| PlansError::NotFound {
+            plan: plan.to_owned(),
+            namespace: target.namespace.clone(),
+        })
+}
+
+/// `kubectl shoal plans`.
+pub async fn plans(target: &Target) -> Result<PlansReport, PlansError> {
+    let mut listed = plans_api(target)
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error(target, "listing DeploymentPlans".to_owned()))?
+        .items;
+    listed.sort_by_key(|plan| plan.name_any());
+    Ok(PlansReport {
+        namespace: target.namespace.clone(),
+        plans: listed.iter().map(row).collect(),
+    })
+}
+
+/// `kubectl shoal plan <name>`.
+pub async fn plan(target: &Target, name: &str) -> Result<PlanReport, PlansError> {
+    Ok(plan_report(&get_plan(target, name).await?))
+}
+
+/// `kubectl shoal instances <plan>`.
+pub async fn instances(target: &Target, name: &str) -> Result<InstancesReport, PlansError> {
+    let status = get_plan(target, name).await?.status.unwrap_or_default();
+    Ok(InstancesReport {
+        plan: name.to_owned(),
+        instances: status.instances,
+        unplaced: status.unplaced,
+    })
+}
+
+/// `kubectl shoal operations <plan>`.
+pub async fn operations(target: &Target, name: &str) -> Result<OperationsReport, PlansError> {
+    let status = get_plan(target, name).await?.status.unwrap_or_default();
+    Ok(OperationsReport {
+        plan: name.to_owned(),
+        operations: status.operations,
+    })
+}
+
+/// The approval annotation value that approves `id` and keeps the items of
+/// `current` that still name operations awaiting approval (so two quick
+/// `approve-op`s do not undo each other). Pure.
+pub fn approval_annotation(
+    plan: &str,
+    status: &DeploymentPlanStatus,
+    current: Option<&str>,
+    id: &str,
+) -> Result<(String, String), PlansError> {
+    let operation = status
+        .operations
+        .iter()
+        .find(|op| op.id == id)
+        .ok_or_else(|| PlansError::UnknownOperation {
+            plan: plan.to_owned(),
+            id: id.to_owned(),
+        })?;
+    if operation.state != "PENDING_APPROVAL" {
+        return Err(PlansError::NotPending {
+            plan: plan.to_owned(),
+            id: id.to_owned(),
+            state: operation.state.clone(),
+        });
+    }
+    let still_waiting = |item: &&str| {
+        status
+            .operations
+            .iter()
+            .any(|op| op.state == "PENDING_APPROVAL" && op.approve_with == *item && op.id != id)
+    };
+    let mut items: Vec<&str> = current
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(still_waiting)
+        .collect();
+    items.push(&operation.approve_with);
+    Ok((items.join(","), operation.approve_with.clone()))
+}
+
+/// `kubectl shoal approve-op <plan> <id>`: annotates the plan with the
+/// operation's `approveWith` value (refused unless it waits for approval).
+pub async fn approve_op(
+    target: &Target,
+    name: &str,
+    id: &str,
+) -> Result<ApproveOpReport, PlansError> {
+    let plan = get_plan(target, name).await?;
+    let status = plan.status.clone().unwrap_or_default();
+    let (value, _) = approval_annotation(
+        name,
+        &status,
+        plan.annotations()
+            .get(APPROVE_ANNOTATION)
+            .map(String::as_str),
+        id,
+    )?;
+    let patch = serde_json::json!({"metadata": {"annotations": {APPROVE_ANNOTATION: value}}});
+    plans_api(target)
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(api_error(
+            target,
+            format!("annotating DeploymentPlan {name}"),
+        ))?;
+    Ok(ApproveOpReport {
+        plan: name.to_owned(),
+        operation: id.to_owned(),
+        annotation: value,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(id: &str, state: &str) -> OperationStatus {
+        OperationStatus {
+            id: id.to_owned(),
+            type_: "CREATE".to_owned(),
+            instance: "web-0".to_owned(),
+            from_member: None,
+            to_member: Some("east-0".to_owned()),
+            deployment: 1,
+            state: state.to_owned(),
+            hash: format!("sha256:{id}"),
+            approve_with: format!("{id}/sha256:{id}"),
+            message: String::new(),
+            last_transition_time: None,
+        }
+    }
+
+    fn status(ops: Vec<OperationStatus>) -> DeploymentPlanStatus {
+        DeploymentPlanStatus {
+            operations: ops,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn approve_op_keeps_the_items_still_waiting_and_drops_the_rest() {
+        let status = status(vec![
+            op("a", "PENDING_APPROVAL"),
+            op("b", "PENDING_APPROVAL"),
+            op("c", "APPROVED"),
+        ]);
+        let (value, _) =
+            approval_annotation("web", &status, Some("a/sha256:a,c/sha256:c,junk"), "b")
+                .expect("b waits");
+        assert_eq!(value, "a/sha256:a,b/sha256:b");
+    }
+
+    #[test]
+    fn approve_op_refuses_an_unknown_or_settled_operation() {
+        let status = status(vec![op("c", "APPROVED")]);
+        let unknown = approval_annotation("web", &status, None, "x").unwrap_err();
+        assert!(
+            unknown.to_string().contains("no operation \"x\""),
+            "{unknown}"
+        );
+        let settled = approval_annotation("web", &status, None, "c").unwrap_err();
+        assert!(
+            settled
+                .to_string()
+                .contains("is APPROVED, not PENDING_APPROVAL"),
+            "{settled}"
+        );
+    }
+
+    #[test]
+    fn the_plan_report_counts_instances_by_state_and_operations_by_type_and_state() {
+        let plan: DeploymentPlan = serde_json::from_value(serde_json::json!({
+            "apiVersion": "shoal.dev/v1alpha1",
+            "kind": "DeploymentPlan",
+            "metadata": {"name": "web"},
+            "spec": {
+                "swarm": "demo",
+                "applications": [{"name": "nginx", "resources": {"cores": 1}, "ports": [{"port": 80}]}],
+                "deployment": {"instances": 2, "payloads": [{"application": "nginx", "coordinates": {"image": "nginx:1"}}]},
+            },
+            "status": {
+                "ready": "1/2",
+                "instances": [
+                    {"name": "web-0", "member": "east-0", "deployment": 1, "state": "installed"},
+                    {"name": "web-1", "member": "west-0", "deployment": 1, "state": "pending"},
+                ],
+                "operations": [op("a", "SUCCEEDED"), op("b", "APPROVED")],
+            },
+        }))
+        .expect("a plan");
+        let report = plan_report(&plan);
+        assert_eq!(report.instance_states["installed"], 1);
+        assert_eq!(report.instance_states["pending"], 1);
+        assert_eq!(report.operation_summary["CREATE"]["SUCCEEDED"], 1);
+        assert_eq!(report.applications[0].payload, "image=nginx:1");
+        assert_eq!(report.applications[0].ports, "80/TCP");
+        let table = report.table();
+        assert!(table.contains("1/2"), "{table}");
+        assert!(table.contains("image=nginx:1"), "{table}");
+    }
+}

@@ -1,0 +1,484 @@
+//! DeploymentPlans end to end, as a kubectl user drives them: placement on
+//! capable members over two update domains, per-operation approval, refusals,
+//! members reporting their instances on their own Lease, scale-down, and
+//! instances that fit nowhere.
+
+mod common;
+mod plugin_common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{Env, eventually, job_keys, swarm_yaml};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use plugin_common::{shoal, shoal_ok};
+use shoal_controller::deployment_plan::{DeploymentPlan, DeploymentPlanStatus, OperationStatus};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Installs the DeploymentPlan CRD with kubectl and waits until it is served.
+async fn install_plan_crd(env: &Env) {
+    let crd = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../manifests/crd-deploymentplan.yaml"
+    );
+    env.kubectl(&["apply", "-f", crd]).await;
+    eventually("the DeploymentPlan CRD is served", WAIT, || async {
+        env.kubectl_status(&["get", "dplan"]).await.0.then_some(())
+    })
+    .await;
+}
+
+/// A pool of `replicas` members of `swarm`, described as a user would with
+/// `kubectl annotate statefulset`; returns its pods' uids.
+async fn described_pool(
+    env: &Env,
+    name: &str,
+    replicas: u32,
+    domain: &str,
+    capabilities: Option<&str>,
+) -> BTreeMap<String, String> {
+    env.pool(name, "demo", replicas).await;
+    let domain = format!("shoal.dev/update-domain={domain}");
+    let mut args = vec![
+        "annotate",
+        "statefulset",
+        name,
+        "shoal.dev/capacity=cores=4",
+        domain.as_str(),
+    ];
+    let capabilities = capabilities.map(|c| format!("shoal.dev/capabilities={c}"));
+    if let Some(capabilities) = &capabilities {
+        args.push(capabilities);
+    }
+    env.kubectl(&args).await;
+    env.ready_pool(name, replicas).await
+}
+
+fn plan_yaml(name: &str, instances: u32, image: &str, gpu: &str, policy: &str) -> String {
+    format!(
+        r#"apiVersion: shoal.dev/v1alpha1
+kind: DeploymentPlan
+metadata:
+  name: {name}
+spec:
+  swarm: demo
+  applications:
+  - name: nginx
+    resources: {{cores: 1}}
+    ports: [{{port: 80}}]
+  - name: exporter
+    resources: {{cores: 1}}
+  requirements:
+  - {{type: GPU, comparator: In, names: [{gpu}]}}
+  approval: {{policy: {policy}}}
+  deployment:
+    instances: {instances}
+    payloads:
+    - application: nginx
+      coordinates: {{image: "{image}"}}
+"#
+    )
+}
+
+async fn status(env: &Env, plan: &str) -> DeploymentPlanStatus {
+    let api: Api<DeploymentPlan> = Api::namespaced(env.client.clone(), &env.namespace);
+    api.get(plan)
+        .await
+        .expect("the plan exists")
+        .status
+        .unwrap_or_default()
+}
+
+fn ops(status: &DeploymentPlanStatus, state: &str) -> Vec<OperationStatus> {
+    status
+        .operations
+        .iter()
+        .filter(|op| op.state == state)
+        .cloned()
+        .collect()
+}
+
+async fn annotate_approval(env: &Env, value: &str) {
+    env.kubectl(&[
+        "annotate",
+        "dplan",
+        "web",
+        &format!("shoal.dev/approve={value}"),
+        "--overwrite",
+    ])
+    .await;
+}
+
+/// Writes `pod`'s member Lease as its sidecar would (held by the pod, owned by
+/// it), or as `holder` when another writer pretends to speak for it.
+async fn report(env: &Env, pod: &str, uid: &str, holder: &str, states: serde_json::Value) {
+    let api: Api<Lease> = Api::namespaced(env.client.clone(), &env.namespace);
+    let name = format!("{pod}-member");
+    let lease: Lease = serde_json::from_value(serde_json::json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": name,
+            "labels": {"shoal.dev/member": pod},
+            "annotations": {"shoal.dev/instance-states": states.to_string()},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid}],
+        },
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 60},
+    }))
+    .expect("lease manifest");
+    if api.get_opt(&name).await.expect("get lease").is_some() {
+        api.patch(
+            &name,
+            &PatchParams::apply("test-sidecar").force(),
+            &Patch::Apply(&lease),
+        )
+        .await
+        .expect("patch lease");
+    } else {
+        api.create(&PostParams::default(), &lease)
+            .await
+            .expect("create lease");
+    }
+}
+
+fn installed(deployment: u64) -> serde_json::Value {
+    serde_json::json!({"state": "installed", "deployment": deployment})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_is_placed_approved_operation_by_operation_and_follows_its_members_reports() {
+    let env = Env::start().await;
+    install_plan_crd(&env).await;
+    let controller = env.start_controller();
+    env.apply(&swarm_yaml("demo", &job_keys(4), "")).await;
+    let mut uids = described_pool(&env, "east", 2, "east", Some("GPU=v100:3")).await;
+    uids.extend(described_pool(&env, "west", 2, "west", Some("GPU=v100:3")).await);
+    uids.extend(described_pool(&env, "plain", 2, "west", None).await);
+    env.apply(&plan_yaml("web", 3, "nginx:1.25", "v100", "Manual"))
+        .await;
+
+    // Manual approval: three CREATEs wait, on capable members only, over both domains.
+    let pending = eventually("3 CREATE operations wait for approval", WAIT, || async {
+        let pending = ops(&status(&env, "web").await, "PENDING_APPROVAL");
+        (pending.len() == 3).then_some(pending)
+    })
+    .await;
+    let targets: Vec<String> = pending
+        .iter()
+        .map(|op| op.to_member.clone().expect("a target member"))
+        .collect();
+    assert!(pending.iter().all(|op| op.type_ == "CREATE"), "{pending:?}");
+    assert!(
+        targets.iter().all(|m| !m.starts_with("plain-")),
+        "{targets:?}"
+    );
+    assert!(
+        targets.iter().any(|m| m.starts_with("east-")),
+        "{targets:?}"
+    );
+    assert!(
+        targets.iter().any(|m| m.starts_with("west-")),
+        "{targets:?}"
+    );
+    assert!(status(&env, "web").await.instances.is_empty());
+    // `kubectl get dplan` shows the printer columns.
+    let table = env.kubectl(&["get", "dplan", "web"]).await;
+    for column in ["SWARM", "INSTANCES", "DEPLOYMENT", "PENDING", "PHASE"] {
+        assert!(table.contains(column), "{table}");
+    }
+    assert!(
+        table.contains("0/3") && table.contains("AwaitingApproval"),
+        "{table}"
+    );
+
+    // Approving one operation approves exactly that one.
+    annotate_approval(&env, &pending[0].approve_with).await;
+    let after = eventually("exactly one operation approved", WAIT, || async {
+        let status = status(&env, "web").await;
+        (ops(&status, "APPROVED").len() == 1).then_some(status)
+    })
+    .await;
+    assert_eq!(ops(&after, "APPROVED")[0].id, pending[0].id);
+    assert_eq!(ops(&after, "PENDING_APPROVAL").len(), 2);
+    assert_eq!(after.instances.len(), 1);
+
+    // A forged approval (the right id, another hash) is refused with a Warning.
+    let forged = format!("{}/sha256:{}", pending[1].id, "0".repeat(64));
+    annotate_approval(&env, &forged).await;
+    eventually("an ApprovalRefused Warning", WAIT, || async {
+        let events = env.event_messages().await;
+        events
+            .lines()
+            .any(|line| line.starts_with("ApprovalRefused") && line.contains(&pending[1].id))
+            .then_some(())
+    })
+    .await;
+    let refused = status(&env, "web").await;
+    assert_eq!(
+        refused.refused_annotations.get("shoal.dev/approve"),
+        Some(&forged)
+    );
+    assert_eq!(ops(&refused, "APPROVED").len(), 1);
+
+    // The other two, in one annotation.
+    let both = format!("{},{}", pending[1].approve_with, pending[2].approve_with);
+    annotate_approval(&env, &both).await;
+    let approved = eventually("all three approved", WAIT, || async {
+        let status = status(&env, "web").await;
+        (ops(&status, "APPROVED").len() == 3).then_some(status)
+    })
+    .await;
+    assert!(approved.refused_annotations.is_empty());
+    let member_of = |instance: &str| {
+        approved
+            .instances
+            .iter()
+            .find(|entry| entry.name == instance)
+            .map(|entry| entry.member.clone())
+            .expect("the instance is in force")
+    };
+    let (m0, m1, m2) = (member_of("web-0"), member_of("web-1"), member_of("web-2"));
+
+    // Another writer claiming to be web-0's member proves nothing.
+    report(
+        &env,
+        &m0,
+        &uids[&m0],
+        "someone-else",
+        serde_json::json!({"web-0": installed(1)}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(ops(&status(&env, "web").await, "SUCCEEDED").is_empty());
+    // The member's own sidecar reports web-0 and web-2 installed, web-1 failed.
+    report(
+        &env,
+        &m0,
+        &uids[&m0],
+        &m0,
+        serde_json::json!({"web-0": installed(1)}),
+    )
+    .await;
+    report(
+        &env,
+        &m2,
+        &uids[&m2],
+        &m2,
+        serde_json::json!({"web-2": installed(1)}),
+    )
+    .await;
+    report(
+        &env,
+        &m1,
+        &uids[&m1],
+        &m1,
+        serde_json::json!({"web-1": {"state": "failed", "deployment": 1, "code": "ExitCode1", "message": "nginx exited with status 1"}}),
+    )
+    .await;
+    let reported = eventually("two SUCCEEDED, one FAILED", WAIT, || async {
+        let status = status(&env, "web").await;
+        (ops(&status, "SUCCEEDED").len() == 2 && ops(&status, "FAILED").len() == 1)
+            .then_some(status)
+    })
+    .await;
+    let failed = &ops(&reported, "FAILED")[0];
+    assert_eq!(failed.instance, "web-1");
+    assert!(failed.message.contains("ExitCode1"), "{}", failed.message);
+    let web1 = reported
+        .instances
+        .iter()
+        .find(|e| e.name == "web-1")
+        .expect("web-1");
+    assert_eq!(
+        web1.error.as_ref().map(|e| e.code.as_str()),
+        Some("ExitCode1")
+    );
+    assert_eq!(reported.ready.as_deref(), Some("2/3"));
+
+    // A later deployment still proceeds: the failed instance is updated.
+    env.apply(&plan_yaml("web", 3, "nginx:1.26", "v100", "Manual"))
+        .await;
+    let update = eventually("an UPDATE of web-1 for deployment 2", WAIT, || async {
+        let status = status(&env, "web").await;
+        ops(&status, "PENDING_APPROVAL")
+            .into_iter()
+            .find(|op| op.instance == "web-1" && op.type_ == "UPDATE" && op.deployment == 2)
+    })
+    .await;
+    // `kubectl shoal approve-op` writes the same annotation; a settled operation is refused.
+    let refused = shoal(&env, &["approve-op", "web", &pending[0].id]).await;
+    assert!(!refused.success, "{refused:?}");
+    assert!(
+        refused.stderr.contains("not PENDING_APPROVAL"),
+        "{refused:?}"
+    );
+    shoal_ok(&env, &["approve-op", "web", &update.id]).await;
+    eventually("web-1's UPDATE approved", WAIT, || async {
+        let status = status(&env, "web").await;
+        ops(&status, "APPROVED")
+            .iter()
+            .any(|op| op.id == update.id)
+            .then_some(())
+    })
+    .await;
+    report(
+        &env,
+        &m1,
+        &uids[&m1],
+        &m1,
+        serde_json::json!({"web-1": installed(2)}),
+    )
+    .await;
+    eventually("web-1 installed at deployment 2", WAIT, || async {
+        let status = status(&env, "web").await;
+        status
+            .instances
+            .iter()
+            .any(|e| {
+                e.name == "web-1"
+                    && e.deployment == 2
+                    && e.state == "installed"
+                    && e.error.is_none()
+            })
+            .then_some(())
+    })
+    .await;
+
+    // Scale 3 -> 2: one DELETE, from the domain holding two instances.
+    env.kubectl(&[
+        "patch",
+        "dplan",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"deployment":{"instances":2}}}"#,
+    ])
+    .await;
+    let delete = eventually("a DELETE operation", WAIT, || async {
+        let status = status(&env, "web").await;
+        ops(&status, "PENDING_APPROVAL")
+            .into_iter()
+            .find(|op| op.type_ == "DELETE")
+    })
+    .await;
+    let victim = delete.from_member.clone().expect("a member");
+    let domain = |member: &str| member.split('-').next().unwrap_or_default().to_owned();
+    let same_domain = [&m0, &m1, &m2]
+        .iter()
+        .filter(|m| domain(m) == domain(&victim))
+        .count();
+    assert_eq!(same_domain, 2, "victim {victim} among {m0}, {m1}, {m2}");
+    annotate_approval(&env, &delete.approve_with).await;
+    let victim_instance = delete.instance.clone();
+    eventually("the victim is removing", WAIT, || async {
+        let status = status(&env, "web").await;
+        status
+            .instances
+            .iter()
+            .any(|e| e.name == victim_instance && e.state == "removing")
+            .then_some(())
+    })
+    .await;
+    report(
+        &env,
+        &victim,
+        &uids[&victim],
+        &victim,
+        serde_json::json!({}),
+    )
+    .await;
+    let scaled = eventually("two instances, one per domain", WAIT, || async {
+        let status = status(&env, "web").await;
+        (status.instances.len() == 2).then_some(status)
+    })
+    .await;
+    let domains: Vec<String> = scaled.instances.iter().map(|e| domain(&e.member)).collect();
+    assert!(
+        domains.contains(&"east".to_owned()) && domains.contains(&"west".to_owned()),
+        "{domains:?}"
+    );
+
+    // An instance that fits nowhere is listed with its reason.
+    env.apply(&plan_yaml("solo", 1, "redis:7", "a100", "Automatic"))
+        .await;
+    let unplaced = eventually("solo-0 unplaced", WAIT, || async {
+        let status = status(&env, "solo").await;
+        status.unplaced.first().cloned()
+    })
+    .await;
+    assert_eq!(unplaced.name, "solo-0");
+    assert!(
+        unplaced.reason.contains("GPU In [a100]"),
+        "{}",
+        unplaced.reason
+    );
+    let table = env.kubectl(&["get", "dplan"]).await;
+    assert!(table.contains("solo") && table.contains("0/1"), "{table}");
+
+    // The plugin's views.
+    let listed = shoal_ok(&env, &["plans"]).await;
+    assert!(
+        listed.contains("web") && listed.contains("solo"),
+        "{listed}"
+    );
+    let detail = shoal_ok(&env, &["plan", "web"]).await;
+    assert!(
+        detail.contains("image=nginx:1.26") && detail.contains("SUCCEEDED"),
+        "{detail}"
+    );
+    let instances = shoal_ok(&env, &["instances", "solo"]).await;
+    assert!(instances.contains("GPU In [a100]"), "{instances}");
+    let operations = shoal_ok(&env, &["operations", "web"]).await;
+    assert!(operations.contains(&delete.id), "{operations}");
+
+    controller.stop().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_replica_leaves_plans_alone_while_another_holds_the_leader_lease() {
+    let env = Env::start().await;
+    install_plan_crd(&env).await;
+    // Another replica holds the leader Lease, freshly renewed, for a long time.
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    env.apply(&format!(
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: shoal-controller\nspec:\n  holderIdentity: the-leader\n  leaseDurationSeconds: 600\n  acquireTime: \"{now}\"\n  renewTime: \"{now}\"\n"
+    ))
+    .await;
+    let standby = env.start_controller_with(shoal_controller::Settings {
+        namespace: Some(env.namespace.clone()),
+        identity: "standby".to_owned(),
+        leader_election: Some(shoal_controller::LeaderElection {
+            lease_name: "shoal-controller".to_owned(),
+            lease_namespace: env.namespace.clone(),
+            duration_seconds: 600,
+        }),
+        resync: Duration::from_secs(1),
+        metrics_address: None,
+    });
+    env.apply(&swarm_yaml("demo", &job_keys(2), "")).await;
+    described_pool(&env, "east", 1, "east", Some("GPU=v100:3")).await;
+    env.apply(&plan_yaml("web", 1, "nginx:1.25", "v100", "Automatic"))
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        status(&env, "web").await,
+        DeploymentPlanStatus::default(),
+        "a standby wrote a plan's status"
+    );
+    standby.kill().await;
+    // The same plan, with a controller that leads, gets its status.
+    let leader = env.start_controller();
+    eventually("the plan reconciled by a leader", WAIT, || async {
+        (status(&env, "web").await.latest_deployment == 1).then_some(())
+    })
+    .await;
+    leader.stop().await;
+    env.finish().await;
+}
