@@ -15,7 +15,7 @@ if minikube -p "$SHOAL_PROFILE" status >/dev/null 2>&1; then
     k delete -k manifests/namespaced/ --ignore-not-found --wait=true
     step "removing the cluster-scoped part (roles, admission policies, namespace $SHOAL_DEMO_NAMESPACE) and the CRD"
     k delete -k manifests/namespaced/cluster-admin/ --ignore-not-found --wait=true
-    k delete -f manifests/crd.yaml --ignore-not-found --wait=true
+    k delete -f manifests/crd.yaml -f manifests/crd-deploymentplan.yaml --ignore-not-found --wait=true
   else
     step "removing the example (namespace $SHOAL_DEMO_NAMESPACE)"
     k delete -k manifests/example/ --ignore-not-found --wait=true

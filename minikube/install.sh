@@ -22,8 +22,8 @@ has_admission_policies() {
 
 if [ "$SHOAL_SCOPE" = namespace ]; then
   step "as the cluster administrator: the CRD, then manifests/namespaced/cluster-admin/ (roles, admission policies, namespace)"
-  k apply -f manifests/crd.yaml
-  k wait --for=condition=Established crd/swarms.shoal.dev --timeout=60s
+  k apply -f manifests/crd.yaml -f manifests/crd-deploymentplan.yaml
+  k wait --for=condition=Established crd/swarms.shoal.dev crd/deploymentplans.shoal.dev --timeout=60s
   has_admission_policies ||
     die "this cluster has no ValidatingAdmissionPolicy (Kubernetes < 1.30), which manifests/namespaced/cluster-admin/ includes; use SHOAL_INSTALL_SCOPE=cluster"
   k apply -k manifests/namespaced/cluster-admin/

@@ -913,7 +913,13 @@ impl Install {
                 &["apply", "-k", "manifests/example/"],
             ],
             Install::Namespaced => &[
-                &["apply", "-f", "manifests/crd.yaml"],
+                &[
+                    "apply",
+                    "-f",
+                    "manifests/crd.yaml",
+                    "-f",
+                    "manifests/crd-deploymentplan.yaml",
+                ],
                 &["apply", "-k", "manifests/namespaced/cluster-admin/"],
                 &["apply", "-k", "manifests/namespaced/"],
                 &["apply", "-k", "manifests/namespaced/example/"],
