@@ -45,7 +45,7 @@ use shoal_core::format::parse_slice;
 use shoal_core::names;
 use shoal_emulator::harness::TestCluster;
 use shoal_emulator::harness::fixtures::{parallel, statefulset};
-use shoal_sandbox::members::{Members, MembersError};
+use shoal_sandbox::members::{Members, MembersError, MembersOptions, ReadOnceApplication};
 use shoal_worker::Settings;
 
 const SWARM: &str = "oracle";
@@ -446,9 +446,9 @@ fn jobs_yaml(jobs: &BTreeSet<String>) -> String {
     yaml
 }
 
-fn swarm_yaml() -> String {
+fn swarm_yaml(reload: &str) -> String {
     format!(
-        "apiVersion: shoal.dev/v1alpha1\nkind: Swarm\nmetadata:\n  name: {SWARM}\nspec:\n  jobsFrom:\n    configMapKeyRef:\n      name: {JOBS_CONFIG_MAP}\n      key: config.yml\n  strategy:\n    type: bounded\n  reload: HotReload\n  approval:\n    policy: Automatic\n"
+        "apiVersion: shoal.dev/v1alpha1\nkind: Swarm\nmetadata:\n  name: {SWARM}\nspec:\n  jobsFrom:\n    configMapKeyRef:\n      name: {JOBS_CONFIG_MAP}\n      key: config.yml\n  strategy:\n    type: bounded\n  reload: {reload}\n  approval:\n    policy: Automatic\n"
     )
 }
 
@@ -557,21 +557,39 @@ enum Action {
     KillController,
     DropWatches,
     ApiErrors,
+    /// One member writes another member's Lease: a forged acknowledgement and
+    /// a `renewTime` moved back.
+    Forge,
+    /// A user patches a member's slice with another member's jobs and a correct hash.
+    HandEdit,
+    /// The pool's PodDisruptionBudget is tightened, relaxed or deleted.
+    Budget,
+}
+
+impl Action {
+    /// Needs the emulator (fault injection).
+    fn emulator_only(self) -> bool {
+        matches!(self, Action::DropWatches | Action::ApiErrors)
+    }
+}
+
+/// What a schedule runs against and what it does.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    /// `reload: Restart` with an application that reads its slice once, at
+    /// pod start; otherwise `HotReload` with exec-mode sidecars.
+    restart: bool,
+    /// `manifests/admission/` is installed: forgeries and hand edits must be refused.
+    policies: bool,
+    /// Rounds when `SHOAL_OWNERSHIP_ROUNDS` is not set.
+    rounds: usize,
+    /// The actions drawn from (those needing the emulator are dropped elsewhere).
+    actions: &'static [Action],
 }
 
 /// A deck holding every applicable action once, filled up to `rounds` at
 /// random, shuffled.
-fn schedule(rng: &mut Rng, rounds: usize, emulated: bool) -> Vec<Action> {
-    let mut kinds = vec![
-        Action::Scale,
-        Action::EditJobs,
-        Action::DeletePod,
-        Action::KillSidecar,
-        Action::KillController,
-    ];
-    if emulated {
-        kinds.extend([Action::DropWatches, Action::ApiErrors]);
-    }
+fn schedule(rng: &mut Rng, rounds: usize, kinds: &[Action]) -> Vec<Action> {
     // Scaling and job edits drive most moves; weigh them up.
     let weighted: Vec<Action> = kinds
         .iter()
@@ -583,7 +601,7 @@ fn schedule(rng: &mut Rng, rounds: usize, emulated: bool) -> Vec<Action> {
             std::iter::repeat_n(*kind, weight)
         })
         .collect();
-    let mut deck = kinds.clone();
+    let mut deck = kinds.to_vec();
     while deck.len() < rounds {
         deck.push(weighted[rng.below(weighted.len())]);
     }
@@ -593,8 +611,306 @@ fn schedule(rng: &mut Rng, rounds: usize, emulated: bool) -> Vec<Action> {
     deck
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restarts_and_faults() {
+const FORGER_ACCOUNT: &str = "oracle-member";
+const EDITOR_ACCOUNT: &str = "oracle-editor";
+const BUDGET: &str = "oracle-budget";
+
+/// The identities of the hostile actions: a ServiceAccount allowed to write
+/// every Lease of the namespace (as a worker role without the admission
+/// policy lets any member), used with tokens bound to one member's pod; and
+/// a namespace editor (ClusterRole `edit`).
+fn hostile_identities_yaml(namespace: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {FORGER_ACCOUNT}\n---\n\
+         apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {EDITOR_ACCOUNT}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {FORGER_ACCOUNT}\n\
+         rules:\n- apiGroups: [coordination.k8s.io]\n  resources: [leases]\n  verbs: [get, list, watch, create, patch, update]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {FORGER_ACCOUNT}\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {FORGER_ACCOUNT}\n\
+         subjects:\n- kind: ServiceAccount\n  name: {FORGER_ACCOUNT}\n  namespace: {namespace}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {EDITOR_ACCOUNT}\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: edit\n\
+         subjects:\n- kind: ServiceAccount\n  name: {EDITOR_ACCOUNT}\n  namespace: {namespace}\n"
+    )
+}
+
+/// The pool's PodDisruptionBudget: `minAvailable` or `maxUnavailable`.
+fn budget_yaml(rule: &str, value: u32) -> String {
+    format!(
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: {BUDGET}\n\
+         spec:\n  selector:\n    matchLabels:\n      app: {POOL}\n  {rule}: {value}\n"
+    )
+}
+
+/// What the hostile actions achieved, for the report.
+#[derive(Debug, Default)]
+struct Hostility {
+    forgeries_refused: usize,
+    forgeries_written: usize,
+    edits_refused: usize,
+    edits_written: usize,
+    not_delivered: usize,
+}
+
+/// A slice ConfigMap's slice, as stored.
+async fn stored_slice(client: &Client, namespace: &str, pod: &str) -> Option<shoal_core::Slice> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let cm = config_maps
+        .get_opt(&names::slice_configmap(pod))
+        .await
+        .ok()
+        .flatten()?;
+    parse_slice(cm.data?.get(names::SLICE_DATA_KEY)?).ok()
+}
+
+/// One running member (`forger`, with a token bound to its pod) writes
+/// another's Lease: an acknowledgement and a `renewTime` a minute back. The
+/// acknowledgement is, at random: the victim's stored slice with the holder
+/// kept (indistinguishable from the victim's own without the admission
+/// policy, so only tried with it); a reduced slice the controller never
+/// wrote; or the stored slice with the forger as holder. With the policy the
+/// write must be refused; without it the controller must not believe it.
+async fn forge(
+    cluster: &TestCluster,
+    members: &Members,
+    rng: &mut Rng,
+    policies: bool,
+    hostility: &mut Hostility,
+) -> String {
+    let client = cluster.client();
+    let namespace = cluster.namespace().to_owned();
+    let running: Vec<String> = members.running().into_keys().collect();
+    if running.len() < 2 {
+        return "forge: fewer than two members".to_owned();
+    }
+    let forger = running[rng.below(running.len())].clone();
+    let others: Vec<&String> = running.iter().filter(|pod| **pod != forger).collect();
+    let victim = others[rng.below(others.len())].clone();
+    let Some(slice) = stored_slice(&client, &namespace, &victim).await else {
+        return format!("forge: {victim} has no slice");
+    };
+    let kinds: &[&str] = if policies {
+        &["copy", "made-up", "holder"]
+    } else {
+        &["made-up", "holder"]
+    };
+    let kind = kinds[rng.below(kinds.len())];
+    let (revision, hash, holder) = match kind {
+        "made-up" => {
+            let reduced: Vec<String> = slice
+                .jobs
+                .iter()
+                .take(slice.jobs.len() / 2)
+                .map(|job| job.as_str().to_owned())
+                .collect();
+            let reduced = JobSet::parse(reduced).expect("keys of a stored slice are valid");
+            (
+                slice.revision + rng.below(2) as u64,
+                shoal_core::slice::canonical_hash(&reduced),
+                victim.clone(),
+            )
+        }
+        "holder" => (slice.revision, slice.hash.clone(), forger.clone()),
+        _ => (slice.revision, slice.hash.clone(), victim.clone()),
+    };
+    let moved_back = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(60),
+    );
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {
+            names::ANNOTATION_ACKED_REVISION: revision.to_string(),
+            names::ANNOTATION_ACKED_HASH: hash,
+        }},
+        "spec": {"holderIdentity": holder, "renewTime": moved_back},
+    });
+    let note = format!(
+        "forge ({kind}): {forger} writes {victim}'s Lease acknowledging revision {revision} (stored {})",
+        slice.revision
+    );
+    for _ in 0..10 {
+        // A pod-bound token stops working with its pod: a fresh one each try.
+        let token = match cluster
+            .service_account_token(&namespace, FORGER_ACCOUNT, Some(&forger))
+            .await
+        {
+            Ok(token) => token,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        let Ok(intruder) = cluster.client_with_token(&token).await else {
+            continue;
+        };
+        let leases: Api<Lease> = Api::namespaced(intruder, &namespace);
+        let written = leases
+            .patch(
+                &names::member_lease(&victim),
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await;
+        match written {
+            Ok(_) => {
+                assert!(
+                    !policies,
+                    "with the admission policy installed, {forger} wrote {victim}'s Lease: {note}"
+                );
+                hostility.forgeries_written += 1;
+                return format!("{note}: written");
+            }
+            Err(kube::Error::Api(status))
+                if status.code == 403 && status.message.contains("shoal-member-leases") =>
+            {
+                assert!(policies, "refused by a policy not installed: {status:?}");
+                hostility.forgeries_refused += 1;
+                return format!("{note}: refused");
+            }
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                panic!("the forger lacks the grant the scenario needs: {status:?}")
+            }
+            // Gone meanwhile, or an injected error.
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    hostility.not_delivered += 1;
+    format!("{note}: not delivered (API errors or the pod went)")
+}
+
+/// A user patches a member's slice with jobs of another member's slice and
+/// the hash recomputed to match. Without the admission policy (as the
+/// administrator) the patch lands: the sidecar must refuse it and the
+/// controller write the slice back. With the policy a namespace editor is refused.
+async fn hand_edit(
+    cluster: &TestCluster,
+    rng: &mut Rng,
+    policies: bool,
+    editor_kubeconfig: Option<&Path>,
+    hostility: &mut Hostility,
+) -> String {
+    let client = cluster.client();
+    let namespace = cluster.namespace().to_owned();
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    let members: Vec<String> = match config_maps
+        .list(&ListParams::default().labels(&format!("{}={SWARM}", names::LABEL_SWARM)))
+        .await
+    {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter_map(|cm| cm.labels().get(names::LABEL_MEMBER).cloned())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    if members.len() < 2 {
+        return "hand edit: fewer than two slices".to_owned();
+    }
+    let victim = members[rng.below(members.len())].clone();
+    let others: Vec<&String> = members.iter().filter(|pod| **pod != victim).collect();
+    let donor = others[rng.below(others.len())].clone();
+    let (Some(slice), Some(donated)) = (
+        stored_slice(&client, &namespace, &victim).await,
+        stored_slice(&client, &namespace, &donor).await,
+    ) else {
+        return format!("hand edit: no slice to edit for {victim} or {donor}");
+    };
+    let mut jobs: Vec<String> = slice
+        .jobs
+        .iter()
+        .map(|job| job.as_str().to_owned())
+        .collect();
+    let taken: Vec<String> = donated
+        .jobs
+        .iter()
+        .take(1 + rng.below(5))
+        .map(|job| job.as_str().to_owned())
+        .collect();
+    jobs.extend(taken.iter().cloned());
+    let edited = shoal_core::Slice::new(
+        SWARM.to_owned(),
+        victim.clone(),
+        slice.revision + 1,
+        JobSet::parse(jobs).expect("keys of stored slices are valid"),
+    );
+    let patch = serde_json::json!({"data": {names::SLICE_DATA_KEY: shoal_core::format::render_slice(&edited)}})
+        .to_string();
+    let name = names::slice_configmap(&victim);
+    let args = ["patch", "configmap", &name, "--type", "merge", "-p", &patch];
+    let note = format!(
+        "hand edit: {victim}'s slice given {taken:?} of {donor}'s, revision {} with its hash",
+        edited.revision
+    );
+    let Some(editor_kubeconfig) = editor_kubeconfig.filter(|_| policies) else {
+        kubectl(cluster, &args, None).await;
+        hostility.edits_written += 1;
+        return format!("{note}: written");
+    };
+    let mut last = String::new();
+    for _ in 0..10 {
+        let output = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(editor_kubeconfig)
+            .args(["-n", &namespace])
+            .args(args)
+            .output()
+            .await
+            .expect("kubectl runs");
+        assert!(
+            !output.status.success(),
+            "with the admission policy installed, a namespace editor edited a slice: {note}"
+        );
+        last = String::from_utf8_lossy(&output.stderr).into_owned();
+        if last.contains("shoal-managed-configmaps") && last.contains("is written by Shoal only") {
+            hostility.edits_refused += 1;
+            return format!("{note}: refused");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    hostility.not_delivered += 1;
+    format!("{note}: not delivered ({})", last.trim())
+}
+
+/// A step on the pool's PodDisruptionBudget: one eviction at a time
+/// (`minAvailable` n-1 or `maxUnavailable` 1), none (`minAvailable` n), or no budget.
+async fn budget_step(cluster: &TestCluster, rng: &mut Rng, replicas: u32) -> String {
+    let (note, yaml) = match rng.below(4) {
+        0 => (
+            format!("budget: minAvailable {}", replicas.saturating_sub(1)),
+            Some(budget_yaml("minAvailable", replicas.saturating_sub(1))),
+        ),
+        1 => (
+            "budget: maxUnavailable 1".to_owned(),
+            Some(budget_yaml("maxUnavailable", 1)),
+        ),
+        2 => (
+            format!("budget: minAvailable {replicas} (no eviction allowed)"),
+            Some(budget_yaml("minAvailable", replicas)),
+        ),
+        _ => ("budget: deleted".to_owned(), None),
+    };
+    match yaml {
+        Some(yaml) => kubectl(cluster, &["apply", "-f", "-"], Some(&yaml)).await,
+        None => {
+            kubectl(
+                cluster,
+                &[
+                    "delete",
+                    "poddisruptionbudget",
+                    BUDGET,
+                    "--ignore-not-found",
+                ],
+                None,
+            )
+            .await
+        }
+    };
+    note
+}
+
+/// Runs a seeded schedule of `mode`'s actions against the controller and the
+/// members, then checks the process ledger: no job ever had two running
+/// processes, and every job of the final list runs once, where its slice says.
+async fn run_schedule(mode: Mode) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             // Injected API errors are expected; the client's own error log would drown the rest.
@@ -604,7 +920,7 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
         )
         .with_test_writer()
         .try_init();
-    let rounds: usize = env_or("SHOAL_OWNERSHIP_ROUNDS", 14);
+    let rounds: usize = env_or("SHOAL_OWNERSHIP_ROUNDS", mode.rounds);
     let seed: u64 = env_or("SHOAL_OWNERSHIP_SEED", 0x0005_eed0_0a11);
     let job_count: usize = env_or("SHOAL_OWNERSHIP_JOBS", 300);
     let mut rng = Rng(seed.max(1));
@@ -617,6 +933,12 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
     if !emulated {
         println!("not the emulator: dropped watches and API error bursts are skipped");
     }
+    let kinds: Vec<Action> = mode
+        .actions
+        .iter()
+        .copied()
+        .filter(|action| emulated || !action.emulator_only())
+        .collect();
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("jobs.log");
     std::fs::write(&log, "").expect("create the log");
@@ -624,13 +946,43 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
 
     let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/crd.yaml");
     kubectl(&cluster, &["apply", "-f", crd], None).await;
+    let policies = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../manifests/admission/policies.yaml"
+    );
+    if mode.policies {
+        kubectl(&cluster, &["apply", "-f", policies], None).await;
+    }
+    let hostile = kinds
+        .iter()
+        .any(|kind| matches!(kind, Action::Forge | Action::HandEdit));
+    let editor_kubeconfig = if hostile {
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&hostile_identities_yaml(&namespace)),
+        )
+        .await;
+        let token = cluster
+            .service_account_token(&namespace, EDITOR_ACCOUNT, None)
+            .await
+            .expect("a token for the namespace editor");
+        Some(
+            cluster
+                .kubeconfig_with_token(dir.path(), EDITOR_ACCOUNT, &token)
+                .expect("the editor's kubeconfig"),
+        )
+    } else {
+        None
+    };
     let universe: Vec<String> = (0..job_count + job_count / 3)
         .map(|index| format!("stream:{index:05}"))
         .collect();
     let mut jobs: BTreeSet<String> = universe[..job_count].iter().cloned().collect();
     let mut ever_removed: BTreeSet<String> = BTreeSet::new();
     kubectl(&cluster, &["apply", "-f", "-"], Some(&jobs_yaml(&jobs))).await;
-    kubectl(&cluster, &["apply", "-f", "-"], Some(&swarm_yaml())).await;
+    let reload = if mode.restart { "Restart" } else { "HotReload" };
+    kubectl(&cluster, &["apply", "-f", "-"], Some(&swarm_yaml(reload))).await;
     let mut pool = parallel(statefulset(POOL, 3));
     pool.metadata
         .labels
@@ -650,11 +1002,23 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
     let mut replicas: u32 = 3;
 
     let command = job_command(&log);
-    let members = Members::start(client.clone(), &namespace, &format!("app={POOL}"), {
+    let mut options = MembersOptions::new(&namespace, format!("app={POOL}"));
+    if mode.restart {
+        // The application reads its slice once; the sidecar delivers and acknowledges.
+        options.application = Some(ReadOnceApplication {
+            command: command.clone(),
+        });
+    }
+    let restart = mode.restart;
+    let members = Members::start_with(client.clone(), options, {
         move |pod: &Pod| -> Result<Settings, MembersError> {
             let mut settings =
                 Settings::for_member(pod.name_any(), pod.namespace().unwrap_or_default());
-            settings.exec = Some(command.clone());
+            if restart {
+                settings.ack_on_apply = true;
+            } else {
+                settings.exec = Some(command.clone());
+            }
             settings.stop_grace = Duration::from_secs(10);
             settings.restart_backoff = Duration::from_millis(200);
             settings.lease_duration = Duration::from_secs(3);
@@ -710,14 +1074,16 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
             }
         }
     };
-    wait_settled(jobs.clone(), replicas, Duration::from_secs(60)).await;
+    // Generous: 300 job processes start on a machine other builds may share.
+    wait_settled(jobs.clone(), replicas, Duration::from_secs(180)).await;
     let settled_at = started.elapsed();
 
     // The schedule.
-    let deck = schedule(&mut rng, rounds, emulated);
+    let deck = schedule(&mut rng, rounds, &kinds);
     let mut revive_at: Vec<(Instant, String)> = Vec::new();
     let mut restart_at: Option<Instant> = None;
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut hostility = Hostility::default();
     // What the schedule did and when (ns since the epoch), to explain a violation.
     let mut actions: Vec<(u128, String)> = Vec::new();
     for action in deck {
@@ -806,21 +1172,44 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
                     faults.fail_next(count, None, None, status);
                 }
             }
+            Action::Forge => {
+                note = forge(&cluster, &members, &mut rng, mode.policies, &mut hostility).await;
+            }
+            Action::HandEdit => {
+                note = hand_edit(
+                    &cluster,
+                    &mut rng,
+                    mode.policies,
+                    editor_kubeconfig.as_deref(),
+                    &mut hostility,
+                )
+                .await;
+            }
+            Action::Budget => note = budget_step(&cluster, &mut rng, replicas).await,
         }
         actions.push((now_ns(), note));
         *counts.entry(format!("{action:?}")).or_default() += 1;
         tokio::time::sleep(rng.millis(100, 1500)).await;
     }
 
-    // Everything comes back, then the cluster settles.
+    // Everything comes back, evictions are allowed one at a time, then the cluster settles.
     for (_, pod) in revive_at.drain(..) {
         let _ = members.revive(&pod).await;
     }
     if controller.is_none() {
         controller = Some(Controller::start(&client, &namespace));
     }
+    if kinds.contains(&Action::Budget) {
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&budget_yaml("maxUnavailable", 1)),
+        )
+        .await;
+    }
     let chaos_ended = started.elapsed();
-    wait_settled(jobs.clone(), replicas, Duration::from_secs(120)).await;
+    let limit = if mode.restart { 240 } else { 120 };
+    wait_settled(jobs.clone(), replicas, Duration::from_secs(limit)).await;
     let settle_time = started.elapsed() - chaos_ended;
 
     if let Some(controller) = controller.take() {
@@ -853,15 +1242,35 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
                 .filter(|(at, _)| *at + 10_000_000_000 >= from)
                 .collect();
             panic!(
-                "ownership violated (seed {seed}): {violation}\n{job}'s processes: {history:#?}\nschedule since: {context:#?}"
+                "ownership violated ({mode:?}, seed {seed}): {violation}\n{job}'s processes: {history:#?}\nschedule since: {context:#?}"
             );
         }
     };
     assert!(!gaps.is_empty(), "the schedule moved jobs between members");
+    if hostile {
+        assert!(
+            hostility.forgeries_refused
+                + hostility.forgeries_written
+                + hostility.edits_refused
+                + hostility.edits_written
+                > 0,
+            "the schedule delivered no hostile write: {hostility:?}"
+        );
+    }
+    if mode.policies && !emulated {
+        kubectl(
+            &cluster,
+            &["delete", "-f", policies, "--ignore-not-found"],
+            None,
+        )
+        .await;
+    }
     println!(
-        "ownership oracle: seed {seed}, {rounds} rounds {counts:?}, {} jobs at the end over {replicas} members; \
+        "ownership oracle ({reload}, admission policies {}): seed {seed}, {rounds} rounds {counts:?}, {hostility:?}, \
+         {} jobs at the end over {replicas} members; \
          {starts} process starts ({silent_deaths} killed without a stop line); first settle {:.1}s, \
          chaos {:.1}s, final settle {:.1}s; handoff gap over {} moves: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        if mode.policies { "on" } else { "off" },
         jobs.len(),
         settled_at.as_secs_f64(),
         (chaos_ended - settled_at).as_secs_f64(),
@@ -872,6 +1281,83 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
         percentile(&gaps, 100),
     );
     cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restarts_and_faults() {
+    run_schedule(Mode {
+        restart: false,
+        policies: false,
+        rounds: 14,
+        actions: &[
+            Action::Scale,
+            Action::EditJobs,
+            Action::DeletePod,
+            Action::KillSidecar,
+            Action::KillController,
+            Action::DropWatches,
+            Action::ApiErrors,
+        ],
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_acknowledgements_and_hand_edited_slices_give_no_job_two_owners_without_the_admission_policy()
+ {
+    run_schedule(Mode {
+        restart: false,
+        policies: false,
+        rounds: 10,
+        actions: &[
+            Action::Scale,
+            Action::EditJobs,
+            Action::KillSidecar,
+            Action::KillController,
+            Action::Forge,
+            Action::HandEdit,
+        ],
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admission_policy_refuses_every_forged_acknowledgement_and_hand_edit_through_a_schedule()
+ {
+    run_schedule(Mode {
+        restart: false,
+        policies: true,
+        rounds: 8,
+        actions: &[
+            Action::Scale,
+            Action::EditJobs,
+            Action::DeletePod,
+            Action::KillController,
+            Action::Forge,
+            Action::HandEdit,
+        ],
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_restart_an_application_reading_its_slice_once_never_shares_a_job_through_scaling_edits_and_budgets()
+ {
+    run_schedule(Mode {
+        restart: true,
+        policies: false,
+        rounds: 10,
+        actions: &[
+            Action::Scale,
+            Action::EditJobs,
+            Action::DeletePod,
+            Action::KillController,
+            Action::Budget,
+            Action::DropWatches,
+            Action::ApiErrors,
+        ],
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------------------
@@ -1033,7 +1519,12 @@ async fn a_revoke_waits_for_its_own_acknowledgement_not_an_older_one_of_the_same
     kubectl(&cluster, &["apply", "-f", crd], None).await;
     let jobs: BTreeSet<String> = (0..12).map(|index| format!("stream:{index:02}")).collect();
     kubectl(&cluster, &["apply", "-f", "-"], Some(&jobs_yaml(&jobs))).await;
-    kubectl(&cluster, &["apply", "-f", "-"], Some(&swarm_yaml())).await;
+    kubectl(
+        &cluster,
+        &["apply", "-f", "-"],
+        Some(&swarm_yaml("HotReload")),
+    )
+    .await;
     let mut pool = parallel(statefulset(POOL, 2));
     pool.metadata
         .labels
