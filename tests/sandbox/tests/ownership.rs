@@ -1876,3 +1876,92 @@ async fn a_fenced_sidecars_slow_to_exit_job_is_gone_before_its_lease_expires() {
         (stopped_at - expires_ns) as f64 / 1e6
     );
 }
+
+// ---------------------------------------------------------------------------
+// The Restart-mode model must be able to fail: an application that reads its
+// slice once, run under `reload: HotReload` (a sidecar's acknowledgement
+// settles a revoke, and nothing restarts the pod), keeps running what it gave
+// away while the member that gained it starts it too.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_once_application_under_hot_reload_is_caught_running_a_moved_job_twice() {
+    let cluster = TestCluster::start().await.expect("a test cluster");
+    let client = cluster.client();
+    let namespace = cluster.namespace().to_owned();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("jobs.log");
+    std::fs::write(&log, "").expect("create the log");
+    let monitor = Monitor::start(&log);
+    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/crd.yaml");
+    kubectl(&cluster, &["apply", "-f", crd], None).await;
+    let jobs: BTreeSet<String> = (0..30).map(|index| format!("stream:{index:02}")).collect();
+    kubectl(&cluster, &["apply", "-f", "-"], Some(&jobs_yaml(&jobs))).await;
+    kubectl(
+        &cluster,
+        &["apply", "-f", "-"],
+        Some(&swarm_yaml("HotReload")),
+    )
+    .await;
+    let mut pool = parallel(statefulset(POOL, 2));
+    pool.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(names::LABEL_SWARM.to_owned(), SWARM.to_owned());
+    Api::<StatefulSet>::namespaced(client.clone(), &namespace)
+        .create(&PostParams::default(), &pool)
+        .await
+        .expect("create the pool");
+    let mut options = MembersOptions::new(&namespace, format!("app={POOL}"));
+    options.application = Some(ReadOnceApplication {
+        command: job_command(&log),
+    });
+    let members = Members::start_with(client.clone(), options, |pod: &Pod| {
+        let mut settings =
+            Settings::for_member(pod.name_any(), pod.namespace().unwrap_or_default());
+        settings.ack_on_apply = true;
+        Ok(settings)
+    });
+    let controller = Controller::start(&client, &namespace);
+    wait_running(&monitor, "every job should run once", |running| {
+        running.len() == jobs.len()
+    })
+    .await;
+
+    kubectl(
+        &cluster,
+        &["scale", "statefulset", POOL, "--replicas=3"],
+        None,
+    )
+    .await;
+    wait_running(
+        &monitor,
+        "pool-2 should start the jobs it gained",
+        |running| running.iter().any(|(_, member)| member == "pool-2"),
+    )
+    .await;
+    let ledger = monitor.finish();
+    let violation = oracle(ledger.events, &BTreeSet::new())
+        .expect_err("the jobs pool-2 gained still run where they were");
+    assert!(violation.contains("started on pool-2"), "{violation}");
+
+    controller.stop().await;
+    members.stop().await;
+    cluster.cleanup().await;
+}
+
+/// Waits (up to two minutes) until the running processes satisfy `done`.
+async fn wait_running(monitor: &Monitor, what: &str, done: impl Fn(&[(String, String)]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let running = monitor.running();
+        if done(&running) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {} processes run",
+            running.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
