@@ -553,18 +553,7 @@ async fn sync_pod(shared: &Arc<Shared>, state: &mut State, name: &str) {
         let application = state.applications.remove(name);
         match state.slots.remove(name) {
             Some(Slot::Running { uid, worker }) => {
-                state
-                    .slots
-                    .insert(name.to_owned(), Slot::Stopping { uid: uid.clone() });
-                let stop = tokio::spawn(stop_gracefully(
-                    shared.clone(),
-                    name.to_owned(),
-                    uid,
-                    Some(worker),
-                    application,
-                    grace,
-                ));
-                state.stopping.push(stop);
+                begin_stop(shared, state, name, uid, Some(worker), application, grace);
             }
             Some(slot @ Slot::Stopping { .. }) => {
                 state.slots.insert(name.to_owned(), slot);
@@ -576,18 +565,7 @@ async fn sync_pod(shared: &Arc<Shared>, state: &mut State, name: &str) {
                     let uid = other
                         .map(|slot| slot.uid().to_owned())
                         .unwrap_or_else(|| application.uid.clone());
-                    state
-                        .slots
-                        .insert(name.to_owned(), Slot::Stopping { uid: uid.clone() });
-                    let stop = tokio::spawn(stop_gracefully(
-                        shared.clone(),
-                        name.to_owned(),
-                        uid,
-                        None,
-                        Some(application),
-                        grace,
-                    ));
-                    state.stopping.push(stop);
+                    begin_stop(shared, state, name, uid, None, Some(application), grace);
                 } else if has_finalizer(&pod) {
                     release(shared, name).await;
                 }
@@ -641,6 +619,30 @@ async fn sync_pod(shared: &Arc<Shared>, state: &mut State, name: &str) {
             );
         }
     }
+}
+
+/// Marks the pod's slot as stopping and stops its containers in the background.
+fn begin_stop(
+    shared: &Arc<Shared>,
+    state: &mut State,
+    name: &str,
+    uid: String,
+    worker: Option<Worker>,
+    application: Option<Application>,
+    grace: Duration,
+) {
+    state
+        .slots
+        .insert(name.to_owned(), Slot::Stopping { uid: uid.clone() });
+    let stop = tokio::spawn(stop_gracefully(
+        shared.clone(),
+        name.to_owned(),
+        uid,
+        worker,
+        application,
+        grace,
+    ));
+    state.stopping.push(stop);
 }
 
 /// Stops a terminating pod's sidecar and application within the pod's grace

@@ -452,6 +452,38 @@ fn swarm_yaml(reload: &str) -> String {
     )
 }
 
+/// Installs the CRD, the job list, the Swarm (with `reload`) and its pool of
+/// `replicas` pods (with that termination grace, if given; else the fixture's).
+async fn install_swarm(
+    cluster: &TestCluster,
+    jobs: &BTreeSet<String>,
+    reload: &str,
+    replicas: i32,
+    termination_grace_seconds: Option<i64>,
+) {
+    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/crd.yaml");
+    kubectl(cluster, &["apply", "-f", crd], None).await;
+    kubectl(cluster, &["apply", "-f", "-"], Some(&jobs_yaml(jobs))).await;
+    kubectl(cluster, &["apply", "-f", "-"], Some(&swarm_yaml(reload))).await;
+    let mut pool = parallel(statefulset(POOL, replicas));
+    pool.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(names::LABEL_SWARM.to_owned(), SWARM.to_owned());
+    if let Some(spec) = pool
+        .spec
+        .as_mut()
+        .and_then(|spec| spec.template.spec.as_mut())
+        && termination_grace_seconds.is_some()
+    {
+        spec.termination_grace_period_seconds = termination_grace_seconds;
+    }
+    Api::<StatefulSet>::namespaced(cluster.client(), cluster.namespace())
+        .create(&PostParams::default(), &pool)
+        .await
+        .expect("create the pool");
+}
+
 /// Writes the job script next to the log and returns the exec template
 /// running it. bash's `EPOCHREALTIME` stamps lines without a `date` child,
 /// which a SIGTERM to the process group could kill mid-line. The trap comes
@@ -999,8 +1031,6 @@ async fn run_schedule(mode: Mode) {
     std::fs::write(&log, "").expect("create the log");
     let monitor = Monitor::start(&log);
 
-    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/crd.yaml");
-    kubectl(&cluster, &["apply", "-f", crd], None).await;
     let policies = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../manifests/admission/policies.yaml"
@@ -1035,25 +1065,8 @@ async fn run_schedule(mode: Mode) {
         .collect();
     let mut jobs: BTreeSet<String> = universe[..job_count].iter().cloned().collect();
     let mut ever_removed: BTreeSet<String> = BTreeSet::new();
-    kubectl(&cluster, &["apply", "-f", "-"], Some(&jobs_yaml(&jobs))).await;
     let reload = if mode.restart { "Restart" } else { "HotReload" };
-    kubectl(&cluster, &["apply", "-f", "-"], Some(&swarm_yaml(reload))).await;
-    let mut pool = parallel(statefulset(POOL, 3));
-    pool.metadata
-        .labels
-        .get_or_insert_with(Default::default)
-        .insert(names::LABEL_SWARM.to_owned(), SWARM.to_owned());
-    if let Some(spec) = pool
-        .spec
-        .as_mut()
-        .and_then(|spec| spec.template.spec.as_mut())
-    {
-        spec.termination_grace_period_seconds = Some(15);
-    }
-    Api::<StatefulSet>::namespaced(client.clone(), &namespace)
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("create the pool");
+    install_swarm(&cluster, &jobs, reload, 3, Some(15)).await;
     let mut replicas: u32 = 3;
 
     let command = job_command(&log);
@@ -1579,25 +1592,8 @@ async fn a_revoke_waits_for_its_own_acknowledgement_not_an_older_one_of_the_same
     let cluster = TestCluster::start().await.expect("a test cluster");
     let client = cluster.client();
     let namespace = cluster.namespace().to_owned();
-    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/crd.yaml");
-    kubectl(&cluster, &["apply", "-f", crd], None).await;
     let jobs: BTreeSet<String> = (0..12).map(|index| format!("stream:{index:02}")).collect();
-    kubectl(&cluster, &["apply", "-f", "-"], Some(&jobs_yaml(&jobs))).await;
-    kubectl(
-        &cluster,
-        &["apply", "-f", "-"],
-        Some(&swarm_yaml("HotReload")),
-    )
-    .await;
-    let mut pool = parallel(statefulset(POOL, 2));
-    pool.metadata
-        .labels
-        .get_or_insert_with(Default::default)
-        .insert(names::LABEL_SWARM.to_owned(), SWARM.to_owned());
-    Api::<StatefulSet>::namespaced(client.clone(), &namespace)
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("create the pool");
+    install_swarm(&cluster, &jobs, "HotReload", 2, None).await;
     // pool-0's application confirms slices itself (POST /v1/ack), when the test lets it.
     let members = Members::start(client.clone(), &namespace, &format!("app={POOL}"), {
         move |pod: &Pod| -> Result<Settings, MembersError> {
@@ -1892,25 +1888,8 @@ async fn a_read_once_application_under_hot_reload_is_caught_running_a_moved_job_
     let log = dir.path().join("jobs.log");
     std::fs::write(&log, "").expect("create the log");
     let monitor = Monitor::start(&log);
-    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/crd.yaml");
-    kubectl(&cluster, &["apply", "-f", crd], None).await;
     let jobs: BTreeSet<String> = (0..30).map(|index| format!("stream:{index:02}")).collect();
-    kubectl(&cluster, &["apply", "-f", "-"], Some(&jobs_yaml(&jobs))).await;
-    kubectl(
-        &cluster,
-        &["apply", "-f", "-"],
-        Some(&swarm_yaml("HotReload")),
-    )
-    .await;
-    let mut pool = parallel(statefulset(POOL, 2));
-    pool.metadata
-        .labels
-        .get_or_insert_with(Default::default)
-        .insert(names::LABEL_SWARM.to_owned(), SWARM.to_owned());
-    Api::<StatefulSet>::namespaced(client.clone(), &namespace)
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("create the pool");
+    install_swarm(&cluster, &jobs, "HotReload", 2, None).await;
     let mut options = MembersOptions::new(&namespace, format!("app={POOL}"));
     options.application = Some(ReadOnceApplication {
         command: job_command(&log),
