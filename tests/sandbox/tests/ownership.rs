@@ -13,10 +13,29 @@
 //! holds it, and it reports the handoff gap (a job continuously in the list
 //! stopped on one member → started on another): p50/p99.
 //!
+//! Four schedules (one at a time, each deterministic by seed):
+//!
+//! - `HotReload`, exec-mode sidecars, the faults above;
+//! - the same with hostile actions and no admission policy: a member writes
+//!   another member's Lease with its own pod-bound token (an acknowledgement
+//!   of a reduced slice the controller never wrote, or of the stored slice
+//!   with itself as holder; `renewTime` a minute back), and a user
+//!   `kubectl patch`es a member's slice with another member's jobs and a
+//!   correct hash (the sidecar must never acknowledge it; a running controller
+//!   must write it back). The controller must not believe what it cannot check;
+//! - with `manifests/admission/` installed: every forgery (also a copy of the
+//!   victim's real pending acknowledgement, which only the policy can stop) and
+//!   every hand edit by a namespace editor must be refused;
+//! - `reload: Restart` with an application that reads its slice once, when its
+//!   pod starts, and runs those jobs until the pod goes
+//!   (`shoal_sandbox::members::ReadOnceApplication`), through scales, edits,
+//!   pod deletions, controller kills and PodDisruptionBudget steps; a job is
+//!   owned from its process's start until the pod stopped it.
+//!
 //! A short schedule runs by default. A long one:
 //! `SHOAL_OWNERSHIP_ROUNDS=200 cargo test --release -p shoal-sandbox --test ownership -- --nocapture`
 //! (`SHOAL_OWNERSHIP_SEED` replays another schedule, `SHOAL_OWNERSHIP_JOBS`
-//! sizes the job list).
+//! sizes the job list; a test name picks one schedule).
 //!
 //! The log only brackets each process's life from inside (first line after
 //! spawn, last line before exit), so an overlap shorter than that logging
@@ -615,6 +634,8 @@ struct Mode {
     policies: bool,
     /// Rounds when `SHOAL_OWNERSHIP_ROUNDS` is not set.
     rounds: usize,
+    /// Jobs when `SHOAL_OWNERSHIP_JOBS` is not set.
+    jobs: usize,
     /// The actions drawn from (those needing the emulator are dropped elsewhere).
     actions: &'static [Action],
 }
@@ -994,6 +1015,8 @@ async fn budget_step(cluster: &TestCluster, rng: &mut Rng, replicas: u32) -> Str
     note
 }
 
+static SCHEDULES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Runs a seeded schedule of `mode`'s actions against the controller and the
 /// members, then checks the process ledger: no job ever had two running
 /// processes, and every job of the final list runs once, where its slice says.
@@ -1009,8 +1032,11 @@ async fn run_schedule(mode: Mode) {
         .try_init();
     let rounds: usize = env_or("SHOAL_OWNERSHIP_ROUNDS", mode.rounds);
     let seed: u64 = env_or("SHOAL_OWNERSHIP_SEED", 0x0005_eed0_0a11);
-    let job_count: usize = env_or("SHOAL_OWNERSHIP_JOBS", 300);
+    let job_count: usize = env_or("SHOAL_OWNERSHIP_JOBS", mode.jobs);
     let mut rng = Rng(seed.max(1));
+    // One schedule at a time: each starts hundreds of processes and times
+    // Lease renewals, which schedules run side by side on two cores would starve.
+    let _turn = SCHEDULES.lock().await;
     let started = Instant::now();
 
     let cluster = TestCluster::start().await.expect("a test cluster");
@@ -1366,6 +1392,7 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
         restart: false,
         policies: false,
         rounds: 14,
+        jobs: 300,
         actions: &[
             Action::Scale,
             Action::EditJobs,
@@ -1386,6 +1413,7 @@ async fn forged_acknowledgements_and_hand_edited_slices_give_no_job_two_owners_w
         restart: false,
         policies: false,
         rounds: 10,
+        jobs: 150,
         actions: &[
             Action::Scale,
             Action::EditJobs,
@@ -1405,6 +1433,7 @@ async fn with_the_admission_policy_every_forged_acknowledgement_and_hand_edit_of
         restart: false,
         policies: true,
         rounds: 8,
+        jobs: 150,
         actions: &[
             Action::Scale,
             Action::EditJobs,
@@ -1424,6 +1453,7 @@ async fn under_restart_an_application_reading_its_slice_once_never_shares_a_job_
         restart: true,
         policies: false,
         rounds: 10,
+        jobs: 150,
         actions: &[
             Action::Scale,
             Action::EditJobs,
