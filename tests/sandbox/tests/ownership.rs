@@ -643,12 +643,13 @@ struct Mode {
 /// A deck holding every applicable action once, filled up to `rounds` at
 /// random, shuffled.
 fn schedule(rng: &mut Rng, rounds: usize, kinds: &[Action]) -> Vec<Action> {
-    // Scaling and job edits drive most moves; weigh them up.
+    // Scaling and job edits drive most moves, and the hostile writes are what
+    // their schedules test; weigh them up.
     let weighted: Vec<Action> = kinds
         .iter()
         .flat_map(|kind| {
             let weight = match kind {
-                Action::Scale | Action::EditJobs => 3,
+                Action::Scale | Action::EditJobs | Action::Forge | Action::HandEdit => 3,
                 _ => 2,
             };
             std::iter::repeat_n(*kind, weight)
@@ -976,6 +977,20 @@ async fn undone(
         "the controller did not write back {victim}'s hand-edited slice within {limit} s"
     );
     "not acknowledged; the controller is down".to_owned()
+}
+
+/// How many times the controller warned with `reason` (Events with their counts).
+async fn warnings_with_reason(client: &Client, namespace: &str, reason: &str) -> i32 {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), namespace);
+    match events.list(&ListParams::default()).await {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter(|event| event.reason.as_deref() == Some(reason))
+            .map(|event| event.count.unwrap_or(1))
+            .sum(),
+        Err(_) => 0,
+    }
 }
 
 /// A step on the pool's PodDisruptionBudget: one eviction at a time
@@ -1307,6 +1322,7 @@ async fn run_schedule(mode: Mode) {
     wait_settled(jobs.clone(), replicas, Duration::from_secs(limit)).await;
     let settle_time = started.elapsed() - chaos_ended;
 
+    let distrusted = warnings_with_reason(&client, &namespace, "LeaseNotTrusted").await;
     if let Some(controller) = controller.take() {
         controller.stop().await;
     }
@@ -1370,6 +1386,7 @@ async fn run_schedule(mode: Mode) {
     }
     println!(
         "ownership oracle ({reload}, admission policies {}): seed {seed}, {rounds} rounds {counts:?}, {hostility:?}, \
+         {distrusted} LeaseNotTrusted warnings, \
          {} jobs at the end over {replicas} members; \
          {starts} process starts ({silent_deaths} killed without a stop line); first settle {:.1}s, \
          chaos {:.1}s, final settle {:.1}s; handoff gap over {} moves: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
