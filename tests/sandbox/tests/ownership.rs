@@ -29,8 +29,10 @@
 //! - `reload: Restart` with an application that reads its slice once, when its
 //!   pod starts, and runs those jobs until the pod goes
 //!   (`shoal_sandbox::members::ReadOnceApplication`), through scales, edits,
-//!   pod deletions, controller kills and PodDisruptionBudget steps; a job is
-//!   owned from its process's start until the pod stopped it.
+//!   pod deletions, sidecar kills (the application lives on: only a pod
+//!   restart can take its jobs away), controller kills, faults and
+//!   PodDisruptionBudget steps; a job is owned from its process's start until
+//!   the pod stopped it.
 //!
 //! A short schedule runs by default. A long one:
 //! `SHOAL_OWNERSHIP_ROUNDS=200 cargo test --release -p shoal-sandbox --test ownership -- --nocapture`
@@ -979,8 +981,8 @@ async fn undone(
     "not acknowledged; the controller is down".to_owned()
 }
 
-/// How many times the controller warned with `reason` (Events with their counts).
-async fn warnings_with_reason(client: &Client, namespace: &str, reason: &str) -> i32 {
+/// How many times the controller reported `reason` (Events with their counts).
+async fn events_with_reason(client: &Client, namespace: &str, reason: &str) -> i32 {
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), namespace);
     match events.list(&ListParams::default()).await {
         Ok(list) => list
@@ -1251,9 +1253,13 @@ async fn run_schedule(mode: Mode) {
                     let pod = running[rng.below(running.len())].clone();
                     note = format!("kill sidecar {pod}");
                     if members.kill(&pod).await.is_ok() {
-                        monitor
-                            .wait_member_dead(&pod, Duration::from_secs(20))
-                            .await;
+                        // Exec processes die with their sidecar; an application
+                        // container lives on.
+                        if !mode.restart {
+                            monitor
+                                .wait_member_dead(&pod, Duration::from_secs(20))
+                                .await;
+                        }
                         revive_at.push((Instant::now() + rng.millis(200, 5000), pod));
                     }
                 }
@@ -1322,7 +1328,9 @@ async fn run_schedule(mode: Mode) {
     wait_settled(jobs.clone(), replicas, Duration::from_secs(limit)).await;
     let settle_time = started.elapsed() - chaos_ended;
 
-    let distrusted = warnings_with_reason(&client, &namespace, "LeaseNotTrusted").await;
+    let distrusted = events_with_reason(&client, &namespace, "LeaseNotTrusted").await;
+    let evicted = events_with_reason(&client, &namespace, "MemberRestarted").await;
+    let blocked = events_with_reason(&client, &namespace, "EvictionBlocked").await;
     if let Some(controller) = controller.take() {
         controller.stop().await;
     }
@@ -1386,7 +1394,7 @@ async fn run_schedule(mode: Mode) {
     }
     println!(
         "ownership oracle ({reload}, admission policies {}): seed {seed}, {rounds} rounds {counts:?}, {hostility:?}, \
-         {distrusted} LeaseNotTrusted warnings, \
+         {distrusted} LeaseNotTrusted warnings, {evicted} evictions, {blocked} refused by the budget, \
          {} jobs at the end over {replicas} members; \
          {starts} process starts ({silent_deaths} killed without a stop line); first settle {:.1}s, \
          chaos {:.1}s, final settle {:.1}s; handoff gap over {} moves: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
@@ -1464,7 +1472,7 @@ async fn with_the_admission_policy_every_forged_acknowledgement_and_hand_edit_of
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn under_restart_an_application_reading_its_slice_once_never_shares_a_job_through_scaling_edits_and_budgets()
+async fn under_restart_an_application_reading_its_slice_once_never_shares_a_job_through_scaling_edits_kills_and_budgets()
  {
     run_schedule(Mode {
         restart: true,
@@ -1475,6 +1483,7 @@ async fn under_restart_an_application_reading_its_slice_once_never_shares_a_job_
             Action::Scale,
             Action::EditJobs,
             Action::DeletePod,
+            Action::KillSidecar,
             Action::KillController,
             Action::Budget,
             Action::DropWatches,
