@@ -1226,8 +1226,13 @@ async fn run_schedule(mode: Mode) {
                         ever_removed.insert(job.clone());
                     }
                 }
+                // Added jobs are new ones, so that the list keeps its size over a long run.
                 for _ in 0..rng.below(20) {
-                    jobs.insert(universe[rng.below(universe.len())].clone());
+                    let absent: Vec<&String> =
+                        universe.iter().filter(|job| !jobs.contains(*job)).collect();
+                    if !absent.is_empty() {
+                        jobs.insert(absent[rng.below(absent.len())].clone());
+                    }
                 }
                 note = format!("edit jobs: {} now", jobs.len());
                 kubectl(&cluster, &["apply", "-f", "-"], Some(&jobs_yaml(&jobs))).await;
