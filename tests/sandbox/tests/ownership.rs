@@ -402,7 +402,18 @@ struct Controller {
 }
 
 impl Controller {
-    fn start(client: &Client, namespace: &str) -> Controller {
+    /// The controller as its binary runs it: evictions through a client that does
+    /// not retry, so a PodDisruptionBudget's refusal is seen and reported.
+    async fn clients(cluster: &TestCluster) -> shoal_controller::Clients {
+        let kubeconfig = kube::config::Kubeconfig::read_from(cluster.kubeconfig_path())
+            .expect("the cluster's kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("a client configuration from the kubeconfig");
+        shoal_controller::Clients::from_config(config).expect("the controller's clients")
+    }
+
+    fn start(clients: &shoal_controller::Clients, namespace: &str) -> Controller {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let settings = shoal_controller::Settings {
             namespace: Some(namespace.to_owned()),
@@ -410,12 +421,14 @@ impl Controller {
             resync: Duration::from_secs(5),
             ..shoal_controller::Settings::default()
         };
-        let client = client.clone();
+        let clients = clients.clone();
         let task = tokio::spawn(async move {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            if let Err(error) = shoal_controller::run(client, settings, shutdown).await {
+            if let Err(error) =
+                shoal_controller::run_with_clients(clients, settings, shutdown).await
+            {
                 tracing::error!(%error, "controller failed");
             }
         });
@@ -1138,7 +1151,8 @@ async fn run_schedule(mode: Mode) {
             Ok(settings)
         }
     });
-    let mut controller = Some(Controller::start(&client, &namespace));
+    let clients = Controller::clients(&cluster).await;
+    let mut controller = Some(Controller::start(&clients, &namespace));
 
     let wait_settled = |jobs: BTreeSet<String>, replicas: u32, limit: Duration| {
         let client = client.clone();
@@ -1207,7 +1221,7 @@ async fn run_schedule(mode: Mode) {
         revive_at.retain(|(due, _)| *due > now);
         if restart_at.is_some_and(|due| due <= now) {
             restart_at = None;
-            controller = Some(Controller::start(&client, &namespace));
+            controller = Some(Controller::start(&clients, &namespace));
             actions.push((now_ns(), "restart controller".to_owned()));
         }
         let mut note = format!("{action:?}");
@@ -1276,7 +1290,7 @@ async fn run_schedule(mode: Mode) {
                 }
                 None => {
                     restart_at = None;
-                    controller = Some(Controller::start(&client, &namespace));
+                    controller = Some(Controller::start(&clients, &namespace));
                 }
             },
             Action::DropWatches => {
@@ -1318,7 +1332,7 @@ async fn run_schedule(mode: Mode) {
         let _ = members.revive(&pod).await;
     }
     if controller.is_none() {
-        controller = Some(Controller::start(&client, &namespace));
+        controller = Some(Controller::start(&clients, &namespace));
     }
     if kinds.contains(&Action::Budget) {
         kubectl(
@@ -1699,7 +1713,7 @@ async fn a_revoke_waits_for_its_own_acknowledgement_not_an_older_one_of_the_same
             }
         })
     };
-    let controller = Controller::start(&client, &namespace);
+    let controller = Controller::start(&Controller::clients(&cluster).await, &namespace);
 
     let at_two = wait_settled_simply(&client, &namespace, &jobs, 2).await;
     kubectl(
@@ -1961,7 +1975,7 @@ async fn a_read_once_application_under_hot_reload_is_caught_running_a_moved_job_
         settings.ack_on_apply = true;
         Ok(settings)
     });
-    let controller = Controller::start(&client, &namespace);
+    let controller = Controller::start(&Controller::clients(&cluster).await, &namespace);
     wait_running(&monitor, "every job should run once", |running| {
         running.len() == jobs.len()
     })
