@@ -20,6 +20,12 @@
 //!   exec processes are SIGKILLed with it), and [`Members::revive`] starts it
 //!   again, as the kubelet's restart would.
 //!
+//! With [`MembersOptions::application`] each pod also runs an application
+//! container that reads its slice once, at start-up, and runs those jobs
+//! until its pod goes ([`ReadOnceApplication`], what `reload: Restart` is
+//! for). It lives beside the sidecar: a killed sidecar leaves it running; a
+//! terminating pod stops both (SIGTERM, then SIGKILL after the pod's grace).
+//!
 //! On a real cluster a pod object disappears only after its containers have
 //! exited. To keep that true for these in-process containers, each pod with a
 //! running sidecar carries the finalizer [`SIDECAR_FINALIZER`] until its
@@ -119,6 +125,19 @@ pub struct MembersOptions {
     pub hold_terminating_pods: bool,
     /// How often every pod is looked at again, to retry what failed.
     pub resync: Duration,
+    /// An application container beside each sidecar, if any.
+    pub application: Option<ReadOnceApplication>,
+}
+
+/// An application that reads its slice once, when its pod starts (the first
+/// slice its sidecar delivers), runs one process per job of it, and stops
+/// them only when its pod terminates: the kind of application `reload:
+/// Restart` serves. Each process is `sh -c <command>` with `SHOAL_JOB` and
+/// `SHOAL_MEMBER` set, in its own process group (signals reach its children).
+#[derive(Debug, Clone)]
+pub struct ReadOnceApplication {
+    /// The shell command run for each job.
+    pub command: String,
 }
 
 impl MembersOptions {
@@ -130,6 +149,7 @@ impl MembersOptions {
             selector: selector.into(),
             hold_terminating_pods: true,
             resync: Duration::from_secs(1),
+            application: None,
         }
     }
 }
@@ -184,6 +204,8 @@ struct State {
     /// The pods as last seen by the watch.
     pods: BTreeMap<String, Pod>,
     slots: BTreeMap<String, Slot>,
+    /// Application containers ([`MembersOptions::application`]), by pod.
+    applications: BTreeMap<String, Application>,
     /// Graceful stops in flight.
     stopping: Vec<JoinHandle<()>>,
 }
@@ -342,14 +364,15 @@ impl Members {
         }
     }
 
-    /// Stops watching, stops every sidecar gracefully and releases the pods
-    /// (removes [`SIDECAR_FINALIZER`]). The pods stay; no sidecar runs for them.
+    /// Stops watching, stops every sidecar and application gracefully and
+    /// releases the pods (removes [`SIDECAR_FINALIZER`]). The pods stay;
+    /// nothing runs for them.
     pub async fn stop(mut self) {
         if let Some(task) = self.task.take() {
             task.abort();
             let _ = task.await;
         }
-        let (workers, stopping, pods) = {
+        let (workers, stopping, pods, applications) = {
             let mut state = self.shared.state.lock().await;
             let workers: Vec<(String, Worker)> = std::mem::take(&mut state.slots)
                 .into_iter()
@@ -360,8 +383,11 @@ impl Members {
                 .collect();
             let stopping = std::mem::take(&mut state.stopping);
             let pods: Vec<Pod> = state.pods.values().cloned().collect();
+            let applications: Vec<Application> = std::mem::take(&mut state.applications)
+                .into_values()
+                .collect();
             publish(&self.shared, &state);
-            (workers, stopping, pods)
+            (workers, stopping, pods, applications)
         };
         let stops = workers.into_iter().map(|(pod, worker)| async move {
             if let Err(error) = worker.stop().await {
@@ -369,6 +395,12 @@ impl Members {
             }
         });
         futures::future::join_all(stops).await;
+        futures::future::join_all(
+            applications
+                .into_iter()
+                .map(|application| application.stop(Duration::from_secs(10))),
+        )
+        .await;
         for handle in stopping {
             let _ = handle.await;
         }
@@ -389,6 +421,7 @@ impl Drop for Members {
         // state, so the workers would otherwise outlive this handle).
         if let Ok(mut state) = self.shared.state.try_lock() {
             state.slots.clear();
+            state.applications.clear();
             for handle in state.stopping.drain(..) {
                 handle.abort();
             }
@@ -477,6 +510,7 @@ fn has_finalizer(pod: &Pod) -> bool {
 async fn sync_pod(shared: &Arc<Shared>, state: &mut State, name: &str) {
     let Some(pod) = state.pods.get(name).cloned() else {
         // The pod is gone, and its containers with it.
+        state.applications.remove(name);
         match state.slots.remove(name) {
             Some(Slot::Running { worker, .. }) => {
                 tracing::info!(pod = name, "pod gone; its sidecar dies with it");
@@ -492,6 +526,13 @@ async fn sync_pod(shared: &Arc<Shared>, state: &mut State, name: &str) {
     };
     let uid = pod.uid().unwrap_or_default();
     // A slot left by an earlier pod of the same name: that pod is gone.
+    if state
+        .applications
+        .get(name)
+        .is_some_and(|application| application.uid != uid)
+    {
+        state.applications.remove(name);
+    }
     if state.slots.get(name).is_some_and(|slot| slot.uid() != uid) {
         match state.slots.remove(name) {
             Some(Slot::Running { worker, .. }) => drop(worker),
@@ -502,33 +543,30 @@ async fn sync_pod(shared: &Arc<Shared>, state: &mut State, name: &str) {
         }
     }
     if pod.metadata.deletion_timestamp.is_some() {
+        let grace = Duration::from_secs(
+            pod.spec
+                .as_ref()
+                .and_then(|spec| spec.termination_grace_period_seconds)
+                .unwrap_or(30)
+                .max(1) as u64,
+        );
+        let application = state.applications.remove(name);
         match state.slots.remove(name) {
             Some(Slot::Running { uid, worker }) => {
-                state
-                    .slots
-                    .insert(name.to_owned(), Slot::Stopping { uid: uid.clone() });
-                let grace = Duration::from_secs(
-                    pod.spec
-                        .as_ref()
-                        .and_then(|spec| spec.termination_grace_period_seconds)
-                        .unwrap_or(30)
-                        .max(1) as u64,
-                );
-                let stop = tokio::spawn(stop_gracefully(
-                    shared.clone(),
-                    name.to_owned(),
-                    uid,
-                    worker,
-                    grace,
-                ));
-                state.stopping.push(stop);
+                begin_stop(shared, state, name, uid, Some(worker), application, grace);
             }
             Some(slot @ Slot::Stopping { .. }) => {
                 state.slots.insert(name.to_owned(), slot);
             }
-            // Killed, failed or never started: no container holds the pod.
-            _ => {
-                if has_finalizer(&pod) {
+            // Killed, failed or never started: no sidecar holds the pod, but
+            // its application may still run.
+            other => {
+                if let Some(application) = application {
+                    let uid = other
+                        .map(|slot| slot.uid().to_owned())
+                        .unwrap_or_else(|| application.uid.clone());
+                    begin_stop(shared, state, name, uid, None, Some(application), grace);
+                } else if has_finalizer(&pod) {
                     release(shared, name).await;
                 }
             }
@@ -554,6 +592,18 @@ async fn sync_pod(shared: &Arc<Shared>, state: &mut State, name: &str) {
     match started {
         Ok(worker) => {
             tracing::info!(pod = name, uid, http = %worker.http_addr(), "sidecar started");
+            if let Some(application) = &shared.options.application {
+                match state.applications.get_mut(name) {
+                    // A revived sidecar: an application still waiting reads from it.
+                    Some(running) => running.read_from(worker.slices()),
+                    None => {
+                        state.applications.insert(
+                            name.to_owned(),
+                            Application::start(application, name, &uid, worker.slices()),
+                        );
+                    }
+                }
+            }
             state
                 .slots
                 .insert(name.to_owned(), Slot::Running { uid, worker });
@@ -571,27 +621,212 @@ async fn sync_pod(shared: &Arc<Shared>, state: &mut State, name: &str) {
     }
 }
 
-/// Stops a terminating pod's sidecar within the pod's grace period (then
-/// kills it, as the kubelet would), and releases the pod.
+/// Marks the pod's slot as stopping and stops its containers in the background.
+fn begin_stop(
+    shared: &Arc<Shared>,
+    state: &mut State,
+    name: &str,
+    uid: String,
+    worker: Option<Worker>,
+    application: Option<Application>,
+    grace: Duration,
+) {
+    state
+        .slots
+        .insert(name.to_owned(), Slot::Stopping { uid: uid.clone() });
+    let stop = tokio::spawn(stop_gracefully(
+        shared.clone(),
+        name.to_owned(),
+        uid,
+        worker,
+        application,
+        grace,
+    ));
+    state.stopping.push(stop);
+}
+
+/// Stops a terminating pod's sidecar and application within the pod's grace
+/// period (then kills them, as the kubelet would), and releases the pod.
 async fn stop_gracefully(
     shared: Arc<Shared>,
     pod: String,
     uid: String,
-    worker: Worker,
+    worker: Option<Worker>,
+    application: Option<Application>,
     grace: Duration,
 ) {
-    match tokio::time::timeout(grace, worker.stop()).await {
-        Ok(Ok(())) => tracing::info!(pod, "sidecar stopped with its pod"),
-        Ok(Err(error)) => tracing::warn!(pod, %error, "sidecar stopped with an error"),
-        // Dropping the stop future drops the worker: SIGKILL, as after the grace period.
-        Err(_) => tracing::warn!(pod, ?grace, "sidecar killed after the pod's grace period"),
-    }
+    let sidecar = async {
+        let Some(worker) = worker else { return };
+        match tokio::time::timeout(grace, worker.stop()).await {
+            Ok(Ok(())) => tracing::info!(pod, "sidecar stopped with its pod"),
+            Ok(Err(error)) => tracing::warn!(pod, %error, "sidecar stopped with an error"),
+            // Dropping the stop future drops the worker: SIGKILL, as after the grace period.
+            Err(_) => tracing::warn!(pod, ?grace, "sidecar killed after the pod's grace period"),
+        }
+    };
+    let application = async {
+        if let Some(application) = application {
+            application.stop(grace).await;
+        }
+    };
+    futures::future::join(sidecar, application).await;
     release(&shared, &pod).await;
     let mut state = shared.state.lock().await;
     if matches!(state.slots.get(&pod), Some(Slot::Stopping { uid: stopping }) if *stopping == uid) {
         state.slots.remove(&pod);
     }
     publish(&shared, &state);
+}
+
+/// An application container ([`ReadOnceApplication`]) of one pod.
+struct Application {
+    /// The pod's uid.
+    uid: String,
+    command: String,
+    pod: String,
+    processes: Arc<std::sync::Mutex<ApplicationProcesses>>,
+    /// Waits for the first slice, then starts the processes.
+    reader: JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct ApplicationProcesses {
+    /// The slice was read: what runs is fixed until the pod goes.
+    read: bool,
+    /// Stopping or killed: start nothing more.
+    stopped: bool,
+    children: Vec<tokio::process::Child>,
+}
+
+impl Application {
+    fn start(
+        application: &ReadOnceApplication,
+        pod: &str,
+        uid: &str,
+        slices: shoal_worker::SliceWatch,
+    ) -> Application {
+        let mut started = Application {
+            uid: uid.to_owned(),
+            command: application.command.clone(),
+            pod: pod.to_owned(),
+            processes: Arc::default(),
+            reader: tokio::spawn(async {}),
+        };
+        started.read_from(slices);
+        started
+    }
+
+    /// Reads the first slice `slices` delivers, unless a slice was read already.
+    fn read_from(&mut self, mut slices: shoal_worker::SliceWatch) {
+        if lock_processes(&self.processes).read {
+            return;
+        }
+        self.reader.abort();
+        let (processes, command, pod) = (
+            self.processes.clone(),
+            self.command.clone(),
+            self.pod.clone(),
+        );
+        self.reader = tokio::spawn(async move {
+            // A sidecar gone before delivering anything: wait for the next one.
+            let Some(delivered) = slices
+                .wait_for(|delivered| delivered.slice.is_some() && !delivered.fenced)
+                .await
+            else {
+                return;
+            };
+            let mut processes = lock_processes(&processes);
+            if processes.stopped || processes.read {
+                return;
+            }
+            processes.read = true;
+            for job in delivered.jobs() {
+                match spawn_job(&command, job, &pod) {
+                    Ok(child) => processes.children.push(child),
+                    Err(error) => tracing::warn!(pod, job, %error, "application: cannot start"),
+                }
+            }
+            tracing::info!(
+                pod,
+                jobs = delivered.jobs().len(),
+                revision = delivered.slice.as_ref().map(|slice| slice.revision),
+                "application read its slice"
+            );
+        });
+    }
+
+    /// SIGTERM to every process, `grace` for them to exit, then SIGKILL.
+    async fn stop(mut self, grace: Duration) {
+        let children = self.take_children();
+        for child in &children {
+            if let Some(pid) = child.id() {
+                signal_group(pid, "TERM");
+            }
+        }
+        let waits = children.into_iter().map(|mut child| async move {
+            if tokio::time::timeout(grace, child.wait()).await.is_err() {
+                if let Some(pid) = child.id() {
+                    signal_group(pid, "KILL");
+                }
+                let _ = child.wait().await;
+            }
+        });
+        futures::future::join_all(waits).await;
+    }
+
+    fn take_children(&mut self) -> Vec<tokio::process::Child> {
+        self.reader.abort();
+        let mut processes = lock_processes(&self.processes);
+        processes.stopped = true;
+        std::mem::take(&mut processes.children)
+    }
+}
+
+impl Drop for Application {
+    /// A dead container: its processes are SIGKILLed.
+    fn drop(&mut self) {
+        for child in self.take_children() {
+            if let Some(pid) = child.id() {
+                signal_group(pid, "KILL");
+            }
+        }
+    }
+}
+
+fn lock_processes(
+    processes: &std::sync::Mutex<ApplicationProcesses>,
+) -> std::sync::MutexGuard<'_, ApplicationProcesses> {
+    processes
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One job's process: `sh -c <command>` in its own process group.
+fn spawn_job(command: &str, job: &str, member: &str) -> std::io::Result<tokio::process::Child> {
+    tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .env("SHOAL_JOB", job)
+        .env("SHOAL_MEMBER", member)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+}
+
+/// Sends `signal` to the process group led by `pid` (the job and its children).
+fn signal_group(pid: u32, signal: &str) {
+    let sent = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg("--")
+        .arg(format!("-{pid}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    if let Err(error) = sent {
+        tracing::warn!(pid, signal, %error, "application: cannot signal");
+    }
 }
 
 /// Adds [`SIDECAR_FINALIZER`]; whether the pod now carries it.

@@ -13,10 +13,31 @@
 //! holds it, and it reports the handoff gap (a job continuously in the list
 //! stopped on one member → started on another): p50/p99.
 //!
+//! Four schedules (one at a time, each deterministic by seed):
+//!
+//! - `HotReload`, exec-mode sidecars, the faults above;
+//! - the same with hostile actions and no admission policy: a member writes
+//!   another member's Lease with its own pod-bound token (an acknowledgement
+//!   of a reduced slice the controller never wrote, or of the stored slice
+//!   with itself as holder; `renewTime` a minute back), and a user
+//!   `kubectl patch`es a member's slice with another member's jobs and a
+//!   correct hash (the sidecar must never acknowledge it; a running controller
+//!   must write it back). The controller must not believe what it cannot check;
+//! - with `manifests/admission/` installed: every forgery (also a copy of the
+//!   victim's real pending acknowledgement, which only the policy can stop) and
+//!   every hand edit by a namespace editor must be refused;
+//! - `reload: Restart` with an application that reads its slice once, when its
+//!   pod starts, and runs those jobs until the pod goes
+//!   (`shoal_sandbox::members::ReadOnceApplication`), through scales, edits,
+//!   pod deletions, sidecar kills (the application lives on: only a pod
+//!   restart can take its jobs away), controller kills, faults and
+//!   PodDisruptionBudget steps; a job is owned from its process's start until
+//!   the pod stopped it.
+//!
 //! A short schedule runs by default. A long one:
 //! `SHOAL_OWNERSHIP_ROUNDS=200 cargo test --release -p shoal-sandbox --test ownership -- --nocapture`
 //! (`SHOAL_OWNERSHIP_SEED` replays another schedule, `SHOAL_OWNERSHIP_JOBS`
-//! sizes the job list).
+//! sizes the job list; a test name picks one schedule).
 //!
 //! The log only brackets each process's life from inside (first line after
 //! spawn, last line before exit), so an overlap shorter than that logging
@@ -45,7 +66,7 @@ use shoal_core::format::parse_slice;
 use shoal_core::names;
 use shoal_emulator::harness::TestCluster;
 use shoal_emulator::harness::fixtures::{parallel, statefulset};
-use shoal_sandbox::members::{Members, MembersError};
+use shoal_sandbox::members::{Members, MembersError, MembersOptions, ReadOnceApplication};
 use shoal_worker::Settings;
 
 const SWARM: &str = "oracle";
@@ -363,6 +384,20 @@ fn oracle(mut events: Vec<Event>, steady: &BTreeSet<String>) -> Result<Vec<u128>
     Ok(gaps)
 }
 
+/// How many times a job started on another member than the one that ran it last.
+fn moves(events: &[Event]) -> usize {
+    let mut sorted: Vec<&Event> = events.iter().filter(|event| event.start).collect();
+    sorted.sort();
+    let mut last: BTreeMap<&str, &str> = BTreeMap::new();
+    sorted
+        .into_iter()
+        .filter(|event| {
+            last.insert(&event.job, &event.member)
+                .is_some_and(|member| member != event.member)
+        })
+        .count()
+}
+
 fn percentile(sorted: &[u128], percent: usize) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -381,7 +416,18 @@ struct Controller {
 }
 
 impl Controller {
-    fn start(client: &Client, namespace: &str) -> Controller {
+    /// The controller as its binary runs it: evictions through a client that does
+    /// not retry, so a PodDisruptionBudget's refusal is seen and reported.
+    async fn clients(cluster: &TestCluster) -> shoal_controller::Clients {
+        let kubeconfig = kube::config::Kubeconfig::read_from(cluster.kubeconfig_path())
+            .expect("the cluster's kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("a client configuration from the kubeconfig");
+        shoal_controller::Clients::from_config(config).expect("the controller's clients")
+    }
+
+    fn start(clients: &shoal_controller::Clients, namespace: &str) -> Controller {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let settings = shoal_controller::Settings {
             namespace: Some(namespace.to_owned()),
@@ -389,12 +435,14 @@ impl Controller {
             resync: Duration::from_secs(5),
             ..shoal_controller::Settings::default()
         };
-        let client = client.clone();
+        let clients = clients.clone();
         let task = tokio::spawn(async move {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            if let Err(error) = shoal_controller::run(client, settings, shutdown).await {
+            if let Err(error) =
+                shoal_controller::run_with_clients(clients, settings, shutdown).await
+            {
                 tracing::error!(%error, "controller failed");
             }
         });
@@ -446,10 +494,42 @@ fn jobs_yaml(jobs: &BTreeSet<String>) -> String {
     yaml
 }
 
-fn swarm_yaml() -> String {
+fn swarm_yaml(reload: &str) -> String {
     format!(
-        "apiVersion: shoal.dev/v1alpha1\nkind: Swarm\nmetadata:\n  name: {SWARM}\nspec:\n  jobsFrom:\n    configMapKeyRef:\n      name: {JOBS_CONFIG_MAP}\n      key: config.yml\n  strategy:\n    type: bounded\n  reload: HotReload\n  approval:\n    policy: Automatic\n"
+        "apiVersion: shoal.dev/v1alpha1\nkind: Swarm\nmetadata:\n  name: {SWARM}\nspec:\n  jobsFrom:\n    configMapKeyRef:\n      name: {JOBS_CONFIG_MAP}\n      key: config.yml\n  strategy:\n    type: bounded\n  reload: {reload}\n  approval:\n    policy: Automatic\n"
     )
+}
+
+/// Installs the CRD, the job list, the Swarm (with `reload`) and its pool of
+/// `replicas` pods (with that termination grace, if given; else the fixture's).
+async fn install_swarm(
+    cluster: &TestCluster,
+    jobs: &BTreeSet<String>,
+    reload: &str,
+    replicas: i32,
+    termination_grace_seconds: Option<i64>,
+) {
+    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/crd.yaml");
+    kubectl(cluster, &["apply", "-f", crd], None).await;
+    kubectl(cluster, &["apply", "-f", "-"], Some(&jobs_yaml(jobs))).await;
+    kubectl(cluster, &["apply", "-f", "-"], Some(&swarm_yaml(reload))).await;
+    let mut pool = parallel(statefulset(POOL, replicas));
+    pool.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(names::LABEL_SWARM.to_owned(), SWARM.to_owned());
+    if let Some(spec) = pool
+        .spec
+        .as_mut()
+        .and_then(|spec| spec.template.spec.as_mut())
+        && termination_grace_seconds.is_some()
+    {
+        spec.termination_grace_period_seconds = termination_grace_seconds;
+    }
+    Api::<StatefulSet>::namespaced(cluster.client(), cluster.namespace())
+        .create(&PostParams::default(), &pool)
+        .await
+        .expect("create the pool");
 }
 
 /// Writes the job script next to the log and returns the exec template
@@ -557,33 +637,54 @@ enum Action {
     KillController,
     DropWatches,
     ApiErrors,
+    /// One member writes another member's Lease: a forged acknowledgement and
+    /// a `renewTime` moved back.
+    Forge,
+    /// A user patches a member's slice with another member's jobs and a correct hash.
+    HandEdit,
+    /// The pool's PodDisruptionBudget is tightened, relaxed or deleted.
+    Budget,
+}
+
+impl Action {
+    /// Needs the emulator (fault injection).
+    fn emulator_only(self) -> bool {
+        matches!(self, Action::DropWatches | Action::ApiErrors)
+    }
+}
+
+/// What a schedule runs against and what it does.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    /// `reload: Restart` with an application that reads its slice once, at
+    /// pod start; otherwise `HotReload` with exec-mode sidecars.
+    restart: bool,
+    /// `manifests/admission/` is installed: forgeries and hand edits must be refused.
+    policies: bool,
+    /// Rounds when `SHOAL_OWNERSHIP_ROUNDS` is not set.
+    rounds: usize,
+    /// Jobs when `SHOAL_OWNERSHIP_JOBS` is not set.
+    jobs: usize,
+    /// The actions drawn from (those needing the emulator are dropped elsewhere).
+    actions: &'static [Action],
 }
 
 /// A deck holding every applicable action once, filled up to `rounds` at
 /// random, shuffled.
-fn schedule(rng: &mut Rng, rounds: usize, emulated: bool) -> Vec<Action> {
-    let mut kinds = vec![
-        Action::Scale,
-        Action::EditJobs,
-        Action::DeletePod,
-        Action::KillSidecar,
-        Action::KillController,
-    ];
-    if emulated {
-        kinds.extend([Action::DropWatches, Action::ApiErrors]);
-    }
-    // Scaling and job edits drive most moves; weigh them up.
+fn schedule(rng: &mut Rng, rounds: usize, kinds: &[Action]) -> Vec<Action> {
+    // Scaling and job edits drive most moves, and the hostile writes are what
+    // their schedules test; weigh them up.
     let weighted: Vec<Action> = kinds
         .iter()
         .flat_map(|kind| {
             let weight = match kind {
-                Action::Scale | Action::EditJobs => 3,
+                Action::Scale | Action::EditJobs | Action::Forge | Action::HandEdit => 3,
                 _ => 2,
             };
             std::iter::repeat_n(*kind, weight)
         })
         .collect();
-    let mut deck = kinds.clone();
+    let mut deck = kinds.to_vec();
     while deck.len() < rounds {
         deck.push(weighted[rng.below(weighted.len())]);
     }
@@ -593,8 +694,377 @@ fn schedule(rng: &mut Rng, rounds: usize, emulated: bool) -> Vec<Action> {
     deck
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restarts_and_faults() {
+const FORGER_ACCOUNT: &str = "oracle-member";
+const EDITOR_ACCOUNT: &str = "oracle-editor";
+const BUDGET: &str = "oracle-budget";
+
+/// The identities of the hostile actions: a ServiceAccount allowed to write
+/// every Lease of the namespace (as a worker role without the admission
+/// policy lets any member), used with tokens bound to one member's pod; and
+/// a namespace editor allowed to change ConfigMaps.
+fn hostile_identities_yaml(namespace: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {FORGER_ACCOUNT}\n---\n\
+         apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {EDITOR_ACCOUNT}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {FORGER_ACCOUNT}\n\
+         rules:\n- apiGroups: [coordination.k8s.io]\n  resources: [leases]\n  verbs: [get, list, watch, create, patch, update]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {FORGER_ACCOUNT}\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {FORGER_ACCOUNT}\n\
+         subjects:\n- kind: ServiceAccount\n  name: {FORGER_ACCOUNT}\n  namespace: {namespace}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {EDITOR_ACCOUNT}\n\
+         rules:\n- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [get, list, watch, create, patch, update]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {EDITOR_ACCOUNT}\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {EDITOR_ACCOUNT}\n\
+         subjects:\n- kind: ServiceAccount\n  name: {EDITOR_ACCOUNT}\n  namespace: {namespace}\n"
+    )
+}
+
+/// The pool's PodDisruptionBudget: `minAvailable` or `maxUnavailable`.
+fn budget_yaml(rule: &str, value: u32) -> String {
+    format!(
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: {BUDGET}\n\
+         spec:\n  selector:\n    matchLabels:\n      app: {POOL}\n  {rule}: {value}\n"
+    )
+}
+
+/// What the hostile actions achieved, for the report.
+#[derive(Debug, Default)]
+struct Hostility {
+    forgeries_refused: usize,
+    forgeries_written: usize,
+    edits_refused: usize,
+    edits_written: usize,
+    not_delivered: usize,
+}
+
+/// A slice ConfigMap's slice, as stored.
+async fn stored_slice(client: &Client, namespace: &str, pod: &str) -> Option<shoal_core::Slice> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let cm = config_maps
+        .get_opt(&names::slice_configmap(pod))
+        .await
+        .ok()
+        .flatten()?;
+    parse_slice(cm.data?.get(names::SLICE_DATA_KEY)?).ok()
+}
+
+/// One running member (`forger`, with a token bound to its pod) writes
+/// another's Lease: an acknowledgement and a `renewTime` a minute back. The
+/// acknowledgement is, at random: the victim's stored slice with the holder
+/// kept (indistinguishable from the victim's own without the admission
+/// policy, so only tried with it); a reduced slice the controller never
+/// wrote; or the stored slice with the forger as holder. With the policy the
+/// write must be refused; without it the controller must not believe it.
+async fn forge(
+    cluster: &TestCluster,
+    members: &Members,
+    rng: &mut Rng,
+    policies: bool,
+    hostility: &mut Hostility,
+) -> String {
+    let client = cluster.client();
+    let namespace = cluster.namespace().to_owned();
+    let running: Vec<String> = members.running().into_keys().collect();
+    if running.len() < 2 {
+        return "forge: fewer than two members".to_owned();
+    }
+    let forger = running[rng.below(running.len())].clone();
+    let others: Vec<&String> = running.iter().filter(|pod| **pod != forger).collect();
+    let victim = others[rng.below(others.len())].clone();
+    let Some(slice) = stored_slice(&client, &namespace, &victim).await else {
+        return format!("forge: {victim} has no slice");
+    };
+    let kinds: &[&str] = if policies {
+        &["copy", "made-up", "holder"]
+    } else {
+        &["made-up", "holder"]
+    };
+    let kind = kinds[rng.below(kinds.len())];
+    let (revision, hash, holder) = match kind {
+        "made-up" => {
+            let reduced: Vec<String> = slice
+                .jobs
+                .iter()
+                .take(slice.jobs.len() / 2)
+                .map(|job| job.as_str().to_owned())
+                .collect();
+            let reduced = JobSet::parse(reduced).expect("keys of a stored slice are valid");
+            (
+                slice.revision + rng.below(2) as u64,
+                shoal_core::slice::canonical_hash(&reduced),
+                victim.clone(),
+            )
+        }
+        "holder" => (slice.revision, slice.hash.clone(), forger.clone()),
+        _ => (slice.revision, slice.hash.clone(), victim.clone()),
+    };
+    let moved_back = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(60),
+    );
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {
+            names::ANNOTATION_ACKED_REVISION: revision.to_string(),
+            names::ANNOTATION_ACKED_HASH: hash,
+        }},
+        "spec": {"holderIdentity": holder, "renewTime": moved_back},
+    });
+    let note = format!(
+        "forge ({kind}): {forger} writes {victim}'s Lease acknowledging revision {revision} (stored {})",
+        slice.revision
+    );
+    for _ in 0..10 {
+        // A pod-bound token stops working with its pod: a fresh one each try.
+        let token = match cluster
+            .service_account_token(&namespace, FORGER_ACCOUNT, Some(&forger))
+            .await
+        {
+            Ok(token) => token,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        let Ok(intruder) = cluster.client_with_token(&token).await else {
+            continue;
+        };
+        let leases: Api<Lease> = Api::namespaced(intruder, &namespace);
+        let written = leases
+            .patch(
+                &names::member_lease(&victim),
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await;
+        match written {
+            Ok(_) => {
+                assert!(
+                    !policies,
+                    "with the admission policy installed, {forger} wrote {victim}'s Lease: {note}"
+                );
+                hostility.forgeries_written += 1;
+                return format!("{note}: written");
+            }
+            Err(kube::Error::Api(status))
+                if status.code == 403 && status.message.contains("shoal-member-leases") =>
+            {
+                assert!(policies, "refused by a policy not installed: {status:?}");
+                hostility.forgeries_refused += 1;
+                return format!("{note}: refused");
+            }
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                panic!("the forger lacks the grant the scenario needs: {status:?}")
+            }
+            // Gone meanwhile, or an injected error.
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    hostility.not_delivered += 1;
+    format!("{note}: not delivered (API errors or the pod went)")
+}
+
+/// A user patches a member's slice with jobs of another member's slice and
+/// the hash recomputed to match. Without the admission policy (as the
+/// administrator) the patch lands: the sidecar must refuse it and the
+/// controller write the slice back. With the policy a namespace editor is refused.
+async fn hand_edit(
+    cluster: &TestCluster,
+    rng: &mut Rng,
+    policies: bool,
+    editor_kubeconfig: Option<&Path>,
+    controller_running: bool,
+    hostility: &mut Hostility,
+) -> String {
+    let client = cluster.client();
+    let namespace = cluster.namespace().to_owned();
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    let members: Vec<String> = match config_maps
+        .list(&ListParams::default().labels(&format!("{}={SWARM}", names::LABEL_SWARM)))
+        .await
+    {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter_map(|cm| cm.labels().get(names::LABEL_MEMBER).cloned())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    if members.len() < 2 {
+        return "hand edit: fewer than two slices".to_owned();
+    }
+    let victim = members[rng.below(members.len())].clone();
+    let others: Vec<&String> = members.iter().filter(|pod| **pod != victim).collect();
+    let donor = others[rng.below(others.len())].clone();
+    let (Some(slice), Some(donated)) = (
+        stored_slice(&client, &namespace, &victim).await,
+        stored_slice(&client, &namespace, &donor).await,
+    ) else {
+        return format!("hand edit: no slice to edit for {victim} or {donor}");
+    };
+    let mut jobs: Vec<String> = slice
+        .jobs
+        .iter()
+        .map(|job| job.as_str().to_owned())
+        .collect();
+    let taken: Vec<String> = donated
+        .jobs
+        .iter()
+        .take(1 + rng.below(5))
+        .map(|job| job.as_str().to_owned())
+        .collect();
+    jobs.extend(taken.iter().cloned());
+    let edited = shoal_core::Slice::new(
+        SWARM.to_owned(),
+        victim.clone(),
+        slice.revision + 1,
+        JobSet::parse(jobs).expect("keys of stored slices are valid"),
+    );
+    let patch = serde_json::json!({"data": {names::SLICE_DATA_KEY: shoal_core::format::render_slice(&edited)}})
+        .to_string();
+    let name = names::slice_configmap(&victim);
+    let args = ["patch", "configmap", &name, "--type", "merge", "-p", &patch];
+    let note = format!(
+        "hand edit: {victim}'s slice given {taken:?} of {donor}'s, revision {} with its hash",
+        edited.revision
+    );
+    let Some(editor_kubeconfig) = editor_kubeconfig.filter(|_| policies) else {
+        kubectl(cluster, &args, None).await;
+        hostility.edits_written += 1;
+        return format!(
+            "{note}: written; {}",
+            undone(
+                &client,
+                &namespace,
+                &victim,
+                &edited.hash,
+                controller_running
+            )
+            .await
+        );
+    };
+    let mut last = String::new();
+    for _ in 0..10 {
+        let output = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(editor_kubeconfig)
+            .args(["-n", &namespace])
+            .args(args)
+            .output()
+            .await
+            .expect("kubectl runs");
+        assert!(
+            !output.status.success(),
+            "with the admission policy installed, a namespace editor edited a slice: {note}"
+        );
+        last = String::from_utf8_lossy(&output.stderr).into_owned();
+        if last.contains("shoal-managed-configmaps") && last.contains("is written by Shoal only") {
+            hostility.edits_refused += 1;
+            return format!("{note}: refused");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    hostility.not_delivered += 1;
+    format!("{note}: not delivered ({})", last.trim())
+}
+
+/// After a hand edit that landed: the member's sidecar never acknowledges
+/// the edited slice, and a running controller writes the slice back.
+async fn undone(
+    client: &Client,
+    namespace: &str,
+    victim: &str,
+    edited_hash: &str,
+    controller_running: bool,
+) -> String {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let since = Instant::now();
+    let limit = if controller_running { 30 } else { 3 };
+    while since.elapsed() < Duration::from_secs(limit) {
+        let acked = leases
+            .get_opt(&names::member_lease(victim))
+            .await
+            .ok()
+            .flatten()
+            .and_then(|lease| {
+                lease
+                    .annotations()
+                    .get(names::ANNOTATION_ACKED_HASH)
+                    .cloned()
+            });
+        assert_ne!(
+            acked.as_deref(),
+            Some(edited_hash),
+            "{victim}'s sidecar acknowledged its hand-edited slice"
+        );
+        let stored = stored_slice(client, namespace, victim).await;
+        if controller_running && stored.is_some_and(|slice| slice.hash != edited_hash) {
+            return format!("written back in {} ms", since.elapsed().as_millis());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !controller_running,
+        "the controller did not write back {victim}'s hand-edited slice within {limit} s"
+    );
+    "not acknowledged; the controller is down".to_owned()
+}
+
+/// How many times the controller reported `reason` (Events with their counts).
+async fn events_with_reason(client: &Client, namespace: &str, reason: &str) -> i32 {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), namespace);
+    match events.list(&ListParams::default()).await {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter(|event| event.reason.as_deref() == Some(reason))
+            .map(|event| event.count.unwrap_or(1))
+            .sum(),
+        Err(_) => 0,
+    }
+}
+
+/// A step on the pool's PodDisruptionBudget: one eviction at a time
+/// (`minAvailable` n-1 or `maxUnavailable` 1), none (`minAvailable` n), or no budget.
+async fn budget_step(cluster: &TestCluster, rng: &mut Rng, replicas: u32) -> String {
+    let (note, yaml) = match rng.below(4) {
+        0 => (
+            format!("budget: minAvailable {}", replicas.saturating_sub(1)),
+            Some(budget_yaml("minAvailable", replicas.saturating_sub(1))),
+        ),
+        1 => (
+            "budget: maxUnavailable 1".to_owned(),
+            Some(budget_yaml("maxUnavailable", 1)),
+        ),
+        2 => (
+            format!("budget: minAvailable {replicas} (no eviction allowed)"),
+            Some(budget_yaml("minAvailable", replicas)),
+        ),
+        _ => ("budget: deleted".to_owned(), None),
+    };
+    match yaml {
+        Some(yaml) => kubectl(cluster, &["apply", "-f", "-"], Some(&yaml)).await,
+        None => {
+            kubectl(
+                cluster,
+                &[
+                    "delete",
+                    "poddisruptionbudget",
+                    BUDGET,
+                    "--ignore-not-found",
+                ],
+                None,
+            )
+            .await
+        }
+    };
+    note
+}
+
+static SCHEDULES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Runs a seeded schedule of `mode`'s actions against the controller and the
+/// members, then checks the process ledger: no job ever had two running
+/// processes, and every job of the final list runs once, where its slice says.
+async fn run_schedule(mode: Mode) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             // Injected API errors are expected; the client's own error log would drown the rest.
@@ -604,10 +1074,13 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
         )
         .with_test_writer()
         .try_init();
-    let rounds: usize = env_or("SHOAL_OWNERSHIP_ROUNDS", 14);
+    let rounds: usize = env_or("SHOAL_OWNERSHIP_ROUNDS", mode.rounds);
     let seed: u64 = env_or("SHOAL_OWNERSHIP_SEED", 0x0005_eed0_0a11);
-    let job_count: usize = env_or("SHOAL_OWNERSHIP_JOBS", 300);
+    let job_count: usize = env_or("SHOAL_OWNERSHIP_JOBS", mode.jobs);
     let mut rng = Rng(seed.max(1));
+    // One schedule at a time: each starts hundreds of processes and times
+    // Lease renewals, which schedules run side by side on two cores would starve.
+    let _turn = SCHEDULES.lock().await;
     let started = Instant::now();
 
     let cluster = TestCluster::start().await.expect("a test cluster");
@@ -617,44 +1090,73 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
     if !emulated {
         println!("not the emulator: dropped watches and API error bursts are skipped");
     }
+    let kinds: Vec<Action> = mode
+        .actions
+        .iter()
+        .copied()
+        .filter(|action| emulated || !action.emulator_only())
+        .collect();
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("jobs.log");
     std::fs::write(&log, "").expect("create the log");
     let monitor = Monitor::start(&log);
 
-    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/crd.yaml");
-    kubectl(&cluster, &["apply", "-f", crd], None).await;
+    let policies = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../manifests/admission/policies.yaml"
+    );
+    if mode.policies {
+        kubectl(&cluster, &["apply", "-f", policies], None).await;
+    }
+    let hostile = kinds
+        .iter()
+        .any(|kind| matches!(kind, Action::Forge | Action::HandEdit));
+    let editor_kubeconfig = if hostile {
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&hostile_identities_yaml(&namespace)),
+        )
+        .await;
+        let token = cluster
+            .service_account_token(&namespace, EDITOR_ACCOUNT, None)
+            .await
+            .expect("a token for the namespace editor");
+        Some(
+            cluster
+                .kubeconfig_with_token(dir.path(), EDITOR_ACCOUNT, &token)
+                .expect("the editor's kubeconfig"),
+        )
+    } else {
+        None
+    };
     let universe: Vec<String> = (0..job_count + job_count / 3)
         .map(|index| format!("stream:{index:05}"))
         .collect();
     let mut jobs: BTreeSet<String> = universe[..job_count].iter().cloned().collect();
     let mut ever_removed: BTreeSet<String> = BTreeSet::new();
-    kubectl(&cluster, &["apply", "-f", "-"], Some(&jobs_yaml(&jobs))).await;
-    kubectl(&cluster, &["apply", "-f", "-"], Some(&swarm_yaml())).await;
-    let mut pool = parallel(statefulset(POOL, 3));
-    pool.metadata
-        .labels
-        .get_or_insert_with(Default::default)
-        .insert(names::LABEL_SWARM.to_owned(), SWARM.to_owned());
-    if let Some(spec) = pool
-        .spec
-        .as_mut()
-        .and_then(|spec| spec.template.spec.as_mut())
-    {
-        spec.termination_grace_period_seconds = Some(15);
-    }
-    Api::<StatefulSet>::namespaced(client.clone(), &namespace)
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("create the pool");
+    let reload = if mode.restart { "Restart" } else { "HotReload" };
+    install_swarm(&cluster, &jobs, reload, 3, Some(15)).await;
     let mut replicas: u32 = 3;
 
     let command = job_command(&log);
-    let members = Members::start(client.clone(), &namespace, &format!("app={POOL}"), {
+    let mut options = MembersOptions::new(&namespace, format!("app={POOL}"));
+    if mode.restart {
+        // The application reads its slice once; the sidecar delivers and acknowledges.
+        options.application = Some(ReadOnceApplication {
+            command: command.clone(),
+        });
+    }
+    let restart = mode.restart;
+    let members = Members::start_with(client.clone(), options, {
         move |pod: &Pod| -> Result<Settings, MembersError> {
             let mut settings =
                 Settings::for_member(pod.name_any(), pod.namespace().unwrap_or_default());
-            settings.exec = Some(command.clone());
+            if restart {
+                settings.ack_on_apply = true;
+            } else {
+                settings.exec = Some(command.clone());
+            }
             settings.stop_grace = Duration::from_secs(10);
             settings.restart_backoff = Duration::from_millis(200);
             settings.lease_duration = Duration::from_secs(3);
@@ -663,7 +1165,8 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
             Ok(settings)
         }
     });
-    let mut controller = Some(Controller::start(&client, &namespace));
+    let clients = Controller::clients(&cluster).await;
+    let mut controller = Some(Controller::start(&clients, &namespace));
 
     let wait_settled = |jobs: BTreeSet<String>, replicas: u32, limit: Duration| {
         let client = client.clone();
@@ -710,14 +1213,16 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
             }
         }
     };
-    wait_settled(jobs.clone(), replicas, Duration::from_secs(60)).await;
+    // Generous: 300 job processes start on a machine other builds may share.
+    wait_settled(jobs.clone(), replicas, Duration::from_secs(180)).await;
     let settled_at = started.elapsed();
 
     // The schedule.
-    let deck = schedule(&mut rng, rounds, emulated);
+    let deck = schedule(&mut rng, rounds, &kinds);
     let mut revive_at: Vec<(Instant, String)> = Vec::new();
     let mut restart_at: Option<Instant> = None;
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut hostility = Hostility::default();
     // What the schedule did and when (ns since the epoch), to explain a violation.
     let mut actions: Vec<(u128, String)> = Vec::new();
     for action in deck {
@@ -730,7 +1235,7 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
         revive_at.retain(|(due, _)| *due > now);
         if restart_at.is_some_and(|due| due <= now) {
             restart_at = None;
-            controller = Some(Controller::start(&client, &namespace));
+            controller = Some(Controller::start(&clients, &namespace));
             actions.push((now_ns(), "restart controller".to_owned()));
         }
         let mut note = format!("{action:?}");
@@ -749,8 +1254,13 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
                         ever_removed.insert(job.clone());
                     }
                 }
+                // Added jobs are new ones, so that the list keeps its size over a long run.
                 for _ in 0..rng.below(20) {
-                    jobs.insert(universe[rng.below(universe.len())].clone());
+                    let absent: Vec<&String> =
+                        universe.iter().filter(|job| !jobs.contains(*job)).collect();
+                    if !absent.is_empty() {
+                        jobs.insert(absent[rng.below(absent.len())].clone());
+                    }
                 }
                 note = format!("edit jobs: {} now", jobs.len());
                 kubectl(&cluster, &["apply", "-f", "-"], Some(&jobs_yaml(&jobs))).await;
@@ -776,9 +1286,13 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
                     let pod = running[rng.below(running.len())].clone();
                     note = format!("kill sidecar {pod}");
                     if members.kill(&pod).await.is_ok() {
-                        monitor
-                            .wait_member_dead(&pod, Duration::from_secs(20))
-                            .await;
+                        // Exec processes die with their sidecar; an application
+                        // container lives on.
+                        if !mode.restart {
+                            monitor
+                                .wait_member_dead(&pod, Duration::from_secs(20))
+                                .await;
+                        }
                         revive_at.push((Instant::now() + rng.millis(200, 5000), pod));
                     }
                 }
@@ -790,7 +1304,7 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
                 }
                 None => {
                     restart_at = None;
-                    controller = Some(Controller::start(&client, &namespace));
+                    controller = Some(Controller::start(&clients, &namespace));
                 }
             },
             Action::DropWatches => {
@@ -806,23 +1320,50 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
                     faults.fail_next(count, None, None, status);
                 }
             }
+            Action::Forge => {
+                note = forge(&cluster, &members, &mut rng, mode.policies, &mut hostility).await;
+            }
+            Action::HandEdit => {
+                note = hand_edit(
+                    &cluster,
+                    &mut rng,
+                    mode.policies,
+                    editor_kubeconfig.as_deref(),
+                    controller.is_some(),
+                    &mut hostility,
+                )
+                .await;
+            }
+            Action::Budget => note = budget_step(&cluster, &mut rng, replicas).await,
         }
         actions.push((now_ns(), note));
         *counts.entry(format!("{action:?}")).or_default() += 1;
         tokio::time::sleep(rng.millis(100, 1500)).await;
     }
 
-    // Everything comes back, then the cluster settles.
+    // Everything comes back, evictions are allowed one at a time, then the cluster settles.
     for (_, pod) in revive_at.drain(..) {
         let _ = members.revive(&pod).await;
     }
     if controller.is_none() {
-        controller = Some(Controller::start(&client, &namespace));
+        controller = Some(Controller::start(&clients, &namespace));
+    }
+    if kinds.contains(&Action::Budget) {
+        kubectl(
+            &cluster,
+            &["apply", "-f", "-"],
+            Some(&budget_yaml("maxUnavailable", 1)),
+        )
+        .await;
     }
     let chaos_ended = started.elapsed();
-    wait_settled(jobs.clone(), replicas, Duration::from_secs(120)).await;
+    let limit = if mode.restart { 240 } else { 120 };
+    wait_settled(jobs.clone(), replicas, Duration::from_secs(limit)).await;
     let settle_time = started.elapsed() - chaos_ended;
 
+    let distrusted = events_with_reason(&client, &namespace, "LeaseNotTrusted").await;
+    let evicted = events_with_reason(&client, &namespace, "MemberRestarted").await;
+    let blocked = events_with_reason(&client, &namespace, "EvictionBlocked").await;
     if let Some(controller) = controller.take() {
         controller.stop().await;
     }
@@ -841,6 +1382,7 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
         .cloned()
         .collect();
     let events = ledger.events.clone();
+    let moved = moves(&events);
     let gaps = match oracle(ledger.events, &steady) {
         Ok(gaps) => gaps,
         Err(violation) => {
@@ -853,15 +1395,25 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
                 .filter(|(at, _)| *at + 10_000_000_000 >= from)
                 .collect();
             panic!(
-                "ownership violated (seed {seed}): {violation}\n{job}'s processes: {history:#?}\nschedule since: {context:#?}"
+                "ownership violated ({mode:?}, seed {seed}): {violation}\n{job}'s processes: {history:#?}\nschedule since: {context:#?}"
             );
         }
     };
-    assert!(!gaps.is_empty(), "the schedule moved jobs between members");
+    if mode.policies && !emulated {
+        kubectl(
+            &cluster,
+            &["delete", "-f", policies, "--ignore-not-found"],
+            None,
+        )
+        .await;
+    }
     println!(
-        "ownership oracle: seed {seed}, {rounds} rounds {counts:?}, {} jobs at the end over {replicas} members; \
+        "ownership oracle ({reload}, admission policies {}): seed {seed}, {rounds} rounds {counts:?}, {hostility:?}, \
+         {distrusted} LeaseNotTrusted warnings, {evicted} evictions, {blocked} refused by the budget, \
+         {} jobs at the end over {replicas} members; \
          {starts} process starts ({silent_deaths} killed without a stop line); first settle {:.1}s, \
-         chaos {:.1}s, final settle {:.1}s; handoff gap over {} moves: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+         chaos {:.1}s, final settle {:.1}s; {moved} moves; handoff gap over {} moves of jobs never removed from the list: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        if mode.policies { "on" } else { "off" },
         jobs.len(),
         settled_at.as_secs_f64(),
         (chaos_ended - settled_at).as_secs_f64(),
@@ -871,7 +1423,108 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
         percentile(&gaps, 99),
         percentile(&gaps, 100),
     );
+    for (at, note) in &actions {
+        println!(
+            "  {:>8.3}s {note}",
+            at.saturating_sub(actions[0].0) as f64 / 1e9
+        );
+    }
+    if counts.contains_key("Forge") {
+        assert!(
+            hostility.forgeries_refused + hostility.forgeries_written > 0,
+            "the schedule delivered no forgery: {hostility:?}"
+        );
+    }
+    if counts.contains_key("HandEdit") {
+        assert!(
+            hostility.edits_refused + hostility.edits_written > 0,
+            "the schedule delivered no hand edit: {hostility:?}"
+        );
+    }
+    assert!(moved > 0, "the schedule moved jobs between members");
     cluster.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restarts_and_faults() {
+    run_schedule(Mode {
+        restart: false,
+        policies: false,
+        rounds: 14,
+        jobs: 300,
+        actions: &[
+            Action::Scale,
+            Action::EditJobs,
+            Action::DeletePod,
+            Action::KillSidecar,
+            Action::KillController,
+            Action::DropWatches,
+            Action::ApiErrors,
+        ],
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_acknowledgements_and_hand_edited_slices_give_no_job_two_owners_without_the_admission_policy()
+ {
+    run_schedule(Mode {
+        restart: false,
+        policies: false,
+        rounds: 10,
+        jobs: 150,
+        actions: &[
+            Action::Scale,
+            Action::EditJobs,
+            Action::KillSidecar,
+            Action::KillController,
+            Action::Forge,
+            Action::HandEdit,
+        ],
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_admission_policy_every_forged_acknowledgement_and_hand_edit_of_a_schedule_is_refused()
+ {
+    run_schedule(Mode {
+        restart: false,
+        policies: true,
+        rounds: 8,
+        jobs: 150,
+        actions: &[
+            Action::Scale,
+            Action::EditJobs,
+            Action::DeletePod,
+            Action::KillController,
+            Action::Forge,
+            Action::HandEdit,
+        ],
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_restart_an_application_reading_its_slice_once_never_shares_a_job_through_scaling_edits_kills_and_budgets()
+ {
+    run_schedule(Mode {
+        restart: true,
+        policies: false,
+        rounds: 10,
+        jobs: 150,
+        actions: &[
+            Action::Scale,
+            Action::EditJobs,
+            Action::DeletePod,
+            Action::KillSidecar,
+            Action::KillController,
+            Action::Budget,
+            Action::DropWatches,
+            Action::ApiErrors,
+        ],
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------------------
@@ -916,6 +1569,19 @@ fn the_oracle_measures_handoff_gaps_of_steady_jobs_between_members_only() {
         event(50, true, "b", "pool-1", 5),
     ];
     assert_eq!(oracle(events, &steady), Ok(vec![1_000_000]));
+}
+
+#[test]
+fn moves_count_starts_on_another_member_than_the_last_one() {
+    let events = vec![
+        event(10, true, "a", "pool-0", 1),
+        event(20, false, "a", "pool-0", 1),
+        event(30, true, "a", "pool-0", 2),
+        event(40, false, "a", "pool-0", 2),
+        event(50, true, "a", "pool-1", 3),
+        event(10, true, "b", "pool-1", 4),
+    ];
+    assert_eq!(moves(&events), 1);
 }
 
 #[test]
@@ -1029,20 +1695,8 @@ async fn a_revoke_waits_for_its_own_acknowledgement_not_an_older_one_of_the_same
     let cluster = TestCluster::start().await.expect("a test cluster");
     let client = cluster.client();
     let namespace = cluster.namespace().to_owned();
-    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/crd.yaml");
-    kubectl(&cluster, &["apply", "-f", crd], None).await;
     let jobs: BTreeSet<String> = (0..12).map(|index| format!("stream:{index:02}")).collect();
-    kubectl(&cluster, &["apply", "-f", "-"], Some(&jobs_yaml(&jobs))).await;
-    kubectl(&cluster, &["apply", "-f", "-"], Some(&swarm_yaml())).await;
-    let mut pool = parallel(statefulset(POOL, 2));
-    pool.metadata
-        .labels
-        .get_or_insert_with(Default::default)
-        .insert(names::LABEL_SWARM.to_owned(), SWARM.to_owned());
-    Api::<StatefulSet>::namespaced(client.clone(), &namespace)
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("create the pool");
+    install_swarm(&cluster, &jobs, "HotReload", 2, None).await;
     // pool-0's application confirms slices itself (POST /v1/ack), when the test lets it.
     let members = Members::start(client.clone(), &namespace, &format!("app={POOL}"), {
         move |pod: &Pod| -> Result<Settings, MembersError> {
@@ -1087,7 +1741,7 @@ async fn a_revoke_waits_for_its_own_acknowledgement_not_an_older_one_of_the_same
             }
         })
     };
-    let controller = Controller::start(&client, &namespace);
+    let controller = Controller::start(&Controller::clients(&cluster).await, &namespace);
 
     let at_two = wait_settled_simply(&client, &namespace, &jobs, 2).await;
     kubectl(
@@ -1320,4 +1974,76 @@ async fn a_fenced_sidecars_slow_to_exit_job_is_gone_before_its_lease_expires() {
         "the job exited {:.0} ms after its Lease expired (renewTime + leaseDuration), when the controller may hand it on",
         (stopped_at - expires_ns) as f64 / 1e6
     );
+}
+
+// ---------------------------------------------------------------------------
+// The Restart-mode model must be able to fail: an application that reads its
+// slice once, run under `reload: HotReload` (a sidecar's acknowledgement
+// settles a revoke, and nothing restarts the pod), keeps running what it gave
+// away while the member that gained it starts it too.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_once_application_under_hot_reload_is_caught_running_a_moved_job_twice() {
+    let cluster = TestCluster::start().await.expect("a test cluster");
+    let client = cluster.client();
+    let namespace = cluster.namespace().to_owned();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("jobs.log");
+    std::fs::write(&log, "").expect("create the log");
+    let monitor = Monitor::start(&log);
+    let jobs: BTreeSet<String> = (0..30).map(|index| format!("stream:{index:02}")).collect();
+    install_swarm(&cluster, &jobs, "HotReload", 2, None).await;
+    let mut options = MembersOptions::new(&namespace, format!("app={POOL}"));
+    options.application = Some(ReadOnceApplication {
+        command: job_command(&log),
+    });
+    let members = Members::start_with(client.clone(), options, |pod: &Pod| {
+        let mut settings =
+            Settings::for_member(pod.name_any(), pod.namespace().unwrap_or_default());
+        settings.ack_on_apply = true;
+        Ok(settings)
+    });
+    let controller = Controller::start(&Controller::clients(&cluster).await, &namespace);
+    wait_running(&monitor, "every job should run once", |running| {
+        running.len() == jobs.len()
+    })
+    .await;
+
+    kubectl(
+        &cluster,
+        &["scale", "statefulset", POOL, "--replicas=3"],
+        None,
+    )
+    .await;
+    wait_running(
+        &monitor,
+        "pool-2 should start the jobs it gained",
+        |running| running.iter().any(|(_, member)| member == "pool-2"),
+    )
+    .await;
+    let ledger = monitor.finish();
+    let violation = oracle(ledger.events, &BTreeSet::new())
+        .expect_err("the jobs pool-2 gained still run where they were");
+    assert!(violation.contains("started on pool-2"), "{violation}");
+
+    controller.stop().await;
+    members.stop().await;
+    cluster.cleanup().await;
+}
+
+/// Waits (up to two minutes) until the running processes satisfy `done`.
+async fn wait_running(monitor: &Monitor, what: &str, done: impl Fn(&[(String, String)]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let running = monitor.running();
+        if done(&running) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {} processes run",
+            running.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
