@@ -262,6 +262,13 @@ fn member_step(
         if pod_gone || held_jobs.is_empty() && held.is_ok() {
             if pod_gone {
                 writes.deletes.push(name.to_owned());
+                // A pod of this name (a scale back up) reads this slice the moment it
+                // starts, and the member left without revoking (its pod was gone before
+                // the controller saw it go): until the slice is gone, nothing it holds is
+                // granted to anyone else.
+                if object.is_some() && !(held_jobs.is_empty() && held.is_ok()) {
+                    writes.unsettled.push(name.to_owned());
+                }
             }
             return;
         }

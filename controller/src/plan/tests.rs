@@ -1224,6 +1224,59 @@ fn scaling_down_grants_the_removed_members_jobs_only_once_its_pod_is_gone() {
     assert_eq!(all, jobs(30));
 }
 
+/// The grants of `plan` that hand out any of `keys`.
+fn grants_of<'a>(plan: &'a Plan, keys: &[String]) -> Vec<&'a str> {
+    plan.operations
+        .iter()
+        .filter_map(|operation| match operation {
+            Operation::WriteSlice {
+                slice,
+                phase: "grant",
+                ..
+            } if keys.iter().any(|key| slice.jobs.contains(key)) => Some(slice.member.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_jobs_of_a_member_whose_pod_left_unseen_are_granted_only_once_its_slice_is_gone() {
+    // Found by the ownership oracle under Restart: the pool was scaled down while the
+    // controller was down, the departed member's slice survived, and a pod of that name
+    // created by a later scale up read it at start while another member had been granted
+    // its jobs.
+    let mut cluster = Cluster::new(spec(jobs(30)), 3);
+    cluster.settle();
+    let left_jobs = cluster.slice_of("worker-2");
+    assert!(!left_jobs.is_empty());
+    cluster.scale(2);
+    for _ in 0..3 {
+        // Every delete of the slice fails (an API error, a controller killed mid-pass).
+        let mut pass = plan(&cluster.obs);
+        assert!(
+            pass.operations.iter().any(|operation| matches!(
+                operation,
+                Operation::DeleteSlice { member, .. } if member == "worker-2"
+            )),
+            "the departed member's slice is deleted: {:?}",
+            pass.operations
+        );
+        assert_eq!(
+            grants_of(&pass, &left_jobs),
+            Vec::<&str>::new(),
+            "worker-2's jobs are granted while its slice still exists"
+        );
+        pass.operations
+            .retain(|operation| !matches!(operation, Operation::DeleteSlice { .. }));
+        apply_in_memory(&mut cluster.obs, &pass);
+        cluster.obs.status = pass.status.clone();
+    }
+    // The delete goes through: the jobs move.
+    cluster.settle();
+    assert!(!cluster.obs.slices.contains_key("worker-2"));
+    assert_eq!(all_jobs_once(&cluster), jobs(30));
+}
+
 #[test]
 fn a_removed_member_acknowledging_its_revoke_releases_its_jobs_before_its_pod_is_gone() {
     let mut cluster = Cluster::new(spec(jobs(30)), 3);
