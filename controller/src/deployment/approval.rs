@@ -1,4 +1,4 @@
-//! Approvals of single operations: `shoal.dev/approve: <op id>/<hash>[,…]`
+//! Approvals of single operations: `shoal.dev/approve: <operation-id>/<hash>[,…]`
 //! on the plan.
 //!
 //! Each item approves exactly the `PENDING_APPROVAL` operation with that id
