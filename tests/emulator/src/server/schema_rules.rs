@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::admission::{cel_of, environment, run};
 use super::errors::Cause;
+use super::validation::type_name;
 
 /// The rule and pattern problems of `object` (a custom resource after pruning)
 /// against its version's `schema`; `old` is the stored object on an update.
@@ -122,19 +123,6 @@ fn matches_pattern(env: &Arc<Env>, text: &str, pattern: &str) -> bool {
         run(env, &context, "text.matches(pattern)"),
         Ok(CelValue::Bool(true))
     )
-}
-
-/// The JSON type name a real server shows for a failed rule's value.
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(number) if number.is_i64() || number.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 /// One rule at one node: `None` when it holds (or, a transition rule, when there

@@ -207,7 +207,8 @@ fn join(path: &str, field: &str) -> String {
     }
 }
 
-fn type_name(value: &Value) -> &'static str {
+/// The JSON type name a real server shows for a value in its validation messages.
+pub(super) fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
