@@ -14,6 +14,8 @@
 //! * [`deploy`]: deployment plans: scored capabilities and requirements, sticky
 //!   domain-spread placement of plan instances, operations and their state
 //!   machine, update-domain rollout order.
+//! * [`rollout`]: ordered rollouts, one part (pool or update domain) at a time,
+//!   decided from what is observed: order, pause, failure, supersede.
 //! * [`placement`]: capability-filtered, capacity-bounded placement of plan instances.
 //! * [`format`](mod@format): slice format v1, the seed-compatible index document, large-slice encoding.
 //! * [`names`]: names of cluster objects, labels and annotations.
@@ -28,6 +30,7 @@ pub mod job;
 pub mod member;
 pub mod names;
 pub mod placement;
+pub mod rollout;
 pub mod seed;
 pub mod slice;
 pub mod strategy;
