@@ -1,6 +1,8 @@
 //! Assignment throughput and memory: 1,000,000 keys over 1,000 members with
-//! `bounded` (ε = 0), `jump` and `ring`, against a bare pass that only hashes
-//! the same keys; then the diff of two 1M-key assignments (1,000 → 1,001
+//! `bounded` (ε = 0), `jump`, `ring` and `sticky` (first assignment), against
+//! a bare pass that only hashes the same keys; `sticky`'s re-assignment steps
+//! from the assignment in force (nothing changed; 1,000 → 1,001 members; one
+//! job added); then the diff of two 1M-key assignments (1,000 → 1,001
 //! members).
 //!
 //! Run: `cargo bench -p shoal-core --bench assign`
@@ -18,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use shoal_core::hash::key_hash;
 use shoal_core::member::pool_members;
-use shoal_core::{JobSet, Strategy, assign, diff};
+use shoal_core::{JobSet, Strategy, assign, diff, reassign};
 
 const KEYS: usize = 1_000_000;
 const MEMBERS: u32 = 1_000;
@@ -54,6 +56,19 @@ fn child(workload: &str) {
             &members,
             &Strategy::Ring { vnodes: 128 },
         ))),
+        "sticky" => drop(black_box(assign(&jobs, &members, &Strategy::Sticky))),
+        "sticky-step" => {
+            let in_force =
+                assign(&jobs, &members, &Strategy::Sticky).expect("members are available");
+            let grown = pool_members("worker", MEMBERS + 1);
+            before = reset_peak();
+            drop(black_box(reassign(
+                Some(&in_force),
+                &jobs,
+                &grown,
+                &Strategy::Sticky,
+            )));
+        }
         "diff" => {
             let old = assign(&jobs, &members, &strategy).expect("members are available");
             let new = assign(&jobs, &pool_members("worker", MEMBERS + 1), &strategy)
@@ -143,10 +158,45 @@ fn main() {
         (Strategy::Bounded { epsilon: 0.0 }, "bounded"),
         (Strategy::Jump, "jump"),
         (Strategy::Ring { vnodes: 128 }, "ring"),
+        (Strategy::Sticky, "sticky"),
     ] {
         let time = measure(runs, || assign(&jobs, &members, &strategy));
         report(&strategy.to_string(), time, bare, &peak_mib(workload));
     }
+
+    // Sticky re-assignment steps: what the controller runs on every pass.
+    let in_force = assign(&jobs, &members, &Strategy::Sticky).expect("members are available");
+    let grown = pool_members("worker", MEMBERS + 1);
+    let with_extra = JobSet::parse(
+        jobs.iter()
+            .map(ToString::to_string)
+            .chain(["stream:an-added-job:new".to_owned()]),
+    )
+    .expect("generated keys are valid");
+    let step = |jobs: &JobSet, members: &[shoal_core::Member]| {
+        reassign(Some(&in_force), jobs, members, &Strategy::Sticky)
+    };
+    let time = measure(runs, || step(&jobs, &members));
+    report("sticky step, no change", time, bare, "-");
+    let time = measure(runs, || step(&jobs, &grown));
+    report(
+        "sticky step 1000→1001",
+        time,
+        bare,
+        &peak_mib("sticky-step"),
+    );
+    let time = measure(runs, || step(&with_extra, &members));
+    report("sticky step +1 job", time, bare, "-");
+    let change = diff(
+        &in_force,
+        &step(&jobs, &grown).expect("members are available"),
+    );
+    println!(
+        "  1000→1001: moved {} keys, lower bound {}, affected members {}",
+        change.moved.len(),
+        change.lower_bound,
+        change.affected.len()
+    );
 
     let strategy = Strategy::default();
     let old = assign(&jobs, &members, &strategy).expect("members are available");

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::job::{JobKey, JobSet};
-use crate::member::MemberId;
+use crate::member::{Member, MemberId};
 use crate::slice::Slice;
 
 /// Who owns which job, for one set of jobs and members.
@@ -27,6 +27,32 @@ pub enum AssignmentError {
     #[error("member {member} is listed more than once")]
     DuplicateMember {
         /// The repeated member.
+        member: MemberId,
+    },
+    /// Owners and jobs do not line up.
+    #[error("{owners} owners recorded for {jobs} jobs")]
+    OwnerCount {
+        /// Owners given.
+        owners: usize,
+        /// Jobs given.
+        jobs: usize,
+    },
+    /// An owner index names no listed member.
+    #[error("job {key:?} is owned by member #{index}, but only {members} members are listed")]
+    UnknownOwner {
+        /// The job.
+        key: String,
+        /// The owner index given.
+        index: u32,
+        /// How many members are listed.
+        members: usize,
+    },
+    /// A job is owned by a member listed as unavailable.
+    #[error("job {key:?} is owned by {member}, which is listed as unavailable")]
+    UnavailableOwner {
+        /// The job.
+        key: String,
+        /// The owner.
         member: MemberId,
     },
     /// A job is in two slices.
@@ -92,6 +118,76 @@ impl Assignment {
             jobs: JobSet::from_sorted_unique(keys),
             owners,
         })
+    }
+
+    /// Rebuilds a recorded assignment: `owners[i]` is the index in `members`
+    /// (in the order given) of the owner of the `i`-th job of `jobs` (byte
+    /// order). Rejects repeated members, owner indices out of range and jobs
+    /// owned by unavailable members, so a damaged record is never taken as
+    /// the assignment in force.
+    pub fn from_owners(
+        members: &[Member],
+        jobs: JobSet,
+        owners: &[u32],
+    ) -> Result<Assignment, AssignmentError> {
+        if owners.len() != jobs.len() {
+            return Err(AssignmentError::OwnerCount {
+                owners: owners.len(),
+                jobs: jobs.len(),
+            });
+        }
+        let mut order: Vec<usize> = (0..members.len()).collect();
+        order.sort_by(|&a, &b| members[a].id.cmp(&members[b].id));
+        if let Some(pair) = order
+            .windows(2)
+            .find(|pair| members[pair[0]].id == members[pair[1]].id)
+        {
+            return Err(AssignmentError::DuplicateMember {
+                member: members[pair[0]].id.clone(),
+            });
+        }
+        // Position in canonical order of each member as given.
+        let mut canonical = vec![0u32; members.len()];
+        for (position, &given) in order.iter().enumerate() {
+            canonical[given] = position as u32;
+        }
+        let mut mapped = Vec::with_capacity(owners.len());
+        for (key, &owner) in jobs.iter().zip(owners) {
+            let member =
+                members
+                    .get(owner as usize)
+                    .ok_or_else(|| AssignmentError::UnknownOwner {
+                        key: key.as_str().to_owned(),
+                        index: owner,
+                        members: members.len(),
+                    })?;
+            if !member.available {
+                return Err(AssignmentError::UnavailableOwner {
+                    key: key.as_str().to_owned(),
+                    member: member.id.clone(),
+                });
+            }
+            mapped.push(canonical[owner as usize]);
+        }
+        Ok(Assignment {
+            members: order
+                .iter()
+                .map(|&given| members[given].id.clone())
+                .collect(),
+            available: order
+                .iter()
+                .map(|&given| members[given].available)
+                .collect(),
+            jobs,
+            owners: mapped,
+        })
+    }
+
+    /// The owner of each job as an index into [`Assignment::members`],
+    /// aligned with [`Assignment::jobs`]: the compact form a revision record
+    /// keeps.
+    pub fn owner_indices(&self) -> &[u32] {
+        &self.owners
     }
 
     /// All members, in canonical order, including unavailable ones.
@@ -213,10 +309,6 @@ impl Assignment {
 
     pub(crate) fn member_index(&self, member: &MemberId) -> Option<usize> {
         self.members.binary_search(member).ok()
-    }
-
-    pub(crate) fn owner_indices(&self) -> &[u32] {
-        &self.owners
     }
 
     pub(crate) fn availability(&self) -> &[bool] {

@@ -8,7 +8,8 @@
 //!   availability, capabilities and capacity.
 //! * [`hash`]: the frozen 64-bit key hash (XXH3-64, seed 0) and the derived
 //!   mixing used by every strategy.
-//! * [`strategy`]: `bounded` (default), `jump` and `ring`, and [`strategy::assign`].
+//! * [`strategy`]: `bounded` (default), `jump`, `ring` and the stateful `sticky`,
+//!   [`strategy::assign`] and [`strategy::reassign`] (from the assignment in force).
 //! * [`assignment`], [`slice`](mod@slice), [`diff`](mod@diff): the result, per-member slices with
 //!   canonical hashes, and the difference between two results.
 //! * [`deploy`]: deployment plans: scored capabilities and requirements, sticky
@@ -40,4 +41,4 @@ pub use diff::{Diff, diff};
 pub use job::{InvalidJobs, JobKey, JobSet};
 pub use member::{Member, MemberId};
 pub use slice::{InstanceApplication, Slice, SliceInstance};
-pub use strategy::{AssignError, Strategy, assign};
+pub use strategy::{AssignError, Strategy, assign, reassign};

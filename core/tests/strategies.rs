@@ -10,11 +10,12 @@ use shoal_core::format::render_slice;
 use shoal_core::member::pool_members;
 use shoal_core::{AssignError, Assignment, JobSet, Member, MemberId, Strategy, assign, diff};
 
-const STRATEGIES: [Strategy; 4] = [
+const STRATEGIES: [Strategy; 5] = [
     Strategy::Bounded { epsilon: 0.0 },
     Strategy::Bounded { epsilon: 0.25 },
     Strategy::Jump,
     Strategy::Ring { vnodes: 16 },
+    Strategy::Sticky,
 ];
 
 fn keys(count: usize) -> Vec<String> {

@@ -1,4 +1,5 @@
-//! Assignment strategies: `bounded` (the default), `jump` and `ring`.
+//! Assignment strategies: `bounded` (the default), `jump`, `ring`, and
+//! `sticky`, the one that also reads the assignment in force ([`reassign`]).
 //!
 //! # Common ground
 //!
@@ -32,6 +33,7 @@
 mod bounded;
 mod jump;
 mod ring;
+mod sticky;
 mod topology;
 
 use serde::{Deserialize, Serialize};
@@ -66,6 +68,12 @@ pub enum Strategy {
         #[serde(default = "default_vnodes")]
         vnodes: u32,
     },
+    /// Perfectly balanced (every load `floor(k/n)` or `ceil(k/n)`) and moving
+    /// exactly the lower bound from the assignment in force: each job stays
+    /// with its owner while that owner is available and under its quota.
+    /// Stateful: see [`reassign`]; without an assignment in force it starts
+    /// from `bounded`'s spread.
+    Sticky,
 }
 
 /// Largest accepted `vnodes` for [`Strategy::Ring`].
@@ -86,13 +94,19 @@ impl Default for Strategy {
 }
 
 impl Strategy {
-    /// Short name: `bounded`, `jump` or `ring`.
+    /// Short name: `bounded`, `jump`, `ring` or `sticky`.
     pub fn name(&self) -> &'static str {
         match self {
             Strategy::Bounded { .. } => "bounded",
             Strategy::Jump => "jump",
             Strategy::Ring { .. } => "ring",
+            Strategy::Sticky => "sticky",
         }
+    }
+
+    /// Whether the result depends on the assignment in force (only `sticky`).
+    pub fn is_stateful(&self) -> bool {
+        matches!(self, Strategy::Sticky)
     }
 }
 
@@ -102,6 +116,7 @@ impl std::fmt::Display for Strategy {
             Strategy::Bounded { epsilon } => write!(f, "bounded(epsilon={epsilon})"),
             Strategy::Jump => f.write_str("jump"),
             Strategy::Ring { vnodes } => write!(f, "ring(vnodes={vnodes})"),
+            Strategy::Sticky => f.write_str("sticky"),
         }
     }
 }
@@ -156,7 +171,21 @@ fn no_members_text(members: usize) -> String {
 /// same [`Assignment`]. Unavailable members are listed in the result with no
 /// jobs. Fails with [`AssignError::NoMembers`] when no member is available,
 /// even for an empty job list, so that "nothing to run on" is never silent.
+/// For [`Strategy::Sticky`] this is the first assignment (nothing in force);
+/// use [`reassign`] to move on from one.
 pub fn assign(
+    jobs: &JobSet,
+    members: &[Member],
+    strategy: &Strategy,
+) -> Result<Assignment, AssignError> {
+    reassign(None, jobs, members, strategy)
+}
+
+/// Like [`assign`], from the assignment in force: [`Strategy::Sticky`] keeps
+/// what it can of `in_force` (see its docs); the stateless strategies ignore
+/// it. Deterministic in all three inputs, whatever their order.
+pub fn reassign(
+    in_force: Option<&Assignment>,
     jobs: &JobSet,
     members: &[Member],
     strategy: &Strategy,
@@ -176,6 +205,7 @@ pub fn assign(
         Strategy::Bounded { epsilon } => bounded::assign(&topology, jobs, epsilon),
         Strategy::Jump => jump::assign(&topology, hashes()),
         Strategy::Ring { vnodes } => ring::assign(&topology, hashes(), vnodes),
+        Strategy::Sticky => sticky::assign(&topology, jobs, in_force),
     };
     Ok(Assignment::from_parts(
         topology.members,
