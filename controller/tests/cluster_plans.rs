@@ -144,6 +144,13 @@ async fn report(env: &Env, pod: &str, uid: &str, holder: &str, states: serde_jso
     }
 }
 
+/// `kubectl patch` of the plan's instance count.
+async fn scale_plan(env: &Env, plan: &str, instances: u32) {
+    let patch = format!(r#"{{"spec":{{"deployment":{{"instances":{instances}}}}}}}"#);
+    env.kubectl(&["patch", "dplan", plan, "--type", "merge", "-p", &patch])
+        .await;
+}
+
 fn installed(deployment: u64) -> serde_json::Value {
     serde_json::json!({"state": "installed", "deployment": deployment})
 }
@@ -348,16 +355,7 @@ async fn a_plan_is_placed_approved_operation_by_operation_and_follows_its_member
     .await;
 
     // Scale 3 -> 2: one DELETE, from the domain holding two instances.
-    env.kubectl(&[
-        "patch",
-        "dplan",
-        "web",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"deployment":{"instances":2}}}"#,
-    ])
-    .await;
+    scale_plan(&env, "web", 2).await;
     let delete = eventually("a DELETE operation", WAIT, || async {
         let status = status(&env, "web").await;
         ops(&status, "PENDING_APPROVAL")
@@ -530,16 +528,7 @@ async fn an_approved_create_reaches_its_members_slice_with_its_coordinates_and_a
     );
 
     // Scale to 0: the DELETE, once approved, takes the instance out of the slice.
-    env.kubectl(&[
-        "patch",
-        "dplan",
-        "web",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"deployment":{"instances":0}}}"#,
-    ])
-    .await;
+    scale_plan(&env, "web", 0).await;
     let delete = eventually("a DELETE waits for approval", WAIT, || async {
         ops(&status(&env, "web").await, "PENDING_APPROVAL")
             .into_iter()

@@ -2275,12 +2275,9 @@ fn instance_changes_reach_a_revoked_member_at_once_keeping_its_revoke_standing_u
 {
     let mut cluster = Cluster::new(spec(jobs(30)), 3);
     cluster.settle();
-    for member in ["worker-0", "worker-1", "worker-2"] {
-        cluster
-            .obs
-            .leases
-            .insert(member.to_owned(), sidecar_lease(member, Some(1), None, 30));
-    }
+    let leases = ["worker-0", "worker-1", "worker-2"]
+        .map(|member| (member.to_owned(), sidecar_lease(member, Some(1), None, 30)));
+    cluster.obs.leases.extend(leases);
     cluster.scale(4);
     cluster.step();
     let revoked = held_slice(&cluster, "worker-0");
