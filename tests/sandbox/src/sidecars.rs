@@ -360,16 +360,25 @@ mod tests {
         let pod = pod(serde_json::json!([{
             "name": "shoal-worker",
             "image": "shoal-worker:dev",
-            "env": [{"name": "SHOAL_EXEC_INSTANCE", "value": "echo \"{instance} runs $SHOAL_NGINX_IMAGE\""}],
+            "env": [{"name": "SHOAL_EXEC_INSTANCE", "value": "echo \"$SHOAL_INSTANCE runs $SHOAL_NGINX_IMAGE\""}],
         }]));
         let settings = sidecar_settings(&pod, &options(dir.path())).expect("settings");
-        let command = settings
-            .exec_instance
-            .expect("instance exec mode")
-            .replace("{instance}", "'web-0'");
+        let web0 = shoal_core::slice::SliceInstance {
+            name: "web-0".to_owned(),
+            plan: "web".to_owned(),
+            deployment: 1,
+            applications: Vec::new(),
+        };
+        // As the sidecar builds the command of one instance.
+        let command = shoal_worker::instances::instance_command(
+            &settings.exec_instance.expect("instance exec mode"),
+            &web0,
+            "swarm-worker-1",
+        );
         let status = tokio::process::Command::new("sh")
             .arg("-c")
             .arg(&command)
+            .env("SHOAL_INSTANCE", "web-0")
             .env("SHOAL_NGINX_IMAGE", "nginx:1.25")
             .stdout(std::process::Stdio::null())
             .status()
