@@ -175,6 +175,7 @@ pub async fn apply(
                 written_for_uid,
                 phase,
                 previous_parts,
+                instances_only,
             } => {
                 let annotations = BTreeMap::from([
                     (
@@ -184,7 +185,9 @@ pub async fn apply(
                     (PHASE_ANNOTATION.to_owned(), (*phase).to_owned()),
                 ]);
                 write_slice(&config_maps, member, slice, annotations, *previous_parts).await?;
-                answer_for_write(&config_maps, &member_pods, member, written_for_uid).await?;
+                if !instances_only {
+                    answer_for_write(&config_maps, &member_pods, member, written_for_uid).await?;
+                }
             }
             Operation::DeleteSlice { member, parts } => {
                 for part in (0..(*parts).max(1)).rev() {

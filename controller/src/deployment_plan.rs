@@ -101,6 +101,11 @@ pub struct DeploymentPlanSpec {
     #[serde(default = "default_operation_history_limit")]
     #[schemars(range(min = 1, max = 1000))]
     pub operation_history_limit: u32,
+    /// How many deployment revisions `status.deployments` keeps beyond those still in use
+    /// by an instance or an open operation (the newest ones are kept).
+    #[serde(default = "default_deployment_history_limit")]
+    #[schemars(range(min = 1, max = 100))]
+    pub deployment_history_limit: u32,
 }
 
 fn one() -> u32 {
@@ -109,6 +114,10 @@ fn one() -> u32 {
 
 fn default_operation_history_limit() -> u32 {
     100
+}
+
+fn default_deployment_history_limit() -> u32 {
+    10
 }
 
 /// One application of a plan: what each instance runs of it and what it needs.
@@ -266,6 +275,12 @@ pub struct DeploymentPlanStatus {
     /// Each instance: where it runs and how it is doing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instances: Vec<InstanceStatus>,
+    /// The deployment revisions, oldest first: what each one deploys. A record is kept
+    /// while an instance or an open operation uses its revision, and the newest
+    /// `spec.deploymentHistoryLimit` records are kept besides. Members receive the
+    /// payload coordinates of an instance's revision from here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deployments: Vec<DeploymentRecord>,
     /// Instances that fit on no member, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unplaced: Vec<UnplacedInstance>,
@@ -281,6 +296,39 @@ pub struct DeploymentPlanStatus {
     /// The last problem, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+}
+
+impl DeploymentPlanStatus {
+    /// The record of deployment revision `revision`, if still kept.
+    pub fn deployment(&self, revision: u64) -> Option<&DeploymentRecord> {
+        self.deployments
+            .iter()
+            .find(|record| record.revision == revision)
+    }
+}
+
+/// What one deployment revision deploys, as `spec.deployment` was when the revision was taken.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentRecord {
+    /// The revision number.
+    pub revision: u64,
+    /// The fingerprint (`status.deploymentHash`) the revision was taken for.
+    pub hash: String,
+    /// `spec.deployment.payloads` as they were.
+    #[serde(default)]
+    pub payloads: Vec<Payload>,
+    /// `spec.deployment.rollout` as it was.
+    #[serde(default)]
+    pub rollout: DeploymentRollout,
+    /// `spec.deployment.instances` when the revision was taken.
+    #[serde(default)]
+    pub instances: u32,
+    /// The plan's `kubernetes.io/change-cause` annotation when the revision was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_cause: Option<String>,
+    /// When the revision was taken (RFC 3339).
+    pub created: String,
 }
 
 /// One instance of a plan.
@@ -301,6 +349,19 @@ pub struct InstanceStatus {
     /// Why it failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<InstanceError>,
+}
+
+impl InstanceStatus {
+    /// Whether the entry belongs in its member's slice: states `pending`, `installing`,
+    /// `installed` and `failed` (a failed instance stays delivered, so that its member keeps
+    /// reporting the failure rather than restarting it). `removing`, `removed`, `stopped`,
+    /// `restarting` and anything unknown are not delivered: the member stops the instance.
+    pub fn delivered(&self) -> bool {
+        matches!(
+            self.state.as_str(),
+            "pending" | "installing" | "installed" | "failed"
+        )
+    }
 }
 
 /// An instance's error, as its member reported it.

@@ -15,6 +15,7 @@ use shoal_core::{format, names};
 use tracing::{info, instrument, warn};
 
 use crate::crd::Swarm;
+use crate::deployment_plan::DeploymentPlan;
 use crate::events::EventRecorders;
 use crate::metrics::Metrics;
 use crate::plan::{
@@ -93,6 +94,14 @@ pub enum Error {
     /// Listing member Leases failed.
     #[error("listing member Leases of Swarm {swarm}: {source}")]
     ListLeases {
+        /// Swarm.
+        swarm: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Listing the DeploymentPlans of the namespace failed.
+    #[error("listing the DeploymentPlans of Swarm {swarm}: {source}")]
+    ListPlans {
         /// Swarm.
         swarm: String,
         /// Cause.
@@ -202,6 +211,7 @@ impl Error {
             Error::ReadPod { .. } => "ReadPodFailed",
             Error::ListConfigMaps { .. } => "ListConfigMapsFailed",
             Error::ListLeases { .. } => "ListLeasesFailed",
+            Error::ListPlans { .. } => "ListPlansFailed",
             Error::ReadJobConfigMap { .. } => "ReadJobConfigMapFailed",
             Error::ReadConfigMap { .. } => "ReadConfigMapFailed",
             Error::NotOwned { .. } => "OwnershipConflict",
@@ -358,6 +368,19 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         member_leases.insert(pod, lease_state(&lease));
     }
 
+    let plans = Api::<DeploymentPlan>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::ListPlans {
+            swarm: name.clone(),
+            source,
+        })?
+        .items
+        .iter()
+        .filter(|plan| plan.spec.swarm == name)
+        .filter_map(plan_for_delivery)
+        .collect();
+
     Ok(Observation {
         swarm: name,
         generation: swarm.metadata.generation,
@@ -374,7 +397,52 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         foreign_config_maps,
         edited_config_maps,
         blocked_evictions: BTreeMap::new(),
+        plans,
         now: jiff::Timestamp::now(),
+    })
+}
+
+/// A plan naming the Swarm, as delivery reads it; `None` while the controller has not
+/// written its status yet (it has no instances then). A status whose instances or
+/// deployments someone other than the controller wrote (a user with access to the status
+/// subresource) is not trusted: it could hand a member any payload without approval.
+fn plan_for_delivery(plan: &DeploymentPlan) -> Option<plan::PlanForDelivery> {
+    let status = plan.status.clone()?;
+    let entries = plan.metadata.managed_fields.as_deref().unwrap_or_default();
+    let status_fields =
+        |entry: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry| {
+            entry
+                .fields_v1
+                .as_ref()
+                .and_then(|fields| fields.0.get("f:status"))
+                .and_then(|owned| owned.as_object())
+                .map(|owned| owned.keys().cloned().collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+    let written_by_controller = entries.iter().any(|entry| {
+        entry.manager.as_deref() == Some(FIELD_MANAGER) && !status_fields(entry).is_empty()
+    });
+    if !written_by_controller {
+        return None;
+    }
+    let editor = entries.iter().find(|entry| {
+        entry.manager.as_deref() != Some(FIELD_MANAGER)
+            && status_fields(entry)
+                .iter()
+                .any(|field| field == "f:instances" || field == "f:deployments")
+    });
+    Some(plan::PlanForDelivery {
+        name: plan.name_any(),
+        status: match editor {
+            None => Ok(status),
+            Some(entry) => Err(format!(
+                "status.instances or status.deployments was written by {}, not by the controller; they are delivered again once the controller has rewritten them",
+                entry
+                    .manager
+                    .as_deref()
+                    .unwrap_or("an unnamed field manager")
+            )),
+        },
     })
 }
 

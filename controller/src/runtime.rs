@@ -20,6 +20,7 @@ use shoal_core::names;
 use tracing::{debug, info, warn};
 
 use crate::crd::Swarm;
+use crate::deployment_plan::DeploymentPlan;
 use crate::events::EventRecorders;
 use crate::metrics::Metrics;
 use crate::reconcile::{Context, error_policy, publish_on, reconcile};
@@ -304,6 +305,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     let pods: Api<Pod> = api(&client, namespace);
     let config_maps: Api<ConfigMap> = api(&client, namespace);
     let leases: Api<Lease> = api(&client, namespace);
+    let plans: Api<DeploymentPlan> = api(&client, namespace);
 
     // Only what Shoal's labels mark: StatefulSets labelled for a Swarm (one that loses its
     // label leaves the selection, which the watch reports as a deletion, so its Swarm still
@@ -361,6 +363,10 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
         .watches(statefulsets, pools_only(), by_pool)
         .watches(pods, watcher::Config::default(), by_pod)
         .watches(leases, member_leases_only(), by_lease)
+        // A plan's status carries the instances its Swarm's slices deliver.
+        .watches(plans, watcher::Config::default(), |plan: DeploymentPlan| {
+            plan_swarm(&plan)
+        })
         .graceful_shutdown_on(stop_receiver.map(|_| ()))
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|result| {
@@ -384,6 +390,12 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     }
     orphans.abort();
     stop_relay.abort();
+}
+
+/// The Swarm a DeploymentPlan names (same namespace).
+fn plan_swarm(plan: &DeploymentPlan) -> Option<ObjectRef<Swarm>> {
+    let namespace = plan.namespace()?;
+    Some(ObjectRef::new(&plan.spec.swarm).within(&namespace))
 }
 
 fn swarm_of_pool(
@@ -544,6 +556,24 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(names(config_map_swarms(&cm, &store)), ["demo"]);
+    }
+
+    #[test]
+    fn a_deployment_plan_maps_to_the_swarm_it_names() {
+        let plan: DeploymentPlan = serde_json::from_value(serde_json::json!({
+            "apiVersion": "shoal.dev/v1alpha1",
+            "kind": "DeploymentPlan",
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {
+                "swarm": "demo",
+                "applications": [{"name": "nginx"}],
+                "deployment": {"instances": 1},
+            },
+        }))
+        .unwrap();
+        let swarm = plan_swarm(&plan).expect("a Swarm");
+        assert_eq!(swarm.name, "demo");
+        assert_eq!(swarm.namespace.as_deref(), Some("ns"));
     }
 
     #[test]

@@ -144,6 +144,13 @@ async fn report(env: &Env, pod: &str, uid: &str, holder: &str, states: serde_jso
     }
 }
 
+/// `kubectl patch` of the plan's instance count.
+async fn scale_plan(env: &Env, plan: &str, instances: u32) {
+    let patch = format!(r#"{{"spec":{{"deployment":{{"instances":{instances}}}}}}}"#);
+    env.kubectl(&["patch", "dplan", plan, "--type", "merge", "-p", &patch])
+        .await;
+}
+
 fn installed(deployment: u64) -> serde_json::Value {
     serde_json::json!({"state": "installed", "deployment": deployment})
 }
@@ -348,16 +355,7 @@ async fn a_plan_is_placed_approved_operation_by_operation_and_follows_its_member
     .await;
 
     // Scale 3 -> 2: one DELETE, from the domain holding two instances.
-    env.kubectl(&[
-        "patch",
-        "dplan",
-        "web",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"deployment":{"instances":2}}}"#,
-    ])
-    .await;
+    scale_plan(&env, "web", 2).await;
     let delete = eventually("a DELETE operation", WAIT, || async {
         let status = status(&env, "web").await;
         ops(&status, "PENDING_APPROVAL")
@@ -434,6 +432,150 @@ async fn a_plan_is_placed_approved_operation_by_operation_and_follows_its_member
     assert!(instances.contains("GPU In [a100]"), "{instances}");
     let operations = shoal_ok(&env, &["operations", "web"]).await;
     assert!(operations.contains(&delete.id), "{operations}");
+
+    controller.stop().await;
+    env.finish().await;
+}
+
+/// The instances `member`'s slice ConfigMap delivers, read as a user would with kubectl.
+async fn delivered(env: &Env, member: &str) -> (u64, Vec<shoal_core::slice::SliceInstance>) {
+    let text = env
+        .kubectl(&[
+            "get",
+            "configmap",
+            &format!("{member}-slice"),
+            "-o",
+            "jsonpath={.data.slice\\.yaml}",
+        ])
+        .await;
+    let slice = shoal_core::format::parse_slice(&text).expect("a valid slice");
+    (slice.revision, slice.instances)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_create_reaches_its_members_slice_with_its_coordinates_and_a_delete_takes_it_out()
+ {
+    let env = Env::start().await;
+    install_plan_crd(&env).await;
+    let controller = env.start_controller();
+    env.apply(&swarm_yaml("demo", &job_keys(4), "")).await;
+    let uids = described_pool(&env, "east", 2, "east", Some("GPU=v100:3")).await;
+    env.in_force("demo", 1, WAIT).await;
+    env.apply(&plan_yaml("web", 1, "nginx:1.25", "v100", "Manual"))
+        .await;
+    let create = eventually("a CREATE waits for approval", WAIT, || async {
+        ops(&status(&env, "web").await, "PENDING_APPROVAL")
+            .into_iter()
+            .next()
+    })
+    .await;
+    let member = create.to_member.clone().expect("a target member");
+    // Nothing reaches a member before approval.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(delivered(&env, &member).await.1.is_empty());
+
+    shoal_ok(&env, &["approve-op", "web", &create.id]).await;
+    let (revision, instances) = eventually("web-0 in the member's slice", WAIT, || async {
+        let (revision, instances) = delivered(&env, &member).await;
+        (!instances.is_empty()).then_some((revision, instances))
+    })
+    .await;
+    assert_eq!(revision, 1, "an instance is not a Swarm revision");
+    assert_eq!(
+        env.swarm("demo")
+            .await
+            .status
+            .unwrap_or_default()
+            .latest_revision,
+        1
+    );
+    assert_eq!(instances.len(), 1);
+    let web0 = &instances[0];
+    assert_eq!(
+        (web0.name.as_str(), web0.plan.as_str(), web0.deployment),
+        ("web-0", "web", 1)
+    );
+    assert_eq!(web0.applications.len(), 1);
+    assert_eq!(web0.applications[0].name, "nginx");
+    assert_eq!(web0.applications[0].coordinates["image"], "nginx:1.25");
+    let other = if member == "east-0" {
+        "east-1"
+    } else {
+        "east-0"
+    };
+    assert!(delivered(&env, other).await.1.is_empty());
+
+    // The member's sidecar (a stand-in here) reports it installed: SUCCEEDED.
+    report(
+        &env,
+        &member,
+        &uids[&member],
+        &member,
+        serde_json::json!({"web-0": installed(1)}),
+    )
+    .await;
+    eventually("the CREATE succeeded", WAIT, || async {
+        ops(&status(&env, "web").await, "SUCCEEDED")
+            .iter()
+            .any(|op| op.id == create.id)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        delivered(&env, &member).await.1.len(),
+        1,
+        "an installed instance stays"
+    );
+
+    // Scale to 0: the DELETE, once approved, takes the instance out of the slice.
+    scale_plan(&env, "web", 0).await;
+    let delete = eventually("a DELETE waits for approval", WAIT, || async {
+        ops(&status(&env, "web").await, "PENDING_APPROVAL")
+            .into_iter()
+            .find(|op| op.type_ == "DELETE")
+    })
+    .await;
+    assert_eq!(
+        delivered(&env, &member).await.1.len(),
+        1,
+        "not before approval"
+    );
+    shoal_ok(&env, &["approve-op", "web", &delete.id]).await;
+    eventually("web-0 out of the member's slice", WAIT, || async {
+        delivered(&env, &member).await.1.is_empty().then_some(())
+    })
+    .await;
+    report(
+        &env,
+        &member,
+        &uids[&member],
+        &member,
+        serde_json::json!({}),
+    )
+    .await;
+    eventually(
+        "the DELETE succeeded and the instance is gone",
+        WAIT,
+        || async {
+            let status = status(&env, "web").await;
+            (status.instances.is_empty()
+                && ops(&status, "SUCCEEDED")
+                    .iter()
+                    .any(|op| op.id == delete.id))
+            .then_some(())
+        },
+    )
+    .await;
+    // The jobs never moved.
+    assert_eq!(common::all_jobs(&env.slices("demo").await), job_keys(4));
+    assert_eq!(
+        env.swarm("demo")
+            .await
+            .status
+            .unwrap_or_default()
+            .latest_revision,
+        1
+    );
 
     controller.stop().await;
     env.finish().await;

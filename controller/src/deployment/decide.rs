@@ -13,6 +13,8 @@
 //!    takes the next number after `status.latestDeployment`; numbers are
 //!    never reused. Operations of older revisions not approved yet fail as
 //!    superseded (`deploy::operation::supersede`), so nothing waits on them.
+//!    The revision's record (payloads, rollout, instance count, change
+//!    cause, time) goes into `status.deployments` (see `history`).
 //! 3. **Reports.** An `APPROVED` operation finishes from what its member's
 //!    own Lease reports (`shoal.dev/instance-states`, trusted only from a
 //!    Lease that speaks for the pod): `installed` for the operation's
@@ -63,8 +65,8 @@ use super::members::{
     demand, deploy_members, member_of_pod, requirements, reserved_by_others, spec_problem,
 };
 use super::reports::{InstanceReport, MemberReports, trusted_reports};
-use super::status;
 use super::{MemberPod, PlanDecision, PlanObservation, PoolObservation};
+use super::{history, status};
 use crate::crd::ApprovalPolicy;
 use crate::deployment_plan::{
     DeploymentPlanStatus, InstanceError, InstanceStatus, OperationStatus, RolloutType,
@@ -659,6 +661,13 @@ impl<'a> Pass<'a> {
             pending_operations: counts.pending as u32,
             approve_deployment_with: self.approve_deployment_with(),
             instances: self.instances.clone(),
+            deployments: history::deployment_records(
+                obs,
+                self.latest,
+                &self.deployment_hash,
+                &self.instances,
+                &self.operations,
+            ),
             unplaced,
             operations,
             refused_annotations: BTreeMap::new(),

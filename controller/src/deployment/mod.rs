@@ -27,6 +27,7 @@ use crate::plan::{LeaseState, PlannedEvent};
 pub mod apply;
 mod approval;
 mod decide;
+mod history;
 mod members;
 pub mod observe;
 mod reports;
@@ -36,6 +37,7 @@ mod status;
 mod tests;
 
 pub use decide::decide;
+pub use history::CHANGE_CAUSE_ANNOTATION;
 pub use reports::{INSTANCE_STATES_ANNOTATION, InstanceReport};
 pub use run::{PlanTask, run, spawn};
 

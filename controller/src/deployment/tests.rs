@@ -815,3 +815,136 @@ fn a_deployment_approval_approves_exactly_the_reviewed_set_of_operations() {
     // The annotation standing changes nothing and is not refused.
     assert!(pass(&mut obs).events.iter().all(|e| !e.warning));
 }
+
+#[test]
+fn a_new_revision_is_recorded_with_its_payloads_change_cause_and_time() {
+    let mut obs = observation(spec(2, "Manual", "nginx:1"));
+    obs.annotations.insert(
+        "kubernetes.io/change-cause".to_owned(),
+        "first rollout".to_owned(),
+    );
+    pass(&mut obs);
+    let first = obs
+        .status
+        .deployment(1)
+        .expect("revision 1 is recorded")
+        .clone();
+    assert_eq!(
+        first.hash,
+        obs.status.deployment_hash.clone().expect("a hash")
+    );
+    assert_eq!(first.payloads, obs.spec.deployment.payloads);
+    assert_eq!(first.instances, 2);
+    assert_eq!(first.change_cause.as_deref(), Some("first rollout"));
+    assert_eq!(first.created, "2023-11-14T22:13:20Z");
+
+    // A later pass at a later time with a new payload records revision 2 as it is
+    // then, and leaves revision 1's record exactly as it was.
+    obs.now = Timestamp::from_second(1_700_000_600).expect("a time");
+    obs.spec = spec(3, "Manual", "nginx:2");
+    obs.annotations.insert(
+        "kubernetes.io/change-cause".to_owned(),
+        "nginx 2".to_owned(),
+    );
+    pass(&mut obs);
+    assert_eq!(obs.status.deployment(1), Some(&first));
+    let second = obs.status.deployment(2).expect("revision 2 is recorded");
+    assert_eq!(
+        second.payloads[0]
+            .coordinates
+            .get("image")
+            .map(String::as_str),
+        Some("nginx:2")
+    );
+    assert_eq!(second.instances, 3);
+    assert_eq!(second.change_cause.as_deref(), Some("nginx 2"));
+    assert_eq!(second.created, "2023-11-14T22:23:20Z");
+    let revisions: Vec<u64> = obs.status.deployments.iter().map(|r| r.revision).collect();
+    assert_eq!(revisions, vec![1, 2]);
+
+    // Scaling is not a new revision: the record of revision 2 keeps its count.
+    obs.spec.deployment.instances = 4;
+    pass(&mut obs);
+    assert_eq!(obs.status.deployments.len(), 2);
+    assert_eq!(obs.status.deployment(2).map(|r| r.instances), Some(3));
+}
+
+#[test]
+fn deployment_records_in_use_are_never_pruned_and_the_limit_holds_for_the_rest() {
+    // Three instances installed at revision 1, under Manual approval.
+    let mut obs = settled(3, "Manual");
+    obs.spec.deployment_history_limit = 2;
+    // Four payload changes nobody approves: revisions 2..=5.
+    for image in ["nginx:2", "nginx:3", "nginx:4", "nginx:5"] {
+        let mut next = spec(3, "Manual", image);
+        next.deployment_history_limit = 2;
+        obs.spec = next;
+        pass(&mut obs);
+    }
+    assert_eq!(obs.status.latest_deployment, 5);
+    let revisions: Vec<u64> = obs.status.deployments.iter().map(|r| r.revision).collect();
+    // 1: the running instances use it; 5: its UPDATEs wait; 4: the newest beside it.
+    assert_eq!(revisions, vec![1, 4, 5]);
+    assert!(
+        obs.status
+            .instances
+            .iter()
+            .all(|entry| entry.deployment == 1)
+    );
+
+    // Once every instance runs revision 5, revision 1 is no longer in use and goes.
+    let whole_deployment = obs
+        .status
+        .approve_deployment_with
+        .clone()
+        .expect("the deployment's approval");
+    approve(&mut obs, &whole_deployment);
+    pass(&mut obs);
+    let mut states = BTreeMap::new();
+    for entry in &obs.status.instances {
+        states
+            .entry(entry.member.clone())
+            .or_insert_with(serde_json::Map::new)
+            .insert(
+                entry.name.clone(),
+                serde_json::json!({"state": "installed", "deployment": 5}),
+            );
+    }
+    for (member, states) in states {
+        report(&mut obs, &member, serde_json::Value::Object(states));
+    }
+    pass(&mut obs);
+    assert!(
+        obs.status
+            .instances
+            .iter()
+            .all(|entry| entry.deployment == 5)
+    );
+    let revisions: Vec<u64> = obs.status.deployments.iter().map(|r| r.revision).collect();
+    assert_eq!(revisions, vec![4, 5]);
+}
+
+#[test]
+fn only_pending_installing_installed_and_failed_entries_are_delivered() {
+    let entry = |state: &str| crate::deployment_plan::InstanceStatus {
+        name: "web-0".to_owned(),
+        member: "gpu-0".to_owned(),
+        update_domain: "a".to_owned(),
+        deployment: 1,
+        state: state.to_owned(),
+        error: None,
+    };
+    for state in ["pending", "installing", "installed", "failed"] {
+        assert!(entry(state).delivered(), "{state}");
+    }
+    for state in [
+        "removing",
+        "removed",
+        "stopped",
+        "restarting",
+        "",
+        "Installed",
+    ] {
+        assert!(!entry(state).delivered(), "{state}");
+    }
+}

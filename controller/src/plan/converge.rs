@@ -2,13 +2,31 @@
 //! revision: revoke, wait until every revoke is settled, grant, delete the
 //! slices of members that left, restart (`reload: Restart`), and write the
 //! index once everything is in place.
+//!
+//! # Plan instances in the slices
+//!
+//! Every slice this module writes carries the member's plan instances (see
+//! `instances`), so a revoke or a grant also brings the instances up to date.
+//! A change of instances alone is not a Swarm revision (the plan's own gate
+//! approved it; the Swarm's gate is about jobs): the member's slice is
+//! *refreshed*, written with its jobs and its `revision` as they are, the new
+//! instances and so a new hash, and its `shoal.dev/phase` and
+//! `shoal.dev/written-for-uid` annotations as they are (`instances_only`: no
+//! pod is made to answer for the write, and nothing is restarted). A refresh
+//! neither waits for revokes to settle nor for the pod to be Ready, and does
+//! not count as a rollout step. The acknowledgement protocol is unchanged: a
+//! sidecar acknowledges the (revision, hash) it applied, so an
+//! acknowledgement still means exactly what was written (a revoked slice
+//! refreshed before its acknowledgement settles only once the new hash is
+//! acknowledged). A slice that is unreadable, edited by hand or missing is
+//! not refreshed: it is written whole when granting is safe, as before.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
 use shoal_core::format::parse_slice;
-use shoal_core::slice::canonical_hash;
+use shoal_core::slice::{SliceInstance, slice_hash};
 use shoal_core::{Assignment, JobSet, MemberId, Slice};
 
 use super::members::{MemberView, Roster, members_leaving};
@@ -53,9 +71,9 @@ pub(super) fn parse_observed(
             slice.swarm, slice.member
         ));
     }
-    if canonical_hash(&slice.jobs) != slice.hash {
+    if slice_hash(&slice.jobs, &slice.instances) != slice.hash {
         return Err(format!(
-            "slice of {member}: hash does not match its jobs (edited by hand?)"
+            "slice of {member}: hash does not match its jobs and instances (edited by hand?)"
         ));
     }
     Ok(slice)
@@ -73,7 +91,11 @@ pub(super) fn observed_slices(obs: &Observation) -> BTreeMap<String, Result<Slic
 #[derive(Default)]
 struct SliceWrites {
     revokes: Vec<Operation>,
-    grants: Vec<(String, String, Operation)>,
+    /// Grants: member, pod uid, the write, and the refresh of its instances to make
+    /// instead while the grant waits for revokes to settle.
+    grants: Vec<(String, String, Operation, Option<Operation>)>,
+    /// Writes that change only the instances of a slice (see the module docs).
+    refreshes: Vec<Operation>,
     deletes: Vec<String>,
     /// Members whose revoke is not settled yet (including revokes written now).
     unsettled: Vec<String>,
@@ -89,6 +111,8 @@ struct MemberInputs<'a> {
     name: &'a str,
     view: Option<&'a MemberView>,
     target_jobs: Option<&'a JobSet>,
+    /// The member's plan instances (none for a member that left the pools).
+    target_instances: &'a [SliceInstance],
     object: Option<&'a SliceObject>,
     held: Result<Option<Slice>, String>,
 }
@@ -100,6 +124,7 @@ pub(super) fn converge(
     observed: &BTreeMap<String, Result<Slice, String>>,
     target: Option<&(u64, Assignment)>,
     current_revision: u64,
+    instances: &BTreeMap<String, Vec<SliceInstance>>,
 ) -> Convergence {
     let mut convergence = Convergence {
         operations: Vec::new(),
@@ -134,6 +159,10 @@ pub(super) fn converge(
             name,
             view: by_name.get(name).copied().or_else(|| leaving.get(name)),
             target_jobs: target_jobs.get(name).copied(),
+            target_instances: match target_jobs.get(name) {
+                Some(_) => instances.get(name).map_or(&[], Vec::as_slice),
+                None => &[],
+            },
             object: obs.slices.get(name),
             held: match observed.get(name) {
                 None => Ok(None),
@@ -146,6 +175,7 @@ pub(super) fn converge(
     let SliceWrites {
         revokes,
         grants,
+        refreshes,
         deletes,
         unsettled,
         waiting_ready,
@@ -159,13 +189,28 @@ pub(super) fn converge(
     let slices_changing = !revokes.is_empty() || !grants.is_empty();
     convergence.operations.extend(revokes);
     if unsettled.is_empty() {
-        for (name, uid, grant) in grants {
+        for (name, uid, grant, _) in grants {
             written_for.insert(name, uid);
             convergence.operations.push(grant);
         }
     } else if !grants.is_empty() {
         convergence.poll_soon();
+        // The jobs wait; the instances need not.
+        convergence
+            .operations
+            .extend(grants.into_iter().filter_map(|(_, _, _, refresh)| refresh));
     }
+    let refreshing = !refreshes.is_empty()
+        || convergence.operations.iter().any(|operation| {
+            matches!(
+                operation,
+                Operation::WriteSlice {
+                    instances_only: true,
+                    ..
+                }
+            )
+        });
+    convergence.operations.extend(refreshes);
     if slices_changing || !unsettled.is_empty() {
         convergence.rollout_done = false;
     }
@@ -182,7 +227,21 @@ pub(super) fn converge(
     if obs.spec.reload == ReloadPolicy::Restart {
         restarts(obs, roster, &written_for, &mut convergence);
     }
-    index(obs, observed, assignment, revision, &mut convergence);
+    index(
+        obs,
+        observed,
+        assignment,
+        revision,
+        instances,
+        &mut convergence,
+    );
+    if refreshing {
+        // The index goes after the slices it describes (in the next pass; the slice
+        // writes wake the Swarm), never in the same pass as a slice write.
+        convergence
+            .operations
+            .retain(|operation| !matches!(operation, Operation::WriteIndex { .. }));
+    }
     convergence.slice_problems = slice_problems;
     convergence.jobs = assignment.jobs().len() as u64;
     convergence
@@ -210,6 +269,7 @@ fn member_step(
         name,
         view,
         target_jobs,
+        target_instances,
         object,
         held,
     } = inputs;
@@ -281,7 +341,7 @@ fn member_step(
         .collect();
     if keep.len() != held_jobs.len() {
         let reduced = JobSet::parse(keep).unwrap_or_default();
-        let slice = Slice::new(obs.swarm.clone(), name.to_owned(), revision, reduced);
+        let slice = slice_of(obs, name, revision, reduced, target_instances);
         writes.written_for.insert(name.to_owned(), pod_uid.clone());
         writes.revokes.push(Operation::WriteSlice {
             member: member_id,
@@ -289,6 +349,7 @@ fn member_step(
             written_for_uid: pod_uid,
             phase: "revoke",
             previous_parts,
+            instances_only: false,
         });
         writes.unsettled.push(name.to_owned());
         return;
@@ -298,12 +359,40 @@ fn member_step(
     let held_hash = held_slice
         .map(|slice| slice.hash.as_str())
         .filter(|_| edited_by.is_none());
-    if target_jobs.is_some() && held_hash != Some(canonical_hash(want).as_str()) {
-        if !grantable(obs, *view) {
-            writes.waiting_ready.push(name.to_owned());
+    if target_jobs.is_some() && held_hash != Some(slice_hash(want, target_instances).as_str()) {
+        // Set only when the held slice is readable, unedited and its instances differ.
+        let refresh = held_slice
+            .filter(|held| held_hash.is_some() && held.instances != *target_instances)
+            .map(|held| Operation::WriteSlice {
+                member: member_id.clone(),
+                slice: slice_of(
+                    obs,
+                    name,
+                    held.revision,
+                    held.jobs.clone(),
+                    target_instances,
+                ),
+                written_for_uid: object
+                    .and_then(|object| object.written_for_uid.clone())
+                    .unwrap_or_default(),
+                phase: match object.and_then(|object| object.phase.as_deref()) {
+                    Some("revoke") => "revoke",
+                    _ => "grant",
+                },
+                previous_parts,
+                instances_only: true,
+            });
+        if held_hash.is_some() && held_jobs == *want {
+            // Only the instances changed: no grant, nothing to wait for.
+            writes.refreshes.extend(refresh);
             return;
         }
-        let slice = Slice::new(obs.swarm.clone(), name.to_owned(), revision, want.clone());
+        if !grantable(obs, *view) {
+            writes.waiting_ready.push(name.to_owned());
+            writes.refreshes.extend(refresh);
+            return;
+        }
+        let slice = slice_of(obs, name, revision, want.clone(), target_instances);
         writes.grants.push((
             name.to_owned(),
             pod_uid.clone(),
@@ -313,9 +402,31 @@ fn member_step(
                 written_for_uid: pod_uid,
                 phase: "grant",
                 previous_parts,
+                instances_only: false,
             },
+            refresh,
         ));
     }
+}
+
+/// The slice of `member` at `revision` with `jobs` and `instances`. The instances come
+/// checked from `instances::deliveries` (each valid, one per name), so they always fit;
+/// were they ever refused, the slice goes without them rather than not at all.
+fn slice_of(
+    obs: &Observation,
+    member: &str,
+    revision: u64,
+    jobs: JobSet,
+    instances: &[SliceInstance],
+) -> Slice {
+    let slice = Slice::new(obs.swarm.clone(), member.to_owned(), revision, jobs);
+    if instances.is_empty() {
+        return slice;
+    }
+    slice
+        .clone()
+        .with_instances(instances.to_vec())
+        .unwrap_or(slice)
 }
 
 /// Whether a member may be granted jobs now: its pod exists and is Ready (and its Lease,
@@ -456,12 +567,14 @@ fn restarts(
     }
 }
 
-/// The target's slices, and the index once every slice is in place.
+/// The target's slices (with their instances; a slice whose jobs are unchanged keeps its
+/// revision), and the index once every slice is in place.
 fn index(
     obs: &Observation,
     observed: &BTreeMap<String, Result<Slice, String>>,
     assignment: &Assignment,
     revision: u64,
+    instances: &BTreeMap<String, Vec<SliceInstance>>,
     convergence: &mut Convergence,
 ) {
     let previous_slices: BTreeMap<MemberId, Slice> = observed
@@ -472,7 +585,20 @@ fn index(
             Some((MemberId::new(pool, ordinal.parse().ok()?), slice.clone()))
         })
         .collect();
-    convergence.target_slices = assignment.slices_since(&previous_slices, &obs.swarm, revision);
+    convergence.target_slices = assignment
+        .slices_since(&previous_slices, &obs.swarm, revision)
+        .into_iter()
+        .map(|(member, slice)| {
+            let pod = member.pod_name();
+            let revision = previous_slices
+                .get(&member)
+                .filter(|previous| previous.jobs == slice.jobs)
+                .map_or(slice.revision, |previous| previous.revision);
+            let member_instances = instances.get(&pod).map_or(&[][..], Vec::as_slice);
+            let slice = slice_of(obs, &pod, revision, slice.jobs, member_instances);
+            (member, slice)
+        })
+        .collect();
     if convergence.rollout_done {
         let text = index_text(&convergence.target_slices, revision);
         if obs.index.as_deref() != Some(text.as_str()) {

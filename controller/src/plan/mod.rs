@@ -50,6 +50,7 @@ mod converge;
 mod gate;
 mod history;
 mod inputs;
+mod instances;
 mod members;
 mod ownership;
 mod restarts;
@@ -58,6 +59,7 @@ mod status;
 pub use gate::{MAX_REVISION, approval_value};
 pub use history::{REVISION_DATA_KEY, RevisionRecord, replay};
 pub use inputs::{DEFAULT_VNODES, job_list, parse_duration, strategy_of};
+pub use instances::{Delivery, PlanForDelivery, deliveries};
 pub use members::MAX_MEMBERS;
 pub use ownership::unchecked_targets;
 pub use restarts::PlannedRestart;
@@ -233,6 +235,8 @@ pub struct Observation {
     /// Evictions a PodDisruptionBudget refused in the previous pass: pod → what the API
     /// server said. Shown in the Progressing condition while they wait.
     pub blocked_evictions: BTreeMap<String, String>,
+    /// The DeploymentPlans naming this Swarm: their instances go into the slices.
+    pub plans: Vec<PlanForDelivery>,
     /// Now.
     pub now: Timestamp,
 }
@@ -254,6 +258,11 @@ pub enum Operation {
         phase: &'static str,
         /// ConfigMaps the slice occupied before (stale parts beyond the new count are deleted).
         previous_parts: usize,
+        /// Only the slice's plan instances change (its jobs and revision are as held):
+        /// `written_for_uid` and `phase` are the slice's own, kept as they are, and no pod
+        /// found in the member's place is made to answer for the write (it loses and gains
+        /// no job; its sidecar picks up the instances as it watches the slice).
+        instances_only: bool,
     },
     /// Delete the slice ConfigMap of a member that left.
     DeleteSlice {
@@ -467,12 +476,14 @@ pub fn plan(obs: &Observation) -> Plan {
     };
     let gate = gate::decide(obs, &roster, &in_force, desired, &mut events, &mut problems);
     let refusals = refusals(obs, &roster, gate.refused_approval.clone());
+    let delivery = instances::deliveries(&obs.plans);
     let convergence = converge::converge(
         obs,
         &roster,
         &observed,
         gate.target.as_ref(),
         obs.status.current_revision,
+        &delivery.by_member,
     );
     let mut status = gate.status;
     status.jobs = convergence.jobs;
@@ -481,6 +492,10 @@ pub fn plan(obs: &Observation) -> Plan {
     operations.extend(convergence.operations);
     ownership::guard(obs, &mut operations, &mut problems);
     ownership::edits(obs, &mut operations, &mut problems);
+    problems.extend(delivery.problems.into_iter().map(|message| InputProblem {
+        reason: "InstanceNotDelivered",
+        message: format!("Swarm {}: {message}", obs.swarm),
+    }));
     operations.extend(history::prune(
         obs,
         obs.spec.revision_history_limit,
@@ -596,6 +611,7 @@ pub fn apply_in_memory(obs: &mut Observation, plan: &Plan) -> Vec<(String, Strin
                 slice,
                 written_for_uid,
                 phase,
+                instances_only,
                 ..
             } => {
                 // As `apply` does right after the write: the pod in the member's place now.
@@ -604,6 +620,7 @@ pub fn apply_in_memory(obs: &mut Observation, plan: &Plan) -> Vec<(String, Strin
                     pool.pods.get(&ordinal.parse().ok()?)
                 });
                 let written_for_uid = pod_answering_for_write(written_for_uid, pod_now)
+                    .filter(|_| !instances_only)
                     .unwrap_or_else(|| written_for_uid.clone());
                 obs.slices.insert(
                     slice.member.clone(),

@@ -99,6 +99,7 @@ impl Cluster {
                 foreign_config_maps: BTreeMap::new(),
                 edited_config_maps: BTreeMap::new(),
                 blocked_evictions: BTreeMap::new(),
+                plans: Vec::new(),
                 now: t0(),
             },
             writes: Vec::new(),
@@ -2036,4 +2037,342 @@ fn a_standing_rollback_annotation_holds_back_every_new_revision_until_it_is_remo
     assert_eq!(all_jobs_once(&cluster), jobs(10));
     assert_eq!(cluster.condition("AwaitingApproval").status, "True");
     assert_eq!(cluster.condition("Degraded").status, "False");
+}
+
+/// A plan `name` whose status (as the controller wrote it) places `entries`
+/// (instance, member, deployment, state) and records `images` (revision, nginx image).
+fn plan_placing(
+    name: &str,
+    entries: &[(&str, &str, u64, &str)],
+    images: &[(u64, &str)],
+) -> PlanForDelivery {
+    let status = serde_json::json!({
+        "instances": entries
+            .iter()
+            .map(|(instance, member, deployment, state)| serde_json::json!({
+                "name": instance, "member": member, "deployment": deployment, "state": state,
+            }))
+            .collect::<Vec<_>>(),
+        "deployments": images
+            .iter()
+            .map(|(revision, image)| serde_json::json!({
+                "revision": revision,
+                "hash": format!("h{revision}"),
+                "payloads": [
+                    {"application": "nginx", "coordinates": {"image": image, "port": "80"}},
+                    {"application": "exporter", "coordinates": {"version": "2"}},
+                ],
+                "created": "2026-01-01T00:00:00Z",
+            }))
+            .collect::<Vec<_>>(),
+    });
+    PlanForDelivery {
+        name: name.to_owned(),
+        status: Ok(serde_json::from_value(status).expect("a valid plan status")),
+    }
+}
+
+fn held_slice(cluster: &Cluster, member: &str) -> Slice {
+    let object = cluster.obs.slices.get(member).expect("slice exists");
+    parse_slice(object.text.as_deref().expect("slice text")).expect("a valid slice")
+}
+
+/// The instance-only writes of a plan, by member.
+fn refreshes(plan: &Plan) -> BTreeMap<String, (&Slice, &'static str, &str)> {
+    plan.operations
+        .iter()
+        .filter_map(|operation| match operation {
+            Operation::WriteSlice {
+                slice,
+                phase,
+                written_for_uid,
+                instances_only: true,
+                ..
+            } => Some((
+                slice.member.clone(),
+                (slice, *phase, written_for_uid.as_str()),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn delivered_plan_instances_reach_their_members_slices_with_their_revisions_coordinates() {
+    let mut cluster = Cluster::new(spec(jobs(9)), 3);
+    cluster.settle();
+    let jobs_before = cluster.slice_of("worker-0");
+    let revision_before = held_slice(&cluster, "worker-0").revision;
+    cluster.obs.plans = vec![plan_placing(
+        "web",
+        &[
+            ("web-0", "worker-0", 1, "pending"),
+            ("web-1", "worker-1", 2, "installed"),
+            ("web-2", "worker-2", 2, "removing"),
+        ],
+        &[(1, "nginx:1"), (2, "nginx:2")],
+    )];
+    let plan = cluster.step();
+    let written = refreshes(&plan);
+    assert_eq!(
+        written.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["worker-0", "worker-1"],
+        "only members whose instances changed are written: {:?}",
+        plan.operations
+    );
+    assert_eq!(
+        plan.applied_revision, None,
+        "instances are not a Swarm revision"
+    );
+    assert!(plan.events.is_empty(), "{:?}", plan.events);
+    let slice = held_slice(&cluster, "worker-0");
+    assert_eq!(slice.revision, revision_before, "the revision stays");
+    assert_eq!(cluster.slice_of("worker-0"), jobs_before, "the jobs stay");
+    assert_eq!(
+        slice.hash,
+        shoal_core::slice::slice_hash(&slice.jobs, &slice.instances)
+    );
+    assert_eq!(slice.instances.len(), 1);
+    let web0 = &slice.instances[0];
+    assert_eq!(
+        (web0.name.as_str(), web0.plan.as_str(), web0.deployment),
+        ("web-0", "web", 1)
+    );
+    assert_eq!(
+        web0.applications
+            .iter()
+            .map(|a| a.name.as_str())
+            .collect::<Vec<_>>(),
+        ["exporter", "nginx"]
+    );
+    assert_eq!(web0.applications[1].coordinates["image"], "nginx:1");
+    let web1 = &held_slice(&cluster, "worker-1").instances[0];
+    assert_eq!((web1.name.as_str(), web1.deployment), ("web-1", 2));
+    assert_eq!(web1.applications[1].coordinates["image"], "nginx:2");
+    assert!(
+        held_slice(&cluster, "worker-2").instances.is_empty(),
+        "a removing entry is not delivered"
+    );
+    // The status shows the slice as written, and nothing more is to be done.
+    let status0 = cluster
+        .obs
+        .status
+        .members
+        .iter()
+        .find(|m| m.name == "worker-0")
+        .unwrap();
+    assert_eq!(status0.slice_hash.as_deref(), Some(slice.hash.as_str()));
+    let plans = cluster.settle();
+    assert!(plans.iter().all(|plan| refreshes(plan).is_empty()));
+    assert_eq!(cluster.condition("Ready").status, "True");
+
+    // The entry leaves the slice when it stops being delivered (removing).
+    cluster.obs.plans = vec![plan_placing(
+        "web",
+        &[
+            ("web-0", "worker-0", 1, "removing"),
+            ("web-1", "worker-1", 2, "installed"),
+        ],
+        &[(1, "nginx:1"), (2, "nginx:2")],
+    )];
+    let plan = cluster.step();
+    assert_eq!(refreshes(&plan).keys().collect::<Vec<_>>(), ["worker-0"]);
+    assert!(held_slice(&cluster, "worker-0").instances.is_empty());
+    assert_eq!(
+        held_slice(&cluster, "worker-0").hash,
+        shoal_core::slice::canonical_hash(&held_slice(&cluster, "worker-0").jobs),
+        "a slice without instances hashes as before"
+    );
+}
+
+#[test]
+fn an_instance_whose_revision_has_no_record_is_not_delivered_and_degrades_the_swarm_naming_it() {
+    let mut cluster = Cluster::new(spec(jobs(4)), 2);
+    cluster.settle();
+    cluster.obs.plans = vec![plan_placing(
+        "web",
+        &[
+            ("web-0", "worker-0", 1, "installed"),
+            ("web-1", "worker-1", 3, "pending"),
+        ],
+        &[(1, "nginx:1")],
+    )];
+    let plan = cluster.step();
+    assert_eq!(refreshes(&plan).keys().collect::<Vec<_>>(), ["worker-0"]);
+    assert!(held_slice(&cluster, "worker-1").instances.is_empty());
+    let degraded = cluster.condition("Degraded");
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "InstanceNotDelivered")
+    );
+    assert!(
+        degraded
+            .message
+            .contains("DeploymentPlan web: instance web-1 on member worker-1")
+            && degraded.message.contains("revision 3 has no record"),
+        "{}",
+        degraded.message
+    );
+    assert_eq!(
+        plan.events.iter().filter(|e| e.warning).count(),
+        1,
+        "one Warning on the transition: {:?}",
+        plan.events
+    );
+    assert!(cluster.step().events.is_empty(), "no second Warning");
+}
+
+#[test]
+fn a_plan_status_written_by_someone_else_delivers_nothing_and_two_entries_of_one_name_on_one_member_deliver_one()
+ {
+    let mut cluster = Cluster::new(spec(jobs(4)), 2);
+    cluster.settle();
+    let mut forged = plan_placing(
+        "evil",
+        &[("evil-0", "worker-1", 1, "installed")],
+        &[(1, "x")],
+    );
+    forged.status =
+        Err("status.instances or status.deployments was written by kubectl-edit".to_owned());
+    cluster.obs.plans = vec![
+        plan_placing(
+            "web",
+            &[
+                ("web-0", "worker-0", 1, "installed"),
+                ("web-0", "worker-0", 2, "pending"),
+                // A relocation under way: the same instance on another member.
+                ("web-0", "worker-1", 2, "pending"),
+            ],
+            &[(1, "nginx:1"), (2, "nginx:2")],
+        ),
+        forged,
+    ];
+    cluster.step();
+    let on0 = held_slice(&cluster, "worker-0").instances;
+    assert_eq!(on0.len(), 1);
+    assert_eq!(on0[0].deployment, 1, "the first entry is kept");
+    let on1 = held_slice(&cluster, "worker-1").instances;
+    assert_eq!(
+        on1.iter()
+            .map(|i| (i.name.as_str(), i.deployment))
+            .collect::<Vec<_>>(),
+        [("web-0", 2)],
+        "nothing of the untrusted plan"
+    );
+    let message = cluster.condition("Degraded").message;
+    assert!(
+        message.contains("DeploymentPlan evil: its instances are not delivered"),
+        "{message}"
+    );
+    assert!(
+        message.contains("web-0 is listed twice on member worker-0"),
+        "{message}"
+    );
+}
+
+#[test]
+fn instance_changes_reach_a_revoked_member_at_once_keeping_its_revoke_standing_until_acknowledged()
+{
+    let mut cluster = Cluster::new(spec(jobs(30)), 3);
+    cluster.settle();
+    let leases = ["worker-0", "worker-1", "worker-2"]
+        .map(|member| (member.to_owned(), sidecar_lease(member, Some(1), None, 30)));
+    cluster.obs.leases.extend(leases);
+    cluster.scale(4);
+    cluster.step();
+    let revoked = held_slice(&cluster, "worker-0");
+    assert_eq!(
+        cluster.obs.slices["worker-0"].phase.as_deref(),
+        Some("revoke")
+    );
+    let written_for = cluster.obs.slices["worker-0"].written_for_uid.clone();
+    // Meanwhile the plan places an instance on the revoked member and one on the new one.
+    cluster.obs.plans = vec![plan_placing(
+        "web",
+        &[
+            ("web-0", "worker-0", 1, "pending"),
+            ("web-1", "worker-3", 1, "pending"),
+        ],
+        &[(1, "nginx:1")],
+    )];
+    let plan = cluster.step();
+    let written = refreshes(&plan);
+    let (slice, phase, uid) = written.get("worker-0").expect("worker-0 refreshed at once");
+    assert_eq!(*phase, "revoke", "the refresh keeps the revoke standing");
+    assert_eq!(
+        Some(uid.to_string()),
+        written_for,
+        "and the pod it answers for"
+    );
+    assert_eq!(
+        (slice.revision, &slice.jobs),
+        (revoked.revision, &revoked.jobs)
+    );
+    assert!(
+        !plan.operations.iter().any(|op| matches!(
+            op,
+            Operation::WriteSlice {
+                phase: "grant",
+                instances_only: false,
+                ..
+            }
+        )),
+        "no job granted before the revokes settle: {:?}",
+        plan.operations
+    );
+    // An acknowledgement of the slice as it was before the refresh settles nothing.
+    let old_hash = revoked.hash.clone();
+    let lease = cluster.obs.leases.get_mut("worker-0").unwrap();
+    lease.acked_hash = Some(old_hash);
+    lease.acked_revision = Some(2);
+    for member in ["worker-1", "worker-2"] {
+        let hash = held_slice(&cluster, member).hash;
+        let lease = cluster.obs.leases.get_mut(member).unwrap();
+        lease.acked_hash = Some(hash);
+        lease.acked_revision = Some(2);
+    }
+    let plan = cluster.step();
+    assert!(
+        !plan.operations.iter().any(|op| matches!(
+            op,
+            Operation::WriteSlice {
+                phase: "grant",
+                instances_only: false,
+                ..
+            }
+        )),
+        "granted on an acknowledgement of a slice no longer written: {:?}",
+        plan.operations
+    );
+    // Acknowledging what was written settles it; the new member's grant carries its instance.
+    let hash = held_slice(&cluster, "worker-0").hash;
+    cluster.obs.leases.get_mut("worker-0").unwrap().acked_hash = Some(hash);
+    cluster.settle();
+    let new_member = held_slice(&cluster, "worker-3");
+    assert!(!new_member.jobs.is_empty());
+    assert_eq!(new_member.instances.len(), 1);
+    assert_eq!(new_member.instances[0].name, "web-1");
+    assert_eq!(all_jobs_once(&cluster), jobs(30));
+}
+
+#[test]
+fn under_restart_an_instance_change_restarts_no_pod() {
+    let mut swarm = spec(jobs(6));
+    swarm.reload = ReloadPolicy::Restart;
+    let mut cluster = Cluster::new(swarm, 2);
+    cluster.settle();
+    cluster.evicted.clear();
+    cluster.obs.plans = vec![plan_placing(
+        "web",
+        &[("web-0", "worker-1", 1, "pending")],
+        &[(1, "nginx:1")],
+    )];
+    let plans = cluster.settle();
+    assert!(plans.iter().any(|plan| !refreshes(plan).is_empty()));
+    assert!(
+        cluster.evicted.is_empty(),
+        "restarted {:?}",
+        cluster.evicted
+    );
+    assert_eq!(held_slice(&cluster, "worker-1").instances.len(), 1);
 }

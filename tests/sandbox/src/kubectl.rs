@@ -84,3 +84,25 @@ impl Kubectl {
         }
     }
 }
+
+/// Runs `kubectl shoal <args>` in-process (the plugin binary's own entry
+/// point) with `kubeconfig`, in `namespace`; what it printed, or its error.
+pub async fn kubectl_shoal(
+    kubeconfig: &Path,
+    namespace: &str,
+    args: &[&str],
+) -> Result<String, String> {
+    let mut full = vec![
+        "kubectl-shoal".to_owned(),
+        "--kubeconfig".to_owned(),
+        kubeconfig.display().to_string(),
+        "-n".to_owned(),
+        namespace.to_owned(),
+    ];
+    full.extend(args.iter().map(|arg| (*arg).to_owned()));
+    let cli = <shoal_controller::plugin::Cli as clap::Parser>::try_parse_from(full)
+        .map_err(|error| error.to_string())?;
+    shoal_controller::plugin::run(&cli)
+        .await
+        .map_err(|error| error.to_string())
+}

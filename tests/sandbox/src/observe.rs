@@ -94,6 +94,14 @@ pub fn exec_log(dir: &Path, pod: &str) -> std::path::PathBuf {
     dir.join("members").join(pod).join("exec.log")
 }
 
+/// Where the process of plan instance `instance` on member `pod` (exec mode,
+/// `--exec-instance`) writes its output.
+pub fn instance_log(dir: &Path, pod: &str, instance: &str) -> std::path::PathBuf {
+    dir.join("members")
+        .join(pod)
+        .join(format!("{instance}.log"))
+}
+
 /// Observes `swarm` in `namespace`: its status, its member pods, their slice
 /// ConfigMaps and Leases, and their slice files under `dir`.
 pub async fn observe(

@@ -17,7 +17,7 @@ use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
 use crate::members::{self, Members, MembersError, SIDECAR_CONTAINER};
-use crate::observe::{exec_log, slice_file};
+use crate::observe::{exec_log, instance_log, slice_file};
 
 /// How the sandbox's sidecars run.
 #[derive(Debug, Clone)]
@@ -223,6 +223,19 @@ pub(crate) fn sidecar_settings(
         reason,
     })?;
     settings.slice_file = Some(file);
+    // Each instance process writes into its own log, `members/<pod>/<instance>.log`:
+    // `{instance}` is replaced shell-quoted, and adjacent quoted words make one path.
+    if let Some(template) = settings.exec_instance.take() {
+        let directory = instance_log(&options.dir, &name, "")
+            .parent()
+            .map(|dir| format!("{}/", dir.display()))
+            .unwrap_or_default();
+        settings.exec_instance = Some(format!(
+            "exec >>{}{{instance}}{} 2>&1; {template}",
+            shell_quote(&directory),
+            shell_quote(".log")
+        ));
+    }
     match settings.exec.take() {
         // Job processes inherit this process's output; into a per-member log
         // it does not bury the tour on the terminal.
@@ -339,6 +352,42 @@ mod tests {
         let log = std::fs::read_to_string(dir.path().join("members/swarm-worker-1/exec.log"))
             .expect("the log exists");
         assert_eq!(log, "swarm-worker-1 runs stream:a\n");
+    }
+
+    #[tokio::test]
+    async fn exec_instance_output_lands_in_the_instances_own_log() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pod = pod(serde_json::json!([{
+            "name": "shoal-worker",
+            "image": "shoal-worker:dev",
+            "env": [{"name": "SHOAL_EXEC_INSTANCE", "value": "echo \"$SHOAL_INSTANCE runs $SHOAL_NGINX_IMAGE\""}],
+        }]));
+        let settings = sidecar_settings(&pod, &options(dir.path())).expect("settings");
+        let web0 = shoal_core::slice::SliceInstance {
+            name: "web-0".to_owned(),
+            plan: "web".to_owned(),
+            deployment: 1,
+            applications: Vec::new(),
+        };
+        // As the sidecar builds the command of one instance.
+        let command = shoal_worker::instances::instance_command(
+            &settings.exec_instance.expect("instance exec mode"),
+            &web0,
+            "swarm-worker-1",
+        );
+        let status = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .env("SHOAL_INSTANCE", "web-0")
+            .env("SHOAL_NGINX_IMAGE", "nginx:1.25")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .await
+            .expect("sh runs");
+        assert!(status.success());
+        let log = std::fs::read_to_string(dir.path().join("members/swarm-worker-1/web-0.log"))
+            .expect("the instance's log exists");
+        assert_eq!(log, "web-0 runs nginx:1.25\n");
     }
 
     #[test]

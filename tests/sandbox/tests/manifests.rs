@@ -836,19 +836,7 @@ async fn wait_converged_following(
 /// Runs `kubectl shoal <args>` in-process (the plugin binary's own entry
 /// point) with `kubeconfig`.
 async fn plugin(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
-    let mut full = vec![
-        "kubectl-shoal".to_owned(),
-        "--kubeconfig".to_owned(),
-        kubeconfig.display().to_string(),
-        "-n".to_owned(),
-        DEMO_NAMESPACE.to_owned(),
-    ];
-    full.extend(args.iter().map(|arg| (*arg).to_owned()));
-    let cli = <shoal_controller::plugin::Cli as clap::Parser>::try_parse_from(full)
-        .map_err(|error| error.to_string())?;
-    shoal_controller::plugin::run(&cli)
-        .await
-        .map_err(|error| error.to_string())
+    shoal_sandbox::kubectl_shoal(kubeconfig, DEMO_NAMESPACE, args).await
 }
 
 async fn patch_swarm(cluster: &TestCluster, patch: &str) {

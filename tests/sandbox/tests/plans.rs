@@ -1,0 +1,327 @@
+//! The deployment-plan walkthrough of the README, as a user types it: the
+//! sandbox's demo, plus `tests/sandbox/plans` (two GPU pools in two update
+//! domains whose sidecars run plan instances, and the plan `web`), driven
+//! through the real kubectl and the `kubectl shoal` plugin under Manual
+//! approval. The instance processes are checked where they run: every
+//! process whose output goes to a member's `<instance>.log` in the sandbox
+//! directory, with its environment read from `/proc`.
+//!
+//! Emulator-only by design, like `sandbox.rs`: the sandbox is the emulated
+//! cluster plus Shoal, with the sidecars as local processes.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use shoal_controller::deployment_plan::{DeploymentPlan, DeploymentPlanStatus, OperationStatus};
+use shoal_sandbox::{Options, Sandbox, kubectl_shoal};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+/// A running instance process: its member, instance and environment.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct InstanceProcess {
+    member: String,
+    instance: String,
+    environment: BTreeMap<String, String>,
+}
+
+impl InstanceProcess {
+    fn var(&self, name: &str) -> &str {
+        self.environment.get(name).map_or("", String::as_str)
+    }
+}
+
+/// Every process whose standard output is an instance log under `dir`
+/// (`members/<pod>/<instance>.log`), with its environment.
+fn instance_processes(dir: &Path) -> Vec<InstanceProcess> {
+    let members = dir.join("members");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let proc_dir = entry.path();
+        let Ok(output) = std::fs::read_link(proc_dir.join("fd/1")) else {
+            continue;
+        };
+        let Ok(relative) = output.strip_prefix(&members) else {
+            continue;
+        };
+        let parts: Vec<String> = relative
+            .iter()
+            .map(|part| part.to_string_lossy().into_owned())
+            .collect();
+        let [member, file] = parts.as_slice() else {
+            continue;
+        };
+        let Some(instance) = file.strip_suffix(".log") else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(proc_dir.join("environ")) else {
+            continue;
+        };
+        let environment = environ
+            .split(|byte| *byte == 0)
+            .filter_map(|pair| {
+                let pair = String::from_utf8_lossy(pair);
+                let (key, value) = pair.split_once('=')?;
+                key.starts_with("SHOAL_")
+                    .then(|| (key.to_owned(), value.to_owned()))
+            })
+            .collect();
+        found.push(InstanceProcess {
+            member: member.clone(),
+            instance: instance.to_owned(),
+            environment,
+        });
+    }
+    found.sort();
+    found
+}
+
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let started = Instant::now();
+    loop {
+        match check().await {
+            Ok(value) => return value,
+            Err(last) if started.elapsed() > WAIT => {
+                panic!("timed out waiting for {what}; last: {last}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+/// The walkthrough's user: kubectl and the plugin, in the sandbox's namespace.
+struct User<'a> {
+    sandbox: &'a Sandbox,
+    kubeconfig: PathBuf,
+}
+
+impl User<'_> {
+    async fn kubectl(&self, args: &[&str]) -> String {
+        self.sandbox
+            .kubectl()
+            .run(args)
+            .await
+            .unwrap_or_else(|error| panic!("kubectl {args:?}: {error}"))
+    }
+
+    async fn shoal(&self, args: &[&str]) -> String {
+        kubectl_shoal(&self.kubeconfig, self.sandbox.namespace(), args)
+            .await
+            .unwrap_or_else(|error| panic!("kubectl shoal {args:?}: {error}"))
+    }
+
+    /// `kubectl get dplan web -o json`, its status.
+    async fn plan(&self) -> DeploymentPlanStatus {
+        let json = self.kubectl(&["get", "dplan", "web", "-o", "json"]).await;
+        let plan: DeploymentPlan = serde_json::from_str(&json).expect("a DeploymentPlan");
+        plan.status.unwrap_or_default()
+    }
+
+    /// Waits for `count` operations of `type_` waiting for approval, and
+    /// approves each with `kubectl shoal approve-op`; returns them.
+    async fn approve_waiting(&self, type_: &str, count: usize) -> Vec<OperationStatus> {
+        let waiting = eventually(&format!("{count} {type_} operations waiting"), || async {
+            let status = self.plan().await;
+            let waiting: Vec<OperationStatus> = status
+                .operations
+                .iter()
+                .filter(|op| op.state == "PENDING_APPROVAL" && op.type_ == type_)
+                .cloned()
+                .collect();
+            if waiting.len() == count {
+                Ok(waiting)
+            } else {
+                Err(format!("{:#?}", status.operations))
+            }
+        })
+        .await;
+        let listed = self.shoal(&["operations", "web"]).await;
+        for op in &waiting {
+            assert!(listed.contains(&op.id), "{listed}");
+            self.shoal(&["approve-op", "web", &op.id]).await;
+        }
+        waiting
+    }
+
+    /// Waits until the plan is Ready with `instances` installed at
+    /// `deployment`, and exactly one process per instance runs on its member
+    /// with that deployment's coordinates; returns the processes.
+    async fn running(
+        &self,
+        dir: &Path,
+        instances: usize,
+        deployment: u64,
+        nginx: &str,
+    ) -> Vec<InstanceProcess> {
+        eventually(
+            &format!("{instances} instances running deployment {deployment}"),
+            || async {
+                let status = self.plan().await;
+                let ready = format!("{instances}/{instances}");
+                if status.ready.as_deref() != Some(ready.as_str())
+                    || status.phase.as_deref() != Some("Ready")
+                {
+                    return Err(format!("plan {:?} {:?}", status.ready, status.phase));
+                }
+                let placed: BTreeMap<String, String> = status
+                    .instances
+                    .iter()
+                    .map(|entry| (entry.name.clone(), entry.member.clone()))
+                    .collect();
+                let processes = instance_processes(dir);
+                let expected = processes.len() == instances
+                    && processes.iter().all(|process| {
+                        placed.get(&process.instance) == Some(&process.member)
+                            && process.var("SHOAL_INSTANCE") == process.instance
+                            && process.var("SHOAL_PLAN") == "web"
+                            && process.var("SHOAL_MEMBER") == process.member
+                            && process.var("SHOAL_DEPLOYMENT") == deployment.to_string()
+                            && process.var("SHOAL_NGINX_IMAGE") == nginx
+                            && process.var("SHOAL_EXPORTER_IMAGE")
+                                == "nginx/nginx-prometheus-exporter:1.1"
+                    });
+                if expected && placed.len() == instances {
+                    Ok(processes)
+                } else {
+                    Err(format!("placed {placed:?}, running {processes:#?}"))
+                }
+            },
+        )
+        .await
+    }
+}
+
+fn pool_of(member: &str) -> &str {
+    member.rsplit_once('-').map_or(member, |(pool, _)| pool)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scale_update_and_a_member_leaving()
+ {
+    if !Path::new("/proc/self/environ").exists() {
+        eprintln!("skipped: reading instance processes needs /proc");
+        return;
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_test_writer()
+        .try_init();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut sandbox = Sandbox::start(Options::new(dir.path()))
+        .await
+        .expect("the sandbox starts");
+    sandbox
+        .wait_converged(WAIT)
+        .await
+        .expect("the demo converges");
+    let user = User {
+        sandbox: &sandbox,
+        kubeconfig: sandbox.kubeconfig_path(),
+    };
+
+    // kubectl apply -f tests/sandbox/plans: two GPU pools, the plan.
+    let plans = concat!(env!("CARGO_MANIFEST_DIR"), "/plans");
+    user.kubectl(&["apply", "-f", plans]).await;
+    let creates = user.approve_waiting("CREATE", 3).await;
+    let domains: Vec<&str> = creates
+        .iter()
+        .filter_map(|op| op.to_member.as_deref().map(pool_of))
+        .collect();
+    assert!(
+        domains.contains(&"gpu-east") && domains.contains(&"gpu-west"),
+        "spread over both update domains: {domains:?}"
+    );
+    let first = user.running(dir.path(), 3, 1, "nginx:1.25").await;
+    for process in &first {
+        let log = std::fs::read_to_string(
+            dir.path()
+                .join("members")
+                .join(&process.member)
+                .join(format!("{}.log", process.instance)),
+        )
+        .expect("the instance's log");
+        assert!(
+            log.contains(&format!(
+                "{} on {}: deployment 1, nginx nginx:1.25",
+                process.instance, process.member
+            )),
+            "{log}"
+        );
+    }
+    let table = user.kubectl(&["get", "dplan", "web"]).await;
+    assert!(table.contains("3/3") && table.contains("Ready"), "{table}");
+
+    // Scale 3 -> 4: one CREATE.
+    user.kubectl(&[
+        "patch",
+        "dplan",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"deployment":{"instances":4}}}"#,
+    ])
+    .await;
+    user.approve_waiting("CREATE", 1).await;
+    user.running(dir.path(), 4, 1, "nginx:1.25").await;
+
+    // A new payload: deployment 2, one UPDATE per instance.
+    user.kubectl(&[
+        "patch",
+        "dplan",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"deployment":{"payloads":[
+            {"application":"nginx","coordinates":{"image":"nginx:1.26"}},
+            {"application":"exporter","coordinates":{"image":"nginx/nginx-prometheus-exporter:1.1"}}]}}}"#,
+    ])
+    .await;
+    user.approve_waiting("UPDATE", 4).await;
+    let updated = user.running(dir.path(), 4, 2, "nginx:1.26").await;
+    let status = user.plan().await;
+    assert_eq!(
+        status
+            .deployments
+            .iter()
+            .map(|record| record.revision)
+            .collect::<Vec<_>>(),
+        [1, 2]
+    );
+
+    // A member leaves mid-way: its pool scaled down; its instance is relocated.
+    let leaving = updated
+        .iter()
+        .find(|process| process.member.ends_with("-1"))
+        .expect("an instance on an ordinal-1 member")
+        .clone();
+    user.kubectl(&[
+        "scale",
+        "statefulset",
+        pool_of(&leaving.member),
+        "--replicas=1",
+    ])
+    .await;
+    let relocation = user.approve_waiting("RELOCATE", 1).await;
+    assert_eq!(relocation[0].instance, leaving.instance);
+    let after = user.running(dir.path(), 4, 2, "nginx:1.26").await;
+    let moved = after
+        .iter()
+        .find(|process| process.instance == leaving.instance)
+        .expect("the relocated instance runs");
+    assert_ne!(moved.member, leaving.member);
+
+    sandbox.shutdown().await.expect("the sandbox stops cleanly");
+}
