@@ -120,6 +120,7 @@ pub fn overall_state(states: impl IntoIterator<Item = DeploymentState>) -> Deplo
 }
 
 /// An error: a short machine-readable code, who saw it, and what happened.
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusError {
@@ -135,10 +136,11 @@ pub struct StatusError {
 }
 
 /// The overall state of a deployment and, when it failed as a whole, why.
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct OverallStatus {
-    /// One of the [`DeploymentState`] spellings (checked by [`validate`]).
+    /// `pending`, `installing`, `installed`, `removing`, `removed` or `failed`.
     pub state: String,
     /// Why it failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,12 +148,13 @@ pub struct OverallStatus {
 }
 
 /// One component (a plan application) of a deployment.
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct ComponentStatus {
     /// The component's name.
     pub name: String,
-    /// One of the [`DeploymentState`] spellings (checked by [`validate`]).
+    /// `pending`, `installing`, `installed`, `removing`, `removed` or `failed`.
     pub state: String,
     /// Why it failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,8 +163,9 @@ pub struct ComponentStatus {
 
 /// The status document of one deployment (Margo `DeploymentStatus`), in the
 /// released shape. States are kept as text so that a reported document with
-/// a state outside the enumeration is a semantic error ([`validate`]), not a
-/// malformed one.
+/// a state outside the enumeration is a semantic error (see `validate`), not
+/// a malformed one.
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentStatusDocument {
@@ -171,7 +175,7 @@ pub struct DeploymentStatusDocument {
     /// `DeploymentStatus` when Shoal writes it; any value accepted on input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
-    /// The deployment's id (see [`deployment_id`]).
+    /// The deployment's id: a UUID derived from the plan's uid and the revision.
     pub deployment_id: String,
     /// The device (agent) reporting, when one reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
