@@ -32,23 +32,10 @@ pub const API_VERSION: &str = "deployment.margo/v1alpha1";
 /// `kind` of the documents Shoal writes.
 pub const KIND: &str = "DeploymentStatus";
 
-/// A deployment's, a component's or an instance's state.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[serde(rename_all = "lowercase")]
-pub enum DeploymentState {
-    /// Not started.
-    Pending,
-    /// Being installed.
-    Installing,
-    /// Installed and running.
-    Installed,
-    /// Being removed.
-    Removing,
-    /// Removed.
-    Removed,
-    /// Failed; the error says why.
-    Failed,
-}
+/// A deployment's, a component's or an instance's state: Margo's six
+/// states, the same enumeration the sidecar reports its instances in (one
+/// type, so the two cannot drift apart).
+pub use crate::slice::InstanceState as DeploymentState;
 
 impl DeploymentState {
     /// Every state, in the order of the enumeration.
