@@ -32,6 +32,7 @@ use std::collections::BTreeMap;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use shoal_core::deploy::status::DeploymentStatusDocument;
 
 use crate::crd::{ApprovalSpec, Condition};
 
@@ -296,6 +297,12 @@ pub struct DeploymentPlanStatus {
     /// The last problem, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// One deployment status document (Margo `DeploymentStatus`) per deployment
+    /// revision in use or recent, oldest first: overall state, one entry per
+    /// application, errors. The same document `GET
+    /// /api/v1/deployments/{deploymentId}/status` serves.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deployment_status: Vec<DeploymentStatusDocument>,
 }
 
 impl DeploymentPlanStatus {

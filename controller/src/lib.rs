@@ -6,6 +6,7 @@
 //! * [`plan`]: the pure decision (approval gate, revoke-then-grant, restarts, status, Events).
 //! * [`reconcile`]: observe → plan → apply against the API.
 //! * [`plugin`]: `kubectl shoal` (binary `kubectl-shoal`), reusing observe and plan.
+//! * [`status_api`]: the deployment status REST endpoint (Margo), TokenReview/SubjectAccessReview-guarded.
 //! * [`run`]: the whole controller in-process (watches, leader election, metrics server).
 
 pub mod apply;
@@ -21,6 +22,7 @@ pub mod plugin;
 pub mod reconcile;
 mod runtime;
 pub mod server;
+pub mod status_api;
 
 use std::net::SocketAddr;
 use std::time::Duration;

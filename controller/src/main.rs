@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use futures::FutureExt as _;
 use shoal_controller::{LeaderElection, Settings};
 
 /// Shoal's controller: shards jobs across labelled StatefulSets.
@@ -19,6 +20,10 @@ struct Cli {
     /// Address of the /metrics, /healthz and /readyz server.
     #[arg(long, env = "SHOAL_METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
     metrics_address: SocketAddr,
+    /// Address of the deployment status REST endpoint (`/api/v1/deployments/...`,
+    /// plain HTTP: put TLS in front of it, see the README); unset: not served.
+    #[arg(long, env = "SHOAL_STATUS_API_ADDRESS")]
+    status_api_address: Option<SocketAddr>,
     /// Name of the leader election Lease; empty disables leader election.
     #[arg(long, env = "SHOAL_LEADER_LEASE", default_value = "shoal-controller")]
     leader_lease: String,
@@ -81,7 +86,7 @@ async fn main() -> anyhow::Result<()> {
         .or_else(|| std::env::var("POD_NAMESPACE").ok())
         .unwrap_or_else(|| "default".to_owned());
     let settings = Settings {
-        namespace: cli.namespace,
+        namespace: cli.namespace.clone(),
         leader_election: (!cli.leader_lease.is_empty()).then(|| LeaderElection {
             lease_name: cli.leader_lease.clone(),
             lease_namespace,
@@ -96,7 +101,25 @@ async fn main() -> anyhow::Result<()> {
         .context("reading the Kubernetes API configuration (kubeconfig or in-cluster)")?;
     let clients = shoal_controller::Clients::from_config(config)
         .context("connecting to the Kubernetes API")?;
-    shoal_controller::run_with_clients(clients, settings, shutdown_signal())
+    let shutdown = shutdown_signal().boxed().shared();
+    if let Some(address) = cli.status_api_address {
+        // Served by every replica, leader or not: it only reads plans and
+        // writes report ConfigMaps, through the API server.
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding the deployment status endpoint to {address}"))?;
+        let api = shoal_controller::status_api::StatusApi {
+            client: clients.api.clone(),
+            namespace: cli.namespace,
+        };
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(error) = shoal_controller::status_api::serve(listener, api, stop).await {
+                tracing::error!(%error, "the deployment status endpoint stopped");
+            }
+        });
+    }
+    shoal_controller::run_with_clients(clients, settings, shutdown)
         .await
         .context("running the controller")?;
     Ok(())

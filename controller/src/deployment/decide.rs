@@ -139,7 +139,7 @@ pub fn decide(obs: &PlanObservation) -> PlanDecision {
             reason: unplaced.reason.to_string(),
         })
         .collect();
-    pass.finish(refused, unplaced)
+    super::status_document::attach(obs, pass.finish(refused, unplaced))
 }
 
 /// Checks what the schema cannot; returns the Swarm's members.
@@ -673,6 +673,7 @@ impl<'a> Pass<'a> {
             refused_annotations: BTreeMap::new(),
             phase: None,
             last_error: None,
+            deployment_status: Vec::new(), // status_document::attach fills it
         };
         status::record_refusal(obs, &refused, &mut status, &mut events);
         status::conditions(obs, &counts, &mut status, &mut events);

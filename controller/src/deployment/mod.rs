@@ -33,6 +33,7 @@ pub mod observe;
 mod reports;
 mod run;
 mod status;
+mod status_document;
 #[cfg(test)]
 mod tests;
 
@@ -99,6 +100,8 @@ pub struct OtherPlan {
 pub struct PlanObservation {
     /// The plan's name.
     pub name: String,
+    /// The plan's uid (deployment ids derive from it).
+    pub uid: String,
     /// `metadata.generation`.
     pub generation: Option<i64>,
     /// The spec.

@@ -137,6 +137,7 @@ pub async fn observe(
         .collect();
     let observation = PlanObservation {
         name: name.to_owned(),
+        uid: plan.uid().unwrap_or_default(),
         generation: plan.metadata.generation,
         spec: plan.spec.clone(),
         annotations: plan.annotations().clone(),

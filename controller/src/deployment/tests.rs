@@ -44,7 +44,7 @@ fn pools(gpu_members: u32, cpu_members: u32) -> Vec<PoolObservation> {
     ]
 }
 
-fn spec(instances: u32, policy: &str, image: &str) -> DeploymentPlanSpec {
+pub(super) fn spec(instances: u32, policy: &str, image: &str) -> DeploymentPlanSpec {
     serde_json::from_value(serde_json::json!({
         "swarm": "demo",
         "applications": [
@@ -61,9 +61,10 @@ fn spec(instances: u32, policy: &str, image: &str) -> DeploymentPlanSpec {
     .expect("a valid spec")
 }
 
-fn observation(spec: DeploymentPlanSpec) -> PlanObservation {
+pub(super) fn observation(spec: DeploymentPlanSpec) -> PlanObservation {
     PlanObservation {
         name: "web".to_owned(),
+        uid: "uid-web".to_owned(),
         generation: Some(1),
         spec,
         annotations: BTreeMap::new(),
@@ -77,7 +78,7 @@ fn observation(spec: DeploymentPlanSpec) -> PlanObservation {
 }
 
 /// One pass whose status is then written back, as the controller does.
-fn pass(obs: &mut PlanObservation) -> PlanDecision {
+pub(super) fn pass(obs: &mut PlanObservation) -> PlanDecision {
     let decision = decide(obs);
     obs.status = decision.status.clone();
     decision
@@ -93,7 +94,7 @@ fn ops_in(obs: &PlanObservation, state: &str) -> Vec<OperationStatus> {
 }
 
 /// The member's own sidecar reports `states` on its Lease.
-fn report(obs: &mut PlanObservation, pod: &str, states: serde_json::Value) {
+pub(super) fn report(obs: &mut PlanObservation, pod: &str, states: serde_json::Value) {
     let (pool, ordinal) = pod.rsplit_once('-').expect("a pod name");
     let uid = obs
         .pools

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde::Serialize;
+use shoal_core::deploy::status::DeploymentStatusDocument;
 
 use super::table::{Table, fields, short_hash};
 use super::{Report, Target, hint};
@@ -161,6 +162,8 @@ pub struct PlanReport {
     pub approve_deployment: Option<String>,
     /// Conditions: type → status and message.
     pub conditions: Vec<(String, String, String)>,
+    /// The deployment status documents (`status.deploymentStatus`).
+    pub deployment_status: Vec<DeploymentStatusDocument>,
 }
 
 /// One application in `plan`.
@@ -215,6 +218,7 @@ impl Report for PlanReport {
             instances.row([state.clone(), count.to_string()]);
         }
         out.push_str(&instances.render("No instances in force."));
+        out.push_str(&deployment_status_table(&self.deployment_status));
         for unplaced in &self.unplaced {
             out.push_str(&format!(
                 "Unplaced {}: {}\n",
@@ -248,6 +252,37 @@ impl Report for PlanReport {
         out.push_str(&conditions.render("No conditions yet."));
         out
     }
+}
+
+/// The deployments' status documents: revision, id, overall state, each
+/// component's state, the error of a failed one.
+fn deployment_status_table(documents: &[DeploymentStatusDocument]) -> String {
+    let mut table = Table::new(["Deployment", "Id", "State", "Components", "Error"]);
+    for document in documents {
+        let components: Vec<String> = document
+            .components
+            .iter()
+            .map(|component| format!("{}={}", component.name, component.state))
+            .collect();
+        let error = document.status.error.as_ref().map(|error| {
+            let source = error.source.as_deref().unwrap_or("unknown source");
+            format!("{} from {source}: {}", error.code, error.message)
+        });
+        table.row([
+            document
+                .adopted_manifest_version
+                .clone()
+                .unwrap_or_default(),
+            document.deployment_id.clone(),
+            document.status.state.clone(),
+            components.join(", "),
+            error.unwrap_or_default(),
+        ]);
+    }
+    format!(
+        "\nDeployments\n{}",
+        table.render("No deployment status yet.")
+    )
 }
 
 /// The `plan` report of one plan. Pure.
@@ -317,6 +352,7 @@ pub fn plan_report(plan: &DeploymentPlan) -> PlanReport {
             .iter()
             .map(|c| (c.type_.clone(), c.status.clone(), c.message.clone()))
             .collect(),
+        deployment_status: status.deployment_status.clone(),
     }
 }
 
@@ -641,6 +677,12 @@ mod tests {
                     {"name": "web-1", "member": "west-0", "deployment": 1, "state": "pending"},
                 ],
                 "operations": [op("a", "SUCCEEDED"), op("b", "APPROVED")],
+                "deploymentStatus": [{
+                    "deploymentId": "id-1",
+                    "adoptedManifestVersion": "1",
+                    "status": {"state": "failed", "error": {"code": "ExitCode1", "source": "instance web-1 on west-0", "message": "boom"}},
+                    "components": [{"name": "nginx", "state": "failed"}],
+                }],
             },
         }))
         .expect("a plan");
@@ -652,6 +694,18 @@ mod tests {
         assert_eq!(report.applications[0].ports, "80/TCP");
         let table = report.table();
         assert!(table.contains("1/2"), "{table}");
+        let deployments = table.split("\nDeployments\n").nth(1).unwrap_or_default();
+        assert!(
+            deployments.contains("1")
+                && deployments.contains("id-1")
+                && deployments.contains("failed"),
+            "{table}"
+        );
+        assert!(deployments.contains("nginx=failed"), "{table}");
+        assert!(
+            deployments.contains("ExitCode1 from instance web-1 on west-0: boom"),
+            "{table}"
+        );
         assert!(table.contains("image=nginx:1"), "{table}");
     }
 }

@@ -15,6 +15,8 @@
 //! * [`operation`]: the operations (`CREATE` … `DELETE`) a placement change
 //!   needs, their enforced state machine and the hash an approval names.
 //! * [`domains`]: the order in which update domains are rolled out.
+//! * [`status`]: the deployment status document (Margo `DeploymentStatus`),
+//!   its aggregation rule and validation.
 //! * [`pool`]: what a pool declares in its annotations (capabilities,
 //!   capacity, update domain) and each member's update domain.
 
@@ -23,6 +25,7 @@ pub mod domains;
 pub mod operation;
 pub mod placement;
 pub mod pool;
+pub mod status;
 
 pub use capability::{Capabilities, Catalogue, Comparator, Requirement};
 pub use domains::{next_domain, rollout_order};

@@ -1,0 +1,135 @@
+//! Who is calling and what they may do, asked of the API server: the bearer
+//! token through a TokenReview, the permission through a SubjectAccessReview
+//! on the plan's `deploymentplans/deploymentstatus` (verb `get` to read,
+//! `update` to report).
+
+use axum::http::{HeaderMap, StatusCode, header};
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::api::PostParams;
+use kube::{Api, Client};
+
+use super::problem::Problem;
+
+/// The subresource permissions name: `deploymentplans/deploymentstatus`.
+pub const SUBRESOURCE: &str = "deploymentstatus";
+
+/// The bearer token of `headers`, if any.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+fn unavailable(what: &str, error: kube::Error) -> Problem {
+    Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("{what} failed: {error}"),
+    )
+}
+
+/// The caller, from its bearer token; 401 without one or with one the API
+/// server does not accept.
+pub async fn authenticate(client: &Client, headers: &HeaderMap) -> Result<UserInfo, Problem> {
+    let token = bearer(headers).ok_or_else(|| {
+        Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "send a Kubernetes bearer token (Authorization: Bearer <token>), e.g. a ServiceAccount's from `kubectl create token`",
+        )
+    })?;
+    let review = TokenReview {
+        spec: TokenReviewSpec {
+            token: Some(token.to_owned()),
+            audiences: None,
+        },
+        ..TokenReview::default()
+    };
+    let reviewed = Api::<TokenReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .map_err(|error| unavailable("checking the bearer token (TokenReview)", error))?;
+    let status = reviewed.status.unwrap_or_default();
+    match (status.authenticated, status.user) {
+        (Some(true), Some(user)) => Ok(user),
+        _ => Err(Problem::new(
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "the bearer token is not valid for this cluster{}",
+                status
+                    .error
+                    .map(|why| format!(": {why}"))
+                    .unwrap_or_default()
+            ),
+        )),
+    }
+}
+
+/// Whether `user` may `verb` the deployment status of DeploymentPlan
+/// `namespace/plan`; 403 naming the permission when not.
+pub async fn authorize(
+    client: &Client,
+    user: &UserInfo,
+    verb: &str,
+    namespace: &str,
+    plan: &str,
+) -> Result<(), Problem> {
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: user.username.clone(),
+            uid: user.uid.clone(),
+            groups: user.groups.clone(),
+            extra: user.extra.clone(),
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(namespace.to_owned()),
+                verb: Some(verb.to_owned()),
+                group: Some("shoal.dev".to_owned()),
+                resource: Some("deploymentplans".to_owned()),
+                subresource: Some(SUBRESOURCE.to_owned()),
+                name: Some(plan.to_owned()),
+                ..ResourceAttributes::default()
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    let reviewed = Api::<SubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .map_err(|error| unavailable("checking permission (SubjectAccessReview)", error))?;
+    if reviewed.status.is_some_and(|status| status.allowed) {
+        return Ok(());
+    }
+    Err(Problem::new(
+        StatusCode::FORBIDDEN,
+        format!(
+            "{} may not {verb} deploymentplans/{SUBRESOURCE} of DeploymentPlan {namespace}/{plan}",
+            user.username.as_deref().unwrap_or("this caller")
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::AUTHORIZATION,
+            value.parse().expect("a header value"),
+        );
+        headers
+    }
+
+    #[test]
+    fn only_a_nonempty_bearer_token_is_taken() {
+        assert_eq!(bearer(&headers("Bearer abc")), Some("abc"));
+        assert_eq!(bearer(&headers("bearer abc")), Some("abc"));
+        assert_eq!(bearer(&headers("Basic abc")), None);
+        assert_eq!(bearer(&headers("Bearer ")), None);
+        assert_eq!(bearer(&HeaderMap::new()), None);
+    }
+}

@@ -1,0 +1,397 @@
+//! The deployment status REST endpoint through a real HTTP client (curl):
+//! the document a plan's status shows, read with a ServiceAccount token;
+//! every response code; callers without a valid token or without permission
+//! refused; a client's report kept in the cluster across a restart of the
+//! controller and its endpoint. Runs on the emulator and on a real control
+//! plane (`SHOAL_TEST_KUBECONFIG`): TokenReview and SubjectAccessReview are
+//! answered by the API server in both.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Env, eventually, job_keys, swarm_yaml};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+use shoal_controller::deployment_plan::DeploymentPlan;
+use shoal_controller::status_api::{StatusApi, serve};
+use shoal_core::deploy::status::DeploymentStatusDocument;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The endpoint running in-process on a port of its own.
+struct Endpoint {
+    base: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Endpoint {
+    async fn start(env: &Env) -> Endpoint {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a local port");
+        let base = format!("http://{}", listener.local_addr().expect("an address"));
+        let api = StatusApi {
+            client: env.controller_clients().api,
+            namespace: Some(env.namespace.clone()),
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.await;
+            };
+            serve(listener, api, shutdown)
+                .await
+                .expect("the endpoint serves");
+        });
+        Endpoint { base, stop, task }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
+
+/// One HTTP answer: status code, content type, body.
+#[derive(Debug)]
+struct Answer {
+    code: u16,
+    content_type: String,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+
+    /// A refusal: the code and an `application/problem+json` body saying it.
+    fn assert_problem(&self, code: u16, detail_contains: &str) {
+        assert_eq!(self.code, code, "{self:?}");
+        assert_eq!(self.content_type, "application/problem+json", "{self:?}");
+        let problem = self.json();
+        assert_eq!(problem["status"], code, "{self:?}");
+        let detail = problem["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains(detail_contains), "{detail}");
+    }
+}
+
+/// `curl` with `token` (if any), POSTing `body` when given.
+async fn curl(url: &str, token: Option<&str>, body: Option<&str>) -> Answer {
+    let mut command = tokio::process::Command::new("curl");
+    command.args([
+        "-sS",
+        "-o",
+        "-",
+        "-w",
+        "\n%{http_code} %{content_type}",
+        url,
+    ]);
+    if let Some(token) = token {
+        command.args(["-H", &format!("Authorization: Bearer {token}")]);
+    }
+    if let Some(body) = body {
+        command.args([
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            body,
+        ]);
+    }
+    let output = command.output().await.expect("curl runs");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (body, trailer) = text.rsplit_once('\n').expect("curl's trailer");
+    let (code, content_type) = trailer.split_once(' ').unwrap_or((trailer, ""));
+    Answer {
+        code: code
+            .parse()
+            .unwrap_or_else(|_| panic!("curl: {text} {output:?}")),
+        content_type: content_type
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+        body: body.to_owned(),
+    }
+}
+
+async fn plan(env: &Env) -> DeploymentPlan {
+    let api: Api<DeploymentPlan> = Api::namespaced(env.client.clone(), &env.namespace);
+    api.get("web").await.expect("the plan exists")
+}
+
+/// The plan's document of its deployment 1 once it is in `state`.
+async fn document_in(env: &Env, state: &str) -> DeploymentStatusDocument {
+    eventually(&format!("deployment 1 of web is {state}"), WAIT, || async {
+        let status = plan(env).await.status.unwrap_or_default();
+        status
+            .deployment_status
+            .into_iter()
+            .find(|d| d.adopted_manifest_version.as_deref() == Some("1"))
+            .filter(|d| d.status.state == state)
+    })
+    .await
+}
+
+/// The member's sidecar reports `state` for web-0 on its own Lease.
+async fn report(env: &Env, pod: &str, uid: &str, state: Value) {
+    let states = json!({"web-0": state}).to_string();
+    env.apply(&format!(
+        r#"apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata:
+  name: {pod}-member
+  labels: {{shoal.dev/member: {pod}}}
+  annotations: {{shoal.dev/instance-states: '{states}'}}
+  ownerReferences: [{{apiVersion: v1, kind: Pod, name: {pod}, uid: {uid}}}]
+spec: {{holderIdentity: {pod}, leaseDurationSeconds: 60}}
+"#
+    ))
+    .await;
+}
+
+/// ServiceAccounts `reader` (get), `reporter` (get, update) and `stranger`
+/// (nothing), with the Roles the README documents; their tokens.
+async fn callers(env: &Env) -> (String, String, String) {
+    let namespace = &env.namespace;
+    env.apply(&format!(
+        r#"apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: reader}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: reporter}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: stranger}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: deployment-status-reader}}
+rules:
+- {{apiGroups: [shoal.dev], resources: [deploymentplans/deploymentstatus], verbs: [get]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: deployment-status-reporter}}
+rules:
+- {{apiGroups: [shoal.dev], resources: [deploymentplans/deploymentstatus], verbs: [get, update]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: reader}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployment-status-reader}}
+subjects: [{{kind: ServiceAccount, name: reader, namespace: {namespace}}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: reporter}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployment-status-reporter}}
+subjects: [{{kind: ServiceAccount, name: reporter, namespace: {namespace}}}]
+"#
+    ))
+    .await;
+    let token = |account: &'static str| async move {
+        env.cluster
+            .service_account_token(namespace, account, None)
+            .await
+            .expect("a token")
+    };
+    (
+        token("reader").await,
+        token("reporter").await,
+        token("stranger").await,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_serves_the_plans_document_and_keeps_reports_across_a_restart() {
+    let env = Env::start().await;
+    let crd = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../manifests/crd-deploymentplan.yaml"
+    );
+    env.cluster
+        .install_crd_file(Path::new(crd))
+        .await
+        .expect("the DeploymentPlan CRD");
+    let controller = env.start_controller();
+    let endpoint = Endpoint::start(&env).await;
+    env.apply(&swarm_yaml("demo", &job_keys(2), "")).await;
+    env.pool("east", "demo", 1).await;
+    env.kubectl(&[
+        "annotate",
+        "statefulset",
+        "east",
+        "shoal.dev/capacity=cores=4",
+    ])
+    .await;
+    let uids = env.ready_pool("east", 1).await;
+    env.apply(
+        r#"apiVersion: shoal.dev/v1alpha1
+kind: DeploymentPlan
+metadata: {name: web}
+spec:
+  swarm: demo
+  applications: [{name: nginx, resources: {cores: 1}}, {name: exporter}]
+  approval: {policy: Automatic}
+  deployment:
+    instances: 1
+    payloads: [{application: nginx, coordinates: {image: "nginx:1.27"}}]
+"#,
+    )
+    .await;
+    let (reader, reporter, stranger) = callers(&env).await;
+
+    // pending → installed as the member reports; the same document over HTTP.
+    let pending = document_in(&env, "pending").await;
+    let id = pending.deployment_id.clone();
+    let url = format!("{}/api/v1/deployments/{id}/status", endpoint.base);
+    report(
+        &env,
+        "east-0",
+        &uids["east-0"],
+        json!({"state": "installing", "deployment": 1}),
+    )
+    .await;
+    document_in(&env, "installing").await;
+    report(
+        &env,
+        "east-0",
+        &uids["east-0"],
+        json!({"state": "installed", "deployment": 1}),
+    )
+    .await;
+    let installed = document_in(&env, "installed").await;
+    let read = curl(&url, Some(&reader), None).await;
+    assert_eq!(
+        (read.code, read.content_type.as_str()),
+        (200, "application/json"),
+        "{read:?}"
+    );
+    let served: DeploymentStatusDocument = serde_json::from_str(&read.body).expect("a document");
+    assert_eq!(served, installed);
+    let names: Vec<&str> = served.components.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["nginx", "exporter"]);
+    let events = env.events().await;
+    assert!(events.contains("DeploymentInstalled"), "{events}");
+
+    // Nobody without a valid token, nobody without permission.
+    curl(&url, None, None)
+        .await
+        .assert_problem(401, "bearer token");
+    curl(&url, Some("not-a-token"), None)
+        .await
+        .assert_problem(401, "not valid");
+    curl(&url, Some(&stranger), None)
+        .await
+        .assert_problem(403, "may not get");
+    let valid = json!({"deploymentId": id, "status": {"state": "installed"},
+        "components": [{"name": "nginx", "state": "installed"}]})
+    .to_string();
+    let client_url = format!(
+        "{}/api/v1/clients/edge-1/deployments/{id}/status",
+        endpoint.base
+    );
+    curl(&client_url, Some(&reader), Some(&valid))
+        .await
+        .assert_problem(403, "may not update");
+    let unknown = format!(
+        "{}/api/v1/deployments/00000000-0000-8000-8000-000000000000/status",
+        endpoint.base
+    );
+    curl(&unknown, Some(&reader), None)
+        .await
+        .assert_problem(404, "no DeploymentPlan");
+
+    // Bodies: malformed 400, contradictions 422, first report 201, then 200.
+    curl(&client_url, Some(&reporter), Some("{\"deploymentId\":"))
+        .await
+        .assert_problem(400, "does not parse");
+    let other_id = valid.replace(&id, "another-id");
+    curl(&client_url, Some(&reporter), Some(&other_id))
+        .await
+        .assert_problem(422, "differs");
+    let unknown_component = valid.replace("\"nginx\"", "\"redis\"");
+    curl(&client_url, Some(&reporter), Some(&unknown_component))
+        .await
+        .assert_problem(422, "redis");
+    let bad_state = valid.replace("\"state\":\"installed\"}]", "\"state\":\"running\"}]");
+    curl(&client_url, Some(&reporter), Some(&bad_state))
+        .await
+        .assert_problem(422, "running");
+    curl(&url, Some(&reporter), Some(&valid))
+        .await
+        .assert_problem(422, "deviceId");
+    curl(&client_url, Some(&reporter), None)
+        .await
+        .assert_problem(404, "has not reported");
+    let created = curl(&client_url, Some(&reporter), Some(&valid)).await;
+    assert_eq!(created.code, 201, "{created:?}");
+    assert_eq!(created.json()["deviceId"], "edge-1");
+    let failing = json!({"deploymentId": id, "deviceId": "edge-1",
+        "status": {"state": "failed", "error": {"code": "HostUnavailable", "message": "no cluster"}},
+        "components": [{"name": "nginx", "state": "pending"}]})
+    .to_string();
+    let replaced = curl(&url, Some(&reporter), Some(&failing)).await;
+    assert_eq!(replaced.code, 200, "{replaced:?}");
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let kept = maps
+        .get("web-deployment-reports")
+        .await
+        .expect("reports are kept in a ConfigMap");
+    let owner = &kept.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("DeploymentPlan", "web")
+    );
+    assert_eq!(Some(owner.uid.clone()), plan(&env).await.uid());
+
+    // A restart of the controller and its endpoint loses no report.
+    endpoint.stop().await;
+    controller.stop().await;
+    let controller = env.start_controller();
+    let endpoint = Endpoint::start(&env).await;
+    let client_url = format!(
+        "{}/api/v1/clients/edge-1/deployments/{id}/status",
+        endpoint.base
+    );
+    let after = curl(&client_url, Some(&reader), None).await;
+    assert_eq!(after.code, 200, "{after:?}");
+    assert_eq!(after.json()["status"]["error"]["code"], "HostUnavailable");
+    let schema = curl(
+        &format!("{}/api/v1/schemas/deployment-status", endpoint.base),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(schema.code, 200);
+    assert_eq!(schema.json()["title"], "DeploymentStatus");
+
+    // An instance whose process fails: the document says failed, with the error.
+    let failed = json!({"state": "failed", "deployment": 1, "code": "ExitCode1", "message": "exited with status 1"});
+    report(&env, "east-0", &uids["east-0"], failed).await;
+    let document = document_in(&env, "failed").await;
+    let error = document.components[0]
+        .error
+        .clone()
+        .expect("the component's error");
+    assert_eq!(error.code, "ExitCode1");
+    assert_eq!(error.source.as_deref(), Some("instance web-0 on east-0"));
+    let url = format!("{}/api/v1/deployments/{id}/status", endpoint.base);
+    let served: DeploymentStatusDocument =
+        serde_json::from_str(&curl(&url, Some(&reader), None).await.body).expect("a document");
+    assert_eq!(served, document);
+
+    endpoint.stop().await;
+    controller.stop().await;
+    env.finish().await;
+}
