@@ -57,9 +57,12 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct SwarmSpec {
     /// Job keys listed inline. Combined with `jobsFrom`; a key may appear only once overall.
+    /// Each key is 1 to 253 bytes without control characters.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_INLINE_JOBS), inner(length(min = 1, max = 253), pattern(JOB_KEY_PATTERN)))]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
     pub jobs: Vec<String>,
-    /// A job list read from a ConfigMap key holding `jobs: [...]` YAML (seed 002's format).
+    /// A job list read from a ConfigMap key holding a YAML document `jobs: [...]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs_from: Option<JobsFrom>,
     /// How jobs are assigned to members.
@@ -70,6 +73,10 @@ pub struct SwarmSpec {
     pub reload: ReloadPolicy,
     /// When a computed revision may be applied.
     #[serde(default)]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "!has(self.policy) || self.policy != 'Budget' || has(self.maxDisruptedMembers) || has(self.maxMovedJobs)",
+        "message": "the Budget policy needs maxDisruptedMembers or maxMovedJobs (without either, use Manual)"
+    }]))]
     pub approval: ApprovalSpec,
     /// Limits on disruption while applying a revision.
     #[serde(default)]
@@ -79,8 +86,27 @@ pub struct SwarmSpec {
     pub failover: FailoverSpec,
     /// How many revisions are kept as `<swarm>-rev-<n>` ConfigMaps.
     #[serde(default = "default_revision_history_limit")]
+    #[schemars(range(min = 1, max = 1000))]
     pub revision_history_limit: u32,
 }
+
+/// Most job keys listed inline in `spec.jobs` (longer lists belong in `jobsFrom`): a
+/// bound the API server needs to estimate the cost of checking the list, and far below
+/// what fits in one object.
+pub const MAX_INLINE_JOBS: u32 = 100_000;
+
+/// A job key has no control characters (the controller refuses them too).
+const JOB_KEY_PATTERN: &str = r"^[^\x00-\x1F\x7F-\x9F]*$";
+
+/// A ConfigMap name: a DNS subdomain (lowercase alphanumerics, `-` and `.`).
+const DNS_SUBDOMAIN_PATTERN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+/// A ConfigMap data key: alphanumerics, `-`, `_` and `.`.
+const CONFIG_MAP_KEY_PATTERN: &str = r"^[-._a-zA-Z0-9]+$";
+
+/// A duration as `failover.after` takes it: numbers with units `ms`, `s`, `m`, `h`.
+const DURATION_PATTERN: &str = r"^([0-9]+(ms|s|m|h))+$";
 
 fn default_revision_history_limit() -> u32 {
     10
@@ -97,24 +123,32 @@ pub struct JobsFrom {
 /// A ConfigMap and one of its data keys.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 pub struct ConfigMapKeyRef {
-    /// ConfigMap name.
+    /// ConfigMap name (in the Swarm's namespace).
+    #[schemars(length(min = 1, max = 253), pattern(DNS_SUBDOMAIN_PATTERN))]
     pub name: String,
     /// Data key holding `jobs: [...]`.
+    #[schemars(length(min = 1, max = 253), pattern(CONFIG_MAP_KEY_PATTERN))]
     pub key: String,
 }
 
 /// The assignment strategy and its parameters.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!has(self.vnodes) || (has(self.type) && self.type == 'ring')",
+    "message": "vnodes applies only to the ring strategy"
+}]))]
 pub struct StrategySpec {
     /// `bounded` (default), `jump` or `ring`.
     #[serde(default, rename = "type")]
     pub type_: StrategyType,
     /// Balance factor of `bounded`: slices stay within `ceil((1+epsilon)*k/n)`; 0 means perfectly balanced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 100.0))]
     pub epsilon: Option<f64>,
-    /// Virtual nodes per member for `ring`.
+    /// Virtual nodes per member for `ring`, 1 to 4096.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = shoal_core::strategy::MAX_VNODES))]
     pub vnodes: Option<u32>,
 }
 
@@ -150,9 +184,11 @@ pub struct ApprovalSpec {
     pub policy: ApprovalPolicy,
     /// Budget: approve alone when at most this many members are disrupted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = crate::plan::MAX_MEMBERS))]
     pub max_disrupted_members: Option<u32>,
     /// Budget: approve alone when at most this many jobs move.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 1_000_000_000))]
     pub max_moved_jobs: Option<u64>,
 }
 
@@ -174,7 +210,7 @@ pub enum ApprovalPolicy {
 pub struct RolloutSpec {
     /// At most this many members unavailable because of restarts (Restart policy); at least 1.
     #[serde(default = "default_max_unavailable")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = crate::plan::MAX_MEMBERS))]
     pub max_unavailable: u32,
 }
 
@@ -198,6 +234,7 @@ pub struct FailoverSpec {
     /// its jobs move to the other members, e.g. `30s`, `5m`, `1h`. Default `5m`. A member
     /// is granted jobs only while its pod is Ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
     pub after: Option<String>,
 }
 

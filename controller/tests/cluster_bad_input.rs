@@ -26,6 +26,9 @@ async fn event_with_reason(env: &Env, reason: &str) -> String {
     .await
 }
 
+/// The CRD refuses an empty or repeated key in `spec.jobs` itself (see
+/// `crd_validation.rs`); what it cannot see is a key repeated between the inline list and
+/// a `jobsFrom` ConfigMap, or a bad key in that ConfigMap. The controller checks those.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_duplicate_and_an_empty_key_are_reported_and_the_last_good_slices_stay() {
     let env = Env::start().await;
@@ -36,17 +39,21 @@ async fn a_duplicate_and_an_empty_key_are_reported_and_the_last_good_slices_stay
         (all_jobs(&env.slices("demo").await) == job_keys(6)).then_some(())
     })
     .await;
-    let mut duplicated = job_keys(6);
-    duplicated.push("stream:002".to_owned());
-    duplicated.push(String::new());
-    env.apply(&swarm_yaml("demo", &duplicated, "")).await;
+    env.apply(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: more-jobs\ndata:\n  jobs.yaml: \"jobs: ['stream:002', '']\"\n",
+    )
+    .await;
+    let from = "  jobsFrom:\n    configMapKeyRef:\n      name: more-jobs\n      key: jobs.yaml\n";
+    env.apply(&swarm_yaml("demo", &job_keys(6), from)).await;
     let message = degraded(&env, "InvalidJobs").await;
     assert!(
-        message.contains("spec.jobs[6] \"stream:002\" repeats spec.jobs[2]"),
+        message.contains(
+            "ConfigMap more-jobs key jobs.yaml jobs[0] \"stream:002\" repeats spec.jobs[2]"
+        ),
         "{message}"
     );
     assert!(
-        message.contains("spec.jobs[7] \"\": empty key"),
+        message.contains("ConfigMap more-jobs key jobs.yaml jobs[1] \"\": empty key"),
         "{message}"
     );
     event_with_reason(&env, "InvalidJobs").await;

@@ -17,23 +17,51 @@ use crate::slice_doc::{self, SliceProblem, Stored};
 use crate::view::SliceView;
 use shoal_core::format::EncodedSlice;
 
-/// Exponential backoff for the slice watch, 100 ms doubling up to 5 s.
+/// Exponential backoff with full jitter for the slice watch: the n-th retry waits a
+/// random time between 100 ms and `min(5 s, 100 ms * 2^n)`.
 ///
 /// Tighter than kube's default (up to 30 s): one small watch per member is
 /// cheap, and after a partition heals the member should see revokes quickly.
+/// The jitter spreads hundreds of sidecars that lost the API server at the same
+/// moment over the whole window instead of reconnecting in lockstep. Each
+/// sidecar draws from its own generator, seeded from process randomness.
 #[derive(Debug, Clone)]
 pub struct WatchBackoff {
-    next: Duration,
+    /// The upper end of the next delay's range.
+    ceiling: Duration,
+    /// State of the random generator (SplitMix64).
+    state: u64,
 }
 
-const WATCH_BACKOFF_START: Duration = Duration::from_millis(100);
-const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// The shortest delay and the first ceiling.
+pub const WATCH_BACKOFF_START: Duration = Duration::from_millis(100);
+/// The largest ceiling.
+pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+impl WatchBackoff {
+    /// A backoff whose random draws follow from `seed` (tests; [`Default`] seeds randomly).
+    pub fn seeded(seed: u64) -> WatchBackoff {
+        WatchBackoff {
+            ceiling: WATCH_BACKOFF_START,
+            state: seed,
+        }
+    }
+
+    /// The next pseudo-random number (SplitMix64: tiny, and good enough to spread retries).
+    fn next_random(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
 
 impl Default for WatchBackoff {
     fn default() -> WatchBackoff {
-        WatchBackoff {
-            next: WATCH_BACKOFF_START,
-        }
+        use std::hash::BuildHasher;
+        // `RandomState` is keyed from the operating system's randomness per process.
+        WatchBackoff::seeded(std::hash::RandomState::new().hash_one(std::process::id()))
     }
 }
 
@@ -41,15 +69,17 @@ impl Iterator for WatchBackoff {
     type Item = Duration;
 
     fn next(&mut self) -> Option<Duration> {
-        let delay = self.next;
-        self.next = (self.next * 2).min(WATCH_BACKOFF_MAX);
-        Some(delay)
+        let ceiling = self.ceiling;
+        self.ceiling = (self.ceiling * 2).min(WATCH_BACKOFF_MAX);
+        let span = (ceiling - WATCH_BACKOFF_START).as_millis() as u64;
+        let extra = self.next_random() % (span + 1);
+        Some(WATCH_BACKOFF_START + Duration::from_millis(extra))
     }
 }
 
 impl Backoff for WatchBackoff {
     fn reset(&mut self) {
-        self.next = WATCH_BACKOFF_START;
+        self.ceiling = WATCH_BACKOFF_START;
     }
 }
 
@@ -219,16 +249,48 @@ async fn read_slice(shared: &Shared, config_map: &ConfigMap) -> Result<SliceView
 mod tests {
     use super::*;
 
+    /// The ceiling of the n-th delay (counting from 0).
+    fn ceiling(attempt: u32) -> Duration {
+        (WATCH_BACKOFF_START * 2u32.saturating_pow(attempt.min(16))).min(WATCH_BACKOFF_MAX)
+    }
+
     #[test]
-    fn the_watch_backoff_doubles_to_five_seconds_and_resets() {
-        let mut backoff = WatchBackoff::default();
-        let delays: Vec<u64> = backoff
-            .by_ref()
-            .take(8)
-            .map(|delay| delay.as_millis() as u64)
+    fn two_sidecars_wait_different_times_within_the_backoff_bounds() {
+        let first: Vec<Duration> = WatchBackoff::default().take(12).collect();
+        let second: Vec<Duration> = WatchBackoff::default().take(12).collect();
+        assert_ne!(first, second, "two sidecars would reconnect in lockstep");
+        for delays in [&first, &second] {
+            for (attempt, delay) in delays.iter().enumerate() {
+                let attempt = attempt as u32;
+                assert!(
+                    *delay >= WATCH_BACKOFF_START && *delay <= ceiling(attempt),
+                    "retry {attempt} waits {delay:?}, outside {WATCH_BACKOFF_START:?}..={:?}",
+                    ceiling(attempt)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn many_sidecars_spread_their_retries_over_the_window() {
+        // 200 sidecars at their 6th retry (ceiling 3.2 s): in lockstep they would all
+        // pick one delay; with jitter they cover most of the window.
+        let delays: std::collections::BTreeSet<Duration> = (0..200u64)
+            .map(|seed| WatchBackoff::seeded(seed).nth(5).unwrap_or_default())
             .collect();
-        assert_eq!(delays, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+        assert!(delays.len() > 150, "only {} distinct delays", delays.len());
+        let lowest = delays.first().copied().unwrap_or_default();
+        let highest = delays.last().copied().unwrap_or_default();
+        assert!(lowest < Duration::from_millis(600), "{lowest:?}");
+        assert!(highest > Duration::from_millis(2700), "{highest:?}");
+    }
+
+    #[test]
+    fn a_reset_starts_again_from_the_shortest_window() {
+        let mut backoff = WatchBackoff::seeded(7);
+        let _ = backoff.by_ref().take(10).count();
         backoff.reset();
-        assert_eq!(backoff.next(), Some(Duration::from_millis(100)));
+        let delay = backoff.next().unwrap_or_default();
+        assert!(delay <= ceiling(0), "{delay:?} after a reset");
     }
 }

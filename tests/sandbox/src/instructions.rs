@@ -111,7 +111,7 @@ impl Tour {
             ),
             (
                 self.kubectl(&format!("get cm {swarm} -o yaml")),
-                "the seed-compatible index (config.yml: workloads)".to_owned(),
+                "the index of every member's jobs (config.yml: workloads)".to_owned(),
             ),
         ];
         if let Some(member) = &first_member {

@@ -1,6 +1,6 @@
 //! Validation: object names (DNS rules), labels, and custom resources
 //! against their CRD's openAPIV3Schema (types, required fields, enums,
-//! bounds), with pruning of unknown fields.
+//! bounds, `x-kubernetes-list-type: set` uniqueness), with pruning of unknown fields.
 
 use serde_json::Value;
 
@@ -330,6 +330,19 @@ fn check(value: &mut Value, schema: &Value, path: &str, report: &mut SchemaRepor
                     path,
                     format!("Too many: {}: must have at most {max} items", items.len()),
                 ));
+            }
+            if schema["x-kubernetes-list-type"].as_str() == Some("set") {
+                // As the real server: each repeat of an earlier item is one cause.
+                let mut seen = std::collections::HashSet::new();
+                for (index, item) in items.iter().enumerate() {
+                    if !seen.insert(item.to_string()) {
+                        report.causes.push(cause(
+                            "FieldValueDuplicate",
+                            &format!("{path}[{index}]"),
+                            format!("Duplicate value: {item}"),
+                        ));
+                    }
+                }
             }
             if let Some(item_schema) = schema.get("items") {
                 let mut index = 0;

@@ -1,0 +1,250 @@
+//! The Swarm CRD's schema (OpenAPI bounds, patterns, `x-kubernetes-list-type: set` and
+//! CEL rules) refuses what can be checked before the controller sees it: `kubectl apply`
+//! fails with a message naming the field, and nothing is stored. Every Swarm shipped as
+//! an example (manifests, the sandbox demo, the README) still applies.
+
+mod common;
+
+use std::path::Path;
+
+use common::{Env, job_keys, swarm_yaml};
+
+/// A Swarm `demo` with `jobs` and extra spec lines, applied with kubectl: (accepted, output).
+async fn try_apply(env: &Env, yaml: &str) -> (bool, String) {
+    let output = env
+        .cluster
+        .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
+        .await
+        .expect("kubectl runs");
+    (
+        output.success(),
+        format!("{}{}", output.stdout, output.stderr),
+    )
+}
+
+/// Applies each bad Swarm and checks that it is refused with `field` and `words` in the
+/// message, and that no Swarm was stored.
+async fn assert_refused(env: &Env, cases: &[(&str, String, &str, &str)]) {
+    let mut failures = Vec::new();
+    for (what, yaml, field, words) in cases {
+        let (accepted, output) = try_apply(env, yaml).await;
+        if accepted {
+            failures.push(format!("{what}: accepted:\n{output}\n{yaml}"));
+        } else if !output.contains(field) || !output.contains(words) {
+            failures.push(format!(
+                "{what}: refused without naming {field:?} and {words:?}:\n{output}"
+            ));
+        }
+        let (exists, text) = env.kubectl_status(&["get", "swarm", "demo"]).await;
+        if exists {
+            failures.push(format!("{what}: the refused Swarm was stored: {text}"));
+            env.kubectl(&["delete", "swarm", "demo"]).await;
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+fn with_spec(extra: &str) -> String {
+    swarm_yaml("demo", &job_keys(2), extra)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_job_keys_are_refused_by_the_api_server_naming_the_entry() {
+    let env = Env::start().await;
+    let mut duplicated = job_keys(3);
+    duplicated.push("stream:001".to_owned());
+    let too_long = vec!["k".repeat(254)];
+    let cases = [
+        (
+            "an empty key",
+            swarm_yaml("demo", &["a".to_owned(), String::new()], ""),
+            "spec.jobs[1]",
+            "at least 1 chars long",
+        ),
+        (
+            "a repeated key",
+            swarm_yaml("demo", &duplicated, ""),
+            "spec.jobs[3]",
+            "Duplicate value: \"stream:001\"",
+        ),
+        (
+            "a key of 254 bytes",
+            swarm_yaml("demo", &too_long, ""),
+            "spec.jobs[0]",
+            "Too long",
+        ),
+        (
+            "a key with a control character",
+            swarm_yaml("demo", &["bell\\a".to_owned()], ""),
+            "spec.jobs[0]",
+            "should match",
+        ),
+    ];
+    assert_refused(&env, &cases).await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_strategy_approval_rollout_and_failover_settings_are_refused_naming_the_field() {
+    let env = Env::start().await;
+    let cases = [
+        (
+            "an unknown strategy",
+            with_spec("  strategy:\n    type: round-robin\n"),
+            "spec.strategy.type",
+            "Unsupported value",
+        ),
+        (
+            "a negative epsilon",
+            with_spec("  strategy:\n    epsilon: -0.5\n"),
+            "spec.strategy.epsilon",
+            "greater than or equal to 0",
+        ),
+        (
+            "zero vnodes",
+            with_spec("  strategy:\n    type: ring\n    vnodes: 0\n"),
+            "spec.strategy.vnodes",
+            "greater than or equal to 1",
+        ),
+        (
+            "too many vnodes",
+            with_spec("  strategy:\n    type: ring\n    vnodes: 5000\n"),
+            "spec.strategy.vnodes",
+            "less than or equal to 4096",
+        ),
+        (
+            "vnodes for the bounded strategy",
+            with_spec("  strategy:\n    type: bounded\n    vnodes: 8\n"),
+            "spec.strategy",
+            "vnodes applies only to the ring strategy",
+        ),
+        (
+            "an unknown reload policy",
+            with_spec("  reload: Sometimes\n"),
+            "spec.reload",
+            "Unsupported value",
+        ),
+        (
+            "an unknown approval policy",
+            with_spec("  approval:\n    policy: Never\n"),
+            "spec.approval.policy",
+            "Unsupported value",
+        ),
+        (
+            "a Budget policy without a budget",
+            with_spec("  approval:\n    policy: Budget\n"),
+            "spec.approval",
+            "the Budget policy needs maxDisruptedMembers or maxMovedJobs",
+        ),
+        (
+            "a negative job budget",
+            with_spec("  approval:\n    policy: Budget\n    maxMovedJobs: -1\n"),
+            "spec.approval.maxMovedJobs",
+            "greater than or equal to 0",
+        ),
+        (
+            "more unavailable members than a Swarm can have",
+            with_spec("  rollout:\n    maxUnavailable: 20000\n"),
+            "spec.rollout.maxUnavailable",
+            "less than or equal to 10000",
+        ),
+        (
+            "a failover delay in words",
+            with_spec("  failover:\n    after: 5 minutes\n"),
+            "spec.failover.after",
+            "should match",
+        ),
+        (
+            "no revision history",
+            with_spec("  revisionHistoryLimit: 0\n"),
+            "spec.revisionHistoryLimit",
+            "greater than or equal to 1",
+        ),
+    ];
+    assert_refused(&env, &cases).await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_list_configmap_reference_must_name_a_configmap_and_a_key() {
+    let env = Env::start().await;
+    let from = |name: &str, key: &str| {
+        with_spec(&format!(
+            "  jobsFrom:\n    configMapKeyRef:\n      name: \"{name}\"\n      key: \"{key}\"\n"
+        ))
+    };
+    let cases = [
+        (
+            "an upper-case ConfigMap name",
+            from("Job_List", "jobs.yaml"),
+            "spec.jobsFrom.configMapKeyRef.name",
+            "should match",
+        ),
+        (
+            "an empty ConfigMap name",
+            from("", "jobs.yaml"),
+            "spec.jobsFrom.configMapKeyRef.name",
+            "at least 1 chars long",
+        ),
+        (
+            "a key with a slash",
+            from("job-list", "jobs/all.yaml"),
+            "spec.jobsFrom.configMapKeyRef.key",
+            "should match",
+        ),
+    ];
+    assert_refused(&env, &cases).await;
+    env.finish().await;
+}
+
+/// The Swarms of `manifests/example`, the sandbox demo and the README's examples, each
+/// applied into the test namespace.
+fn shipped_swarms() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut swarms = Vec::new();
+    for file in [
+        "manifests/example/swarm.yaml",
+        "tests/sandbox/demo/20-swarm.yaml",
+    ] {
+        let text = std::fs::read_to_string(root.join(file))
+            .unwrap_or_else(|error| panic!("reading {file}: {error}"));
+        swarms.push((file.to_owned(), text));
+    }
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md is readable");
+    for (index, block) in readme.split("```yaml\n").skip(1).enumerate() {
+        let block = block.split("```").next().unwrap_or_default();
+        if block.contains("kind: Swarm\n") {
+            swarms.push((format!("README.md yaml block {index}"), block.to_owned()));
+        }
+    }
+    swarms
+        .into_iter()
+        .map(|(origin, text)| {
+            // Into the test's namespace, whatever the example names.
+            let text: Vec<&str> = text
+                .lines()
+                .filter(|line| !line.trim_start().starts_with("namespace:"))
+                .collect();
+            (origin, text.join("\n") + "\n")
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_example_swarm_still_applies() {
+    let env = Env::start().await;
+    let swarms = shipped_swarms();
+    assert!(
+        swarms.len() >= 3,
+        "expected the example, the demo and a README Swarm: {swarms:?}"
+    );
+    let mut failures = Vec::new();
+    for (origin, yaml) in &swarms {
+        let (accepted, output) = try_apply(&env, yaml).await;
+        if !accepted {
+            failures.push(format!("{origin} was refused:\n{output}\n{yaml}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    env.finish().await;
+}

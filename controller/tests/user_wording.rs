@@ -1,0 +1,131 @@
+//! What a user reads speaks of Shoal's own concepts: no names of the documents Shoal was
+//! designed from (`kubectl explain swarm.spec` shows the CRD's descriptions verbatim).
+
+use std::path::Path;
+use std::process::Command;
+
+/// Words that only make sense inside the project's history.
+const INTERNAL_WORDS: [&str; 4] = ["seed 0", "k8s-swarm", "mrds", "seed-compatible"];
+
+/// The internal words found in `text` (case-insensitive), each with its line.
+fn internal_words(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|line| {
+            let lower = line.to_lowercase();
+            INTERNAL_WORDS.iter().any(|word| lower.contains(word))
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+fn help(binary: &str, args: &[&str]) -> String {
+    let output = Command::new(binary)
+        .args(args)
+        .output()
+        .unwrap_or_else(|error| panic!("running {binary} {args:?}: {error}"));
+    assert!(output.status.success(), "{binary} {args:?} failed");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The subcommands listed under `Commands:` in a clap help text.
+fn subcommands(help_text: &str) -> Vec<String> {
+    help_text
+        .split("Commands:\n")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every help text of a binary: the top level and each subcommand's.
+fn all_help(binary: &str) -> Vec<(String, String)> {
+    let top = help(binary, &["--help"]);
+    let names = subcommands(&top);
+    assert!(
+        !names.is_empty(),
+        "{binary} --help lists no commands:\n{top}"
+    );
+    let mut texts = vec![(format!("{binary} --help"), top)];
+    for name in names {
+        let text = help(binary, &[&name, "--help"]);
+        texts.push((format!("{binary} {name} --help"), text));
+    }
+    texts
+}
+
+fn read(relative: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("reading {relative}: {error}"))
+}
+
+#[test]
+fn the_internal_word_check_finds_what_it_looks_for() {
+    assert_eq!(
+        internal_words("fine\nthe format of k8s-swarm\nas in MRDS\n").len(),
+        2
+    );
+}
+
+#[test]
+fn crds_and_help_texts_use_no_internal_names() {
+    let mut texts = vec![
+        (
+            "the Swarm CRD".to_owned(),
+            shoal_controller::crd::crd_yaml(),
+        ),
+        (
+            "the DeploymentPlan CRD".to_owned(),
+            shoal_controller::deployment_plan::crd_yaml(),
+        ),
+    ];
+    texts.extend(all_help(env!("CARGO_BIN_EXE_shoal-controller")));
+    texts.extend(all_help(env!("CARGO_BIN_EXE_kubectl-shoal")));
+    let found: Vec<String> = texts
+        .iter()
+        .flat_map(|(origin, text)| {
+            internal_words(text)
+                .into_iter()
+                .map(move |line| format!("{origin}: {line}"))
+        })
+        .collect();
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn the_readme_usage_sections_and_shipped_manifests_use_no_internal_names() {
+    let readme = read("README.md");
+    let usage = readme
+        .split("## Using Shoal")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("README has a `## Using Shoal` section");
+    let mut texts = vec![("README.md, Using Shoal".to_owned(), usage.to_owned())];
+    for file in [
+        "manifests/kustomization.yaml",
+        "manifests/example/jobs.yaml",
+        "manifests/example/statefulset.yaml",
+        "manifests/example/swarm.yaml",
+        "manifests/example/deploymentplan.yaml",
+        "manifests/example/namespace.yaml",
+        "tests/sandbox/demo/10-jobs.yaml",
+        "tests/sandbox/demo/20-swarm.yaml",
+        "tests/sandbox/demo/30-pool.yaml",
+    ] {
+        texts.push((file.to_owned(), read(file)));
+    }
+    let found: Vec<String> = texts
+        .iter()
+        .flat_map(|(origin, text)| {
+            internal_words(text)
+                .into_iter()
+                .map(move |line| format!("{origin}: {line}"))
+        })
+        .collect();
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
