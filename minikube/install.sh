@@ -37,7 +37,7 @@ else
   k wait --for=condition=Established crd/swarms.shoal.dev --timeout=60s
 fi
 
-if [ "$SHOAL_TAG" != dev ]; then
+if [ "$SHOAL_TAG" != "$SHOAL_MANIFEST_TAG" ]; then
   step "using image tag $SHOAL_TAG"
   k -n "$SHOAL_CONTROLLER_NAMESPACE" set image deployment/shoal-controller "controller=shoal-controller:$SHOAL_TAG"
 fi
@@ -63,7 +63,7 @@ else
   k apply -k manifests/example/
 fi
 
-if [ "$SHOAL_TAG" != dev ]; then
+if [ "$SHOAL_TAG" != "$SHOAL_MANIFEST_TAG" ]; then
   k -n "$SHOAL_DEMO_NAMESPACE" set image statefulset/swarm-worker "shoal-worker=shoal-worker:$SHOAL_TAG"
 fi
 

@@ -3,14 +3,22 @@
 #
 # Environment:
 #   SHOAL_MINIKUBE_PROFILE  minikube profile, also the kubectl context (default: shoal)
-#   SHOAL_IMAGE_TAG         tag of both images (default: dev, as in manifests/)
+#   SHOAL_IMAGE_TAG         tag of both images (default: the workspace version in
+#                           Cargo.toml, as in manifests/ and the Helm chart)
 #   SHOAL_INSTALL_SCOPE     cluster (default: manifests/, the controller in
 #                           shoal-system for every namespace) or namespace
 #                           (manifests/namespaced/: the controller in shoal-demo,
 #                           for that namespace only)
 
+# The version of [workspace.package] in Cargo.toml: the tag manifests/ uses.
+workspace_version() {
+  sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"$/\1/p' \
+    "$(dirname "${BASH_SOURCE[0]}")/../Cargo.toml"
+}
+
 SHOAL_PROFILE="${SHOAL_MINIKUBE_PROFILE:-shoal}"
-SHOAL_TAG="${SHOAL_IMAGE_TAG:-dev}"
+SHOAL_MANIFEST_TAG="$(workspace_version)"
+SHOAL_TAG="${SHOAL_IMAGE_TAG:-$(workspace_version)}"
 SHOAL_DEMO_NAMESPACE="shoal-demo"
 SHOAL_SCOPE="${SHOAL_INSTALL_SCOPE:-cluster}"
 case "$SHOAL_SCOPE" in
@@ -24,7 +32,7 @@ esac
 # The repository root: every script runs from there, so relative paths
 # (manifests/, controller/Dockerfile) mean the same to every tool.
 SHOAL_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-export SHOAL_PROFILE SHOAL_TAG SHOAL_DEMO_NAMESPACE SHOAL_SCOPE SHOAL_CONTROLLER_NAMESPACE SHOAL_REPO
+export SHOAL_PROFILE SHOAL_TAG SHOAL_MANIFEST_TAG SHOAL_DEMO_NAMESPACE SHOAL_SCOPE SHOAL_CONTROLLER_NAMESPACE SHOAL_REPO
 
 # Says which step runs next.
 step() {
