@@ -248,10 +248,7 @@ async fn write_revision(
     let mut text = serialize(record)?;
     if text.len() > MAX_PLAIN_BYTES && gzip(&text).len() > MAX_PLAIN_BYTES {
         // Too large even compressed: keep the inputs but the job list.
-        let mut trimmed = record.clone();
-        trimmed.jobs.clear();
-        trimmed.jobs_omitted = true;
-        text = serialize(&trimmed)?;
+        text = serialize(&record.without_jobs())?;
     }
     let mut labels = config_maps.swarm_labels();
     labels.insert(names::LABEL_REVISION_HISTORY.to_owned(), "true".to_owned());

@@ -139,7 +139,7 @@ pub struct ConfigMapKeyRef {
     "message": "vnodes applies only to the ring strategy"
 }]))]
 pub struct StrategySpec {
-    /// `bounded` (default), `jump` or `ring`.
+    /// `bounded` (default), `jump`, `ring` or `sticky`.
     #[serde(default, rename = "type")]
     pub type_: StrategyType,
     /// Balance factor of `bounded`: slices stay within `ceil((1+epsilon)*k/n)`; 0 means perfectly balanced.
@@ -163,6 +163,10 @@ pub enum StrategyType {
     Jump,
     /// Consistent hash ring with virtual nodes.
     Ring,
+    /// Perfectly balanced (every slice `floor(k/n)` or `ceil(k/n)` jobs), moving exactly the
+    /// fewest jobs balance allows from the assignment in force, which it reads from the
+    /// revision history.
+    Sticky,
 }
 
 /// How a member picks up its changed slice.

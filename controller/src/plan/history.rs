@@ -1,5 +1,10 @@
 //! Revision history: the inputs of each revision kept as `<swarm>-rev-<n>`, so the
 //! assignment in force can be recomputed exactly after a controller restart.
+//!
+//! A `sticky` revision depends on the revision before it, so recomputing it from its
+//! inputs alone is not possible: its record also keeps the assignment itself (`owners`,
+//! the owner of each job as an index into `members`), and replaying it reads that back.
+//! The stateless strategies are recomputed from their inputs as before.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,6 +36,52 @@ pub struct RevisionRecord {
     /// revision cannot be replayed and the slices in the cluster stand for it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub jobs_omitted: bool,
+    /// `sticky` only: the owner of each job (aligned with `jobs`) as an index into
+    /// `members`. Empty for the stateless strategies, which are recomputed from the inputs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owners: Vec<u32>,
+}
+
+impl RevisionRecord {
+    /// The record without its job list (and so without its assignment), for a list too
+    /// large to keep: the slices in the cluster then stand for the revision.
+    pub fn without_jobs(&self) -> RevisionRecord {
+        RevisionRecord {
+            jobs: Vec::new(),
+            owners: Vec::new(),
+            jobs_omitted: true,
+            ..self.clone()
+        }
+    }
+
+    /// Keeps `assignment` (the revision's own) in the record when the strategy needs it
+    /// to be replayed (`sticky`).
+    pub(super) fn keep_assignment(&mut self, assignment: &Assignment) {
+        if !strategy_of(&self.strategy).is_stateful() {
+            return;
+        }
+        let position: BTreeMap<&str, u32> = self
+            .members
+            .iter()
+            .enumerate()
+            .map(|(index, name)| (name.as_str(), index as u32))
+            .collect();
+        let member_position: Vec<u32> = assignment
+            .members()
+            .iter()
+            .map(|member| {
+                position
+                    .get(member.pod_name().as_str())
+                    .copied()
+                    .unwrap_or(u32::MAX)
+            })
+            .collect();
+        self.owners = assignment
+            .owner_indices()
+            .iter()
+            .map(|&owner| member_position[owner as usize])
+            .collect();
+    }
 }
 
 /// The data key of a revision history ConfigMap.
@@ -55,10 +106,28 @@ pub(super) fn revision_record(
             .collect(),
         jobs: jobs.iter().map(|key| key.as_str().to_owned()).collect(),
         jobs_omitted: false,
+        owners: Vec::new(),
     }
 }
 
-/// Recomputes the assignment of a recorded revision.
+/// Completes the history records a plan writes with the assignment of their revision,
+/// for strategies whose replay needs it (see the module docs). `target` is the revision
+/// the plan converges to: the only one whose record a plan writes.
+pub(super) fn keep_assignments(operations: &mut [Operation], target: Option<&(u64, Assignment)>) {
+    let Some((revision, assignment)) = target else {
+        return;
+    };
+    for operation in operations {
+        if let Operation::WriteRevision(record) = operation
+            && record.revision == *revision
+        {
+            record.keep_assignment(assignment);
+        }
+    }
+}
+
+/// The assignment of a recorded revision: recomputed from its inputs, or for `sticky`,
+/// read from the record (checked: every job owned by a listed, available member).
 pub fn replay(record: &RevisionRecord) -> Result<Assignment, String> {
     let jobs = JobSet::parse(record.jobs.iter().cloned()).map_err(|error| error.to_string())?;
     let unavailable: BTreeSet<&str> = record.unavailable.iter().map(String::as_str).collect();
@@ -71,7 +140,16 @@ pub fn replay(record: &RevisionRecord) -> Result<Assignment, String> {
         members
             .push(Member::new(pool, ordinal).with_available(!unavailable.contains(name.as_str())));
     }
-    assign(&jobs, &members, &strategy_of(&record.strategy)).map_err(|error| error.to_string())
+    let strategy = strategy_of(&record.strategy);
+    if strategy.is_stateful() {
+        return Assignment::from_owners(&members, jobs, &record.owners).map_err(|error| {
+            format!(
+                "revision {}: the recorded {strategy} assignment is inconsistent: {error}",
+                record.revision
+            )
+        });
+    }
+    assign(&jobs, &members, &strategy).map_err(|error| error.to_string())
 }
 
 /// The revision in force, as far as the cluster tells.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use shoal_core::job::{JobProblem, JobProblemReason};
-use shoal_core::{Assignment, JobSet, Member, Strategy, assign};
+use shoal_core::{Assignment, JobSet, Member, Strategy, reassign};
 
 use super::{InputProblem, JobSource, Observation};
 use crate::crd::{StrategySpec, StrategyType, SwarmSpec};
@@ -111,6 +111,7 @@ pub fn strategy_of(spec: &StrategySpec) -> Strategy {
         StrategyType::Ring => Strategy::Ring {
             vnodes: spec.vnodes.unwrap_or(DEFAULT_VNODES),
         },
+        StrategyType::Sticky => Strategy::Sticky,
     }
 }
 
@@ -189,18 +190,25 @@ pub(super) struct Desired {
     pub assignment: Assignment,
 }
 
-/// The assignment the Swarm's job list and strategy ask for.
-pub(super) fn desired(obs: &Observation, members: &[Member]) -> Result<Desired, InputProblem> {
+/// The assignment the Swarm's job list and strategy ask for, from the assignment in force
+/// (read from the cluster by `history::in_force`; only `sticky` looks at it).
+pub(super) fn desired(
+    obs: &Observation,
+    members: &[Member],
+    in_force: Option<&Assignment>,
+) -> Result<Desired, InputProblem> {
     let jobs = job_list(&obs.swarm, &obs.spec, &obs.job_source)?;
     let strategy = obs.spec.strategy.clone();
     let assignment =
-        assign(&jobs, members, &strategy_of(&strategy)).map_err(|error| InputProblem {
-            reason: if members.is_empty() {
-                "NoMembers"
-            } else {
-                "AssignmentFailed"
-            },
-            message: format!("Swarm {}: {error}", obs.swarm),
+        reassign(in_force, &jobs, members, &strategy_of(&strategy)).map_err(|error| {
+            InputProblem {
+                reason: if members.is_empty() {
+                    "NoMembers"
+                } else {
+                    "AssignmentFailed"
+                },
+                message: format!("Swarm {}: {error}", obs.swarm),
+            }
         })?;
     Ok(Desired {
         jobs,

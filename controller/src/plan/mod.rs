@@ -470,11 +470,12 @@ pub fn plan(obs: &Observation) -> Plan {
             }),
             None => match inputs::rollout_problem(obs) {
                 Some(problem) => Err(problem),
-                None => inputs::desired(obs, &roster.members()),
+                None => inputs::desired(obs, &roster.members(), in_force.assignment.as_ref()),
             },
         },
     };
-    let gate = gate::decide(obs, &roster, &in_force, desired, &mut events, &mut problems);
+    let mut gate = gate::decide(obs, &roster, &in_force, desired, &mut events, &mut problems);
+    history::keep_assignments(&mut gate.operations, gate.target.as_ref());
     let refusals = refusals(obs, &roster, gate.refused_approval.clone());
     let delivery = instances::deliveries(&obs.plans);
     let convergence = converge::converge(

@@ -2376,3 +2376,169 @@ fn under_restart_an_instance_change_restarts_no_pod() {
     );
     assert_eq!(held_slice(&cluster, "worker-1").instances.len(), 1);
 }
+
+/// A Swarm with the `sticky` strategy, `replicas` members and the 27 seed streams.
+fn sticky_cluster(replicas: u32, policy: ApprovalPolicy) -> Cluster {
+    let mut spec = spec(
+        shoal_core::seed::SEED_STREAMS
+            .iter()
+            .map(|key| (*key).to_owned())
+            .collect(),
+    );
+    spec.strategy.type_ = StrategyType::Sticky;
+    spec.approval.policy = policy;
+    Cluster::new(spec, replicas)
+}
+
+/// The assignment the slices in the cluster hold now.
+fn slices_in_force(cluster: &Cluster) -> Assignment {
+    Assignment::from_slices(cluster.obs.slices.keys().map(|member| {
+        let (pool, ordinal) = member.rsplit_once('-').unwrap();
+        (
+            MemberId::new(pool, ordinal.parse().unwrap()),
+            JobSet::parse(cluster.slice_of(member)).unwrap(),
+        )
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_sticky_revision_is_read_back_from_its_history_record_after_a_restart() {
+    let mut cluster = sticky_cluster(3, ApprovalPolicy::Automatic);
+    cluster.settle();
+    cluster.scale(4);
+    cluster.settle();
+    let record = cluster.obs.history[&cluster.obs.status.current_revision].clone();
+    assert_eq!(record.owners.len(), 27, "{record:?}");
+    // The record holds the assignment the slices carry, which a fresh computation from
+    // the inputs alone would not give (it depends on the revision before).
+    let recorded = replay(&record).unwrap();
+    assert_eq!(
+        recorded.member_jobs(),
+        slices_in_force(&cluster).member_jobs()
+    );
+    let members: Vec<Member> = (0..4)
+        .map(|ordinal| Member::new("worker", ordinal))
+        .collect();
+    let from_scratch = assign(recorded.jobs(), &members, &Strategy::Sticky).unwrap();
+    assert_ne!(from_scratch.member_jobs(), recorded.member_jobs());
+    // A restarted controller plans from the cluster alone: nothing to do, and the
+    // record survives its JSON round trip.
+    let text = serde_json::to_string(&record).unwrap();
+    assert_eq!(
+        serde_json::from_str::<RevisionRecord>(&text).unwrap(),
+        record
+    );
+    let restarted = plan(&cluster.obs.clone());
+    assert!(
+        restarted.operations.is_empty(),
+        "{:?}",
+        restarted.operations
+    );
+    assert_eq!(
+        restarted.status.current_revision,
+        cluster.obs.status.current_revision
+    );
+}
+
+#[test]
+fn a_sticky_record_with_a_damaged_assignment_is_reported_and_the_slices_stand() {
+    let mut cluster = sticky_cluster(3, ApprovalPolicy::Automatic);
+    cluster.settle();
+    let before = slices_in_force(&cluster).member_jobs();
+    for record in cluster.obs.history.values_mut() {
+        record.owners[0] = 77;
+    }
+    let plan = cluster.step();
+    assert!(
+        plan.operations
+            .iter()
+            .all(|operation| !matches!(operation, Operation::WriteSlice { .. })),
+        "{:?}",
+        plan.operations
+    );
+    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    assert_eq!(degraded.reason, "HistoryInvalid");
+    assert!(
+        degraded
+            .message
+            .contains("revision 1: the recorded sticky assignment is inconsistent: job"),
+        "{}",
+        degraded.message
+    );
+    assert_eq!(slices_in_force(&cluster).member_jobs(), before);
+}
+
+#[test]
+fn every_sticky_revision_of_the_sandbox_walk_moves_exactly_the_lower_bound() {
+    // 27 jobs, 2 → 3 → 4 → 3 members under Manual approval.
+    let mut cluster = sticky_cluster(2, ApprovalPolicy::Manual);
+    cluster.settle();
+    cluster.approve_pending();
+    cluster.settle();
+    assert_eq!(cluster.obs.status.current_revision, 1);
+    let mut moved = Vec::new();
+    for replicas in [3, 4, 3] {
+        cluster.scale(replicas);
+        let before = slices_in_force(&cluster);
+        let plan = cluster.step();
+        let summary = match &plan.status.pending_revision {
+            Some(pending) => {
+                let summary = pending.summary.clone();
+                cluster.approve_pending();
+                summary
+            }
+            // Re-homing the jobs of a member that left applies at once.
+            None => plan.proposal.clone().expect("a revision").summary,
+        };
+        assert_eq!(summary.jobs_moved, summary.lower_bound, "to {replicas}");
+        cluster.settle();
+        let after = slices_in_force(&cluster);
+        let change = shoal_core::diff(&before, &after);
+        assert_eq!(
+            change.moved.len() as u64,
+            summary.jobs_moved,
+            "to {replicas}"
+        );
+        assert_eq!(
+            change.lower_bound as u64, summary.lower_bound,
+            "to {replicas}"
+        );
+        moved.push(summary.jobs_moved);
+    }
+    assert_eq!(moved[..2], [9, 6]);
+    assert!(moved[2] == 6 || moved[2] == 7, "{moved:?}");
+}
+
+#[test]
+fn switching_from_bounded_to_sticky_moves_only_what_perfect_balance_forces() {
+    // Both outcomes occur: bounded already balanced (nothing moves), and bounded with a
+    // member under the floor (exactly the bound moves).
+    let mut outcomes = BTreeSet::new();
+    for (job_count, replicas) in [(30, 3), (30, 4), (27, 4), (100, 7)] {
+        let mut cluster = Cluster::new(spec(jobs(job_count)), replicas);
+        cluster.settle();
+        let bounded = slices_in_force(&cluster);
+        let (floor, ceil) = (
+            job_count / replicas as usize,
+            job_count.div_ceil(replicas as usize),
+        );
+        let (min, max) = bounded.load_range();
+        cluster.obs.spec.strategy.type_ = StrategyType::Sticky;
+        let plans = cluster.settle();
+        let sticky = slices_in_force(&cluster);
+        let moved = shoal_core::diff(&bounded, &sticky).moved.len();
+        assert_eq!(
+            moved,
+            shoal_core::diff::lower_bound(&bounded, &sticky, floor, ceil),
+            "{job_count} jobs over {replicas}"
+        );
+        outcomes.insert(moved > 0);
+        if floor <= min && max <= ceil {
+            // Already perfectly balanced: the switch is no new revision at all.
+            assert_eq!(moved, 0);
+            assert!(plans.iter().all(|plan| plan.applied_revision.is_none()));
+        }
+    }
+    assert_eq!(outcomes, BTreeSet::from([false, true]));
+}

@@ -766,17 +766,72 @@ mod tests {
         obs.pools = vec![pool("worker", 5)];
         converge(&mut obs);
         assert_eq!(obs.status.current_revision, 2);
-        let after = owners(&obs);
-        let actual: Vec<JobMove> = before
+        assert_eq!(report.moves, moves_between(&before, &owners(&obs)));
+    }
+
+    /// Jobs of `before` whose owner in `after` differs.
+    fn moves_between(
+        before: &BTreeMap<String, String>,
+        after: &BTreeMap<String, String>,
+    ) -> Vec<JobMove> {
+        before
             .iter()
-            .filter(|(job, from)| after.get(*job) != Some(*from))
+            .filter(|(job, from)| after.get(*job).is_some_and(|to| to != *from))
             .map(|(job, from)| JobMove {
                 job: job.clone(),
                 from: from.clone(),
                 to: after[job].clone(),
             })
-            .collect();
-        assert_eq!(report.moves, actual);
+            .collect()
+    }
+
+    #[test]
+    fn the_preview_of_a_sticky_swarm_is_exactly_what_the_planner_then_does() {
+        // In force: 3 -> 4 members, which a computation from the inputs alone would
+        // not reproduce; the preview must read it from the revision record.
+        let mut obs = observation(27, vec![pool("worker", 3)]);
+        obs.spec.strategy.type_ = crate::crd::StrategyType::Sticky;
+        converge(&mut obs);
+        obs.pools = vec![pool("worker", 4)];
+        converge(&mut obs);
+        assert_eq!(obs.status.current_revision, 2);
+        let changes = [
+            Change::Replicas {
+                pool: None,
+                replicas: 5,
+            },
+            Change::Replicas {
+                pool: None,
+                replicas: 3,
+            },
+            Change::Jobs {
+                source: "jobs.txt".to_owned(),
+                jobs: (3..31).map(|i| format!("stream:{i:03}")).collect(),
+            },
+        ];
+        for change in changes {
+            let mut copy = obs.clone();
+            let report = preview(&mut copy, "ns", &change).unwrap();
+            let summary = report.summary.clone().expect("a revision");
+            assert_eq!(report.moves.len() as u64, summary.lower_bound, "{change:?}");
+
+            let mut actual = obs.clone();
+            let before = owners(&actual);
+            match &change {
+                Change::Replicas { replicas, .. } => {
+                    actual.pools = vec![pool("worker", *replicas)];
+                }
+                Change::Jobs { jobs, .. } => actual.spec.jobs = jobs.clone(),
+                _ => unreachable!("only scales and job lists are previewed here"),
+            }
+            converge(&mut actual);
+            assert_eq!(actual.status.current_revision, 3, "{change:?}");
+            assert_eq!(
+                report.moves,
+                moves_between(&before, &owners(&actual)),
+                "{change:?}"
+            );
+        }
     }
 
     #[test]
