@@ -30,12 +30,17 @@ struct Endpoint {
 
 impl Endpoint {
     async fn start(env: &Env) -> Endpoint {
+        Endpoint::start_as(env, env.controller_clients().api).await
+    }
+
+    /// The endpoint calling the API server with `client`'s identity.
+    async fn start_as(env: &Env, client: kube::Client) -> Endpoint {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a local port");
         let base = format!("http://{}", listener.local_addr().expect("an address"));
         let api = StatusApi {
-            client: env.controller_clients().api,
+            client,
             namespace: Some(env.namespace.clone()),
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -393,5 +398,30 @@ spec:
 
     endpoint.stop().await;
     controller.stop().await;
+    env.finish().await;
+}
+
+/// An endpoint whose own identity may not create TokenReviews (its RBAC
+/// component not applied) refuses every caller, valid token or not: it fails
+/// closed, and the API server (the emulator too) refuses the review.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_not_allowed_to_review_tokens_lets_nobody_in() {
+    let env = Env::start().await;
+    let (reader, _, _) = callers(&env).await;
+    let token = env
+        .cluster
+        .service_account_token(&env.namespace, "reader", None)
+        .await
+        .expect("a token");
+    let weak = env
+        .cluster
+        .client_with_token(&token)
+        .await
+        .expect("a client");
+    let endpoint = Endpoint::start_as(&env, weak).await;
+    let url = format!("{}/api/v1/deployments/some-id/status", endpoint.base);
+    let answer = curl(&url, Some(&reader), None).await;
+    answer.assert_problem(503, "TokenReview");
+    endpoint.stop().await;
     env.finish().await;
 }
