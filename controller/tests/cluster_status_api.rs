@@ -161,10 +161,17 @@ spec: {{holderIdentity: {pod}, leaseDurationSeconds: 60}}
     .await;
 }
 
-/// ServiceAccounts `reader` (get), `reporter` (get, update) and `stranger`
-/// (nothing), with the Roles the README documents; their tokens.
+/// ServiceAccounts `reader` and `reporter`, bound to the ClusterRoles of
+/// `manifests/status-api/rbac.yaml` (the RBAC the README documents) by
+/// RoleBindings, and `stranger` (nothing); their tokens. (On a real control
+/// plane the ClusterRoles stay after the test: they grant nothing unbound.)
 async fn callers(env: &Env) -> (String, String, String) {
     let namespace = &env.namespace;
+    let rbac = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../manifests/status-api/rbac.yaml"
+    );
+    env.kubectl(&["apply", "-f", rbac]).await;
     env.apply(&format!(
         r#"apiVersion: v1
 kind: ServiceAccount
@@ -179,27 +186,15 @@ kind: ServiceAccount
 metadata: {{name: stranger}}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: deployment-status-reader}}
-rules:
-- {{apiGroups: [shoal.dev], resources: [deploymentplans/deploymentstatus], verbs: [get]}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: deployment-status-reporter}}
-rules:
-- {{apiGroups: [shoal.dev], resources: [deploymentplans/deploymentstatus], verbs: [get, update]}}
----
-apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {{name: reader}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployment-status-reader}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: shoal-deployment-status-reader}}
 subjects: [{{kind: ServiceAccount, name: reader, namespace: {namespace}}}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {{name: reporter}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployment-status-reporter}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: shoal-deployment-status-reporter}}
 subjects: [{{kind: ServiceAccount, name: reporter, namespace: {namespace}}}]
 "#
     ))
