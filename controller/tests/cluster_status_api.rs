@@ -7,6 +7,7 @@
 //! answered by the API server in both.
 
 mod common;
+mod plugin_common;
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use std::time::Duration;
 use common::{Env, eventually, job_keys, swarm_yaml};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, ResourceExt};
+use plugin_common::shoal_ok;
 use serde_json::{Value, json};
 use shoal_controller::deployment_plan::DeploymentPlan;
 use shoal_controller::status_api::{StatusApi, serve};
@@ -283,6 +285,12 @@ spec:
     assert_eq!(names, ["nginx", "exporter"]);
     let events = env.events().await;
     assert!(events.contains("DeploymentInstalled"), "{events}");
+    let table = shoal_ok(&env, &["plan", "web"]).await;
+    let deployments = table.split("\nDeployments\n").nth(1).unwrap_or_default();
+    assert!(
+        deployments.contains(&id) && deployments.contains("nginx=installed, exporter=installed"),
+        "{table}"
+    );
 
     // Nobody without a valid token, nobody without permission.
     curl(&url, None, None)
