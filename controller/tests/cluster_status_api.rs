@@ -7,6 +7,7 @@
 //! answered by the API server in both.
 
 mod common;
+mod plugin_common;
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use std::time::Duration;
 use common::{Env, eventually, job_keys, swarm_yaml};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, ResourceExt};
+use plugin_common::shoal_ok;
 use serde_json::{Value, json};
 use shoal_controller::deployment_plan::DeploymentPlan;
 use shoal_controller::status_api::{StatusApi, serve};
@@ -30,12 +32,17 @@ struct Endpoint {
 
 impl Endpoint {
     async fn start(env: &Env) -> Endpoint {
+        Endpoint::start_as(env, env.controller_clients().api).await
+    }
+
+    /// The endpoint calling the API server with `client`'s identity.
+    async fn start_as(env: &Env, client: kube::Client) -> Endpoint {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a local port");
         let base = format!("http://{}", listener.local_addr().expect("an address"));
         let api = StatusApi {
-            client: env.controller_clients().api,
+            client,
             namespace: Some(env.namespace.clone()),
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -156,10 +163,17 @@ spec: {{holderIdentity: {pod}, leaseDurationSeconds: 60}}
     .await;
 }
 
-/// ServiceAccounts `reader` (get), `reporter` (get, update) and `stranger`
-/// (nothing), with the Roles the README documents; their tokens.
+/// ServiceAccounts `reader` and `reporter`, bound to the ClusterRoles of
+/// `manifests/status-api/rbac.yaml` (the RBAC the README documents) by
+/// RoleBindings, and `stranger` (nothing); their tokens. (On a real control
+/// plane the ClusterRoles stay after the test: they grant nothing unbound.)
 async fn callers(env: &Env) -> (String, String, String) {
     let namespace = &env.namespace;
+    let rbac = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../manifests/status-api/rbac.yaml"
+    );
+    env.kubectl(&["apply", "-f", rbac]).await;
     env.apply(&format!(
         r#"apiVersion: v1
 kind: ServiceAccount
@@ -174,27 +188,15 @@ kind: ServiceAccount
 metadata: {{name: stranger}}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: deployment-status-reader}}
-rules:
-- {{apiGroups: [shoal.dev], resources: [deploymentplans/deploymentstatus], verbs: [get]}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: deployment-status-reporter}}
-rules:
-- {{apiGroups: [shoal.dev], resources: [deploymentplans/deploymentstatus], verbs: [get, update]}}
----
-apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {{name: reader}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployment-status-reader}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: shoal-deployment-status-reader}}
 subjects: [{{kind: ServiceAccount, name: reader, namespace: {namespace}}}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {{name: reporter}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployment-status-reporter}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: shoal-deployment-status-reporter}}
 subjects: [{{kind: ServiceAccount, name: reporter, namespace: {namespace}}}]
 "#
     ))
@@ -283,6 +285,12 @@ spec:
     assert_eq!(names, ["nginx", "exporter"]);
     let events = env.events().await;
     assert!(events.contains("DeploymentInstalled"), "{events}");
+    let table = shoal_ok(&env, &["plan", "web"]).await;
+    let deployments = table.split("\nDeployments\n").nth(1).unwrap_or_default();
+    assert!(
+        deployments.contains(&id) && deployments.contains("nginx=installed, exporter=installed"),
+        "{table}"
+    );
 
     // Nobody without a valid token, nobody without permission.
     curl(&url, None, None)
@@ -393,5 +401,30 @@ spec:
 
     endpoint.stop().await;
     controller.stop().await;
+    env.finish().await;
+}
+
+/// An endpoint whose own identity may not create TokenReviews (its RBAC
+/// component not applied) refuses every caller, valid token or not: it fails
+/// closed, and the API server (the emulator too) refuses the review.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_not_allowed_to_review_tokens_lets_nobody_in() {
+    let env = Env::start().await;
+    let (reader, _, _) = callers(&env).await;
+    let token = env
+        .cluster
+        .service_account_token(&env.namespace, "reader", None)
+        .await
+        .expect("a token");
+    let weak = env
+        .cluster
+        .client_with_token(&token)
+        .await
+        .expect("a client");
+    let endpoint = Endpoint::start_as(&env, weak).await;
+    let url = format!("{}/api/v1/deployments/some-id/status", endpoint.base);
+    let answer = curl(&url, Some(&reader), None).await;
+    answer.assert_problem(503, "TokenReview");
+    endpoint.stop().await;
     env.finish().await;
 }

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use shoal_core::deploy::status::{
     ComponentInput, DeploymentState, DocumentError, ParseError, SCHEMA, StatusError, document_for,
-    parse_document, validate,
+    parse_document, parse_json_document, validate,
 };
 
 const SEED_ID: &str = "3a5549f2-02a4-4faf-9bc4-1ea9866684c1";
@@ -146,6 +146,27 @@ fn the_released_shape_parses_with_device_and_manifest_version() {
     )
     .expect("a numeric version is read as text");
     assert_eq!(numeric.adopted_manifest_version.as_deref(), Some("7"));
+}
+
+#[test]
+fn the_endpoints_json_only_reader_refuses_yaml_but_reads_both_json_shapes() {
+    let yaml = fixture("draft-example-1.yaml");
+    assert!(matches!(
+        parse_json_document(&yaml),
+        Err(ParseError::Syntax(_))
+    ));
+    let draft_as_json = r#"{"metadata": {"deploymentId": "d"}, "status": {"state": "installing",
+        "components": [{"name": "a", "state": "installed"}]}}"#;
+    let document = parse_json_document(draft_as_json).expect("the draft shape in JSON");
+    assert_eq!(
+        (document.deployment_id.as_str(), document.components.len()),
+        ("d", 1)
+    );
+    let released = parse_json_document(&fixture("released.json")).expect("the released shape");
+    assert_eq!(
+        released,
+        parse_document(&fixture("released.json")).expect("parses")
+    );
 }
 
 #[test]

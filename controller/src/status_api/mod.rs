@@ -14,7 +14,7 @@
 //! plan the deployment belongs to (a SubjectAccessReview: `get` to read,
 //! `update` to report, on `deploymentplans/deploymentstatus`; 403 when
 //! refused). Then: 404 for a deployment id no plan has (or a client that
-//! never reported), 400 for a body that is not a document, 422 for one that
+//! never reported), 400 for a body that is not a JSON document, 422 for one that
 //! contradicts the deployment (another `deploymentId`, a component that is
 //! not one of the plan's applications, a state outside the enumeration, a
 //! `deviceId` other than the path's client), 201 for a client's first report
@@ -32,7 +32,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
-use shoal_core::deploy::status::{DeploymentStatusDocument, SCHEMA, parse_document, validate};
+use shoal_core::deploy::status::{DeploymentStatusDocument, SCHEMA, parse_json_document, validate};
 
 use crate::deployment_plan::DeploymentPlan;
 
@@ -199,7 +199,7 @@ async fn report(
     let (plan, _) = admit(api, headers, "update", deployment_id).await?;
     let text = std::str::from_utf8(body)
         .map_err(|_| Problem::new(StatusCode::BAD_REQUEST, "the body is not UTF-8 text"))?;
-    let mut document = parse_document(text)
+    let mut document = parse_json_document(text)
         .map_err(|error| Problem::new(StatusCode::BAD_REQUEST, error.to_string()))?;
     let applications: Vec<String> = plan
         .spec

@@ -282,19 +282,31 @@ struct WireStatus {
 }
 
 /// Reads a document in the released or the draft shape, as JSON or YAML
-/// (JSON is YAML). Unknown fields are ignored; `deploymentId` and
-/// `status.state` are required.
+/// (JSON is YAML; the draft's examples are YAML). Unknown fields are
+/// ignored; `deploymentId` and `status.state` are required.
 pub fn parse_document(text: &str) -> Result<DeploymentStatusDocument, ParseError> {
-    let wire: WireDocument = match serde_json::from_str(text) {
-        Ok(wire) => wire,
-        Err(json_error) => serde_saphyr::from_str(text).map_err(|yaml_error| {
-            if text.trim_start().starts_with('{') {
-                ParseError::Syntax(json_error.to_string())
-            } else {
-                ParseError::Syntax(yaml_error.to_string())
-            }
-        })?,
-    };
+    match parse_json_document(text) {
+        Ok(document) => Ok(document),
+        // Meant as JSON: its error is the one that helps.
+        Err(json_error) if text.trim_start().starts_with('{') => Err(json_error),
+        Err(_) => {
+            let wire: WireDocument = serde_saphyr::from_str(text)
+                .map_err(|error| ParseError::Syntax(error.to_string()))?;
+            fold(wire)
+        }
+    }
+}
+
+/// As [`parse_document`], JSON only: what the REST endpoint accepts (YAML
+/// aliases would let a small body expand into a large one).
+pub fn parse_json_document(text: &str) -> Result<DeploymentStatusDocument, ParseError> {
+    let wire: WireDocument =
+        serde_json::from_str(text).map_err(|error| ParseError::Syntax(error.to_string()))?;
+    fold(wire)
+}
+
+/// The released shape of either wire shape.
+fn fold(wire: WireDocument) -> Result<DeploymentStatusDocument, ParseError> {
     let deployment_id = wire
         .deployment_id
         .or(wire.metadata.and_then(|metadata| metadata.deployment_id))
