@@ -973,6 +973,10 @@ pub fn settings_from_pod(pod: &Pod, container: &str) -> Result<Settings, Members
             message: error.to_string(),
         })?;
     settings.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    // Every sidecar of the sandbox shares this host: each gets its own metrics port.
+    if settings.metrics_address.is_some() {
+        settings.metrics_address = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    }
     Ok(settings)
 }
 
