@@ -148,6 +148,15 @@ fn spawn_json_logging_binary(env: &Env, identity: &str) -> tokio::process::Child
         .expect("start the controller binary")
 }
 
+/// One log line as JSON: an object, without terminal colour codes.
+fn parse_log_line(line: &str) -> serde_json::Value {
+    assert!(!line.contains('\u{1b}'), "colour codes in {line:?}");
+    let parsed: serde_json::Value = serde_json::from_str(line)
+        .unwrap_or_else(|error| panic!("a log line is not JSON ({error}): {line:?}"));
+    assert!(parsed.is_object(), "{line}");
+    parsed
+}
+
 /// Reads JSON log lines from `stderr` until one satisfies `wanted`; every line read must
 /// parse as a JSON object.
 async fn read_json_lines_until(
@@ -161,10 +170,7 @@ async fn read_json_lines_until(
             .unwrap_or_else(|_| panic!("no wanted log line within {WAIT:?}: {read:#?}"))
             .expect("read stderr")
             .unwrap_or_else(|| panic!("stderr closed before the wanted line: {read:#?}"));
-        assert!(!line.contains('\u{1b}'), "colour codes in {line:?}");
-        let parsed: serde_json::Value = serde_json::from_str(&line)
-            .unwrap_or_else(|error| panic!("a log line is not JSON ({error}): {line:?}"));
-        assert!(parsed.is_object(), "{line}");
+        let parsed = parse_log_line(&line);
         read.push(parsed.clone());
         if wanted(&parsed) {
             return parsed;
@@ -213,9 +219,7 @@ async fn the_binary_logs_json_lines_and_a_standby_names_the_leader() {
         (&mut second_log, &mut second_lines),
     ] {
         while let Ok(Ok(Some(line))) = tokio::time::timeout(WAIT, log.next_line()).await {
-            let parsed: serde_json::Value = serde_json::from_str(&line)
-                .unwrap_or_else(|error| panic!("a log line is not JSON ({error}): {line:?}"));
-            lines.push(parsed);
+            lines.push(parse_log_line(&line));
         }
     }
     for child in [&mut first, &mut second] {

@@ -165,15 +165,24 @@ subjects:
     assert_allowed(&applied);
 }
 
-#[tokio::test]
-async fn a_viewer_gets_lists_and_watches_swarms_and_plans_with_their_status() {
+/// An emulated cluster with Shoal's CRDs, roles, policies and test objects; `None` (after
+/// saying why) on a real cluster.
+async fn installed_cluster() -> Option<TestCluster> {
     let cluster = TestCluster::start().await.expect("a test cluster");
     if !cluster.is_emulated() {
         println!("skipped on a real cluster: it installs CRDs, ClusterRoles and a policy");
         cluster.cleanup().await;
-        return;
+        return None;
     }
     install(&cluster).await;
+    Some(cluster)
+}
+
+#[tokio::test]
+async fn a_viewer_gets_lists_and_watches_swarms_and_plans_with_their_status() {
+    let Some(cluster) = installed_cluster().await else {
+        return;
+    };
     for args in [
         &["get", "swarms"][..],
         &["get", "deploymentplans"],
@@ -235,13 +244,9 @@ async fn a_viewer_gets_lists_and_watches_swarms_and_plans_with_their_status() {
 
 #[tokio::test]
 async fn an_approver_changes_the_approval_annotation_and_nothing_else() {
-    let cluster = TestCluster::start().await.expect("a test cluster");
-    if !cluster.is_emulated() {
-        println!("skipped on a real cluster: it installs CRDs, ClusterRoles and a policy");
-        cluster.cleanup().await;
+    let Some(cluster) = installed_cluster().await else {
         return;
-    }
-    install(&cluster).await;
+    };
     let alice = |args: &'static [&'static str]| kubectl_as(&cluster, "alice", &[APPROVERS], args);
     for kind in ["swarm/demo", "deploymentplan/web"] {
         let approve = kubectl_as(
