@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use futures::FutureExt as _;
 use shoal_controller::{LeaderElection, Settings};
+use shoal_core::log_format::LogFormat;
 
 /// Shoal's controller: shards jobs across labelled StatefulSets.
 #[derive(Parser, Debug)]
@@ -39,6 +40,10 @@ struct Cli {
     /// Reconcile every Swarm at least this often, in seconds.
     #[arg(long, env = "SHOAL_RESYNC_SECONDS", default_value_t = 60)]
     resync_seconds: u64,
+    /// Log lines as `text` (coloured only on a terminal) or `json` (one object per line),
+    /// on stderr. `RUST_LOG` sets the levels (default `info,kube=warn`).
+    #[arg(long, env = "SHOAL_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
 }
 
 #[derive(Subcommand, Debug)]
@@ -70,12 +75,7 @@ async fn main() -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,kube=warn".into()),
-        )
-        .init();
+    init_logs(cli.log_format);
     let identity = cli
         .identity
         .or_else(|| std::env::var("POD_NAME").ok())
@@ -123,6 +123,22 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("running the controller")?;
     Ok(())
+}
+
+/// Logs to stderr in `format`; levels from `RUST_LOG`, else `info,kube=warn`.
+fn init_logs(format: LogFormat) {
+    use std::io::IsTerminal as _;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,kube=warn".into());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => logs.json().init(),
+        LogFormat::Text => logs
+            .with_ansi(format.colours(std::io::stderr().is_terminal()))
+            .init(),
+    }
 }
 
 /// SIGTERM (the kubelet stopping the pod, a rolling update) or Ctrl-C: either way the

@@ -27,9 +27,40 @@ pub struct WriteLabels {
 /// Label of per-Swarm gauges.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SwarmLabels {
+    /// The Swarm's namespace: Swarms of the same name in two namespaces are two series.
+    pub namespace: String,
     /// Swarm name.
     pub swarm: String,
 }
+
+/// Labels of the per-Swarm phase gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabels {
+    /// The Swarm's namespace.
+    pub namespace: String,
+    /// Swarm name.
+    pub swarm: String,
+    /// One of [`PHASES`].
+    pub phase: String,
+}
+
+/// Label of the build-info gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    /// The crate version the binary was built from.
+    pub version: String,
+}
+
+/// Every phase a Swarm's status can report: the phase gauge has one series per phase
+/// (1 for the current one, 0 for the others), so that an alert can say "Progressing for
+/// 15 minutes" without a series appearing and vanishing.
+pub const PHASES: [&str; 5] = [
+    "Pending",
+    "AwaitingApproval",
+    "Progressing",
+    "Ready",
+    "Degraded",
+];
 
 /// Every metric the controller exports.
 pub struct Metrics {
@@ -51,6 +82,15 @@ pub struct Metrics {
     pub pending_approvals: Family<SwarmLabels, Gauge>,
     /// Seconds from a change being seen to its revision in force everywhere.
     pub change_to_applied: Histogram,
+    /// 1 for each Swarm's current phase, 0 for its other phases.
+    pub swarm_phase: Family<PhaseLabels, Gauge>,
+    /// The revision in force of each Swarm.
+    pub revision_in_force: Family<SwarmLabels, Gauge>,
+    /// 1 while this replica reconciles (holds the leader Lease, or runs without leader
+    /// election), 0 while it stands by.
+    pub leader: Gauge,
+    /// Always 1; the `version` label says which build runs.
+    pub build_info: Family<BuildLabels, Gauge>,
     registry: Mutex<Registry>,
 }
 
@@ -70,8 +110,18 @@ impl Metrics {
             api_writes: Family::default(),
             pending_approvals: Family::default(),
             change_to_applied: change_to_applied.clone(),
+            swarm_phase: Family::default(),
+            revision_in_force: Family::default(),
+            leader: Gauge::default(),
+            build_info: Family::default(),
             registry: Mutex::new(Registry::default()),
         };
+        metrics
+            .build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            })
+            .set(1);
         registry.register(
             "reconcile_duration_seconds",
             "Reconcile duration",
@@ -117,6 +167,26 @@ impl Metrics {
             "Time from a change being seen to its revision in force on every member",
             change_to_applied,
         );
+        registry.register(
+            "swarm_phase",
+            "1 for the phase each Swarm is in, 0 for its other phases",
+            metrics.swarm_phase.clone(),
+        );
+        registry.register(
+            "revision_in_force",
+            "The revision in force of each Swarm",
+            metrics.revision_in_force.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica reconciles (leader or no leader election), 0 on standby",
+            metrics.leader.clone(),
+        );
+        registry.register(
+            "build_info",
+            "Always 1; the version label names the build",
+            metrics.build_info.clone(),
+        );
         *metrics
             .registry
             .lock()
@@ -133,13 +203,55 @@ impl Metrics {
             .inc();
     }
 
-    /// Sets the pending-approval gauge of a Swarm.
-    pub fn set_pending(&self, swarm: &str, pending: u64) {
+    /// Sets the gauges of a Swarm after a reconcile: pending approval (0 or 1), its phase
+    /// (an unknown phase sets every known one to 0) and the revision in force.
+    pub fn set_swarm(&self, namespace: &str, swarm: &str, state: SwarmGauges<'_>) {
+        let labels = SwarmLabels {
+            namespace: namespace.to_owned(),
+            swarm: swarm.to_owned(),
+        };
         self.pending_approvals
-            .get_or_create(&SwarmLabels {
-                swarm: swarm.to_owned(),
+            .get_or_create(&labels)
+            .set(i64::from(state.pending));
+        self.revision_in_force
+            .get_or_create(&labels)
+            .set(i64::try_from(state.revision_in_force).unwrap_or(i64::MAX));
+        for phase in PHASES {
+            self.swarm_phase
+                .get_or_create(&PhaseLabels {
+                    namespace: namespace.to_owned(),
+                    swarm: swarm.to_owned(),
+                    phase: phase.to_owned(),
+                })
+                .set(i64::from(state.phase == Some(phase)));
+        }
+    }
+
+    /// Every metric name the `/metrics` text carries (with the `_total`, `_bucket`,
+    /// `_sum`, `_count` and `_info` forms Prometheus sees), for checks that alerting rules
+    /// and dashboards name only metrics that exist.
+    ///
+    /// A family prints nothing until it has a series, so this encodes a fresh registry
+    /// with one series in each family.
+    pub fn exported_names() -> std::collections::BTreeSet<String> {
+        let every_family = Metrics::new();
+        every_family.set_swarm(
+            "namespace",
+            "swarm",
+            SwarmGauges {
+                pending: false,
+                phase: None,
+                revision_in_force: 0,
+            },
+        );
+        every_family.wrote("configmap");
+        every_family
+            .reconcile_errors
+            .get_or_create(&ErrorLabels {
+                category: "category".to_owned(),
             })
-            .set(pending as i64);
+            .inc();
+        exported_names(&every_family.encode())
     }
 
     /// The OpenMetrics text exposition.
@@ -156,8 +268,104 @@ impl Metrics {
     }
 }
 
+/// What [`Metrics::set_swarm`] records of one Swarm.
+#[derive(Clone, Copy, Debug)]
+pub struct SwarmGauges<'a> {
+    /// A revision waits for approval.
+    pub pending: bool,
+    /// `status.phase`.
+    pub phase: Option<&'a str>,
+    /// `status.currentRevision`.
+    pub revision_in_force: u64,
+}
+
+/// The metric names of an OpenMetrics/Prometheus text exposition: the name of every sample
+/// line, and of every `# TYPE` line (so that a family with no sample yet still counts).
+pub fn exported_names(exposition: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for line in exposition.lines() {
+        if let Some(declared) = line.strip_prefix("# TYPE ") {
+            let mut words = declared.split_whitespace();
+            if let (Some(name), Some(kind)) = (words.next(), words.next()) {
+                names.insert(name.to_owned());
+                let suffixes: &[&str] = match kind {
+                    "counter" => &["_total", "_created"],
+                    "histogram" => &["_bucket", "_sum", "_count", "_created"],
+                    "info" => &["_info"],
+                    _ => &[],
+                };
+                for suffix in suffixes {
+                    names.insert(format!("{name}{suffix}"));
+                }
+            }
+        } else if !line.starts_with('#') && !line.is_empty() {
+            let end = line.find(['{', ' ']).unwrap_or(line.len());
+            names.insert(line[..end].to_owned());
+        }
+    }
+    names
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_swarm_reports_its_namespace_phase_and_revision() {
+        let metrics = Metrics::new();
+        metrics.set_swarm(
+            "team-a",
+            "demo",
+            SwarmGauges {
+                pending: true,
+                phase: Some("AwaitingApproval"),
+                revision_in_force: 3,
+            },
+        );
+        let text = metrics.encode();
+        for line in [
+            "shoal_pending_approvals{namespace=\"team-a\",swarm=\"demo\"} 1",
+            "shoal_revision_in_force{namespace=\"team-a\",swarm=\"demo\"} 3",
+            "shoal_swarm_phase{namespace=\"team-a\",swarm=\"demo\",phase=\"AwaitingApproval\"} 1",
+            "shoal_swarm_phase{namespace=\"team-a\",swarm=\"demo\",phase=\"Ready\"} 0",
+        ] {
+            assert!(text.contains(line), "lacks {line}:\n{text}");
+        }
+    }
+
+    #[test]
+    fn build_info_names_the_version_and_leader_starts_at_zero() {
+        let text = Metrics::new().encode();
+        let build = format!(
+            "shoal_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.contains(&build), "lacks {build}:\n{text}");
+        assert!(text.contains("shoal_leader 0"), "{text}");
+    }
+
+    #[test]
+    fn exported_names_include_the_suffixed_forms_prometheus_sees() {
+        let names = Metrics::exported_names();
+        for name in [
+            "shoal_revisions_applied_total",
+            "shoal_reconcile_duration_seconds_bucket",
+            "shoal_pending_approvals",
+            "shoal_swarm_phase",
+            "shoal_revision_in_force",
+            "shoal_reconcile_errors_total",
+            "shoal_api_writes_total",
+            "shoal_leader",
+            "shoal_build_info",
+        ] {
+            assert!(names.contains(name), "{name} missing from {names:?}");
+        }
+        assert!(!names.contains("shoal_no_such_metric"));
     }
 }

@@ -878,8 +878,15 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
         ctx.metrics.revisions_applied.inc();
         ctx.metrics.jobs_moved.inc_by(plan.jobs_moved);
     }
-    let pending = u64::from(plan.status.pending_revision.is_some());
-    ctx.metrics.set_pending(&observation.swarm, pending);
+    ctx.metrics.set_swarm(
+        &namespace,
+        &observation.swarm,
+        crate::metrics::SwarmGauges {
+            pending: plan.status.pending_revision.is_some(),
+            phase: plan.status.phase.as_deref(),
+            revision_in_force: plan.status.current_revision,
+        },
+    );
     let converged = plan
         .events
         .iter()

@@ -140,7 +140,7 @@ pub async fn run_with_clients(
         evictions: clients.evictions,
         blocked_evictions: Default::default(),
         events: EventRecorders::new(client.clone(), reporter),
-        metrics,
+        metrics: metrics.clone(),
         settings: settings.clone(),
         lease_clock: crate::lease_clock::LeaseClock::new(),
     });
@@ -148,7 +148,9 @@ pub async fn run_with_clients(
     match &settings.leader_election {
         None => {
             ready.store(true, Ordering::Relaxed);
+            metrics.leader.set(1);
             run_controller(ctx, shutdown.clone()).await;
+            metrics.leader.set(0);
         }
         Some(election) => {
             let manager = lease_manager(&client, election, &settings.identity)
@@ -167,11 +169,12 @@ pub async fn run_with_clients(
             loop {
                 let became_leader = tokio::select! {
                     _ = shutdown.clone() => false,
-                    changed = leader.wait_for(|is_leader| *is_leader) => changed.is_ok(),
+                    changed = wait_for_leadership(&mut leader, &client, election, &settings.identity) => changed,
                 };
                 if !became_leader {
                     break;
                 }
+                metrics.leader.set(1);
                 info!(identity = %settings.identity, "became leader; reconciling");
                 let mut watch_loss = leader.clone();
                 let lost = async move {
@@ -179,6 +182,7 @@ pub async fn run_with_clients(
                 };
                 let stop = futures::future::select(shutdown.clone(), lost.boxed()).map(|_| ());
                 run_controller(ctx.clone(), stop).await;
+                metrics.leader.set(0);
                 if shutdown.clone().now_or_never().is_some() {
                     break;
                 }
@@ -195,6 +199,51 @@ pub async fn run_with_clients(
         let _ = server.await;
     }
     Ok(())
+}
+
+/// How long a replica waits for the leader Lease before saying, at info level, that it
+/// stands by: long enough for an uncontested Lease to be taken first.
+const STANDBY_NOTICE_AFTER: Duration = Duration::from_secs(2);
+
+/// Waits until this replica leads; `false` if the leadership task ended. A replica that
+/// is not leading after [`STANDBY_NOTICE_AFTER`] logs once that it stands by, naming the
+/// current holder of the Lease when it can read it, so that `kubectl logs` of a standby
+/// is not silent.
+async fn wait_for_leadership(
+    leader: &mut tokio::sync::watch::Receiver<bool>,
+    client: &Client,
+    election: &LeaderElection,
+    identity: &str,
+) -> bool {
+    let noticed = tokio::time::timeout(STANDBY_NOTICE_AFTER, leader.wait_for(|is| *is))
+        .await
+        .map(|changed| changed.is_ok());
+    if let Ok(leading) = noticed {
+        return leading;
+    }
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &election.lease_namespace);
+    let holder = match leases.get_opt(&election.lease_name).await {
+        Ok(lease) => lease
+            .and_then(|lease| lease.spec)
+            .and_then(|spec| spec.holder_identity)
+            .filter(|holder| !holder.is_empty()),
+        Err(error) => {
+            debug!(%error, "reading the leader Lease to name the leader");
+            None
+        }
+    };
+    let lease = format!("{}/{}", election.lease_namespace, election.lease_name);
+    match holder {
+        Some(holder) => info!(
+            %identity, leader = %holder, %lease,
+            "standing by: {holder} leads; this replica takes over if it stops"
+        ),
+        None => info!(
+            %identity, %lease,
+            "standing by: waiting for the leader Lease (no holder seen yet)"
+        ),
+    }
+    leader.wait_for(|is| *is).await.is_ok()
 }
 
 /// A lease manager for this replica, its view of the Lease read fresh.

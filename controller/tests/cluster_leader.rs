@@ -129,3 +129,105 @@ async fn a_leader_stopped_with_sigterm_exits_cleanly_and_its_standby_takes_over_
     second.stop().await;
     env.finish().await;
 }
+
+/// The controller binary for `identity`, competing for the Lease `shoal-controller` in the
+/// test's namespace, logging JSON lines on a piped stderr.
+fn spawn_json_logging_binary(env: &Env, identity: &str) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_shoal-controller"))
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .env("SHOAL_NAMESPACE", &env.namespace)
+        .env("SHOAL_LEADER_LEASE_NAMESPACE", &env.namespace)
+        .env("SHOAL_IDENTITY", identity)
+        .env("SHOAL_METRICS_ADDRESS", "127.0.0.1:0")
+        .env_remove("RUST_LOG")
+        .args(["--log-format", "json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the controller binary")
+}
+
+/// One log line as JSON: an object, without terminal colour codes.
+fn parse_log_line(line: &str) -> serde_json::Value {
+    assert!(!line.contains('\u{1b}'), "colour codes in {line:?}");
+    let parsed: serde_json::Value = serde_json::from_str(line)
+        .unwrap_or_else(|error| panic!("a log line is not JSON ({error}): {line:?}"));
+    assert!(parsed.is_object(), "{line}");
+    parsed
+}
+
+/// Reads JSON log lines from `stderr` until one satisfies `wanted`; every line read must
+/// parse as a JSON object.
+async fn read_json_lines_until(
+    stderr: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+    read: &mut Vec<serde_json::Value>,
+    wanted: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    loop {
+        let line = tokio::time::timeout(WAIT, stderr.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("no wanted log line within {WAIT:?}: {read:#?}"))
+            .expect("read stderr")
+            .unwrap_or_else(|| panic!("stderr closed before the wanted line: {read:#?}"));
+        let parsed = parse_log_line(&line);
+        read.push(parsed.clone());
+        if wanted(&parsed) {
+            return parsed;
+        }
+    }
+}
+
+/// `--log-format json` writes one JSON object per line, and a standby says at info level
+/// that it stands by and who leads, instead of staying silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_logs_json_lines_and_a_standby_names_the_leader() {
+    use tokio::io::AsyncBufReadExt as _;
+    let env = Env::start().await;
+    let mut first = spawn_json_logging_binary(&env, "first");
+    let mut first_log = tokio::io::BufReader::new(first.stderr.take().expect("stderr")).lines();
+    let mut first_lines = Vec::new();
+    let leading = read_json_lines_until(&mut first_log, &mut first_lines, |line| {
+        line["fields"]["message"]
+            .as_str()
+            .is_some_and(|message| message.starts_with("became leader"))
+    })
+    .await;
+    assert_eq!(leading["level"], "INFO");
+    assert_eq!(leading["fields"]["identity"], "first");
+
+    let mut second = spawn_json_logging_binary(&env, "second");
+    let mut second_log = tokio::io::BufReader::new(second.stderr.take().expect("stderr")).lines();
+    let mut second_lines = Vec::new();
+    let standing_by = read_json_lines_until(&mut second_log, &mut second_lines, |line| {
+        line["fields"]["message"]
+            .as_str()
+            .is_some_and(|message| message.starts_with("standing by"))
+    })
+    .await;
+    assert_eq!(standing_by["level"], "INFO");
+    assert_eq!(standing_by["fields"]["leader"], "first", "{standing_by}");
+    assert_eq!(standing_by["fields"]["identity"], "second", "{standing_by}");
+
+    for child in [&mut first, &mut second] {
+        let pid = Pid::from_raw(child.id().expect("running") as i32).expect("a pid");
+        rustix::process::kill_process(pid, Signal::TERM).expect("send SIGTERM");
+    }
+    // The rest of each log up to exit parses too.
+    for (log, lines) in [
+        (&mut first_log, &mut first_lines),
+        (&mut second_log, &mut second_lines),
+    ] {
+        while let Ok(Ok(Some(line))) = tokio::time::timeout(WAIT, log.next_line()).await {
+            lines.push(parse_log_line(&line));
+        }
+    }
+    for child in [&mut first, &mut second] {
+        let status = tokio::time::timeout(WAIT, child.wait())
+            .await
+            .expect("exits after SIGTERM")
+            .expect("wait");
+        assert!(status.success(), "{status}");
+    }
+    env.finish().await;
+}

@@ -63,19 +63,41 @@ async fn the_metrics_server_reports_health_and_applied_revisions() {
             .then_some(metrics)
     })
     .await;
-    for name in [
-        "shoal_reconcile_duration_seconds_count",
-        "shoal_jobs_moved_total",
-        "shoal_members_restarted_total",
-        "shoal_pending_approvals{swarm=\"demo\"} 0",
-        "shoal_change_to_applied_seconds_count",
-        "shoal_slices_written_total 2",
+    let namespace = &env.namespace;
+    let expected: Vec<String> = vec![
+        "shoal_reconcile_duration_seconds_count".to_owned(),
+        "shoal_jobs_moved_total".to_owned(),
+        "shoal_members_restarted_total".to_owned(),
+        format!(
+            "shoal_pending_approvals{{namespace=\"{}\",swarm=\"demo\"}} 0",
+            namespace
+        ),
+        format!(
+            "shoal_swarm_phase{{namespace=\"{}\",swarm=\"demo\",phase=\"Ready\"}} 1",
+            namespace
+        ),
+        format!(
+            "shoal_revision_in_force{{namespace=\"{}\",swarm=\"demo\"}} 1",
+            namespace
+        ),
+        // No leader election here: this replica reconciles, so it counts as the leader.
+        "shoal_leader 1".to_owned(),
+        format!(
+            "shoal_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        ),
+        "shoal_change_to_applied_seconds_count".to_owned(),
+        "shoal_slices_written_total 2".to_owned(),
         // Revision 1 on two members: its history, two slices and the index, nothing more.
-        "shoal_api_writes_total{kind=\"configmap\"} 4",
-        "shoal_api_writes_total{kind=\"status\"}",
-        "shoal_api_writes_total{kind=\"event\"}",
-    ] {
-        assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");
+        "shoal_api_writes_total{kind=\"configmap\"} 4".to_owned(),
+        "shoal_api_writes_total{kind=\"status\"}".to_owned(),
+        "shoal_api_writes_total{kind=\"event\"}".to_owned(),
+    ];
+    for name in &expected {
+        assert!(
+            metrics.contains(name.as_str()),
+            "/metrics lacks {name}:\n{metrics}"
+        );
     }
     controller.stop().await;
     env.finish().await;

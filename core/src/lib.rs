@@ -21,6 +21,7 @@
 //! * [`format`](mod@format): slice format v1, the seed-compatible index document, large-slice encoding.
 //! * [`names`]: names of cluster objects, labels and annotations.
 //! * [`seed`]: the seed's 27-stream job list, reused by examples and the sandbox.
+//! * [`log_format`]: the binaries' `--log-format text|json` choice.
 
 pub mod assignment;
 pub mod deploy;
@@ -28,6 +29,7 @@ pub mod diff;
 pub mod format;
 pub mod hash;
 pub mod job;
+pub mod log_format;
 pub mod member;
 pub mod names;
 pub mod placement;

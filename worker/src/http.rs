@@ -84,6 +84,14 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
+/// The router of the separate metrics listener (`--metrics-address`): `/metrics` and
+/// nothing else, so that exposing it beyond the pod reveals no slice and takes no ack.
+pub(crate) fn metrics_router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(shared)
+}
+
 fn slice_response(delivered: &Delivered) -> Option<SliceResponse> {
     delivered.slice.as_ref().map(|slice| SliceResponse {
         slice: (**slice).clone(),

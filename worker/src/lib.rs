@@ -62,6 +62,14 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The metrics listener could not be bound.
+    #[error("cannot listen for metrics on {address}: {source}")]
+    BindMetrics {
+        /// The address from `--metrics-address`.
+        address: SocketAddr,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// The HTTP server failed.
     #[error("HTTP server failed: {0}")]
     ServeHttp(#[source] std::io::Error),
@@ -220,6 +228,7 @@ impl Shared {
 /// sidecar container dies), so nothing keeps running for a dead sidecar.
 pub struct Worker {
     http_addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
     tasks: Vec<(&'static str, JoinHandle<()>)>,
     server: Option<JoinHandle<std::io::Result<()>>>,
@@ -240,6 +249,19 @@ impl Worker {
             address: settings.listen,
             source,
         })?;
+
+        let metrics_listener = match settings.metrics_address {
+            Some(address) => {
+                let bind_error = |source| Error::BindMetrics { address, source };
+                let listener = tokio::net::TcpListener::bind(address)
+                    .await
+                    .map_err(bind_error)?;
+                let bound = listener.local_addr().map_err(bind_error)?;
+                Some((listener, bound))
+            }
+            None => None,
+        };
+        let metrics_addr = metrics_listener.as_ref().map(|(_, bound)| *bound);
 
         let ack_mode = if settings.exec.is_some() || settings.exec_instance.is_some() {
             AckMode::Exec
@@ -270,6 +292,7 @@ impl Worker {
             member = shared.settings.pod_name,
             namespace = shared.settings.pod_namespace,
             %http_addr,
+            metrics_addr = ?metrics_addr,
             mode = ?ack_mode,
             "shoal-worker starting"
         );
@@ -335,6 +358,23 @@ impl Worker {
                 )),
             ));
         }
+        if let Some((listener, _)) = metrics_listener {
+            let mut metrics_shutdown = shared.shutdown.subscribe();
+            let router = http::metrics_router(shared.clone());
+            tasks.push((
+                "metrics listener",
+                tokio::spawn(async move {
+                    let served = axum::serve(listener, router)
+                        .with_graceful_shutdown(async move {
+                            let _ = metrics_shutdown.wait_for(|stop| *stop).await;
+                        })
+                        .await;
+                    if let Err(error) = served {
+                        tracing::warn!(%error, "the metrics listener stopped");
+                    }
+                }),
+            ));
+        }
         let mut server_shutdown = shared.shutdown.subscribe();
         let router = http::router(shared.clone());
         let server = tokio::spawn(async move {
@@ -346,6 +386,7 @@ impl Worker {
         });
         Ok(Worker {
             http_addr,
+            metrics_addr,
             shared,
             tasks,
             server: Some(server),
@@ -355,6 +396,11 @@ impl Worker {
     /// The address the HTTP server is bound to.
     pub fn http_addr(&self) -> SocketAddr {
         self.http_addr
+    }
+
+    /// The address of the separate metrics listener (`--metrics-address`), if any.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// Subscribes to the delivered slice.

@@ -4,6 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use shoal_core::log_format::LogFormat;
+
 /// Everything the sidecar is told at start. Each flag has an environment
 /// fallback so that a pod spec can configure it either way; identity comes
 /// from the downward API (`POD_NAME`, `POD_NAMESPACE`).
@@ -28,6 +30,17 @@ pub struct Settings {
     /// `/v1/ack`, `/healthz`, `/readyz`, `/metrics`). Port 0 picks a free port.
     #[arg(long, env = "SHOAL_LISTEN", default_value = "127.0.0.1:8765")]
     pub listen: SocketAddr,
+
+    /// Address of the Prometheus listener (`/metrics` only), separate from the loopback
+    /// slice API so that Prometheus can scrape it from outside the pod (a PodMonitor on
+    /// the container port `metrics`) without reaching `/v1/ack`. Port 0 picks a free port.
+    #[arg(long, env = "SHOAL_METRICS_ADDRESS", default_value = "0.0.0.0:9464")]
+    pub metrics_address: Option<SocketAddr>,
+
+    /// Log lines as `text` (coloured only on a terminal) or `json` (one object per
+    /// line), on stderr. `RUST_LOG` sets the levels (default `info`).
+    #[arg(long, env = "SHOAL_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 
     /// Where to keep the slice (format v1) for the application; replaced
     /// atomically on every change. Usually in an `emptyDir` shared with the app.
@@ -115,13 +128,16 @@ pub struct Settings {
 
 impl Settings {
     /// Settings for a member with defaults for everything else: no file, no
-    /// exec, HTTP on a free localhost port. Convenient for tests and embedding.
+    /// exec, HTTP on a free localhost port, no separate metrics listener (the
+    /// loopback one serves `/metrics` too). Convenient for tests and embedding.
     pub fn for_member(pod_name: impl Into<String>, pod_namespace: impl Into<String>) -> Settings {
         Settings {
             pod_name: pod_name.into(),
             pod_namespace: pod_namespace.into(),
             pod_uid: None,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics_address: None,
+            log_format: LogFormat::Text,
             slice_file: None,
             exec: None,
             exec_instance: None,
@@ -242,6 +258,11 @@ mod tests {
         assert_eq!(settings.lease_duration, Duration::from_secs(15));
         assert_eq!(settings.renew_interval(), Duration::from_secs(5));
         assert!(!settings.ack_on_apply);
+        assert_eq!(
+            settings.metrics_address,
+            Some(SocketAddr::from(([0, 0, 0, 0], 9464)))
+        );
+        assert_eq!(settings.log_format, LogFormat::Text);
     }
 
     #[test]

@@ -163,6 +163,8 @@ pub struct RunningMember {
     pub uid: String,
     /// The sidecar's HTTP server.
     pub http_addr: SocketAddr,
+    /// The sidecar's separate metrics listener (`--metrics-address`), when it has one.
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// Builds a sidecar's settings from its pod.
@@ -872,6 +874,7 @@ fn publish(shared: &Shared, state: &State) {
                     pod: pod.clone(),
                     uid: uid.clone(),
                     http_addr: worker.http_addr(),
+                    metrics_addr: worker.metrics_addr(),
                 },
             )),
             _ => None,
@@ -973,6 +976,10 @@ pub fn settings_from_pod(pod: &Pod, container: &str) -> Result<Settings, Members
             message: error.to_string(),
         })?;
     settings.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    // Every sidecar of the sandbox shares this host: each gets its own metrics port.
+    if settings.metrics_address.is_some() {
+        settings.metrics_address = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    }
     Ok(settings)
 }
 
@@ -1049,6 +1056,56 @@ mod tests {
         assert!(settings.ack_on_apply);
         // Every member shares this process's localhost.
         assert_eq!(settings.listen, SocketAddr::from(([127, 0, 0, 1], 0)));
+        assert_eq!(
+            settings.metrics_address,
+            Some(SocketAddr::from(([127, 0, 0, 1], 0)))
+        );
+    }
+
+    /// The metrics port of a sidecar built from its pod's container (default
+    /// `--metrics-address`, moved to a free loopback port here) answers `/metrics`.
+    #[tokio::test]
+    async fn a_sidecar_from_its_pod_serves_metrics_on_its_own_port() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let cluster = TestCluster::start().await.unwrap();
+        let client = cluster.client();
+        let namespace = cluster.namespace().to_owned();
+        let mut set = parallel(statefulset("metered", 1));
+        if let Some(pod) = set
+            .spec
+            .as_mut()
+            .and_then(|spec| spec.template.spec.as_mut())
+        {
+            pod.containers.push(Container {
+                name: SIDECAR_CONTAINER.to_owned(),
+                image: Some("shoal-worker:0.1.0".to_owned()),
+                args: Some(vec!["--ack-on-apply".to_owned()]),
+                ..Container::default()
+            });
+        }
+        Api::<StatefulSet>::namespaced(client.clone(), &namespace)
+            .create(&PostParams::default(), &set)
+            .await
+            .unwrap();
+        let members = Members::start(client, &namespace, "app=metered", |pod| {
+            settings_from_pod(pod, SIDECAR_CONTAINER)
+        });
+        let running = wait_members(&members, &["metered-0"]).await;
+        let metrics = running["metered-0"]
+            .metrics_addr
+            .expect("a metrics listener");
+        assert_ne!(metrics, running["metered-0"].http_addr);
+        let mut stream = tokio::net::TcpStream::connect(metrics).await.unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.contains("shoal_worker_fenced"), "{answer}");
+        members.stop().await;
+        cluster.cleanup().await;
     }
 
     #[test]

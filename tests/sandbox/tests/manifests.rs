@@ -30,6 +30,7 @@ use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 use shoal_controller::crd::Swarm;
+use shoal_controller::deployment_plan::DeploymentPlan;
 use shoal_controller::{LeaderElection, Settings};
 use shoal_emulator::AuditEntry;
 use shoal_emulator::harness::{Check, TestCluster, wait_for};
@@ -1112,35 +1113,83 @@ async fn walkthrough(install: Install, test: &str) {
             "kubectl shoal {command:?} printed nothing"
         );
     }
-    // An approver looks for pending revisions and watches the status.
+    // A viewer reads Swarms and DeploymentPlans as kubectl does (get, list, watch, the
+    // status subresource), as the built-in `view` role lets one read anything else.
+    for args in [
+        &["get", "swarms"][..],
+        &["get", "deploymentplans"],
+        &["get", "deploymentplan", "web"],
+        &["get", "swarm", "demo", "--subresource=status"],
+        &["get", "deploymentplan", "web", "--subresource=status"],
+    ] {
+        let mut full = vec!["-n", DEMO_NAMESPACE];
+        full.extend_from_slice(args);
+        kubectl_with(&viewer_kubeconfig, &full).await;
+    }
+    let viewer = cluster
+        .client_with_token(&viewer_token)
+        .await
+        .expect("the viewer's client");
+    list_and_watch::<Swarm>(viewer.clone(), "a viewer").await;
+    list_and_watch::<DeploymentPlan>(viewer, "a viewer").await;
+    // An approver looks for pending revisions and operations and watches the status.
     let listed = kubectl_with(
         &approver_kubeconfig,
         &["-n", DEMO_NAMESPACE, "get", "swarms"],
     )
     .await;
     assert!(listed.contains("demo"), "{listed}");
-    {
-        use futures::StreamExt as _;
-        let approver = cluster
-            .client_with_token(&approver_token)
-            .await
-            .expect("the approver's client");
-        let swarms: Api<Swarm> = Api::namespaced(approver, DEMO_NAMESPACE);
-        let version = swarms
-            .list(&ListParams::default())
-            .await
-            .expect("an approver lists Swarms")
-            .metadata
-            .resource_version
-            .unwrap_or_default();
-        let mut changes = swarms
-            .watch(&kube::api::WatchParams::default().timeout(1), &version)
-            .await
-            .expect("an approver watches Swarms")
-            .boxed();
-        // Whatever arrives (or the timeout's end of stream), the watch was made.
-        let _ = tokio::time::timeout(Duration::from_secs(3), changes.next()).await;
-    }
+    let approver = cluster
+        .client_with_token(&approver_token)
+        .await
+        .expect("the approver's client");
+    list_and_watch::<Swarm>(approver.clone(), "an approver").await;
+    list_and_watch::<DeploymentPlan>(approver, "an approver").await;
+    // The approver approves the example plan's waiting deployment as a whole.
+    let plans: Api<DeploymentPlan> = Api::namespaced(client.clone(), DEMO_NAMESPACE);
+    wait_for("the example plan awaiting approval", WAIT, || {
+        let plans = plans.clone();
+        async move {
+            match plans.get("web").await {
+                Ok(plan) => match plan
+                    .status
+                    .and_then(|status| status.approve_deployment_with)
+                {
+                    Some(_) => Check::Done(()),
+                    None => Check::Pending("no approveDeploymentWith yet".to_owned()),
+                },
+                Err(error) => Check::Pending(error.to_string()),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|error| panic!("{error}"));
+    let approve_plan = kubectl_with(
+        &approver_kubeconfig,
+        &[
+            "-n",
+            DEMO_NAMESPACE,
+            "get",
+            "deploymentplan",
+            "web",
+            "-o",
+            "jsonpath={.status.approveDeploymentWith}",
+        ],
+    )
+    .await;
+    kubectl_with(
+        &approver_kubeconfig,
+        &[
+            "-n",
+            DEMO_NAMESPACE,
+            "annotate",
+            "deploymentplan",
+            "web",
+            &format!("shoal.dev/approve={approve_plan}"),
+            "--overwrite",
+        ],
+    )
+    .await;
     let stale = (pending + 1).to_string();
     let refused = plugin(
         &approver_kubeconfig,
@@ -1329,6 +1378,35 @@ async fn walkthrough(install: Install, test: &str) {
     }
     garbage_collection_is_not_refused(&cluster).await;
     cluster.cleanup().await;
+}
+
+/// Lists, then watches `K` in the demo namespace with `client`, as `kubectl get --watch`
+/// does; whatever arrives (or the watch's timeout), the requests were made and allowed.
+async fn list_and_watch<K>(client: Client, who: &str)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    use futures::StreamExt as _;
+    let objects: Api<K> = Api::namespaced(client, DEMO_NAMESPACE);
+    let kind = K::kind(&());
+    let version = objects
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|error| panic!("{who} lists {kind}: {error}"))
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let mut changes = objects
+        .watch(&kube::api::WatchParams::default().timeout(1), &version)
+        .await
+        .unwrap_or_else(|error| panic!("{who} watches {kind}: {error}"))
+        .boxed();
+    let _ = tokio::time::timeout(Duration::from_secs(3), changes.next()).await;
 }
 
 /// The garbage collector deletes a member Lease with its pod, and Shoal's ConfigMaps

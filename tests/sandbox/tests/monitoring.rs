@@ -1,0 +1,262 @@
+//! `manifests/monitoring/`: the alerts and the dashboard name only metrics Shoal exports
+//! (read from the controller's and the sidecar's own registries), `promtool check rules`
+//! accepts the alerts when promtool is installed, the monitors scrape ports that exist,
+//! and the directory renders with `kubectl kustomize`.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+fn repo_path(relative: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative)
+}
+
+fn read_yaml(relative: &str) -> Value {
+    let text = std::fs::read_to_string(repo_path(relative))
+        .unwrap_or_else(|error| panic!("{relative}: {error}"));
+    serde_saphyr::from_str(&text).unwrap_or_else(|error| panic!("{relative}: {error}"))
+}
+
+/// Every metric name the controller and the sidecar export, as Prometheus sees them.
+fn exported_metrics() -> BTreeSet<String> {
+    let mut names = shoal_controller::metrics::Metrics::exported_names();
+    let sidecar = shoal_worker::metrics::Metrics::default()
+        .render()
+        .expect("the sidecar's metrics render");
+    names.extend(shoal_controller::metrics::exported_names(&sidecar));
+    names
+}
+
+/// The Shoal metric names a PromQL expression uses: identifiers starting with `shoal_`,
+/// outside quoted label values.
+fn shoal_metrics_in(expr: &str) -> Vec<String> {
+    let mut unquoted = String::new();
+    let mut quote = None;
+    for c in expr.chars() {
+        match quote {
+            Some(open) if c == open => quote = None,
+            Some(_) => {}
+            None if c == '"' || c == '\'' || c == '`' => quote = Some(c),
+            None => unquoted.push(c),
+        }
+    }
+    unquoted
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+        .filter(|word| word.starts_with("shoal_"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Fails naming `place` when `expr` uses no Shoal metric or one Shoal does not export.
+fn assert_uses_exported_metrics(place: &str, expr: &str, exported: &BTreeSet<String>) {
+    let used = shoal_metrics_in(expr);
+    assert!(!used.is_empty(), "{place}: `{expr}` uses no Shoal metric");
+    let unknown: Vec<&String> = used
+        .iter()
+        .filter(|name| !exported.contains(*name))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "{place}: `{expr}` names metrics Shoal does not export: {unknown:?}"
+    );
+}
+
+#[test]
+fn the_metric_name_check_sees_names_and_ignores_label_values() {
+    assert_eq!(
+        shoal_metrics_in(r#"sum by (kind) (rate(shoal_api_writes_total{kind="shoal_x"}[5m]))"#),
+        ["shoal_api_writes_total"]
+    );
+    let exported = exported_metrics();
+    assert!(exported.contains("shoal_worker_fenced"));
+    assert!(exported.contains("shoal_leader"));
+    assert!(!exported.contains("shoal_no_such_metric_total"));
+}
+
+#[test]
+fn every_alert_names_only_exported_metrics_and_the_alerts_that_matter_exist() {
+    let rule = read_yaml("manifests/monitoring/alerts.yaml");
+    assert_eq!(rule["kind"], "PrometheusRule");
+    let exported = exported_metrics();
+    let mut alerts = BTreeSet::new();
+    for group in rule["spec"]["groups"].as_array().expect("spec.groups") {
+        for entry in group["rules"].as_array().expect("rules") {
+            let alert = entry["alert"].as_str().expect("every rule is an alert");
+            let expr = entry["expr"].as_str().expect("expr");
+            assert_uses_exported_metrics(alert, expr, &exported);
+            assert!(
+                entry["labels"]["severity"].is_string(),
+                "{alert} has no severity"
+            );
+            for annotation in ["summary", "description"] {
+                assert!(
+                    entry["annotations"][annotation].is_string(),
+                    "{alert} has no {annotation}"
+                );
+            }
+            assert!(alerts.insert(alert.to_owned()), "{alert} twice");
+        }
+    }
+    for wanted in [
+        "ShoalRevisionStuck",
+        "ShoalApprovalWaiting",
+        "ShoalMemberNotAcknowledging",
+        "ShoalMemberFenced",
+        "ShoalControllerNoLeader",
+    ] {
+        assert!(alerts.contains(wanted), "no {wanted} among {alerts:?}");
+    }
+}
+
+#[test]
+fn promtool_accepts_the_alerting_rules() {
+    let installed = std::process::Command::new("promtool")
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !installed {
+        println!("promtool is not on PATH (Debian: apt-get install prometheus); skipped it");
+        return;
+    }
+    let rule = read_yaml("manifests/monitoring/alerts.yaml");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // promtool reads plain rule files: the PrometheusRule's spec. JSON is YAML.
+    let file = dir.path().join("shoal-rules.yaml");
+    std::fs::write(&file, rule["spec"].to_string()).expect("write the rules");
+    let checked = std::process::Command::new("promtool")
+        .arg("check")
+        .arg("rules")
+        .arg(&file)
+        .output()
+        .expect("promtool runs");
+    assert!(
+        checked.status.success(),
+        "promtool check rules:\n{}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}
+
+#[test]
+fn every_dashboard_panel_and_variable_names_only_exported_metrics() {
+    let text = std::fs::read_to_string(repo_path("manifests/monitoring/dashboard.json"))
+        .expect("the dashboard");
+    let dashboard: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let exported = exported_metrics();
+    let panels = dashboard["panels"].as_array().expect("panels");
+    assert!(panels.len() >= 8, "{} panels", panels.len());
+    let mut used = BTreeSet::new();
+    for panel in panels {
+        let title = panel["title"].as_str().expect("every panel has a title");
+        let targets = panel["targets"].as_array().expect("targets");
+        assert!(!targets.is_empty(), "panel {title} queries nothing");
+        for target in targets {
+            let expr = target["expr"].as_str().expect("expr");
+            assert_uses_exported_metrics(&format!("panel {title}"), expr, &exported);
+            used.extend(shoal_metrics_in(expr));
+        }
+    }
+    for variable in dashboard["templating"]["list"]
+        .as_array()
+        .expect("templating")
+    {
+        if let Some(query) = variable["definition"].as_str() {
+            assert_uses_exported_metrics("a dashboard variable", query, &exported);
+        }
+    }
+    // Both sides are on the dashboard: the controller and the sidecars.
+    assert!(used.contains("shoal_leader") && used.contains("shoal_worker_fenced"));
+}
+
+/// The ServiceMonitor scrapes a port the controller's Service has; the PodMonitor a port
+/// the example's sidecar container declares, at the sidecar's default metrics address.
+#[test]
+fn the_monitors_scrape_ports_that_exist() {
+    let monitor = read_yaml("manifests/monitoring/servicemonitor.yaml");
+    let port = monitor["spec"]["endpoints"][0]["port"]
+        .as_str()
+        .expect("port");
+    let controller = std::fs::read_to_string(repo_path("manifests/controller/controller.yaml"))
+        .expect("controller.yaml");
+    let service: Value = controller
+        .split("\n---\n")
+        .map(|document| serde_saphyr::from_str::<Value>(document).expect("YAML"))
+        .find(|document| document["kind"] == "Service")
+        .expect("the metrics Service");
+    assert!(
+        service["spec"]["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .any(|declared| declared["name"] == port),
+        "the Service has no port {port}"
+    );
+
+    let monitor = read_yaml("manifests/monitoring/podmonitor.yaml");
+    let port = monitor["spec"]["podMetricsEndpoints"][0]["port"]
+        .as_str()
+        .expect("port");
+    let example = std::fs::read_to_string(repo_path("manifests/example/statefulset.yaml"))
+        .expect("statefulset.yaml");
+    let pool: Value = example
+        .split("\n---\n")
+        .map(|document| serde_saphyr::from_str::<Value>(document).expect("YAML"))
+        .find(|document| document["kind"] == "StatefulSet")
+        .expect("the example StatefulSet");
+    let template = &pool["spec"]["template"];
+    let label = monitor["spec"]["selector"]["matchExpressions"][0]["key"]
+        .as_str()
+        .expect("the selected label");
+    assert!(
+        template["metadata"]["labels"][label].is_string(),
+        "the example's pods lack {label}, which the PodMonitor selects"
+    );
+    let sidecar = template["spec"]["containers"]
+        .as_array()
+        .expect("containers")
+        .iter()
+        .find(|container| container["name"] == "shoal-worker")
+        .expect("the sidecar");
+    let declared = sidecar["ports"]
+        .as_array()
+        .expect("the sidecar declares ports")
+        .iter()
+        .find(|declared| declared["name"] == port)
+        .unwrap_or_else(|| panic!("the sidecar has no port {port}"));
+    let defaults = <shoal_worker::Settings as clap::Parser>::try_parse_from([
+        "shoal-worker",
+        "--pod-name=p-0",
+        "--pod-namespace=ns",
+    ])
+    .expect("defaults parse");
+    let default_port = defaults.metrics_address.expect("a metrics address").port();
+    assert_eq!(declared["containerPort"], u64::from(default_port));
+}
+
+#[test]
+fn the_monitoring_directory_renders_with_kubectl_kustomize() {
+    let kubectl = std::env::var("SHOAL_KUBECTL").unwrap_or_else(|_| "kubectl".to_owned());
+    let rendered = std::process::Command::new(kubectl)
+        .args(["kustomize", "manifests/monitoring"])
+        .current_dir(repo_path(""))
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        rendered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let text = String::from_utf8_lossy(&rendered.stdout);
+    for kind in [
+        "kind: ServiceMonitor",
+        "kind: PodMonitor",
+        "kind: PrometheusRule",
+        "name: shoal-grafana-dashboard",
+        "grafana_dashboard: \"1\"",
+    ] {
+        assert!(text.contains(kind), "the render lacks {kind}:\n{text}");
+    }
+}
