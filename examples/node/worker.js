@@ -8,7 +8,7 @@
 //
 //     SHOAL_API=http://127.0.0.1:8765 node worker.js
 //
-// Exec mode: the sidecar starts one process per job (`--exec 'node worker.js'`) with
+// Exec mode: the sidecar starts one process per job (`--exec 'exec node worker.js'`) with
 // SHOAL_JOB and SHOAL_MEMBER set, stops it with SIGTERM when the job moves, and
 // acknowledges by itself.
 //

@@ -10,7 +10,7 @@ Two ways to run beside the shoal-worker sidecar:
 
       SHOAL_API=http://127.0.0.1:8765 python3 worker.py
 
-* Exec mode: the sidecar starts one process per job (`--exec 'python3 worker.py'`)
+* Exec mode: the sidecar starts one process per job (`--exec 'exec python3 worker.py'`)
   with SHOAL_JOB and SHOAL_MEMBER set, stops it with SIGTERM when the job moves, and
   acknowledges by itself.
 
