@@ -775,8 +775,7 @@ fn documented_routes(document: &str) -> std::collections::BTreeSet<(String, Stri
 #[tokio::test]
 async fn the_served_openapi_document_lists_exactly_the_routes_the_sidecar_answers() {
     let cluster = Cluster::start().await;
-    let mut settings = settings(&cluster, "pool-0");
-    settings.ack_on_apply = false;
+    let settings = settings(&cluster, "pool-0");
     let worker = Worker::start(cluster.client(), settings).await.unwrap();
     let address = worker.http_addr();
     write_slice(
