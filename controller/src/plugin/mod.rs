@@ -72,7 +72,7 @@ use crate::crd::Swarm;
     name = "kubectl-shoal",
     bin_name = "kubectl shoal",
     version,
-    about = "Inspect and steer Shoal Swarms: status, diff, approve, history, undo, slices."
+    about = "Inspect and steer Shoal Swarms: status (--watch), wait, diff, approve, history, undo, slices."
 )]
 pub struct Cli {
     /// Namespace of the Swarm (default: the kubeconfig context's namespace, else `default`).
