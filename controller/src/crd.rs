@@ -99,7 +99,7 @@ pub const MAX_INLINE_JOBS: u32 = 100_000;
 const JOB_KEY_PATTERN: &str = r"^[^\x00-\x1F\x7F-\x9F]*$";
 
 /// A ConfigMap name: a DNS subdomain (lowercase alphanumerics, `-` and `.`).
-const DNS_SUBDOMAIN_PATTERN: &str =
+pub(crate) const DNS_SUBDOMAIN_PATTERN: &str =
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
 /// A ConfigMap data key: alphanumerics, `-`, `_` and `.`.

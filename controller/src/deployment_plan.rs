@@ -80,7 +80,7 @@ use crate::crd::{ApprovalSpec, Condition};
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentPlanSpec {
     /// The Swarm (same namespace) whose members may run this plan's instances.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), pattern(crate::crd::DNS_SUBDOMAIN_PATTERN))]
     pub swarm: String,
     /// The applications every instance runs.
     #[schemars(length(min = 1, max = 32))]
@@ -109,6 +109,9 @@ pub struct DeploymentPlanSpec {
     pub deployment_history_limit: u32,
 }
 
+/// A DNS label: lowercase alphanumerics and `-`, alphanumeric at both ends.
+const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
 fn one() -> u32 {
     1
 }
@@ -126,7 +129,7 @@ fn default_deployment_history_limit() -> u32 {
 #[serde(rename_all = "camelCase")]
 pub struct Application {
     /// Name, unique within the plan (a DNS label).
-    #[schemars(length(min = 1, max = 63))]
+    #[schemars(length(min = 1, max = 63), pattern(DNS_LABEL_PATTERN))]
     pub name: String,
     /// What one instance of the application takes from its member, in the units of the
     /// pools' `shoal.dev/capacity` annotation, e.g. `{cores: 1, memory: 512}`.

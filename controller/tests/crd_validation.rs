@@ -248,3 +248,53 @@ async fn every_example_swarm_still_applies() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     env.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_plan_must_name_a_swarm_and_applications_as_dns_names() {
+    let env = Env::start().await;
+    let crd = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/crd-deploymentplan.yaml");
+    env.cluster
+        .install_crd_file(&crd)
+        .await
+        .unwrap_or_else(|error| panic!("installing the DeploymentPlan CRD: {error}"));
+    let plan = |swarm: &str, application: &str| {
+        format!(
+            "apiVersion: shoal.dev/v1alpha1\nkind: DeploymentPlan\nmetadata:\n  name: web\nspec:\n  swarm: \"{swarm}\"\n  applications:\n  - name: \"{application}\"\n  deployment:\n    instances: 1\n"
+        )
+    };
+    let mut failures = Vec::new();
+    for (what, yaml, field) in [
+        (
+            "an upper-case Swarm name",
+            plan("Demo", "nginx"),
+            "spec.swarm",
+        ),
+        (
+            "an application name with a dot",
+            plan("demo", "nginx.v2"),
+            "spec.applications[0].name",
+        ),
+    ] {
+        let (accepted, output) = try_apply(&env, &yaml).await;
+        if accepted || !output.contains(field) || !output.contains("should match") {
+            failures.push(format!("{what}: accepted {accepted}:\n{output}"));
+        }
+    }
+    // The shipped example still applies.
+    let example = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/example/deploymentplan.yaml"),
+    )
+    .expect("the example plan is readable");
+    let example: Vec<&str> = example
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("namespace:"))
+        .collect();
+    let (accepted, output) = try_apply(&env, &(example.join("\n") + "\n")).await;
+    if !accepted {
+        failures.push(format!(
+            "manifests/example/deploymentplan.yaml was refused:\n{output}"
+        ));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    env.finish().await;
+}

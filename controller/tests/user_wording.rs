@@ -18,6 +18,19 @@ fn internal_words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Fails naming each text and line that holds an internal word.
+fn assert_no_internal_words(texts: &[(String, String)]) {
+    let found: Vec<String> = texts
+        .iter()
+        .flat_map(|(origin, text)| {
+            internal_words(text)
+                .into_iter()
+                .map(move |line| format!("{origin}: {line}"))
+        })
+        .collect();
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
 fn help(binary: &str, args: &[&str]) -> String {
     let output = Command::new(binary)
         .args(args)
@@ -86,15 +99,7 @@ fn crds_and_help_texts_use_no_internal_names() {
     ];
     texts.extend(all_help(env!("CARGO_BIN_EXE_shoal-controller")));
     texts.extend(all_help(env!("CARGO_BIN_EXE_kubectl-shoal")));
-    let found: Vec<String> = texts
-        .iter()
-        .flat_map(|(origin, text)| {
-            internal_words(text)
-                .into_iter()
-                .map(move |line| format!("{origin}: {line}"))
-        })
-        .collect();
-    assert!(found.is_empty(), "{}", found.join("\n"));
+    assert_no_internal_words(&texts);
 }
 
 #[test]
@@ -119,13 +124,5 @@ fn the_readme_usage_sections_and_shipped_manifests_use_no_internal_names() {
     ] {
         texts.push((file.to_owned(), read(file)));
     }
-    let found: Vec<String> = texts
-        .iter()
-        .flat_map(|(origin, text)| {
-            internal_words(text)
-                .into_iter()
-                .map(move |line| format!("{origin}: {line}"))
-        })
-        .collect();
-    assert!(found.is_empty(), "{}", found.join("\n"));
+    assert_no_internal_words(&texts);
 }

@@ -9,6 +9,10 @@
 //! | `GET /healthz` | 200 while the process runs |
 //! | `GET /readyz` | 200 when the slice watch has synced and the sidecar is not fenced, else 503; JSON detail either way |
 //! | `GET /metrics` | Prometheus text format |
+//! | `GET /openapi.yaml` | the OpenAPI 3 document of this API (`worker/openapi.yaml`) |
+//!
+//! Any other path or method answers 404 with a JSON `error`. The slice is JSON on
+//! `/v1/slice` (no YAML parser needed); the same slice as YAML is the `--slice-file`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +23,7 @@ use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio_stream::wrappers::WatchStream;
@@ -73,15 +77,56 @@ struct SliceQuery {
 const DEFAULT_LONG_POLL: Duration = Duration::from_secs(30);
 const MAX_LONG_POLL: Duration = Duration::from_secs(300);
 
+/// Every route the local API answers, as (method, path): the router is built from this
+/// list alone, and `worker/openapi.yaml` documents exactly these (a test holds both).
+pub const ROUTES: [(&str, &str); 7] = [
+    ("get", "/v1/slice"),
+    ("get", "/v1/watch"),
+    ("post", "/v1/ack"),
+    ("get", "/healthz"),
+    ("get", "/readyz"),
+    ("get", "/metrics"),
+    ("get", "/openapi.yaml"),
+];
+
+/// The OpenAPI 3 document of the local API, served at `GET /openapi.yaml`.
+pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
+
+/// The handler of one route of [`ROUTES`].
+fn endpoint(method: &str, path: &str) -> Option<MethodRouter<Arc<Shared>>> {
+    Some(match (method, path) {
+        ("get", "/v1/slice") => get(get_slice),
+        ("get", "/v1/watch") => get(watch_slices),
+        ("post", "/v1/ack") => post(post_ack),
+        ("get", "/healthz") => get(|| async { "ok\n" }),
+        ("get", "/readyz") => get(readyz),
+        ("get", "/metrics") => get(metrics),
+        ("get", "/openapi.yaml") => {
+            get(|| async { ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI_YAML) })
+        }
+        _ => return None,
+    })
+}
+
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
-        .route("/v1/slice", get(get_slice))
-        .route("/v1/watch", get(watch_slices))
-        .route("/v1/ack", post(post_ack))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .with_state(shared)
+    let mut router = Router::new();
+    for (method, path) in ROUTES {
+        if let Some(handler) = endpoint(method, path) {
+            router = router.route(path, handler);
+        }
+    }
+    router.fallback(no_such_route).with_state(shared)
+}
+
+/// A path or method the local API does not have.
+async fn no_such_route(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    error_body(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no route {method} {}; the local API is described at GET /openapi.yaml",
+            uri.path()
+        ),
+    )
 }
 
 /// The router of the separate metrics listener (`--metrics-address`): `/metrics` and
@@ -205,5 +250,17 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("cannot render metrics: {error}"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_route_has_a_handler() {
+        for (method, path) in ROUTES {
+            assert!(endpoint(method, path).is_some(), "{method} {path}");
+        }
     }
 }

@@ -744,3 +744,97 @@ async fn a_configmap_no_swarm_owns_is_never_taken_for_the_slice() {
     assert!(get(address, "/v1/slice").await.json()["revision"].is_null());
     worker.stop().await.unwrap();
 }
+
+/// (method, path) of every operation in `worker/openapi.yaml`: paths are the keys
+/// indented by two spaces under `paths:`, methods the keys indented by four below them.
+fn documented_routes(document: &str) -> std::collections::BTreeSet<(String, String)> {
+    let paths = document
+        .split("\npaths:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\ncomponents:\n").next())
+        .expect("the document has paths and components");
+    let mut routes = std::collections::BTreeSet::new();
+    let mut path = String::new();
+    for line in paths.lines() {
+        if let Some(key) = line
+            .strip_prefix("  /")
+            .and_then(|key| key.strip_suffix(':'))
+        {
+            path = format!("/{key}");
+        } else if let Some(method) = line
+            .strip_prefix("    ")
+            .and_then(|key| key.strip_suffix(':'))
+            && ["get", "post", "put", "patch", "delete"].contains(&method)
+        {
+            routes.insert((method.to_owned(), path.clone()));
+        }
+    }
+    routes
+}
+
+#[tokio::test]
+async fn the_served_openapi_document_lists_exactly_the_routes_the_sidecar_answers() {
+    let cluster = Cluster::start().await;
+    let settings = settings(&cluster, "pool-0");
+    let worker = Worker::start(cluster.client(), settings).await.unwrap();
+    let address = worker.http_addr();
+    write_slice(
+        &cluster.client(),
+        cluster.namespace(),
+        &slice("pool-0", 1, &["stream:a"]),
+    )
+    .await;
+    wait_for_revision(&worker, 1).await;
+
+    let served = get(address, "/openapi.yaml").await;
+    assert_eq!(served.status, 200);
+    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml"))
+        .expect("worker/openapi.yaml is readable");
+    assert_eq!(
+        served.body, committed,
+        "the served document is the committed one"
+    );
+
+    let documented = documented_routes(&committed);
+    let routed: std::collections::BTreeSet<(String, String)> = shoal_worker::http::ROUTES
+        .iter()
+        .map(|(method, path)| ((*method).to_owned(), (*path).to_owned()))
+        .collect();
+    assert_eq!(documented, routed, "document and router disagree");
+
+    // Each documented route is answered by its handler, not by the fallback.
+    for (method, path) in &documented {
+        if path == "/v1/watch" {
+            continue; // a stream that does not end; the NDJSON tests cover it
+        }
+        let response = match method.as_str() {
+            "post" => {
+                request(
+                    address,
+                    "POST",
+                    path,
+                    Some(r#"{"revision": 1, "hash": "x"}"#),
+                )
+                .await
+            }
+            _ => get(address, path).await,
+        };
+        assert!(
+            !response.body.contains("no route"),
+            "{method} {path} fell through to the fallback: {} {}",
+            response.status,
+            response.body
+        );
+    }
+    // And a route the document does not list is not answered.
+    let unknown = get(address, "/v1/jobs").await;
+    assert_eq!(unknown.status, 404);
+    assert!(
+        unknown.body.contains("no route GET /v1/jobs"),
+        "{}",
+        unknown.body
+    );
+    let wrong_method = request(address, "DELETE", "/v1/slice", None).await;
+    assert_ne!(wrong_method.status, 200, "{}", wrong_method.body);
+    worker.stop().await.unwrap();
+}

@@ -20,6 +20,8 @@
 //!
 //! ```text
 //! kubectl shoal status demo -n streams            # pools, members, pending revision, conditions, Events
+//! kubectl shoal status demo --watch               # print it again on each change
+//! kubectl shoal wait demo --for=in-force --timeout=5m   # exit 0 once the revision is in force
 //! kubectl shoal diff demo --replicas 4            # which jobs would move from whom to whom; writes nothing
 //! kubectl shoal diff demo --pool blue --replicas 3
 //! kubectl shoal diff demo --jobs-file jobs.yaml   # a new job list (`jobs: [...]`, a YAML list, or lines)
@@ -52,6 +54,7 @@ pub mod status;
 pub mod table;
 #[cfg(test)]
 mod testing;
+pub mod wait;
 
 use std::path::PathBuf;
 
@@ -69,7 +72,7 @@ use crate::crd::Swarm;
     name = "kubectl-shoal",
     bin_name = "kubectl shoal",
     version,
-    about = "Inspect and steer Shoal Swarms: status, diff, approve, history, undo, slices."
+    about = "Inspect and steer Shoal Swarms: status (--watch), wait, diff, approve, history, undo, slices."
 )]
 pub struct Cli {
     /// Namespace of the Swarm (default: the kubeconfig context's namespace, else `default`).
@@ -107,6 +110,9 @@ pub enum Command {
     Status {
         /// The Swarm.
         swarm: String,
+        /// Keep watching: print the status again each time it changes (like `kubectl get -w`).
+        #[arg(short = 'w', long)]
+        watch: bool,
     },
     /// What a change would do, computed like the controller does; writes nothing.
     ///
@@ -181,6 +187,18 @@ pub enum Command {
         plan: String,
         /// The operation id (`kubectl shoal operations <plan>`).
         id: String,
+    },
+    /// Block until the Swarm's revision is in force (exit 0); exit 1 with a message on
+    /// timeout or when the Swarm is Degraded.
+    Wait {
+        /// The Swarm.
+        swarm: String,
+        /// `in-force`: no revision pending or being applied; `ready`: also every member ready.
+        #[arg(long = "for", value_enum, default_value_t = wait::WaitFor::InForce)]
+        for_: wait::WaitFor,
+        /// Give up after this long, e.g. `90s`, `5m`.
+        #[arg(long, default_value = "5m", value_parser = crate::plan::parse_duration)]
+        timeout: std::time::Duration,
     },
 }
 
@@ -285,6 +303,9 @@ pub enum Error {
     /// A DeploymentPlan command failed.
     #[error(transparent)]
     Plans(Box<plans::PlansError>),
+    /// `wait`: timed out, or the Swarm is Degraded.
+    #[error("{0}")]
+    Wait(String),
     /// Serializing the report failed.
     #[error("rendering the report as {format}: {message}")]
     Render {
@@ -470,11 +491,35 @@ pub async fn observe(
     Ok((object, observation))
 }
 
+/// Prints at once (for the commands that keep running: `status --watch`, `wait`).
+fn print_now(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
+}
+
 /// Runs one command and returns what to print.
 pub async fn run(cli: &Cli) -> Result<String, Error> {
     let target = connect(cli).await?;
     match &cli.command {
-        Command::Status { swarm } => render(&status::status(&target, swarm).await?, cli.output),
+        Command::Status {
+            swarm,
+            watch: false,
+        } => render(&status::status(&target, swarm).await?, cli.output),
+        Command::Status { swarm, watch: true } => {
+            wait::watch_status(&target, swarm, cli.output, print_now).await
+        }
+        Command::Wait {
+            swarm,
+            for_,
+            timeout,
+        } => {
+            wait::wait(&target, swarm, *for_, *timeout, |line| {
+                print_now(&format!("{line}\n"))
+            })
+            .await
+        }
         Command::Diff {
             swarm,
             replicas,

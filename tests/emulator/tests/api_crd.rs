@@ -33,7 +33,8 @@ fn widget_crd(scope: &str) -> CustomResourceDefinition {
                         "spec": {"type": "object", "required": ["size"], "properties": {
                             "size": {"type": "integer", "minimum": 0},
                             "color": {"type": "string", "enum": ["red", "blue"]},
-                            "tags": {"type": "array", "items": {"type": "string"}}
+                            "tags": {"type": "array", "items": {"type": "string"}},
+                            "labels": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"}
                         }},
                         "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
                     }
@@ -180,6 +181,39 @@ async fn schema_violations_are_422_with_field_paths() {
         matches!(negative, Err(kube::Error::Api(ref status)) if status.code == 422),
         "{negative:?}"
     );
+}
+
+#[tokio::test]
+async fn a_repeated_item_of_a_set_list_is_422_naming_each_repeat() {
+    let (_server, client) = with_crd("Namespaced").await;
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client, "default", &widget_resource());
+    let result = widgets
+        .create(
+            &PostParams::default(),
+            &widget("w", json!({"size": 1, "labels": ["a", "b", "a", "b"]})),
+        )
+        .await;
+    let Err(kube::Error::Api(status)) = result else {
+        panic!("expected 422, got {result:?}");
+    };
+    assert_eq!(status.code, 422);
+    for repeat in [
+        "spec.labels[2]: Duplicate value: \"a\"",
+        "spec.labels[3]: Duplicate value: \"b\"",
+    ] {
+        assert!(status.message.contains(repeat), "{}", status.message);
+    }
+    // A list without `x-kubernetes-list-type: set` may repeat items.
+    widgets
+        .create(
+            &PostParams::default(),
+            &widget(
+                "w",
+                json!({"size": 1, "tags": ["a", "a"], "labels": ["a", "b"]}),
+            ),
+        )
+        .await
+        .expect("repeats in an ordinary list and none in a set are accepted");
 }
 
 #[tokio::test]

@@ -1,0 +1,147 @@
+//! `kubectl shoal wait` and `kubectl shoal status --watch` through the real plugin
+//! binary against a cluster with the controller running.
+
+mod common;
+mod plugin_common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{Env, job_keys, swarm_yaml};
+use plugin_common::{shoal, shoal_ok};
+use tokio::io::AsyncReadExt;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_returns_once_the_revision_is_in_force_and_times_out_while_one_waits_for_approval() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    env.apply(&swarm_yaml("demo", &job_keys(6), "")).await;
+    let done = shoal(&env, &["wait", "demo", "--timeout=30s"]).await;
+    assert!(done.success, "{}{}", done.stdout, done.stderr);
+    assert!(
+        done.stdout
+            .contains("Swarm demo: revision 1 is in force (6 jobs"),
+        "{}",
+        done.stdout
+    );
+
+    // A revision that waits for approval keeps `wait` waiting until the timeout.
+    env.apply(&swarm_yaml(
+        "demo",
+        &job_keys(9),
+        "  approval:\n    policy: Manual\n",
+    ))
+    .await;
+    let started = std::time::Instant::now();
+    let timed_out = shoal(&env, &["wait", "demo", "--timeout=3s"]).await;
+    assert!(!timed_out.success, "{}", timed_out.stdout);
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "gave up after {:?}",
+        started.elapsed()
+    );
+    assert!(
+        timed_out.stderr.contains("timed out after 3s waiting")
+            && timed_out.stderr.contains("waits for approval"),
+        "{}",
+        timed_out.stderr
+    );
+
+    shoal_ok(&env, &["approve", "demo"]).await;
+    let approved = shoal(&env, &["wait", "demo", "--for=ready", "--timeout=30s"]).await;
+    assert!(approved.success, "{}{}", approved.stdout, approved.stderr);
+    assert!(
+        approved
+            .stdout
+            .contains("Swarm demo: revision 2 is in force (9 jobs"),
+        "{}",
+        approved.stdout
+    );
+    controller.stop().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_fails_at_once_with_the_reason_when_the_swarm_is_degraded() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    let from =
+        "  jobsFrom:\n    configMapKeyRef:\n      name: missing-jobs\n      key: jobs.yaml\n";
+    env.apply(&swarm_yaml("demo", &job_keys(2), from)).await;
+    let started = std::time::Instant::now();
+    let failed = shoal(&env, &["wait", "demo", "--timeout=60s"]).await;
+    assert!(!failed.success, "{}", failed.stdout);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        failed.stderr.contains("Swarm demo is Degraded") && failed.stderr.contains("missing-jobs"),
+        "{}",
+        failed.stderr
+    );
+    controller.stop().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_prints_the_status_again_when_a_new_revision_is_in_force() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    env.apply(&swarm_yaml("demo", &job_keys(6), "")).await;
+    env.in_force("demo", 1, WAIT).await;
+
+    let mut watcher = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-shoal"))
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path())
+        .args(["-n", &env.namespace, "status", "demo", "--watch"])
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("kubectl-shoal starts");
+    let mut stdout = watcher.stdout.take().expect("piped stdout");
+    let mut seen = String::new();
+    // Reads the watcher's output until a line shows `revision` in force.
+    let mut read_until = async |revision: u64| {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut buffer = [0u8; 4096];
+        let shows = |text: &str| {
+            text.lines().any(|line| {
+                line.starts_with("Revision in force") && line.ends_with(&format!(" {revision}"))
+            })
+        };
+        while !shows(&seen) {
+            let read = tokio::time::timeout_at(deadline, stdout.read(&mut buffer))
+                .await
+                .unwrap_or_else(|_| panic!("no revision {revision} within {WAIT:?}:\n{seen}"))
+                .expect("reading the watcher");
+            assert!(read > 0, "the watcher ended:\n{seen}");
+            seen.push_str(&String::from_utf8_lossy(&buffer[..read]));
+        }
+        seen.clone()
+    };
+    let first = read_until(1).await;
+    assert_eq!(first.matches("Revision in force").count(), 1, "{first}");
+    env.apply(&swarm_yaml("demo", &job_keys(8), "")).await;
+    let later = read_until(2).await;
+    assert!(
+        later.matches("Revision in force").count() >= 2,
+        "the status was not printed again:\n{later}"
+    );
+    assert!(
+        watcher.try_wait().expect("process state").is_none(),
+        "--watch exited by itself"
+    );
+    watcher.kill().await.expect("stop the watcher");
+    controller.stop().await;
+    env.finish().await;
+}
