@@ -26,10 +26,13 @@ use crate::plan::{LeaseState, PlannedEvent};
 
 pub mod apply;
 mod approval;
+mod blue_green;
 mod decide;
 mod members;
 pub mod observe;
 mod reports;
+mod requests;
+mod rollout;
 mod run;
 mod status;
 #[cfg(test)]
@@ -37,6 +40,7 @@ mod tests;
 
 pub use decide::decide;
 pub use reports::{INSTANCE_STATES_ANNOTATION, InstanceReport};
+pub use requests::{OPERATE_ANNOTATION, Verb, parse_request, request_item, request_items};
 pub use run::{PlanTask, run, spawn};
 
 /// One pod of a pool, as a plan sees it.
@@ -101,7 +105,7 @@ pub struct PlanObservation {
     pub generation: Option<i64>,
     /// The spec.
     pub spec: DeploymentPlanSpec,
-    /// The plan's annotations (`shoal.dev/approve`).
+    /// The plan's annotations (`shoal.dev/approve`, `shoal.dev/operate`).
     pub annotations: BTreeMap<String, String>,
     /// The status as last written.
     pub status: DeploymentPlanStatus,

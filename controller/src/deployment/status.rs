@@ -109,6 +109,12 @@ pub(super) fn operation_history(
             hash: operation_hash(op),
             approve_with: approval_value(op),
             message: op.message.clone(),
+            reason: op.reason.as_ref().map(|reason| reason.kind().to_owned()),
+            error_code: op
+                .reason
+                .as_ref()
+                .and_then(|reason| reason.code().map(str::to_owned)),
+            request: op.request.clone(),
             last_transition_time: if changed {
                 Some(now.clone())
             } else {
@@ -145,6 +151,26 @@ pub(super) fn record_refusal(
         .refused_annotations
         .insert(APPROVE_ANNOTATION.to_owned(), value.clone());
     status.last_error = Some(refused.join("; "));
+}
+
+/// Refused `shoal.dev/operate` requests: one Warning `OperationRequestRefused`
+/// each (a request is handled once, so this is once per request), and the
+/// last error.
+pub(super) fn record_request_refusals(
+    refusals: &[String],
+    status: &mut DeploymentPlanStatus,
+    events: &mut Vec<PlannedEvent>,
+) {
+    for refusal in refusals {
+        events.push(PlannedEvent {
+            warning: true,
+            reason: "OperationRequestRefused".to_owned(),
+            note: refusal.clone(),
+        });
+    }
+    if !refusals.is_empty() {
+        status.last_error = Some(refusals.join("; "));
+    }
 }
 
 /// Degraded, AwaitingApproval, Progressing, Ready and the phase; the Event
@@ -228,6 +254,17 @@ pub(super) fn conditions(
             note: format!("DeploymentPlan {}: its inputs are valid again", obs.name),
         });
     }
+}
+
+/// `RolloutHalted`, while the plan rolls out canary-first: True (reason
+/// `CanaryFailed`) once a canary failed, until the next deployment.
+pub(super) fn rollout_condition(obs: &PlanObservation, status: &mut DeploymentPlanStatus) {
+    let Some(rollout) = status.rollout.clone() else {
+        status.conditions.retain(|c| c.type_ != "RolloutHalted");
+        return;
+    };
+    let halted = (rollout.phase == "Halted").then(|| ("CanaryFailed", rollout.message.clone()));
+    flag(obs, status, "RolloutHalted", halted, "NotHalted");
 }
 
 /// The Event of an operation's transition (or of a new operation).
