@@ -616,6 +616,10 @@ async fn a_user_stops_and_starts_an_instance_with_the_plugin_through_the_manual_
     })
     .await;
 
+    // The operations table shows why a failed operation failed (here: none did).
+    let table = shoal_ok(&env, &["operations", "web"]).await;
+    assert!(table.contains("Reason"), "{table}");
+
     shoal_ok(&env, &["start", "web", "web-0"]).await;
     let start = eventually("the start (a RESTART) waits for approval", WAIT, || async {
         ops(&status(&env, "web").await, "PENDING_APPROVAL")
@@ -723,7 +727,8 @@ async fn a_blue_green_deployment_comes_up_beside_the_old_set_and_the_switch_is_a
     let env = Env::start().await;
     install_plan_crd(&env).await;
     let controller = env.start_controller();
-    let (uids, blue) = settled_plan(&env, 2, "Manual").await;
+    let (uids, blue) = settled_plan(&env, 2, "Automatic").await;
+    patch_plan(&env, r#"{"spec":{"approval":{"policy":"Manual"}}}"#).await;
     patch_plan(&env, r#"{"spec":{"deployment":{"payloads":[{"application":"nginx","coordinates":{"image":"nginx:1.27"}}],"rollout":{"type":"BlueGreen"}}}}"#).await;
     let deploying = eventually("two green copies wait for approval", WAIT, || async {
         let status = status(&env, "web").await;

@@ -395,6 +395,7 @@ impl Report for OperationsReport {
             "To",
             "Deployment",
             "State",
+            "Reason",
             "Hash",
             "Message",
         ]);
@@ -407,6 +408,7 @@ impl Report for OperationsReport {
                 op.to_member.clone().unwrap_or_default(),
                 op.deployment.to_string(),
                 op.state.clone(),
+                op.reason.clone().unwrap_or_default(),
                 short_hash(&op.hash),
                 op.message.clone(),
             ]);
