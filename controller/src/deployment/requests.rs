@@ -30,6 +30,8 @@
 //! that is not stopped, `relocate` of a stopped one, `to` on another verb,
 //! or a `to` member that is not a member of the Swarm, is the current one,
 //! or cannot hold the instance (capabilities, capacity, per-member limit).
+//! A value with more than [`MAX_REQUESTS`] new requests is refused whole,
+//! once (each request may run a placement).
 
 use std::collections::BTreeSet;
 
@@ -38,6 +40,9 @@ use shoal_core::deploy::{InstanceId, Operation, OperationType, PlanRequest, plac
 
 use super::members::member_of_pod;
 use crate::deployment_plan::InstanceStatus;
+
+/// Most new requests one pass reads; a value with more is refused whole.
+pub const MAX_REQUESTS: usize = 100;
 
 /// The annotation on a plan asking for user operations.
 pub const OPERATE_ANNOTATION: &str = "shoal.dev/operate";
@@ -290,8 +295,19 @@ pub(super) fn take_requests(
         handled: request_items(value),
         ..TakenRequests::default()
     };
+    let fresh = unhandled(value, handled);
+    if fresh.len() > MAX_REQUESTS {
+        // Each request may run a placement: a careless or hostile value cannot make
+        // the pass spin. Every item counts as handled, so this is said once.
+        taken.refusals.push(format!(
+            "DeploymentPlan {}: {OPERATE_ANNOTATION} holds {} new requests; at most {MAX_REQUESTS} are read at once, so none was; write fewer",
+            context.plan,
+            fresh.len()
+        ));
+        return taken;
+    }
     let mut operations = context.operations.to_vec();
-    for item in unhandled(value, handled) {
+    for item in fresh {
         let context = RequestContext {
             operations: &operations,
             ..*context

@@ -1124,6 +1124,13 @@ async fn walkthrough(install: Install, test: &str) {
             "kubectl shoal {command:?} printed nothing"
         );
     }
+    plans_as_viewer_and_approver(
+        &cluster,
+        &viewer_kubeconfig,
+        &approver_kubeconfig,
+        &[&viewer_token, &approver_token],
+    )
+    .await;
     // An approver looks for pending revisions and watches the status.
     let listed = kubectl_with(
         &approver_kubeconfig,
@@ -1341,6 +1348,48 @@ async fn walkthrough(install: Install, test: &str) {
     }
     garbage_collection_is_not_refused(&cluster).await;
     cluster.cleanup().await;
+}
+
+/// The DeploymentPlan rights of the people's roles, each used on the
+/// example's plan `web`: a viewer lists plans and reads one (`kubectl shoal plans | plan`), an approver lists them
+/// (`kubectl get dplan`) and asks for a user operation (`kubectl shoal stop`:
+/// a get, then a patch of the annotation); both watch plans.
+async fn plans_as_viewer_and_approver(
+    cluster: &TestCluster,
+    viewer: &Path,
+    approver: &Path,
+    tokens: &[&str],
+) {
+    use futures::StreamExt as _;
+    use shoal_controller::deployment_plan::DeploymentPlan;
+    for command in [&["plans"][..], &["plan", "web"]] {
+        let printed = plugin(viewer, command)
+            .await
+            .unwrap_or_else(|error| panic!("kubectl shoal {command:?} as a viewer: {error}"));
+        assert!(printed.contains("web"), "{printed}");
+    }
+    let listed = kubectl_with(approver, &["-n", DEMO_NAMESPACE, "get", "dplan"]).await;
+    assert!(listed.contains("web"), "{listed}");
+    plugin(approver, &["stop", "web", "web-0"])
+        .await
+        .unwrap_or_else(|error| panic!("kubectl shoal stop as an approver: {error}"));
+    for token in tokens {
+        let person = cluster.client_with_token(token).await.expect("a client");
+        let plans: Api<DeploymentPlan> = Api::namespaced(person, DEMO_NAMESPACE);
+        let version = plans
+            .list(&ListParams::default())
+            .await
+            .expect("plans listed")
+            .metadata
+            .resource_version
+            .unwrap_or_default();
+        let mut changes = plans
+            .watch(&kube::api::WatchParams::default().timeout(1), &version)
+            .await
+            .expect("plans watched")
+            .boxed();
+        let _ = tokio::time::timeout(Duration::from_secs(3), changes.next()).await;
+    }
 }
 
 /// The garbage collector deletes a member Lease with its pod, and Shoal's ConfigMaps

@@ -277,3 +277,18 @@ fn a_second_request_for_an_instance_with_an_open_operation_is_refused_and_the_fi
         .expect("the STOP");
     assert_eq!(stop.state, "PENDING_APPROVAL");
 }
+
+#[test]
+fn a_flood_of_requests_is_refused_whole_once_and_nothing_is_done() {
+    let mut obs = settled(1, "Automatic");
+    let flood: Vec<String> = (0..=crate::deployment::requests::MAX_REQUESTS)
+        .map(|n| format!("restart web-0 #{n}"))
+        .collect();
+    operate(&mut obs, &flood.join(","));
+    let decision = pass(&mut obs);
+    let refused = refusals(&decision);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(refused[0].contains("at most 100"), "{}", refused[0]);
+    assert!(obs.status.operations.iter().all(|op| op.request.is_none()));
+    assert!(refusals(&pass(&mut obs)).is_empty(), "said once");
+}
