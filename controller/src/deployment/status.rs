@@ -125,9 +125,8 @@ pub(super) fn operation_history(
     kept
 }
 
-/// Records a refused approval annotation; one Warning per annotation value.
-/// (The Swarm's `announce_refusals` does the same for its annotations; it is
-/// private to `plan/`, so this is its small counterpart.)
+/// Records a refused approval annotation; one Warning per annotation value
+/// (`crate::refusals`, shared with the Swarm's refusals).
 pub(super) fn record_refusal(
     obs: &PlanObservation,
     refused: &[String],
@@ -140,16 +139,14 @@ pub(super) fn record_refusal(
     if refused.is_empty() {
         return;
     }
-    if obs.status.refused_annotations.get(APPROVE_ANNOTATION) != Some(value) {
-        events.push(PlannedEvent {
-            warning: true,
-            reason: "ApprovalRefused".to_owned(),
-            note: refused.join("; "),
-        });
-    }
-    status
-        .refused_annotations
-        .insert(APPROVE_ANNOTATION.to_owned(), value.clone());
+    crate::refusals::record_refusal(
+        &obs.status.refused_annotations,
+        APPROVE_ANNOTATION,
+        value,
+        ("ApprovalRefused", refused.join("; ")),
+        &mut status.refused_annotations,
+        events,
+    );
     status.last_error = Some(refused.join("; "));
 }
 
