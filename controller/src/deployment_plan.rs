@@ -308,9 +308,10 @@ pub struct DeploymentPlanStatus {
 pub struct RolloutStatus {
     /// The deployment revision rolled out.
     pub deployment: u64,
-    /// `Canary`: the canaries take it; `Paused`: they are installed and the pause runs;
-    /// `Promoted`: the rest may follow; `Halted`: a canary failed, nothing more happens
-    /// until the next deployment.
+    /// Canary: `Canary` (the canaries take it), `Paused` (they are installed and the pause
+    /// runs), `Promoted` (the rest may follow), `Halted` (a canary failed: nothing more
+    /// until the next deployment). Blue-green: `Deploying`, `Switching` (the old set is
+    /// removed through the gate), `Complete`, `Halted` (a new copy failed).
     pub phase: String,
     /// The canary instances, chosen when the rollout started.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

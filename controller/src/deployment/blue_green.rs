@@ -17,13 +17,21 @@
 //!    (`Manual`: `status.approveDeploymentWith` approves the switch at once).
 //! 3. **Complete.** No blue entry is left.
 //!
+//! **Halted**: a green copy whose member reported it failed (its `RELOCATE`
+//! failed as `Reported`) stops the rollout: no more green copies, no
+//! switch, the blue set keeps running, a Warning `BlueGreenHalted`, until
+//! the next deployment revision (retrying would fail again on the same
+//! report).
+//!
 //! A new revision while one is rolling out starts over from what runs: the
 //! entries of the superseded revision are blue too.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use shoal_core::MemberId;
-use shoal_core::deploy::{InstanceId, Operation, OperationType, PlanRequest, place_plan};
+use shoal_core::deploy::{
+    FailureReason, InstanceId, Operation, OperationType, PlanRequest, place_plan,
+};
 
 use super::members::member_of_pod;
 use crate::deployment_plan::{InstanceStatus, RolloutStatus, UnplacedInstance};
@@ -55,6 +63,7 @@ pub(super) fn blue_green(
     plan: &str,
     latest: u64,
     entries: &[InstanceStatus],
+    operations: &[Operation],
     placement: &PlanRequest,
     previous: Option<&RolloutStatus>,
     planned: Vec<Operation>,
@@ -83,7 +92,20 @@ pub(super) fn blue_green(
     };
     let needs_green: BTreeSet<&InstanceId> =
         blue.keys().filter(|i| !green.contains_key(*i)).collect();
-    let (phase, message) = if blue.is_empty() {
+    let failed_green = operations.iter().find(|op| {
+        op.revision == latest
+            && op.operation_type == OperationType::Relocate
+            && matches!(op.reason, Some(FailureReason::Reported { .. }))
+    });
+    let (phase, message) = if let Some(failed) = failed_green.filter(|_| !blue.is_empty()) {
+        (
+            "Halted",
+            format!(
+                "a green copy failed ({}: {}); deployment {latest} is halted, the running set stays, until the next deployment",
+                failed.id, failed.message
+            ),
+        )
+    } else if blue.is_empty() {
         (
             "Complete",
             format!("every instance runs deployment {latest}"),
@@ -139,7 +161,7 @@ pub(super) fn blue_green(
         .map(|previous| previous.phase.as_str());
     if was != Some(phase) && !(was.is_none() && phase == "Complete") {
         decision.events.push(PlannedEvent {
-            warning: false,
+            warning: phase == "Halted",
             reason: format!("BlueGreen{phase}"),
             note: format!("DeploymentPlan {plan}: {message}"),
         });

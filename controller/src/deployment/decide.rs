@@ -556,6 +556,7 @@ impl<'a> Pass<'a> {
                 &self.obs.name,
                 self.latest,
                 &self.instances,
+                &self.operations,
                 request,
                 self.obs.status.rollout.as_ref(),
                 planned,

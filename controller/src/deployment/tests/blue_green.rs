@@ -145,3 +145,65 @@ fn a_green_set_that_cannot_fit_beside_the_blue_one_is_unplaced_with_the_reason_a
             == 3
     );
 }
+
+#[test]
+fn a_green_copy_that_fails_halts_the_rollout_and_is_not_retried() {
+    let mut obs = blue_green_rollout(2, "Automatic");
+    pass(&mut obs);
+    let green: Vec<String> = ops_in(&obs, "APPROVED")
+        .iter()
+        .map(|op| op.to_member.clone().expect("a green member"))
+        .collect();
+    assert_eq!(green.len(), 2, "{:?}", obs.status.operations);
+    report_entries(&mut obs, "installed", &[]);
+    let failing = green[0].clone();
+    let instance = obs
+        .status
+        .instances
+        .iter()
+        .find(|e| e.member == failing)
+        .map(|e| e.name.clone())
+        .expect("the green entry");
+    report(
+        &mut obs,
+        &failing,
+        serde_json::json!({instance.clone(): {"state": "failed", "deployment": 2, "code": "ExitCode1"}}),
+    );
+    let halted = pass(&mut obs);
+    assert_eq!(
+        obs.status.rollout.as_ref().map(|r| r.phase.as_str()),
+        Some("Halted")
+    );
+    assert!(
+        halted
+            .events
+            .iter()
+            .any(|e| e.warning && e.reason == "BlueGreenHalted")
+    );
+    for _ in 0..3 {
+        pass(&mut obs);
+    }
+    let relocations = obs
+        .status
+        .operations
+        .iter()
+        .filter(|op| op.type_ == "RELOCATE")
+        .count();
+    assert_eq!(
+        relocations, 2,
+        "the failed green copy is not retried: {:?}",
+        obs.status.operations
+    );
+    assert!(
+        !obs.status.operations.iter().any(|op| op.type_ == "DELETE"),
+        "no switch"
+    );
+    assert_eq!(
+        obs.status
+            .instances
+            .iter()
+            .filter(|e| e.deployment == 1)
+            .count(),
+        2
+    );
+}
