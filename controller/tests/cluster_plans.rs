@@ -691,6 +691,11 @@ async fn a_canary_deployment_reaches_one_instance_first_and_the_rest_after_appro
         "{refused}"
     );
 
+    let detail = shoal_ok(&env, &["plan", "web"]).await;
+    assert!(
+        detail.contains(&format!("Canary (canaries {})", rollout.canaries[0])),
+        "{detail}"
+    );
     report_installed(&env, &uids, &after).await;
     let promoted = eventually("the other instance waits for approval", WAIT, || async {
         let status = status(&env, "web").await;

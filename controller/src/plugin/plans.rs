@@ -164,6 +164,8 @@ pub struct PlanReport {
     pub operation_summary: BTreeMap<String, BTreeMap<String, usize>>,
     /// `shoal.dev/approve` value approving all of the latest deployment's waiting operations.
     pub approve_deployment: Option<String>,
+    /// The canary or blue-green rollout of the latest deployment, `<phase>: <message>`.
+    pub rollout: Option<String>,
     /// Conditions: type → status and message.
     pub conditions: Vec<(String, String, String)>,
 }
@@ -201,6 +203,12 @@ impl Report for PlanReport {
                 self.approve_deployment
                     .clone()
                     .unwrap_or_else(|| "nothing waits".to_owned()),
+            ),
+            (
+                "Rollout",
+                self.rollout
+                    .clone()
+                    .unwrap_or_else(|| "in place (Rolling)".to_owned()),
             ),
         ]);
         out.push_str("\nApplications\n");
@@ -316,6 +324,14 @@ pub fn plan_report(plan: &DeploymentPlan) -> PlanReport {
         instance_states,
         unplaced: status.unplaced.clone(),
         approve_deployment: status.approve_deployment_with.clone(),
+        rollout: status.rollout.as_ref().map(|rollout| {
+            let canaries = if rollout.canaries.is_empty() {
+                String::new()
+            } else {
+                format!(" (canaries {})", rollout.canaries.join(", "))
+            };
+            format!("{}{canaries}: {}", rollout.phase, rollout.message)
+        }),
         operation_summary,
         conditions: status
             .conditions
