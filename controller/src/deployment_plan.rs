@@ -220,17 +220,29 @@ pub struct Payload {
 /// How a new deployment replaces the one in force.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "(has(self.type) && self.type == 'Canary') || (!has(self.canaryInstances) && !has(self.pauseSeconds))",
+    "message": "canaryInstances and pauseSeconds apply to rollout type Canary only"
+}]))]
 pub struct DeploymentRollout {
-    /// `Rolling` (default): instances are updated in place, update domain by update
-    /// domain. `Canary`: `canaryInstances` are updated first, the rest wait for approval.
-    /// `BlueGreen`: a complete second set comes up before the old set is removed, after
-    /// approval.
+    /// `Rolling` (default): instances are updated in place, each operation through the
+    /// approval policy. `Canary`: `canaryInstances` instances (spread over update domains)
+    /// are updated first; the rest wait until every canary reports installed and then
+    /// `pauseSeconds` have passed (through the approval policy), or, without
+    /// `pauseSeconds`, wait for approval whatever the policy; a failed canary halts the
+    /// rollout until the next deployment. `BlueGreen`: a complete second set comes up
+    /// before the old set is removed, after approval.
     #[serde(default, rename = "type")]
     pub type_: RolloutType,
-    /// Canary: how many instances take the new payload first.
+    /// Canary: how many instances take the new payload first (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 10000))]
     pub canary_instances: Option<u32>,
+    /// Canary: once every canary reports installed, the rest follow after this many
+    /// seconds (through the approval policy). Unset: the rest wait for approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 604800))]
+    pub pause_seconds: Option<u32>,
 }
 
 /// A rollout type.
@@ -294,6 +306,13 @@ pub struct DeploymentPlanStatus {
     /// Annotations the controller refused, with the value refused.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub refused_annotations: BTreeMap<String, String>,
+    /// The requests of the `shoal.dev/operate` annotation already handled (accepted as
+    /// an operation or refused with a Warning): each request is handled once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handled_requests: Vec<String>,
+    /// The canary or blue-green rollout of the latest deployment, when its rollout is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
     /// `Pending`, `AwaitingApproval`, `Progressing`, `Ready` or `Degraded`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
@@ -341,6 +360,28 @@ pub struct DeploymentRecord {
     pub created: String,
 }
 
+/// Where a canary or blue-green rollout of one deployment revision stands.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// The deployment revision rolled out.
+    pub deployment: u64,
+    /// Canary: `Canary` (the canaries take it), `Paused` (they are installed and the pause
+    /// runs), `Promoted` (the rest may follow), `Halted` (a canary failed: nothing more
+    /// until the next deployment). Blue-green: `Deploying`, `Switching` (the old set is
+    /// removed through the gate), `Complete`, `Halted` (a new copy failed).
+    pub phase: String,
+    /// The canary instances, chosen when the rollout started.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub canaries: Vec<String>,
+    /// When every canary was first seen installed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canaries_installed_at: Option<String>,
+    /// What the rollout waits for, in words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
 /// One instance of a plan.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -354,7 +395,9 @@ pub struct InstanceStatus {
     pub update_domain: String,
     /// The deployment revision whose payload it runs.
     pub deployment: u64,
-    /// `pending`, `installing`, `installed`, `removing`, `removed` or `failed`.
+    /// `pending`, `installing`, `installed`, `removing`, `removed` or `failed`; `stopped`
+    /// (a user stopped it: placement and capacity kept, not running) or `restarting` (a
+    /// user restart: not running until its member reports it gone, then `pending`).
     pub state: String,
     /// Why it failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -427,6 +470,18 @@ pub struct OperationStatus {
     /// What happened, in words.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// Why a `FAILED` operation failed: `Superseded` (a newer deployment replaced it
+    /// before approval), `Withdrawn` (no longer needed), `Reported` (its member reported
+    /// the instance failed; the code is in `errorCode`) or `TargetLeft` (the member it went
+    /// to left).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The member's error code of a `Reported` failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    /// The `shoal.dev/operate` request it was made for, when a user asked for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
     /// When `state` last changed (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<String>,

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod plan;
 pub mod plugin;
 pub mod reconcile;
+pub mod refusals;
 mod runtime;
 pub mod server;
 pub mod status_api;

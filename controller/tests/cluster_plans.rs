@@ -624,3 +624,326 @@ async fn a_standby_replica_leaves_plans_alone_while_another_holds_the_leader_lea
     leader.stop().await;
     env.finish().await;
 }
+
+/// `kubectl patch dplan web --type=merge -p <patch>`: (success, output).
+async fn try_patch_plan(env: &Env, patch: &str) -> (bool, String) {
+    env.kubectl_status(&["patch", "dplan", "web", "--type=merge", "-p", patch])
+        .await
+}
+
+/// `kubectl patch dplan web --type=merge -p <patch>`, which must succeed.
+async fn patch_plan(env: &Env, patch: &str) {
+    let (ok, output) = try_patch_plan(env, patch).await;
+    assert!(ok, "kubectl patch dplan web -p {patch}: {output}");
+}
+
+/// One `web` instance per capable member over domains east and west, settled
+/// (installed, reported by each member's own Lease) under `policy`; returns the
+/// pods' uids and the instances' members.
+async fn settled_plan(
+    env: &Env,
+    instances: u32,
+    policy: &str,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    env.apply(&swarm_yaml("demo", &job_keys(4), "")).await;
+    let mut uids = described_pool(env, "east", 2, "east", Some("GPU=v100:3")).await;
+    uids.extend(described_pool(env, "west", 2, "west", Some("GPU=v100:3")).await);
+    env.apply(&plan_yaml("web", instances, "nginx:1.25", "v100", policy))
+        .await;
+    let placed = eventually("every instance placed", WAIT, || async {
+        let status = status(env, "web").await;
+        (status.instances.len() == instances as usize).then_some(status)
+    })
+    .await;
+    let members: BTreeMap<String, String> = placed
+        .instances
+        .iter()
+        .map(|entry| (entry.name.clone(), entry.member.clone()))
+        .collect();
+    report_installed(env, &uids, &placed).await;
+    eventually("the plan is Ready", WAIT, || async {
+        (status(env, "web").await.phase.as_deref() == Some("Ready")).then_some(())
+    })
+    .await;
+    (uids, members)
+}
+
+/// Every member reports its entries of `status` installed at their deployment.
+async fn report_installed(
+    env: &Env,
+    uids: &BTreeMap<String, String>,
+    status: &DeploymentPlanStatus,
+) {
+    let mut by_member: BTreeMap<&str, serde_json::Map<String, serde_json::Value>> = BTreeMap::new();
+    for entry in &status.instances {
+        by_member
+            .entry(entry.member.as_str())
+            .or_default()
+            .insert(entry.name.clone(), installed(entry.deployment));
+    }
+    for (member, states) in by_member {
+        report(
+            env,
+            member,
+            &uids[member],
+            member,
+            serde_json::Value::Object(states),
+        )
+        .await;
+    }
+}
+
+/// Waits until `web` has one entry, on `member`, in `state`.
+async fn single_entry(env: &Env, member: &str, state: &str) {
+    let what = format!("web-0 is {state} on {member}");
+    eventually(&what, WAIT, || async {
+        let status = status(env, "web").await;
+        (status.instances.len() == 1
+            && status.instances[0].state == state
+            && status.instances[0].member == member)
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_stops_and_starts_an_instance_with_the_plugin_through_the_manual_gate() {
+    let env = Env::start().await;
+    install_plan_crd(&env).await;
+    let controller = env.start_controller();
+    let (uids, members) = settled_plan(&env, 1, "Automatic").await;
+    let member = members["web-0"].clone();
+    patch_plan(&env, r#"{"spec":{"approval":{"policy":"Manual"}}}"#).await;
+
+    // A request that cannot be done is refused with a Warning naming it.
+    shoal_ok(&env, &["start", "web", "web-0"]).await;
+    eventually("an OperationRequestRefused Warning", WAIT, || async {
+        let events = env.event_messages().await;
+        events
+            .lines()
+            .any(|line| line.starts_with("OperationRequestRefused") && line.contains("start web-0"))
+            .then_some(())
+    })
+    .await;
+
+    let printed = shoal_ok(&env, &["stop", "web", "web-0"]).await;
+    assert!(printed.contains("shoal.dev/operate"), "{printed}");
+    let stop = eventually("the STOP waits for approval", WAIT, || async {
+        ops(&status(&env, "web").await, "PENDING_APPROVAL")
+            .into_iter()
+            .find(|op| op.type_ == "STOP")
+    })
+    .await;
+    assert_eq!(stop.from_member.as_deref(), Some(member.as_str()));
+    assert!(
+        stop.request
+            .as_deref()
+            .is_some_and(|r| r.starts_with("stop web-0 #"))
+    );
+    shoal_ok(&env, &["approve-op", "web", &stop.id]).await;
+    single_entry(&env, &member, "stopped").await;
+    // The member no longer runs it: the STOP succeeds, the placement stays.
+    report(
+        &env,
+        &member,
+        &uids[&member],
+        &member,
+        serde_json::json!({}),
+    )
+    .await;
+    eventually("the STOP succeeds", WAIT, || async {
+        ops(&status(&env, "web").await, "SUCCEEDED")
+            .into_iter()
+            .find(|op| op.id == stop.id)
+    })
+    .await;
+
+    // The operations table shows why a failed operation failed (here: none did).
+    let table = shoal_ok(&env, &["operations", "web"]).await;
+    assert!(table.contains("Reason"), "{table}");
+
+    shoal_ok(&env, &["start", "web", "web-0"]).await;
+    let start = eventually("the start (a RESTART) waits for approval", WAIT, || async {
+        ops(&status(&env, "web").await, "PENDING_APPROVAL")
+            .into_iter()
+            .find(|op| op.type_ == "RESTART")
+    })
+    .await;
+    shoal_ok(&env, &["approve-op", "web", &start.id]).await;
+    single_entry(&env, &member, "pending").await;
+    report(
+        &env,
+        &member,
+        &uids[&member],
+        &member,
+        serde_json::json!({"web-0": installed(1)}),
+    )
+    .await;
+    eventually(
+        "the RESTART succeeds and the plan is Ready",
+        WAIT,
+        || async {
+            let status = status(&env, "web").await;
+            (status.phase.as_deref() == Some("Ready")
+                && ops(&status, "SUCCEEDED").iter().any(|op| op.id == start.id))
+            .then_some(())
+        },
+    )
+    .await;
+    controller.stop().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_deployment_reaches_one_instance_first_and_the_rest_after_approval() {
+    let env = Env::start().await;
+    install_plan_crd(&env).await;
+    let controller = env.start_controller();
+    let (uids, _) = settled_plan(&env, 2, "Automatic").await;
+    patch_plan(&env, r#"{"spec":{"deployment":{"payloads":[{"application":"nginx","coordinates":{"image":"nginx:1.27"}}],"rollout":{"type":"Canary","canaryInstances":1}}}}"#).await;
+    let canary = eventually("one canary UPDATE under way", WAIT, || async {
+        let status = status(&env, "web").await;
+        let rollout = status.rollout.clone()?;
+        let updates: Vec<OperationStatus> = ops(&status, "APPROVED")
+            .into_iter()
+            .filter(|op| op.type_ == "UPDATE")
+            .collect();
+        (rollout.phase == "Canary" && updates.len() == 1).then_some((rollout, status))
+    })
+    .await;
+    let (rollout, after) = canary;
+    assert_eq!(rollout.canaries.len(), 1);
+    assert_eq!(ops(&after, "APPROVED")[0].instance, rollout.canaries[0]);
+    // A schema-invalid rollout is refused by the API server, naming the field.
+    let (ok, refused) = try_patch_plan(
+        &env,
+        r#"{"spec":{"deployment":{"rollout":{"type":"Canary","canaryInstances":0}}}}"#,
+    )
+    .await;
+    assert!(!ok, "canaryInstances 0 was accepted");
+    assert!(refused.contains("canaryInstances"), "{refused}");
+    let (ok, refused) = try_patch_plan(
+        &env,
+        r#"{"spec":{"deployment":{"rollout":{"type":"Rolling","pauseSeconds":5}}}}"#,
+    )
+    .await;
+    assert!(!ok, "pauseSeconds on a Rolling rollout was accepted");
+    assert!(
+        refused.contains("apply to rollout type Canary only"),
+        "{refused}"
+    );
+
+    let detail = shoal_ok(&env, &["plan", "web"]).await;
+    assert!(
+        detail.contains(&format!("Canary (canaries {})", rollout.canaries[0])),
+        "{detail}"
+    );
+    report_installed(&env, &uids, &after).await;
+    let promoted = eventually("the other instance waits for approval", WAIT, || async {
+        let status = status(&env, "web").await;
+        let waiting = ops(&status, "PENDING_APPROVAL");
+        (status.rollout.as_ref()?.phase == "Promoted" && waiting.len() == 1).then_some(status)
+    })
+    .await;
+    let whole = promoted
+        .approve_deployment_with
+        .clone()
+        .expect("the whole deployment's approval");
+    annotate_approval(&env, &whole).await;
+    let updated = eventually("both instances run deployment 2", WAIT, || async {
+        let status = status(&env, "web").await;
+        status
+            .instances
+            .iter()
+            .all(|entry| entry.deployment == 2)
+            .then_some(status)
+    })
+    .await;
+    report_installed(&env, &uids, &updated).await;
+    eventually("the plan is Ready at deployment 2", WAIT, || async {
+        let status = status(&env, "web").await;
+        (status.phase.as_deref() == Some("Ready") && status.current_deployment == 2).then_some(())
+    })
+    .await;
+    controller.stop().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blue_green_deployment_comes_up_beside_the_old_set_and_the_switch_is_approved() {
+    let env = Env::start().await;
+    install_plan_crd(&env).await;
+    let controller = env.start_controller();
+    let (uids, blue) = settled_plan(&env, 2, "Automatic").await;
+    patch_plan(&env, r#"{"spec":{"approval":{"policy":"Manual"}}}"#).await;
+    patch_plan(&env, r#"{"spec":{"deployment":{"payloads":[{"application":"nginx","coordinates":{"image":"nginx:1.27"}}],"rollout":{"type":"BlueGreen"}}}}"#).await;
+    let deploying = eventually("two green copies wait for approval", WAIT, || async {
+        let status = status(&env, "web").await;
+        let waiting = ops(&status, "PENDING_APPROVAL");
+        (waiting.len() == 2 && waiting.iter().all(|op| op.type_ == "RELOCATE")).then_some(status)
+    })
+    .await;
+    for op in &deploying.operations {
+        if op.state == "PENDING_APPROVAL" {
+            let to = op.to_member.clone().expect("a green member");
+            assert!(
+                !blue.values().any(|member| *member == to),
+                "{to} runs a blue copy"
+            );
+        }
+    }
+    annotate_approval(
+        &env,
+        &deploying.approve_deployment_with.clone().expect("a value"),
+    )
+    .await;
+    let both = eventually("both sets are in status", WAIT, || async {
+        let status = status(&env, "web").await;
+        (status.instances.len() == 4).then_some(status)
+    })
+    .await;
+    report_installed(&env, &uids, &both).await;
+    let switching = eventually(
+        "the blue set's removal waits for approval",
+        WAIT,
+        || async {
+            let status = status(&env, "web").await;
+            let waiting = ops(&status, "PENDING_APPROVAL");
+            (status.rollout.as_ref()?.phase == "Switching"
+                && waiting.len() == 2
+                && waiting.iter().all(|op| op.type_ == "DELETE"))
+            .then_some(status)
+        },
+    )
+    .await;
+    assert_eq!(switching.instances.len(), 4, "the blue set still runs");
+    annotate_approval(
+        &env,
+        &switching.approve_deployment_with.clone().expect("a value"),
+    )
+    .await;
+    eventually("the blue entries are removing", WAIT, || async {
+        let status = status(&env, "web").await;
+        (status
+            .instances
+            .iter()
+            .filter(|e| e.state == "removing")
+            .count()
+            == 2)
+            .then_some(())
+    })
+    .await;
+    for member in blue.values() {
+        report(&env, member, &uids[member], member, serde_json::json!({})).await;
+    }
+    eventually("only the green set is left, Ready", WAIT, || async {
+        let status = status(&env, "web").await;
+        (status.instances.len() == 2
+            && status.instances.iter().all(|e| e.deployment == 2)
+            && status.phase.as_deref() == Some("Ready"))
+        .then_some(())
+    })
+    .await;
+    controller.stop().await;
+    env.finish().await;
+}

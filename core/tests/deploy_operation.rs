@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use shoal_core::MemberId;
 use shoal_core::deploy::operation::{
-    ApprovalError, InvalidTransition, approve, operation_hash, supersede,
+    ApprovalError, FailureReason, InvalidTransition, approve, operation_hash, supersede,
 };
 use shoal_core::deploy::{InstanceId, Operation, OperationState, OperationType, operations_for};
 
@@ -337,6 +337,19 @@ fn a_new_revision_fails_the_waiting_operations_of_older_ones_only() {
     let states: Vec<OperationState> = operations.iter().map(|op| op.state).collect();
     assert_eq!(states, vec![Failed, Failed, Approved, Succeeded, Pending]);
     assert_eq!(operations[0].message, "superseded by revision 2");
+    let reasons: Vec<Option<FailureReason>> =
+        operations.iter().map(|op| op.reason.clone()).collect();
+    assert_eq!(
+        reasons,
+        vec![
+            Some(FailureReason::Superseded),
+            Some(FailureReason::Superseded),
+            None,
+            None,
+            None
+        ],
+        "only the superseded operations carry the reason"
+    );
     // The approval a reviewer gave for a superseded operation no longer applies.
     let stale = operation_hash(&operations[1]);
     assert!(matches!(
@@ -389,4 +402,40 @@ proptest! {
         sorted.dedup();
         prop_assert_eq!(instances, sorted, "one operation per instance, in instance order");
     }
+}
+
+#[test]
+fn a_failure_reason_is_set_only_with_the_failed_state_and_reads_back_from_its_kind() {
+    let mut operation =
+        Operation::planned(OperationType::Create, web(1), None, Some(id("a", 0)), 1);
+    operation.advance(Approved, "approved").unwrap();
+    operation.advance(Succeeded, "installed").unwrap();
+    // A finished operation cannot fail afterwards; nothing changes.
+    assert!(
+        operation
+            .fail(FailureReason::TargetLeft, "member left")
+            .is_err()
+    );
+    assert_eq!(operation.reason, None);
+    assert_eq!(operation.message, "installed");
+    let reasons = [
+        FailureReason::Superseded,
+        FailureReason::Withdrawn,
+        FailureReason::Reported {
+            code: "ExitCode1".to_owned(),
+        },
+        FailureReason::TargetLeft,
+    ];
+    for reason in reasons {
+        let mut waiting =
+            Operation::planned(OperationType::Delete, web(2), Some(id("a", 0)), None, 1);
+        waiting.fail(reason.clone(), "why").unwrap();
+        assert_eq!(waiting.state, Failed);
+        assert_eq!(waiting.reason.as_ref(), Some(&reason));
+        assert_eq!(
+            FailureReason::from_kind(reason.kind(), reason.code()),
+            Some(reason)
+        );
+    }
+    assert_eq!(FailureReason::from_kind("Exploded", None), None);
 }

@@ -21,7 +21,7 @@
 //! operation ids are another grammar, so the parsing here is its own.
 
 use shoal_core::deploy::operation::{ApprovalError, approve};
-use shoal_core::deploy::{Operation, OperationState, operation_hash};
+use shoal_core::deploy::{FailureReason, Operation, OperationState, operation_hash};
 
 use crate::plan::APPROVE_ANNOTATION;
 
@@ -152,8 +152,7 @@ fn approve_one(item: &str, operations: &mut [Operation]) -> Result<Option<usize>
             operation_hash(operation)
         ));
     }
-    let superseded =
-        operation.state == OperationState::Failed && operation.message.starts_with("superseded");
+    let superseded = operation.reason == Some(FailureReason::Superseded);
     if matches!(
         operation.state,
         OperationState::Approved | OperationState::Succeeded | OperationState::Failed

@@ -21,13 +21,32 @@
 //!    deployment → `SUCCEEDED`; `failed` → `FAILED` with the code and message
 //!    (also in `status.instances[].error`). A `DELETE` succeeds when the
 //!    member reports the instance `removed`, or no longer reports it, or the
-//!    member is gone. A target member that leaves fails its operation.
+//!    member is gone. A target member that leaves fails its operation. Every
+//!    failure carries its cause as a field (`FailureReason`: `Superseded`,
+//!    `Withdrawn`, `Reported` with the code, `TargetLeft`).
 //! 4. **Approvals** named by `shoal.dev/approve` (see `approval`).
+//!    User operations (`shoal.dev/operate`, see `requests`) become
+//!    operations through the gate of step 6, each request once. An approved
+//!    `STOP` makes the entry `stopped` (placement and capacity kept; it
+//!    succeeds once the member no longer runs it; reports do not revive it);
+//!    an approved `RESTART` makes it `restarting` until the member reports
+//!    it removed or stops reporting it, then `pending` (it succeeds when
+//!    reported `installed`). An open user operation makes its instance busy
+//!    for step 5 and is never withdrawn there; a stopped instance takes no
+//!    `UPDATE` until started.
 //! 5. **Placement.** The placement in force is `status.instances`;
 //!    `place_plan` with the other plans of the Swarm as reservations gives
 //!    the target; `operations_for` the operations. An instance with an
 //!    approved operation under way gets no new one until it finishes; a
 //!    waiting operation the target no longer needs is withdrawn (`FAILED`).
+//!    A canary rollout holds the `UPDATE`s of the instances that are not
+//!    canaries until the canaries are installed (and the pause has passed,
+//!    or, without one, makes them wait for approval); see `rollout`. A
+//!    blue-green rollout replaces the operations of instances running an
+//!    earlier deployment by a green copy beside each (`RELOCATE` that keeps
+//!    the blue copy), then, all installed, `DELETE`s of the blue copies; see
+//!    `blue_green`. With two entries of one instance outside a relocation,
+//!    the newer deployment's is in force.
 //! 6. **Gate.** `Automatic`: approved at once. `Manual`: every operation
 //!    waits for approval. `Budget`: a `CREATE` disrupts nothing and is
 //!    approved at once; `UPDATE`/`RELOCATE`/`DELETE` disrupt the member they
@@ -55,22 +74,26 @@ use std::time::Duration;
 use shoal_core::MemberId;
 use shoal_core::deploy::operation::supersede;
 use shoal_core::deploy::{
-    InstanceId, Operation, OperationState, OperationType, PlanRequest, operations_for, place_plan,
+    FailureReason, InstanceId, Operation, OperationState, OperationType, PlanRequest,
+    operations_for, place_plan,
 };
 
 use super::approval::{
     apply_approvals, approval_value, deployment_approval_value, deployment_hash,
 };
+use super::blue_green::blue_green;
 use super::members::{
     demand, deploy_members, member_of_pod, requirements, reserved_by_others, spec_problem,
 };
 use super::reports::{InstanceReport, MemberReports, trusted_reports};
+use super::requests::{OPERATE_ANNOTATION, RequestContext, take_requests};
+use super::rollout::{CanaryInput, canary};
 use super::{MemberPod, PlanDecision, PlanObservation, PoolObservation};
 use super::{history, status};
 use crate::crd::ApprovalPolicy;
 use crate::deployment_plan::{
-    DeploymentPlanStatus, InstanceError, InstanceStatus, OperationStatus, RolloutType,
-    UnplacedInstance,
+    DeploymentPlanStatus, InstanceError, InstanceStatus, OperationStatus, RolloutStatus,
+    RolloutType, UnplacedInstance,
 };
 use crate::plan::{APPROVE_ANNOTATION, PlannedEvent};
 
@@ -119,6 +142,7 @@ pub fn decide(obs: &PlanObservation) -> PlanDecision {
             return degraded(obs, format!("DeploymentPlan {}: {error}", obs.name));
         }
     };
+    pass.take_user_requests(&request);
     let revisions: BTreeMap<InstanceId, u64> = in_force
         .iter()
         .map(|(instance, (_, revision))| (instance.clone(), *revision))
@@ -129,6 +153,7 @@ pub fn decide(obs: &PlanObservation) -> PlanDecision {
         &revisions,
         pass.latest,
     );
+    let planned = pass.hold_for_rollout(planned, &request);
     pass.plan_operations(planned);
     pass.apply_approved(&domains);
     let unplaced = placement
@@ -206,6 +231,14 @@ fn fingerprint(obs: &PlanObservation) -> String {
     format!("{:016x}", shoal_core::hash::key_hash(&text))
 }
 
+/// How an approved operation ended, from what its member reported.
+enum Outcome {
+    /// SUCCEEDED, with the message.
+    Succeeded(String),
+    /// FAILED for this reason, with the message.
+    Failed(FailureReason, String),
+}
+
 /// The working state of one pass.
 struct Pass<'a> {
     obs: &'a PlanObservation,
@@ -219,6 +252,18 @@ struct Pass<'a> {
     reports: BTreeMap<String, MemberReports>,
     /// Events decided before the status is put together.
     events: Vec<PlannedEvent>,
+    /// The `shoal.dev/operate` requests handled (see `requests`).
+    handled_requests: Vec<String>,
+    /// Refused `shoal.dev/operate` requests, in words.
+    request_refusals: Vec<String>,
+    /// Instances whose new operations wait for approval whatever the policy (canary).
+    must_review: BTreeSet<InstanceId>,
+    /// `status.rollout` (canary).
+    rollout: Option<RolloutStatus>,
+    /// Look again after this long at the latest (a canary pause).
+    requeue_after: Option<Duration>,
+    /// Green copies of a blue-green rollout that fit nowhere.
+    green_unplaced: Vec<UnplacedInstance>,
 }
 
 impl<'a> Pass<'a> {
@@ -254,6 +299,12 @@ impl<'a> Pass<'a> {
             pods,
             reports,
             events: Vec::new(),
+            handled_requests: obs.status.handled_requests.clone(),
+            request_refusals: Vec::new(),
+            must_review: BTreeSet::new(),
+            rollout: None,
+            requeue_after: None,
+            green_unplaced: Vec::new(),
         }
     }
 
@@ -264,18 +315,6 @@ impl<'a> Pass<'a> {
             self.latest += 1;
             self.deployment_hash = fingerprint;
             supersede(&mut self.operations, self.latest);
-            let rollout = self.obs.spec.deployment.rollout.type_;
-            if rollout != RolloutType::Rolling {
-                // Said once per revision: the setting is accepted but not acted on yet.
-                self.events.push(PlannedEvent {
-                    warning: true,
-                    reason: "RolloutNotSupported".to_owned(),
-                    note: format!(
-                        "DeploymentPlan {}: spec.deployment.rollout.type {rollout:?} is not supported yet; deployment {} goes to every instance as Rolling does, each operation through the approval policy",
-                        self.obs.name, self.latest
-                    ),
-                });
-            }
         }
     }
 
@@ -297,10 +336,17 @@ impl<'a> Pass<'a> {
                 OperationType::Create | OperationType::Update | OperationType::Relocate => {
                     self.installation_outcome(&operation)
                 }
-                OperationType::Stop | OperationType::Restart => None,
+                OperationType::Stop => self.stop_outcome(&operation),
+                OperationType::Restart => self.restart_outcome(&operation),
             };
-            if let Some((state, message)) = outcome {
-                let _ = self.operations[index].advance(state, message);
+            match outcome {
+                Some(Outcome::Succeeded(message)) => {
+                    let _ = self.operations[index].advance(OperationState::Succeeded, message);
+                }
+                Some(Outcome::Failed(reason, message)) => {
+                    let _ = self.operations[index].fail(reason, message);
+                }
+                None => {}
             }
         }
     }
@@ -313,35 +359,28 @@ impl<'a> Pass<'a> {
 
     /// A DELETE succeeds when its member reports the instance removed, stops
     /// reporting it, or is gone.
-    fn deletion_outcome(&mut self, operation: &Operation) -> Option<(OperationState, String)> {
+    fn deletion_outcome(&mut self, operation: &Operation) -> Option<Outcome> {
         let instance = operation.instance.to_string();
         let from = operation.from.as_ref()?.pod_name();
-        let gone = !self.pods.contains_key(&from);
-        let removed = self.reports.get(&from).is_some_and(|reports| {
-            reports
-                .get(&instance)
-                .is_none_or(|report| report.state == "removed")
-        });
-        if !(gone || removed) {
+        if !self.stopped_reporting(&from, &instance) {
             return None;
         }
         self.drop_entry(&instance, &from);
-        Some((
-            OperationState::Succeeded,
-            format!("{instance} removed from {from}"),
-        ))
+        Some(Outcome::Succeeded(format!(
+            "{instance} removed from {from}"
+        )))
     }
 
     /// A CREATE, UPDATE or RELOCATE finishes when its target member reports
     /// the instance installed or failed for the operation's deployment, or
     /// fails when that member is gone.
-    fn installation_outcome(&mut self, operation: &Operation) -> Option<(OperationState, String)> {
+    fn installation_outcome(&mut self, operation: &Operation) -> Option<Outcome> {
         let instance = operation.instance.to_string();
         let to = operation.to.as_ref()?.pod_name();
         if !self.pods.contains_key(&to) {
             self.drop_entry(&instance, &to);
-            return Some((
-                OperationState::Failed,
+            return Some(Outcome::Failed(
+                FailureReason::TargetLeft,
                 format!("member {to} left before {instance} was installed there"),
             ));
         }
@@ -352,8 +391,17 @@ impl<'a> Pass<'a> {
         match report.state.as_str() {
             "installed" => {
                 // Make-before-break: only now does the old placement start leaving.
+                // A blue-green rollout keeps the blue copy until the switch.
+                let blue_green = self.obs.spec.deployment.rollout.type_ == RolloutType::BlueGreen
+                    && self.instances.iter().any(|entry| {
+                        entry.name == instance
+                            && Some(&entry.member)
+                                == operation.from.as_ref().map(MemberId::pod_name).as_ref()
+                            && entry.deployment < operation.revision
+                    });
                 if let Some(from) = operation.from.as_ref().map(MemberId::pod_name)
                     && from != to
+                    && !blue_green
                 {
                     for entry in self.instances.iter_mut() {
                         if entry.name == instance && entry.member == from {
@@ -361,13 +409,10 @@ impl<'a> Pass<'a> {
                         }
                     }
                 }
-                Some((
-                    OperationState::Succeeded,
-                    format!(
-                        "{instance} installed on {to} (deployment {})",
-                        report.deployment
-                    ),
-                ))
+                Some(Outcome::Succeeded(format!(
+                    "{instance} installed on {to} (deployment {})",
+                    report.deployment
+                )))
             }
             "failed" => {
                 let code = report.code.unwrap_or_else(|| "Failed".to_owned());
@@ -377,8 +422,8 @@ impl<'a> Pass<'a> {
                     // failed copy leaves (the error is in the operation's message).
                     self.drop_entry(&instance, &to);
                 }
-                Some((
-                    OperationState::Failed,
+                Some(Outcome::Failed(
+                    FailureReason::Reported { code: code.clone() },
                     format!("{to} reports {instance} failed: {code}: {message}"),
                 ))
             }
@@ -402,6 +447,13 @@ impl<'a> Pass<'a> {
                 if gone || removed {
                     continue;
                 }
+            } else if entry.state == "stopped" {
+                // Stopped by a user: out of the slice until started; reports do not revive it.
+            } else if entry.state == "restarting" {
+                if self.stopped_reporting(&entry.member, &entry.name) {
+                    entry.state = "pending".to_owned();
+                    entry.error = None;
+                }
             } else if let Some(report) = report.filter(|r| r.deployment == entry.deployment) {
                 entry.error = (report.state == "failed").then(|| InstanceError {
                     code: report.code.clone().unwrap_or_else(|| "Failed".to_owned()),
@@ -413,6 +465,124 @@ impl<'a> Pass<'a> {
             kept.push(entry);
         }
         self.instances = kept;
+    }
+
+    /// Whether `member` no longer runs `instance`: it is gone, or its own
+    /// Lease reports the instance `removed` or not at all.
+    fn stopped_reporting(&self, member: &str, instance: &str) -> bool {
+        let gone = !self.pods.contains_key(member);
+        let removed = self.reports.get(member).is_some_and(|reports| {
+            reports
+                .get(instance)
+                .is_none_or(|report| report.state == "removed")
+        });
+        gone || removed
+    }
+
+    /// A STOP succeeds once its member no longer runs the instance.
+    fn stop_outcome(&self, operation: &Operation) -> Option<Outcome> {
+        let instance = operation.instance.to_string();
+        let from = operation.from.as_ref()?.pod_name();
+        self.stopped_reporting(&from, &instance)
+            .then(|| Outcome::Succeeded(format!("{instance} stopped on {from}")))
+    }
+
+    /// A RESTART succeeds once the instance, started again after its member
+    /// reported it gone, reports installed; it fails on a reported failure or
+    /// when the member leaves.
+    fn restart_outcome(&self, operation: &Operation) -> Option<Outcome> {
+        let instance = operation.instance.to_string();
+        let member = operation.from.as_ref()?.pod_name();
+        if !self.pods.contains_key(&member) {
+            return Some(Outcome::Failed(
+                FailureReason::TargetLeft,
+                format!("member {member} left before {instance} was restarted there"),
+            ));
+        }
+        let entry = self
+            .instances
+            .iter()
+            .find(|entry| entry.name == instance && entry.member == member)?;
+        if entry.state == "restarting" {
+            return None;
+        }
+        let report = self
+            .report(&member, &instance)
+            .filter(|report| report.deployment == entry.deployment)?;
+        match report.state.as_str() {
+            "installed" => Some(Outcome::Succeeded(format!(
+                "{instance} restarted on {member}"
+            ))),
+            "failed" => {
+                let code = report.code.clone().unwrap_or_else(|| "Failed".to_owned());
+                let message = report.message.clone().unwrap_or_default();
+                Some(Outcome::Failed(
+                    FailureReason::Reported { code: code.clone() },
+                    format!("{member} reports {instance} failed after restart: {code}: {message}"),
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// The user requests of `shoal.dev/operate` not handled yet become
+    /// operations through the gate, or refusals (see `requests`).
+    fn take_user_requests(&mut self, placement: &PlanRequest) {
+        let Some(value) = self.obs.annotations.get(OPERATE_ANNOTATION) else {
+            self.handled_requests.clear();
+            return;
+        };
+        let context = RequestContext {
+            plan: &self.obs.name,
+            entries: &self.instances,
+            operations: &self.operations,
+            placement,
+        };
+        let taken = take_requests(&context, value, &self.handled_requests);
+        self.handled_requests = taken.handled;
+        self.request_refusals = taken.refusals;
+        self.add_through_gate(taken.operations);
+    }
+
+    /// Step 5, canary and blue-green rollouts: holds the planned `UPDATE`s
+    /// a canary rollout does not let through yet (see `rollout`), or puts
+    /// a blue-green rollout's operations in place of the placement's (see
+    /// `blue_green`).
+    fn hold_for_rollout(
+        &mut self,
+        planned: Vec<Operation>,
+        request: &PlanRequest,
+    ) -> Vec<Operation> {
+        if self.obs.spec.deployment.rollout.type_ == RolloutType::BlueGreen {
+            let decision = blue_green(
+                &self.obs.name,
+                self.latest,
+                &self.instances,
+                &self.operations,
+                request,
+                self.obs.status.rollout.as_ref(),
+                planned,
+            );
+            self.rollout = decision.status;
+            self.events.extend(decision.events);
+            self.green_unplaced = decision.unplaced;
+            return decision.planned;
+        }
+        let input = CanaryInput {
+            plan: &self.obs.name,
+            rollout: &self.obs.spec.deployment.rollout,
+            latest: self.latest,
+            entries: &self.instances,
+            operations: &self.operations,
+            previous: self.obs.status.rollout.as_ref(),
+            now: self.obs.now,
+        };
+        let decision = canary(&input, planned);
+        self.must_review = decision.must_review;
+        self.rollout = decision.status;
+        self.events.extend(decision.events);
+        self.requeue_after = decision.requeue_after;
+        decision.planned
     }
 
     /// Step 4: the approval annotation; returns its refusals.
@@ -468,7 +638,18 @@ impl<'a> Pass<'a> {
                         self.instances[index].state = "removing".to_owned();
                     }
                 }
-                OperationType::Stop | OperationType::Restart => {}
+                OperationType::Stop | OperationType::Restart => {
+                    if let Some(index) = entry_at(&mut self.instances, &from) {
+                        let entry = &mut self.instances[index];
+                        entry.state = if operation.operation_type == OperationType::Stop {
+                            "stopped"
+                        } else {
+                            "restarting"
+                        }
+                        .to_owned();
+                        entry.error = None;
+                    }
+                }
             }
         }
         // Instances in ordinal order; a relocating instance's old entry stays first.
@@ -507,9 +688,14 @@ impl<'a> Pass<'a> {
             ) else {
                 continue;
             };
-            in_force
-                .entry(instance)
-                .or_insert((member, entry.deployment));
+            // Two entries of one instance outside a relocation: a blue-green
+            // rollout's copies; the one of the newer deployment is in force.
+            match in_force.get(&instance) {
+                Some((_, deployment)) if *deployment >= entry.deployment => {}
+                _ => {
+                    in_force.insert(instance, (member, entry.deployment));
+                }
+            }
         }
         in_force
     }
@@ -517,15 +703,30 @@ impl<'a> Pass<'a> {
     /// Steps 5 and 6: keeps waiting operations still needed, withdraws the
     /// others, adds new ones through the gate.
     fn plan_operations(&mut self, planned: Vec<Operation>) {
+        // Under way, or asked for by a user and still open: the placement waits.
         let busy: BTreeSet<InstanceId> = self
             .operations
             .iter()
-            .filter(|op| op.state == OperationState::Approved)
+            .filter(|op| {
+                op.state == OperationState::Approved
+                    || (op.request.is_some() && !op.state.is_terminal())
+            })
             .map(|op| op.instance.clone())
+            .collect();
+        // A stopped instance takes a new payload only once started again.
+        let stopped: BTreeSet<&str> = self
+            .instances
+            .iter()
+            .filter(|entry| entry.state == "stopped")
+            .map(|entry| entry.name.as_str())
             .collect();
         let planned: Vec<Operation> = planned
             .into_iter()
             .filter(|op| !busy.contains(&op.instance))
+            .filter(|op| {
+                !(op.operation_type == OperationType::Update
+                    && stopped.contains(op.instance.to_string().as_str()))
+            })
             .collect();
         let same = |a: &Operation, b: &Operation| {
             a.operation_type == b.operation_type
@@ -542,9 +743,10 @@ impl<'a> Pass<'a> {
         };
         // A waiting operation the target no longer needs (as it was) is withdrawn.
         for op in self.operations.iter_mut() {
-            if waiting(op) && !planned.iter().any(|candidate| same(op, candidate)) {
-                let _ = op.advance(
-                    OperationState::Failed,
+            let users = op.request.is_some();
+            if waiting(op) && !users && !planned.iter().any(|candidate| same(op, candidate)) {
+                let _ = op.fail(
+                    FailureReason::Withdrawn,
                     "withdrawn: the plan no longer needs it (its deployment, members or instance count changed)",
                 );
             }
@@ -592,13 +794,15 @@ impl<'a> Pass<'a> {
         for op in fresh {
             let mut op = op.with_unique_id(&ids);
             ids.insert(op.id.clone());
-            let approved_now = match policy {
-                ApprovalPolicy::Automatic => true,
-                ApprovalPolicy::Manual => false,
-                ApprovalPolicy::Budget => {
-                    op.operation_type == OperationType::Create || within_budget
-                }
-            };
+            let reviewed = self.must_review.contains(&op.instance);
+            let approved_now = !reviewed
+                && match policy {
+                    ApprovalPolicy::Automatic => true,
+                    ApprovalPolicy::Manual => false,
+                    ApprovalPolicy::Budget => {
+                        op.operation_type == OperationType::Create || within_budget
+                    }
+                };
             if approved_now {
                 let _ = op.advance(
                     OperationState::Approved,
@@ -621,8 +825,9 @@ impl<'a> Pass<'a> {
     }
 
     /// Step 8: the status and the Events of its transitions.
-    fn finish(self, refused: Vec<String>, unplaced: Vec<UnplacedInstance>) -> PlanDecision {
+    fn finish(self, refused: Vec<String>, mut unplaced: Vec<UnplacedInstance>) -> PlanDecision {
         let obs = self.obs;
+        unplaced.extend(self.green_unplaced.iter().cloned());
         let mut events = self.events.clone();
         let operations = status::operation_history(obs, &self.operations, &mut events);
         let waiting = |op: &&Operation| {
@@ -671,16 +876,21 @@ impl<'a> Pass<'a> {
             unplaced,
             operations,
             refused_annotations: BTreeMap::new(),
+            handled_requests: self.handled_requests.clone(),
+            rollout: self.rollout.clone(),
             phase: None,
             last_error: None,
             deployment_status: Vec::new(), // status_document::attach fills it
         };
         status::record_refusal(obs, &refused, &mut status, &mut events);
+        status::record_request_refusals(&self.request_refusals, &mut status, &mut events);
         status::conditions(obs, &counts, &mut status, &mut events);
+        status::rollout_condition(obs, &mut status);
+        let under_way = (counts.under_way > 0).then_some(UNDER_WAY_REQUEUE);
         PlanDecision {
             status,
             events,
-            requeue_after: (counts.under_way > 0).then_some(UNDER_WAY_REQUEUE),
+            requeue_after: under_way.into_iter().chain(self.requeue_after).min(),
         }
     }
 
@@ -736,5 +946,14 @@ fn operation_from_status(plan: &str, status: &OperationStatus) -> Option<Operati
         revision: status.deployment,
         state: status.state.parse().ok()?,
         message: status.message.clone(),
+        reason: match status.reason.as_deref() {
+            Some(kind) => FailureReason::from_kind(kind, status.error_code.as_deref()),
+            // Written before the field existed: supersession was only in the message.
+            None if status.state == "FAILED" && status.message.starts_with("superseded by") => {
+                Some(FailureReason::Superseded)
+            }
+            None => None,
+        },
+        request: status.request.clone(),
     })
 }

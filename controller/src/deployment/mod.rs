@@ -26,11 +26,14 @@ use crate::plan::{LeaseState, PlannedEvent};
 
 pub mod apply;
 mod approval;
+mod blue_green;
 mod decide;
 mod history;
 mod members;
 pub mod observe;
 mod reports;
+mod requests;
+mod rollout;
 mod run;
 mod status;
 mod status_document;
@@ -40,6 +43,7 @@ mod tests;
 pub use decide::decide;
 pub use history::CHANGE_CAUSE_ANNOTATION;
 pub use reports::{INSTANCE_STATES_ANNOTATION, InstanceReport};
+pub use requests::{OPERATE_ANNOTATION, Verb, parse_request, request_item, request_items};
 pub use run::{PlanTask, run, spawn};
 
 /// One pod of a pool, as a plan sees it.
@@ -106,7 +110,7 @@ pub struct PlanObservation {
     pub generation: Option<i64>,
     /// The spec.
     pub spec: DeploymentPlanSpec,
-    /// The plan's annotations (`shoal.dev/approve`).
+    /// The plan's annotations (`shoal.dev/approve`, `shoal.dev/operate`).
     pub annotations: BTreeMap<String, String>,
     /// The status as last written.
     pub status: DeploymentPlanStatus,

@@ -109,6 +109,12 @@ pub(super) fn operation_history(
             hash: operation_hash(op),
             approve_with: approval_value(op),
             message: op.message.clone(),
+            reason: op.reason.as_ref().map(|reason| reason.kind().to_owned()),
+            error_code: op
+                .reason
+                .as_ref()
+                .and_then(|reason| reason.code().map(str::to_owned)),
+            request: op.request.clone(),
             last_transition_time: if changed {
                 Some(now.clone())
             } else {
@@ -119,9 +125,8 @@ pub(super) fn operation_history(
     kept
 }
 
-/// Records a refused approval annotation; one Warning per annotation value.
-/// (The Swarm's `announce_refusals` does the same for its annotations; it is
-/// private to `plan/`, so this is its small counterpart.)
+/// Records a refused approval annotation; one Warning per annotation value
+/// (`crate::refusals`, shared with the Swarm's refusals).
 pub(super) fn record_refusal(
     obs: &PlanObservation,
     refused: &[String],
@@ -134,17 +139,35 @@ pub(super) fn record_refusal(
     if refused.is_empty() {
         return;
     }
-    if obs.status.refused_annotations.get(APPROVE_ANNOTATION) != Some(value) {
+    crate::refusals::record_refusal(
+        &obs.status.refused_annotations,
+        APPROVE_ANNOTATION,
+        value,
+        ("ApprovalRefused", refused.join("; ")),
+        &mut status.refused_annotations,
+        events,
+    );
+    status.last_error = Some(refused.join("; "));
+}
+
+/// Refused `shoal.dev/operate` requests: one Warning `OperationRequestRefused`
+/// each (a request is handled once, so this is once per request), and the
+/// last error.
+pub(super) fn record_request_refusals(
+    refusals: &[String],
+    status: &mut DeploymentPlanStatus,
+    events: &mut Vec<PlannedEvent>,
+) {
+    for refusal in refusals {
         events.push(PlannedEvent {
             warning: true,
-            reason: "ApprovalRefused".to_owned(),
-            note: refused.join("; "),
+            reason: "OperationRequestRefused".to_owned(),
+            note: refusal.clone(),
         });
     }
-    status
-        .refused_annotations
-        .insert(APPROVE_ANNOTATION.to_owned(), value.clone());
-    status.last_error = Some(refused.join("; "));
+    if !refusals.is_empty() {
+        status.last_error = Some(refusals.join("; "));
+    }
 }
 
 /// Degraded, AwaitingApproval, Progressing, Ready and the phase; the Event
@@ -228,6 +251,17 @@ pub(super) fn conditions(
             note: format!("DeploymentPlan {}: its inputs are valid again", obs.name),
         });
     }
+}
+
+/// `RolloutHalted`, while the plan rolls out canary-first: True (reason
+/// `CanaryFailed`) once a canary failed, until the next deployment.
+pub(super) fn rollout_condition(obs: &PlanObservation, status: &mut DeploymentPlanStatus) {
+    let Some(rollout) = status.rollout.clone() else {
+        status.conditions.retain(|c| c.type_ != "RolloutHalted");
+        return;
+    };
+    let halted = (rollout.phase == "Halted").then(|| ("CanaryFailed", rollout.message.clone()));
+    flag(obs, status, "RolloutHalted", halted, "NotHalted");
 }
 
 /// The Event of an operation's transition (or of a new operation).

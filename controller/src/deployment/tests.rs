@@ -1,6 +1,6 @@
 //! The plan decision, pass by pass, on observations built by hand.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 
@@ -115,6 +115,36 @@ pub(super) fn report(obs: &mut PlanObservation, pod: &str, states: serde_json::V
             instance_states: Some(states.to_string()),
         },
     );
+}
+
+/// Every member reports each of its entries (not removing) at the entry's
+/// deployment: `state`, or the state `overrides` gives the instance.
+fn report_entries(obs: &mut PlanObservation, state: &str, overrides: &[(&str, &str)]) {
+    let members: BTreeSet<String> = obs
+        .status
+        .instances
+        .iter()
+        .map(|e| e.member.clone())
+        .collect();
+    for member in members {
+        let mut states = serde_json::Map::new();
+        for entry in obs
+            .status
+            .instances
+            .iter()
+            .filter(|e| e.member == member && e.state != "removing")
+        {
+            let state = overrides
+                .iter()
+                .find(|(name, _)| *name == entry.name)
+                .map_or(state, |(_, state)| state);
+            states.insert(
+                entry.name.clone(),
+                serde_json::json!({"state": state, "deployment": entry.deployment, "code": "ExitCode1"}),
+            );
+        }
+        report(obs, &member, serde_json::Value::Object(states));
+    }
 }
 
 fn approve(obs: &mut PlanObservation, value: &str) {
@@ -297,6 +327,8 @@ fn a_failed_instance_fails_its_operation_with_the_code_and_a_later_deployment_st
         "{}",
         failed[0].message
     );
+    assert_eq!(failed[0].reason.as_deref(), Some("Reported"));
+    assert_eq!(failed[0].error_code.as_deref(), Some("ExitCode1"));
     let error = obs.status.instances[0].error.clone().expect("an error");
     assert_eq!(error.code, "ExitCode1");
     assert_eq!(obs.status.phase.as_deref(), Some("Degraded"));
@@ -329,6 +361,12 @@ fn a_new_deployment_supersedes_waiting_operations_and_never_reuses_a_number() {
     let superseded = ops_in(&obs, "FAILED");
     assert_eq!(superseded.len(), 2);
     assert!(superseded[0].message.contains("superseded by revision 2"));
+    assert!(
+        superseded
+            .iter()
+            .all(|op| op.reason.as_deref() == Some("Superseded")),
+        "the cause is a field, not only text: {superseded:?}"
+    );
     assert!(
         ops_in(&obs, "PENDING_APPROVAL")
             .iter()
@@ -742,22 +780,6 @@ fn a_relocation_whose_new_copy_fails_leaves_the_instance_running_where_it_was() 
 }
 
 #[test]
-fn a_canary_rollout_is_said_to_be_unsupported_once_per_revision() {
-    let mut obs = observation(spec(1, "Automatic", "nginx:1"));
-    obs.spec.deployment.rollout.type_ = crate::deployment_plan::RolloutType::Canary;
-    let first = pass(&mut obs);
-    let warned = |decision: &PlanDecision| {
-        decision
-            .events
-            .iter()
-            .filter(|e| e.warning && e.reason == "RolloutNotSupported")
-            .count()
-    };
-    assert_eq!(warned(&first), 1, "{:?}", first.events);
-    assert_eq!(warned(&pass(&mut obs)), 0);
-}
-
-#[test]
 fn a_target_member_that_leaves_fails_its_operation_and_the_instance_is_placed_again() {
     let mut obs = observation(spec(1, "Automatic", "nginx:1"));
     pass(&mut obs);
@@ -776,6 +798,7 @@ fn a_target_member_that_leaves_fails_its_operation_and_the_instance_is_placed_ag
         .find(|op| op.id == first.id)
         .expect("the first CREATE");
     assert_eq!(failed.state, "FAILED");
+    assert_eq!(failed.reason.as_deref(), Some("TargetLeft"));
     assert!(failed.message.contains("left"), "{}", failed.message);
     let again = ops_in(&obs, "APPROVED");
     assert_eq!(again.len(), 1, "{:?}", obs.status.operations);
@@ -949,3 +972,47 @@ fn only_pending_installing_installed_and_failed_entries_are_delivered() {
         assert!(!entry(state).delivered(), "{state}");
     }
 }
+
+#[test]
+fn a_waiting_operation_no_longer_needed_fails_with_the_reason_withdrawn() {
+    let mut obs = observation(spec(3, "Manual", "nginx:1"));
+    pass(&mut obs);
+    obs.spec.deployment.instances = 2;
+    pass(&mut obs);
+    let failed = ops_in(&obs, "FAILED");
+    assert_eq!(failed.len(), 1, "{:?}", obs.status.operations);
+    assert_eq!(failed[0].reason.as_deref(), Some("Withdrawn"));
+    assert_eq!(failed[0].error_code, None);
+}
+
+#[test]
+fn a_superseded_operation_written_before_the_reason_field_still_reads_as_superseded() {
+    let mut obs = observation(spec(2, "Manual", "nginx:1"));
+    pass(&mut obs);
+    let old = ops_in(&obs, "PENDING_APPROVAL")[0].clone();
+    obs.spec = spec(2, "Manual", "nginx:2");
+    pass(&mut obs);
+    for op in obs.status.operations.iter_mut() {
+        op.reason = None;
+    }
+    approve(&mut obs, &old.approve_with);
+    pass(&mut obs);
+    assert!(
+        obs.status
+            .refused_annotations
+            .contains_key(APPROVE_ANNOTATION),
+        "approving it is refused as superseded"
+    );
+    assert!(
+        obs.status
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("superseded")),
+        "{:?}",
+        obs.status.last_error
+    );
+}
+
+mod blue_green;
+mod canary;
+mod user_operations;

@@ -430,16 +430,14 @@ fn announce_refusals(
         let Some(value) = obs.annotations.get(refusal.annotation) else {
             continue;
         };
-        if obs.status.refused_annotations.get(refusal.annotation) != Some(value) {
-            events.push(PlannedEvent {
-                warning: true,
-                reason: refusal.reason.to_owned(),
-                note: refusal.why,
-            });
-        }
-        status
-            .refused_annotations
-            .insert(refusal.annotation.to_owned(), value.clone());
+        crate::refusals::record_refusal(
+            &obs.status.refused_annotations,
+            refusal.annotation,
+            value,
+            (refusal.reason, refusal.why),
+            &mut status.refused_annotations,
+            events,
+        );
     }
 }
 

@@ -11,7 +11,8 @@
 //! * [`gate`]: `approve` and `undo`.
 //! * [`history`]: recorded revisions.
 //! * [`slices`]: slice ConfigMaps, one member's jobs.
-//! * [`plans`]: DeploymentPlans: `plans`, `plan`, `instances`, `operations`, `approve-op`.
+//! * [`plans`]: DeploymentPlans: `plans`, `plan`, `instances`, `operations`, `approve-op`,
+//!   and the user operations `relocate`, `stop`, `start`, `restart`.
 //!
 //! # Use
 //!
@@ -41,9 +42,10 @@
 //! Reading needs get/list on swarms, configmaps, statefulsets, pods, leases and
 //! events in the Swarm's namespace; `approve` and `undo` also need patch on
 //! swarms (`approve` writes one annotation, `undo` rewrites the job list and
-//! strategy). The plan commands need get/list on deploymentplans, and
-//! `approve-op` patch on deploymentplans (not yet in the `shoal-viewer` and
-//! `shoal-approver` roles).
+//! strategy). The plan commands need get/list on deploymentplans (in
+//! `shoal-viewer`), and `approve-op`, `relocate`, `stop`, `start` and
+//! `restart` patch on deploymentplans (in `shoal-approver`: each writes one
+//! annotation).
 
 pub mod gate;
 pub mod history;
@@ -65,6 +67,7 @@ use kube::{Client, Config};
 use serde::Serialize;
 
 use crate::crd::Swarm;
+use crate::deployment::Verb;
 
 /// `kubectl shoal`: inspect and steer Shoal Swarms.
 #[derive(Parser, Debug, Clone)]
@@ -199,6 +202,38 @@ pub enum Command {
         /// Give up after this long, e.g. `90s`, `5m`.
         #[arg(long, default_value = "5m", value_parser = crate::plan::parse_duration)]
         timeout: std::time::Duration,
+    },
+    /// Relocate one instance (make-before-break), to a named member or where
+    /// placement chooses (annotates the plan `shoal.dev/operate`).
+    Relocate {
+        /// The plan.
+        plan: String,
+        /// The instance, `<plan>-<n>`.
+        instance: String,
+        /// The member (pod name) to move it to.
+        #[arg(long)]
+        to: Option<String>,
+    },
+    /// Stop one instance's process, keeping its placement (annotates `shoal.dev/operate`).
+    Stop {
+        /// The plan.
+        plan: String,
+        /// The instance, `<plan>-<n>`.
+        instance: String,
+    },
+    /// Start a stopped instance again (annotates `shoal.dev/operate`).
+    Start {
+        /// The plan.
+        plan: String,
+        /// The instance, `<plan>-<n>`.
+        instance: String,
+    },
+    /// Restart one instance's process (annotates `shoal.dev/operate`).
+    Restart {
+        /// The plan.
+        plan: String,
+        /// The instance, `<plan>-<n>`.
+        instance: String,
     },
 }
 
@@ -564,5 +599,21 @@ pub async fn run(cli: &Cli) -> Result<String, Error> {
         Command::ApproveOp { plan, id } => {
             render(&plans::approve_op(&target, plan, id).await?, cli.output)
         }
+        Command::Relocate { plan, instance, to } => render(
+            &plans::operate(&target, plan, Verb::Relocate, instance, to.as_deref()).await?,
+            cli.output,
+        ),
+        Command::Stop { plan, instance } => render(
+            &plans::operate(&target, plan, Verb::Stop, instance, None).await?,
+            cli.output,
+        ),
+        Command::Start { plan, instance } => render(
+            &plans::operate(&target, plan, Verb::Start, instance, None).await?,
+            cli.output,
+        ),
+        Command::Restart { plan, instance } => render(
+            &plans::operate(&target, plan, Verb::Restart, instance, None).await?,
+            cli.output,
+        ),
     }
 }

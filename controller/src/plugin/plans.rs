@@ -1,6 +1,8 @@
-//! `kubectl shoal plans | plan | instances | operations | approve-op`:
-//! DeploymentPlans in MRDS's readable tables, read from the plans' status
-//! (what the controller decided). Only `approve-op` writes, one annotation.
+//! `kubectl shoal plans | plan | instances | operations | approve-op |
+//! relocate | stop | start | restart`: DeploymentPlans in MRDS's readable
+//! tables, read from the plans' status (what the controller decided). Only
+//! `approve-op` (`shoal.dev/approve`) and the user operations
+//! (`shoal.dev/operate`) write, one annotation each.
 //!
 //! ```text
 //! kubectl shoal plans                          # every plan of the namespace
@@ -8,6 +10,8 @@
 //! kubectl shoal instances web                  # where each instance runs, its state and error; unplaced ones
 //! kubectl shoal operations web                 # the operation history with states
 //! kubectl shoal approve-op web create-web-0-r1 # annotates shoal.dev/approve with the operation's id/hash
+//! kubectl shoal relocate web web-1 --to pool-b-0 # annotates shoal.dev/operate: relocate web-1 to pool-b-0 #<tag>
+//! kubectl shoal stop web web-1                 # stop / start / restart one instance the same way
 //! ```
 
 use std::collections::BTreeMap;
@@ -19,6 +23,7 @@ use shoal_core::deploy::status::DeploymentStatusDocument;
 
 use super::table::{Table, fields, short_hash};
 use super::{Report, Target, hint};
+use crate::deployment::{OPERATE_ANNOTATION, Verb, request_item, request_items};
 use crate::deployment_plan::{
     DeploymentPlan, DeploymentPlanStatus, InstanceStatus, OperationStatus, UnplacedInstance,
 };
@@ -160,6 +165,8 @@ pub struct PlanReport {
     pub operation_summary: BTreeMap<String, BTreeMap<String, usize>>,
     /// `shoal.dev/approve` value approving all of the latest deployment's waiting operations.
     pub approve_deployment: Option<String>,
+    /// The canary or blue-green rollout of the latest deployment, `<phase>: <message>`.
+    pub rollout: Option<String>,
     /// Conditions: type → status and message.
     pub conditions: Vec<(String, String, String)>,
     /// The deployment status documents (`status.deploymentStatus`).
@@ -199,6 +206,12 @@ impl Report for PlanReport {
                 self.approve_deployment
                     .clone()
                     .unwrap_or_else(|| "nothing waits".to_owned()),
+            ),
+            (
+                "Rollout",
+                self.rollout
+                    .clone()
+                    .unwrap_or_else(|| "in place (Rolling)".to_owned()),
             ),
         ]);
         out.push_str("\nApplications\n");
@@ -346,6 +359,14 @@ pub fn plan_report(plan: &DeploymentPlan) -> PlanReport {
         instance_states,
         unplaced: status.unplaced.clone(),
         approve_deployment: status.approve_deployment_with.clone(),
+        rollout: status.rollout.as_ref().map(|rollout| {
+            let canaries = if rollout.canaries.is_empty() {
+                String::new()
+            } else {
+                format!(" (canaries {})", rollout.canaries.join(", "))
+            };
+            format!("{}{canaries}: {}", rollout.phase, rollout.message)
+        }),
         operation_summary,
         conditions: status
             .conditions
@@ -426,6 +447,7 @@ impl Report for OperationsReport {
             "To",
             "Deployment",
             "State",
+            "Reason",
             "Hash",
             "Message",
         ]);
@@ -438,6 +460,7 @@ impl Report for OperationsReport {
                 op.to_member.clone().unwrap_or_default(),
                 op.deployment.to_string(),
                 op.state.clone(),
+                op.reason.clone().unwrap_or_default(),
                 short_hash(&op.hash),
                 op.message.clone(),
             ]);
@@ -467,6 +490,73 @@ impl Report for ApproveOpReport {
     }
 }
 
+/// `relocate | stop | start | restart`: what was annotated.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OperateReport {
+    /// The plan.
+    pub plan: String,
+    /// The request added.
+    pub request: String,
+    /// The annotation value written.
+    pub annotation: String,
+}
+
+impl Report for OperateReport {
+    fn table(&self) -> String {
+        format!(
+            "Annotated DeploymentPlan {} {OPERATE_ANNOTATION}={}\nThe controller turns {:?} into an operation through the plan's approval policy on its next pass (or refuses it with a Warning); follow it with `kubectl shoal operations {}`.\n",
+            self.plan, self.annotation, self.request, self.plan
+        )
+    }
+}
+
+/// The `shoal.dev/operate` value adding `item` to the requests of `current`
+/// the controller has not handled yet (so two quick commands do not undo
+/// each other; handled ones are dropped). Pure.
+pub fn operate_annotation(
+    status: &DeploymentPlanStatus,
+    current: Option<&str>,
+    item: &str,
+) -> String {
+    let mut items: Vec<String> = request_items(current.unwrap_or_default())
+        .into_iter()
+        .filter(|pending| !status.handled_requests.contains(pending))
+        .collect();
+    items.push(item.to_owned());
+    items.join(", ")
+}
+
+/// `kubectl shoal relocate | stop | start | restart <plan> <instance>`:
+/// annotates the plan with the request, tagged with the time so that it is
+/// a new request even when worded as an earlier one. The controller checks
+/// it (and says why it refuses it); here only the plan must exist.
+pub async fn operate(
+    target: &Target,
+    name: &str,
+    verb: Verb,
+    instance: &str,
+    to: Option<&str>,
+) -> Result<OperateReport, PlansError> {
+    let plan = get_plan(target, name).await?;
+    let status = plan.status.clone().unwrap_or_default();
+    let tag = jiff::Timestamp::now().as_millisecond().to_string();
+    let item = request_item(verb, instance, to, &tag);
+    let value = operate_annotation(
+        &status,
+        plan.annotations()
+            .get(OPERATE_ANNOTATION)
+            .map(String::as_str),
+        &item,
+    );
+    annotate_plan(target, name, OPERATE_ANNOTATION, &value).await?;
+    Ok(OperateReport {
+        plan: name.to_owned(),
+        request: item,
+        annotation: value,
+    })
+}
+
 fn plans_api(target: &Target) -> Api<DeploymentPlan> {
     Api::namespaced(target.client.clone(), &target.namespace)
 }
@@ -478,6 +568,24 @@ fn api_error(target: &Target, what: String) -> impl FnOnce(kube::Error) -> Plans
         namespace,
         source,
     }
+}
+
+/// Sets one annotation of the plan (a merge patch: nothing else changes).
+async fn annotate_plan(
+    target: &Target,
+    name: &str,
+    annotation: &str,
+    value: &str,
+) -> Result<(), PlansError> {
+    let patch = serde_json::json!({"metadata": {"annotations": {annotation: value}}});
+    plans_api(target)
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(api_error(
+            target,
+            format!("annotating DeploymentPlan {name}"),
+        ))?;
+    Ok(())
 }
 
 /// Reads one plan, with an error that says how to find it when it is missing.
@@ -587,14 +695,7 @@ pub async fn approve_op(
             .map(String::as_str),
         id,
     )?;
-    let patch = serde_json::json!({"metadata": {"annotations": {APPROVE_ANNOTATION: value}}});
-    plans_api(target)
-        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .map_err(api_error(
-            target,
-            format!("annotating DeploymentPlan {name}"),
-        ))?;
+    annotate_plan(target, name, APPROVE_ANNOTATION, &value).await?;
     Ok(ApproveOpReport {
         plan: name.to_owned(),
         operation: id.to_owned(),
@@ -618,8 +719,29 @@ mod tests {
             hash: format!("sha256:{id}"),
             approve_with: format!("{id}/sha256:{id}"),
             message: String::new(),
+            reason: None,
+            error_code: None,
+            request: None,
             last_transition_time: None,
         }
+    }
+
+    #[test]
+    fn operate_keeps_the_requests_not_yet_handled_and_adds_the_new_one() {
+        let status = DeploymentPlanStatus {
+            handled_requests: vec!["stop web-0 #1".to_owned()],
+            ..Default::default()
+        };
+        let value = operate_annotation(
+            &status,
+            Some("stop web-0 #1, restart web-1 #2"),
+            &request_item(Verb::Relocate, "web-2", Some("east-1"), "3"),
+        );
+        assert_eq!(value, "restart web-1 #2, relocate web-2 to east-1 #3");
+        assert_eq!(
+            operate_annotation(&status, None, "start web-0 #4"),
+            "start web-0 #4"
+        );
     }
 
     fn status(ops: Vec<OperationStatus>) -> DeploymentPlanStatus {

@@ -15,11 +15,14 @@
 //! * [`operation`]: the operations (`CREATE` … `DELETE`) a placement change
 //!   needs, their enforced state machine and the hash an approval names.
 //! * [`domains`]: the order in which update domains are rolled out.
+//! * [`canary`]: which instances take a new deployment first in a canary
+//!   rollout.
 //! * [`status`]: the deployment status document (Margo `DeploymentStatus`),
 //!   its aggregation rule and validation.
 //! * [`pool`]: what a pool declares in its annotations (capabilities,
 //!   capacity, update domain) and each member's update domain.
 
+pub mod canary;
 pub mod capability;
 pub mod domains;
 pub mod operation;
@@ -29,7 +32,9 @@ pub mod status;
 
 pub use capability::{Capabilities, Catalogue, Comparator, Requirement};
 pub use domains::{next_domain, rollout_order};
-pub use operation::{Operation, OperationState, OperationType, operation_hash, operations_for};
+pub use operation::{
+    FailureReason, Operation, OperationState, OperationType, operation_hash, operations_for,
+};
 pub use placement::{DeployMember, InstanceId, PlanPlacement, PlanRequest, place_plan};
 pub use pool::{PoolDeclaration, member_update_domain};
 

@@ -49,6 +49,16 @@
 //! was reviewed. [`supersede`] fails every operation of an older revision
 //! that has not been approved yet: a new deployment replaces them, and a
 //! failed operation never blocks the plan.
+//!
+//! # Why an operation failed
+//!
+//! A `FAILED` operation carries a [`FailureReason`] beside its message, so
+//! tools and reviewers read the cause as a field rather than from text:
+//! `Superseded` (a newer deployment revision replaced it before approval),
+//! `Withdrawn` (the plan no longer needs it), `Reported { code }` (its member
+//! reported the instance failed, with the member's error code), `TargetLeft`
+//! (the member it went to left before reporting). [`Operation::fail`] sets
+//! both.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -223,6 +233,68 @@ impl FromStr for OperationState {
     }
 }
 
+/// Why an operation ended `FAILED` (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FailureReason {
+    /// A newer deployment revision replaced it before it was approved.
+    Superseded,
+    /// The plan no longer needs it (its deployment, members or instance
+    /// count changed while it waited), or a user request behind it was
+    /// overtaken.
+    Withdrawn,
+    /// Its member reported the instance failed, with this error code.
+    Reported {
+        /// The member's error code, e.g. `ExitCode1`.
+        code: String,
+    },
+    /// The member it went to left before reporting the instance installed.
+    TargetLeft,
+}
+
+impl FailureReason {
+    /// `Superseded`, `Withdrawn`, `Reported` or `TargetLeft`, as
+    /// `status.operations[].reason` writes it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FailureReason::Superseded => "Superseded",
+            FailureReason::Withdrawn => "Withdrawn",
+            FailureReason::Reported { .. } => "Reported",
+            FailureReason::TargetLeft => "TargetLeft",
+        }
+    }
+
+    /// The member's error code of a `Reported` failure.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            FailureReason::Reported { code } => Some(code),
+            _ => None,
+        }
+    }
+
+    /// The reason written as [`FailureReason::kind`] (and, for `Reported`,
+    /// its code); `None` for a kind that is not one of these.
+    pub fn from_kind(kind: &str, code: Option<&str>) -> Option<FailureReason> {
+        match kind {
+            "Superseded" => Some(FailureReason::Superseded),
+            "Withdrawn" => Some(FailureReason::Withdrawn),
+            "Reported" => Some(FailureReason::Reported {
+                code: code.unwrap_or_default().to_owned(),
+            }),
+            "TargetLeft" => Some(FailureReason::TargetLeft),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FailureReason::Reported { code } => write!(f, "Reported ({code})"),
+            other => f.write_str(other.kind()),
+        }
+    }
+}
+
 /// One operation on one instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Operation {
@@ -242,6 +314,11 @@ pub struct Operation {
     pub state: OperationState,
     /// Why it is in that state, for users.
     pub message: String,
+    /// Why it failed, once `FAILED` through [`Operation::fail`].
+    pub reason: Option<FailureReason>,
+    /// The user request it was made for (`shoal.dev/operate`), if any;
+    /// operations a placement change needs have none.
+    pub request: Option<String>,
 }
 
 impl Operation {
@@ -267,6 +344,8 @@ impl Operation {
             revision,
             state: OperationState::Pending,
             message: String::new(),
+            reason: None,
+            request: None,
         }
     }
 
@@ -294,6 +373,18 @@ impl Operation {
     ) -> Result<(), InvalidTransition> {
         self.state = self.state.advance(to)?;
         self.message = message.into();
+        Ok(())
+    }
+
+    /// Moves to `FAILED` for `reason` with a message, or refuses (and
+    /// changes nothing).
+    pub fn fail(
+        &mut self,
+        reason: FailureReason,
+        message: impl Into<String>,
+    ) -> Result<(), InvalidTransition> {
+        self.advance(OperationState::Failed, message)?;
+        self.reason = Some(reason);
         Ok(())
     }
 }
@@ -404,7 +495,8 @@ pub fn approve(
 }
 
 /// Fails every `PENDING` or `PENDING_APPROVAL` operation of a revision
-/// below `revision` ("superseded by revision N"); returns how many.
+/// below `revision` ([`FailureReason::Superseded`], "superseded by revision
+/// N"); returns how many.
 /// Approved operations are under way and finish on their own.
 pub fn supersede(operations: &mut [Operation], revision: u64) -> usize {
     let mut superseded = 0;
@@ -415,8 +507,8 @@ pub fn supersede(operations: &mut [Operation], revision: u64) -> usize {
         );
         if waiting
             && operation
-                .advance(
-                    OperationState::Failed,
+                .fail(
+                    FailureReason::Superseded,
                     format!("superseded by revision {revision}"),
                 )
                 .is_ok()

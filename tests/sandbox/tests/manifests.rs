@@ -1132,6 +1132,12 @@ async fn walkthrough(install: Install, test: &str) {
         .expect("the viewer's client");
     list_and_watch::<Swarm>(viewer.clone(), "a viewer").await;
     list_and_watch::<DeploymentPlan>(viewer, "a viewer").await;
+    for command in [&["plans"][..], &["plan", "web"]] {
+        let printed = plugin(&viewer_kubeconfig, command)
+            .await
+            .unwrap_or_else(|error| panic!("kubectl shoal {command:?} as a viewer: {error}"));
+        assert!(printed.contains("web"), "{printed}");
+    }
     // An approver looks for pending revisions and operations and watches the status.
     let listed = kubectl_with(
         &approver_kubeconfig,
