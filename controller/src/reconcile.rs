@@ -368,18 +368,25 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         member_leases.insert(pod, lease_state(&lease));
     }
 
-    let plans = Api::<DeploymentPlan>::namespaced(client.clone(), &namespace)
+    // Without the DeploymentPlan CRD installed (404) there are no plans: Swarms work alone.
+    let plans = match Api::<DeploymentPlan>::namespaced(client.clone(), &namespace)
         .list(&ListParams::default())
         .await
-        .map_err(|source| Error::ListPlans {
-            swarm: name.clone(),
-            source,
-        })?
-        .items
-        .iter()
-        .filter(|plan| plan.spec.swarm == name)
-        .filter_map(plan_for_delivery)
-        .collect();
+    {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter(|plan| plan.spec.swarm == name)
+            .filter_map(plan_for_delivery)
+            .collect(),
+        Err(source) if is_not_found(&source) => Vec::new(),
+        Err(source) => {
+            return Err(Error::ListPlans {
+                swarm: name.clone(),
+                source,
+            });
+        }
+    };
 
     Ok(Observation {
         swarm: name,

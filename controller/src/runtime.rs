@@ -375,6 +375,11 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
                 Err(kube::runtime::controller::Error::ObjectNotFound(object)) => {
                     tracing::debug!(%object, "change for a Swarm that does not exist");
                 }
+                // Without the DeploymentPlan CRD the plan watch fails (backed off); the plan
+                // controller says so once.
+                Err(error) if crate::deployment::crd_missing(&error) => {
+                    debug!(%error, "the DeploymentPlan CRD is not installed");
+                }
                 Err(error) => warn!(%error, "controller stream error"),
                 Ok(_) => {}
             }
