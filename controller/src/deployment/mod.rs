@@ -39,7 +39,6 @@ mod tests;
 pub use decide::decide;
 pub use history::CHANGE_CAUSE_ANNOTATION;
 pub use reports::{INSTANCE_STATES_ANNOTATION, InstanceReport};
-pub(crate) use run::crd_missing;
 pub use run::{PlanTask, run, spawn};
 
 /// One pod of a pool, as a plan sees it.

@@ -161,7 +161,7 @@ pub async fn run(ctx: Arc<Context>) {
 }
 
 /// Whether a stream error says the DeploymentPlan resource is not served (404 on list).
-pub(crate) fn crd_missing<E>(error: &kube::runtime::controller::Error<E, watcher::Error>) -> bool {
+fn crd_missing<E>(error: &kube::runtime::controller::Error<E, watcher::Error>) -> bool {
     matches!(
         error,
         kube::runtime::controller::Error::QueueError(watcher::Error::InitialListFailed(
