@@ -225,14 +225,36 @@ async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scal
         .wait_converged(WAIT)
         .await
         .expect("the demo converges");
+    // The two GPU pools first; once their members run, the plan (placed earlier, its
+    // operations would be withdrawn and placed again as members come up).
+    let plans = concat!(env!("CARGO_MANIFEST_DIR"), "/plans");
+    sandbox
+        .kubectl()
+        .run(&["apply", "-f", &format!("{plans}/40-gpu-pools.yaml")])
+        .await
+        .expect("kubectl apply the GPU pools");
+    let started = Instant::now();
+    loop {
+        let converged = sandbox
+            .wait_converged(WAIT)
+            .await
+            .expect("the demo converges");
+        if converged.slices.len() == 6 {
+            break;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "six members: {:?}",
+            converged.slices.keys()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let user = User {
         sandbox: &sandbox,
         kubeconfig: sandbox.kubeconfig_path(),
     };
-
-    // kubectl apply -f tests/sandbox/plans: two GPU pools, the plan.
-    let plans = concat!(env!("CARGO_MANIFEST_DIR"), "/plans");
-    user.kubectl(&["apply", "-f", plans]).await;
+    user.kubectl(&["apply", "-f", &format!("{plans}/50-deploymentplan.yaml")])
+        .await;
     let creates = user.approve_waiting("CREATE", 3).await;
     let domains: Vec<&str> = creates
         .iter()
