@@ -50,7 +50,7 @@ fn scaled(members: u32, jobs: usize) -> Observation {
         foreign_config_maps: BTreeMap::new(),
         edited_config_maps: BTreeMap::new(),
         blocked_evictions: BTreeMap::new(),
-        plans: Vec::new(),
+        plans: Ok(Vec::new()),
         now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),
     };
     for _ in 0..4 {

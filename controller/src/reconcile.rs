@@ -368,18 +368,31 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         member_leases.insert(pod, lease_state(&lease));
     }
 
-    let plans = Api::<DeploymentPlan>::namespaced(client.clone(), &namespace)
+    // Without the DeploymentPlan CRD installed (404) there are no plans: Swarms work alone.
+    // Refused (403: a role without access, such as the plugin's viewer) the instances in
+    // the slices are kept as they are; any other failure fails the pass.
+    let plans = match Api::<DeploymentPlan>::namespaced(client.clone(), &namespace)
         .list(&ListParams::default())
         .await
-        .map_err(|source| Error::ListPlans {
-            swarm: name.clone(),
-            source,
-        })?
-        .items
-        .iter()
-        .filter(|plan| plan.spec.swarm == name)
-        .filter_map(plan_for_delivery)
-        .collect();
+    {
+        Ok(list) => Ok(list
+            .items
+            .iter()
+            .filter(|plan| plan.spec.swarm == name)
+            .filter_map(plan_for_delivery)
+            .collect()),
+        Err(source) if is_not_found(&source) => Ok(Vec::new()),
+        Err(kube::Error::Api(status)) if status.code == 403 => Err(format!(
+            "listing DeploymentPlans was refused: {}",
+            status.message
+        )),
+        Err(source) => {
+            return Err(Error::ListPlans {
+                swarm: name.clone(),
+                source,
+            });
+        }
+    };
 
     Ok(Observation {
         swarm: name,

@@ -412,10 +412,12 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
         .watches(statefulsets, pools_only(), by_pool)
         .watches(pods, watcher::Config::default(), by_pod)
         .watches(leases, member_leases_only(), by_lease)
-        // A plan's status carries the instances its Swarm's slices deliver.
-        .watches(plans, watcher::Config::default(), |plan: DeploymentPlan| {
-            plan_swarm(&plan)
-        })
+        // A plan's status carries the instances its Swarm's slices deliver: any change of a
+        // plan reconciles the Swarms (all of them: a targeted trigger needs kube's unstable
+        // stream API). Its own backed-off watch, not `watches`: the Controller backs off
+        // *all* its triggers on one trigger's error, and without the DeploymentPlan CRD
+        // this watch fails for good.
+        .reconcile_all_on(plan_changes(plans))
         .graceful_shutdown_on(stop_receiver.map(|_| ()))
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|result| {
@@ -441,10 +443,13 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     stop_relay.abort();
 }
 
-/// The Swarm a DeploymentPlan names (same namespace).
-fn plan_swarm(plan: &DeploymentPlan) -> Option<ObjectRef<Swarm>> {
-    let namespace = plan.namespace()?;
-    Some(ObjectRef::new(&plan.spec.swarm).within(&namespace))
+/// One item per change of any DeploymentPlan (deletions included). Watch errors (such as
+/// a missing CRD, which the plan controller reports) are backed off and dropped here.
+fn plan_changes(plans: Api<DeploymentPlan>) -> impl futures::Stream<Item = ()> + Send {
+    watcher(plans, watcher::Config::default())
+        .default_backoff()
+        .touched_objects()
+        .filter_map(|touched| futures::future::ready(touched.ok().map(|_| ())))
 }
 
 fn swarm_of_pool(
@@ -605,24 +610,6 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(names(config_map_swarms(&cm, &store)), ["demo"]);
-    }
-
-    #[test]
-    fn a_deployment_plan_maps_to_the_swarm_it_names() {
-        let plan: DeploymentPlan = serde_json::from_value(serde_json::json!({
-            "apiVersion": "shoal.dev/v1alpha1",
-            "kind": "DeploymentPlan",
-            "metadata": {"name": "web", "namespace": "ns"},
-            "spec": {
-                "swarm": "demo",
-                "applications": [{"name": "nginx"}],
-                "deployment": {"instances": 1},
-            },
-        }))
-        .unwrap();
-        let swarm = plan_swarm(&plan).expect("a Swarm");
-        assert_eq!(swarm.name, "demo");
-        assert_eq!(swarm.namespace.as_deref(), Some("ns"));
     }
 
     #[test]

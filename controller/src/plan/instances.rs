@@ -17,6 +17,7 @@
 
 use std::collections::BTreeMap;
 
+use shoal_core::Slice;
 use shoal_core::slice::{InstanceApplication, SliceInstance, check_instances};
 
 use crate::deployment_plan::{DeploymentPlanStatus, InstanceStatus};
@@ -75,6 +76,23 @@ pub fn deliveries(plans: &[PlanForDelivery]) -> Delivery {
         }
     }
     delivery
+}
+
+/// When the plans cannot be read: every readable slice keeps the instances it holds (the
+/// last good state), and the reason is reported.
+pub fn kept_as_held(observed: &BTreeMap<String, Result<Slice, String>>, why: &str) -> Delivery {
+    Delivery {
+        by_member: observed
+            .iter()
+            .filter_map(|(member, slice)| {
+                let slice = slice.as_ref().ok()?;
+                (!slice.instances.is_empty()).then(|| (member.clone(), slice.instances.clone()))
+            })
+            .collect(),
+        problems: vec![format!(
+            "the DeploymentPlans cannot be read ({why}); the instances in the slices stay as they are"
+        )],
+    }
 }
 
 /// One entry as its member's slice carries it.

@@ -235,8 +235,10 @@ pub struct Observation {
     /// Evictions a PodDisruptionBudget refused in the previous pass: pod → what the API
     /// server said. Shown in the Progressing condition while they wait.
     pub blocked_evictions: BTreeMap<String, String>,
-    /// The DeploymentPlans naming this Swarm: their instances go into the slices.
-    pub plans: Vec<PlanForDelivery>,
+    /// The DeploymentPlans naming this Swarm: their instances go into the slices. An
+    /// error when they could not be read (say, a role without access to them): the
+    /// instances in the slices are then kept as they are.
+    pub plans: Result<Vec<PlanForDelivery>, String>,
     /// Now.
     pub now: Timestamp,
 }
@@ -475,7 +477,10 @@ pub fn plan(obs: &Observation) -> Plan {
     let mut gate = gate::decide(obs, &roster, &in_force, desired, &mut events, &mut problems);
     history::keep_assignments(&mut gate.operations, gate.target.as_ref());
     let refusals = refusals(obs, &roster, gate.refused_approval.clone());
-    let delivery = instances::deliveries(&obs.plans);
+    let delivery = match &obs.plans {
+        Ok(plans) => instances::deliveries(plans),
+        Err(why) => instances::kept_as_held(&observed, why),
+    };
     let convergence = converge::converge(
         obs,
         &roster,

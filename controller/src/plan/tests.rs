@@ -99,7 +99,7 @@ impl Cluster {
                 foreign_config_maps: BTreeMap::new(),
                 edited_config_maps: BTreeMap::new(),
                 blocked_evictions: BTreeMap::new(),
-                plans: Vec::new(),
+                plans: Ok(Vec::new()),
                 now: t0(),
             },
             writes: Vec::new(),
@@ -2103,7 +2103,7 @@ fn delivered_plan_instances_reach_their_members_slices_with_their_revisions_coor
     cluster.settle();
     let jobs_before = cluster.slice_of("worker-0");
     let revision_before = held_slice(&cluster, "worker-0").revision;
-    cluster.obs.plans = vec![plan_placing(
+    cluster.obs.plans = Ok(vec![plan_placing(
         "web",
         &[
             ("web-0", "worker-0", 1, "pending"),
@@ -2111,7 +2111,7 @@ fn delivered_plan_instances_reach_their_members_slices_with_their_revisions_coor
             ("web-2", "worker-2", 2, "removing"),
         ],
         &[(1, "nginx:1"), (2, "nginx:2")],
-    )];
+    )]);
     let plan = cluster.step();
     let written = refreshes(&plan);
     assert_eq!(
@@ -2167,14 +2167,14 @@ fn delivered_plan_instances_reach_their_members_slices_with_their_revisions_coor
     assert_eq!(cluster.condition("Ready").status, "True");
 
     // The entry leaves the slice when it stops being delivered (removing).
-    cluster.obs.plans = vec![plan_placing(
+    cluster.obs.plans = Ok(vec![plan_placing(
         "web",
         &[
             ("web-0", "worker-0", 1, "removing"),
             ("web-1", "worker-1", 2, "installed"),
         ],
         &[(1, "nginx:1"), (2, "nginx:2")],
-    )];
+    )]);
     let plan = cluster.step();
     assert_eq!(refreshes(&plan).keys().collect::<Vec<_>>(), ["worker-0"]);
     assert!(held_slice(&cluster, "worker-0").instances.is_empty());
@@ -2189,14 +2189,14 @@ fn delivered_plan_instances_reach_their_members_slices_with_their_revisions_coor
 fn an_instance_whose_revision_has_no_record_is_not_delivered_and_degrades_the_swarm_naming_it() {
     let mut cluster = Cluster::new(spec(jobs(4)), 2);
     cluster.settle();
-    cluster.obs.plans = vec![plan_placing(
+    cluster.obs.plans = Ok(vec![plan_placing(
         "web",
         &[
             ("web-0", "worker-0", 1, "installed"),
             ("web-1", "worker-1", 3, "pending"),
         ],
         &[(1, "nginx:1")],
-    )];
+    )]);
     let plan = cluster.step();
     assert_eq!(refreshes(&plan).keys().collect::<Vec<_>>(), ["worker-0"]);
     assert!(held_slice(&cluster, "worker-1").instances.is_empty());
@@ -2234,7 +2234,7 @@ fn a_plan_status_written_by_someone_else_delivers_nothing_and_two_entries_of_one
     );
     forged.status =
         Err("status.instances or status.deployments was written by kubectl-edit".to_owned());
-    cluster.obs.plans = vec![
+    cluster.obs.plans = Ok(vec![
         plan_placing(
             "web",
             &[
@@ -2246,7 +2246,7 @@ fn a_plan_status_written_by_someone_else_delivers_nothing_and_two_entries_of_one
             &[(1, "nginx:1"), (2, "nginx:2")],
         ),
         forged,
-    ];
+    ]);
     cluster.step();
     let on0 = held_slice(&cluster, "worker-0").instances;
     assert_eq!(on0.len(), 1);
@@ -2287,14 +2287,14 @@ fn instance_changes_reach_a_revoked_member_at_once_keeping_its_revoke_standing_u
     );
     let written_for = cluster.obs.slices["worker-0"].written_for_uid.clone();
     // Meanwhile the plan places an instance on the revoked member and one on the new one.
-    cluster.obs.plans = vec![plan_placing(
+    cluster.obs.plans = Ok(vec![plan_placing(
         "web",
         &[
             ("web-0", "worker-0", 1, "pending"),
             ("web-1", "worker-3", 1, "pending"),
         ],
         &[(1, "nginx:1")],
-    )];
+    )]);
     let plan = cluster.step();
     let written = refreshes(&plan);
     let (slice, phase, uid) = written.get("worker-0").expect("worker-0 refreshed at once");
@@ -2362,11 +2362,11 @@ fn under_restart_an_instance_change_restarts_no_pod() {
     let mut cluster = Cluster::new(swarm, 2);
     cluster.settle();
     cluster.evicted.clear();
-    cluster.obs.plans = vec![plan_placing(
+    cluster.obs.plans = Ok(vec![plan_placing(
         "web",
         &[("web-0", "worker-1", 1, "pending")],
         &[(1, "nginx:1")],
-    )];
+    )]);
     let plans = cluster.settle();
     assert!(plans.iter().any(|plan| !refreshes(plan).is_empty()));
     assert!(
@@ -2541,4 +2541,28 @@ fn switching_from_bounded_to_sticky_moves_only_what_perfect_balance_forces() {
         }
     }
     assert_eq!(outcomes, BTreeSet::from([false, true]));
+}
+
+#[test]
+fn plans_that_cannot_be_read_leave_the_instances_in_the_slices_as_they_are() {
+    let mut cluster = Cluster::new(spec(jobs(4)), 2);
+    cluster.settle();
+    cluster.obs.plans = Ok(vec![plan_placing(
+        "web",
+        &[("web-0", "worker-0", 1, "installed")],
+        &[(1, "nginx:1")],
+    )]);
+    cluster.settle();
+    let held = held_slice(&cluster, "worker-0");
+    cluster.obs.plans = Err("listing DeploymentPlans was refused: forbidden".to_owned());
+    let plan = cluster.step();
+    assert!(refreshes(&plan).is_empty(), "{:?}", plan.operations);
+    assert_eq!(held_slice(&cluster, "worker-0"), held);
+    let degraded = cluster.condition("Degraded");
+    assert_eq!(degraded.reason, "InstanceNotDelivered");
+    assert!(
+        degraded.message.contains("refused: forbidden"),
+        "{}",
+        degraded.message
+    );
 }

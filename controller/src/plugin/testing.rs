@@ -48,7 +48,7 @@ pub(crate) fn observation(jobs: usize, pools: Vec<PoolState>) -> Observation {
         foreign_config_maps: BTreeMap::new(),
         edited_config_maps: BTreeMap::new(),
         blocked_evictions: BTreeMap::new(),
-        plans: Vec::new(),
+        plans: Ok(Vec::new()),
         now: "2026-01-01T00:00:00Z".parse().unwrap(),
     }
 }

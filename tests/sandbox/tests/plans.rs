@@ -119,6 +119,12 @@ impl User<'_> {
             .unwrap_or_else(|error| panic!("kubectl shoal {args:?}: {error}"))
     }
 
+    /// `kubectl patch dplan web --type merge -p <patch>`.
+    async fn patch_plan(&self, patch: &str) {
+        self.kubectl(&["patch", "dplan", "web", "--type", "merge", "-p", patch])
+            .await;
+    }
+
     /// `kubectl get dplan web -o json`, its status.
     async fn plan(&self) -> DeploymentPlanStatus {
         let json = self.kubectl(&["get", "dplan", "web", "-o", "json"]).await;
@@ -225,14 +231,36 @@ async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scal
         .wait_converged(WAIT)
         .await
         .expect("the demo converges");
+    // The two GPU pools first; once their members run, the plan (placed earlier, its
+    // operations would be withdrawn and placed again as members come up).
+    let plans = concat!(env!("CARGO_MANIFEST_DIR"), "/plans");
+    sandbox
+        .kubectl()
+        .run(&["apply", "-f", &format!("{plans}/40-gpu-pools.yaml")])
+        .await
+        .expect("kubectl apply the GPU pools");
+    let started = Instant::now();
+    loop {
+        let converged = sandbox
+            .wait_converged(WAIT)
+            .await
+            .expect("the demo converges");
+        if converged.slices.len() == 6 {
+            break;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "six members: {:?}",
+            converged.slices.keys()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let user = User {
         sandbox: &sandbox,
         kubeconfig: sandbox.kubeconfig_path(),
     };
-
-    // kubectl apply -f tests/sandbox/plans: two GPU pools, the plan.
-    let plans = concat!(env!("CARGO_MANIFEST_DIR"), "/plans");
-    user.kubectl(&["apply", "-f", plans]).await;
+    user.kubectl(&["apply", "-f", &format!("{plans}/50-deploymentplan.yaml")])
+        .await;
     let creates = user.approve_waiting("CREATE", 3).await;
     let domains: Vec<&str> = creates
         .iter()
@@ -263,31 +291,17 @@ async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scal
     assert!(table.contains("3/3") && table.contains("Ready"), "{table}");
 
     // Scale 3 -> 4: one CREATE.
-    user.kubectl(&[
-        "patch",
-        "dplan",
-        "web",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"deployment":{"instances":4}}}"#,
-    ])
-    .await;
+    user.patch_plan(r#"{"spec":{"deployment":{"instances":4}}}"#)
+        .await;
     user.approve_waiting("CREATE", 1).await;
     user.running(dir.path(), 4, 1, "nginx:1.25").await;
 
     // A new payload: deployment 2, one UPDATE per instance.
-    user.kubectl(&[
-        "patch",
-        "dplan",
-        "web",
-        "--type",
-        "merge",
-        "-p",
+    user.patch_plan(
         r#"{"spec":{"deployment":{"payloads":[
             {"application":"nginx","coordinates":{"image":"nginx:1.26"}},
             {"application":"exporter","coordinates":{"image":"nginx/nginx-prometheus-exporter:1.1"}}]}}}"#,
-    ])
+    )
     .await;
     user.approve_waiting("UPDATE", 4).await;
     let updated = user.running(dir.path(), 4, 2, "nginx:1.26").await;
