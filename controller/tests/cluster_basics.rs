@@ -421,10 +421,15 @@ async fn events_are_published_on_transitions_only() {
     }
     assert_eq!(event_counts(&env).await, applied);
 
-    // A bad input is reported once, however often it is reconciled.
-    let mut duplicated = job_keys(6);
-    duplicated.push("stream:001".to_owned());
-    env.apply(&swarm_yaml("demo", &duplicated, "")).await;
+    // A bad input is reported once, however often it is reconciled. The CRD
+    // refuses a key repeated in `spec.jobs`; one repeated by the `jobsFrom`
+    // ConfigMap only the controller sees.
+    env.apply(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: more-jobs\ndata:\n  jobs.yaml: \"jobs: ['stream:001']\"\n",
+    )
+    .await;
+    let from = "  jobsFrom:\n    configMapKeyRef:\n      name: more-jobs\n      key: jobs.yaml\n";
+    env.apply(&swarm_yaml("demo", &job_keys(6), from)).await;
     eventually("the InvalidJobs Event", WAIT, || async {
         event_counts(&env)
             .await
