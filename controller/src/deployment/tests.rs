@@ -780,6 +780,58 @@ fn a_relocation_whose_new_copy_fails_leaves_the_instance_running_where_it_was() 
 }
 
 #[test]
+fn a_relocation_whose_new_copy_reported_failed_is_not_retried_until_the_deployment_changes() {
+    let mut obs = settled(1, "Automatic");
+    let old = lose_the_gpu_under_the_first_instance(&mut obs);
+    pass(&mut obs);
+    let relocate = ops_in(&obs, "APPROVED")[0].clone();
+    let new = relocate.to_member.clone().expect("to");
+    let failed_report = serde_json::json!({"web-0": {"state": "failed", "deployment": 1, "code": "ImagePull", "message": "no such image"}});
+    report(&mut obs, &new, failed_report.clone());
+    pass(&mut obs);
+    // The same failed report on later passes, then the sidecar's clean-up of
+    // the dropped copy (reported removed, then no longer reported): none of
+    // it is a reason to try the same relocation again.
+    let relocations = |obs: &PlanObservation| {
+        obs.status
+            .operations
+            .iter()
+            .filter(|op| op.type_ == "RELOCATE")
+            .map(|op| (op.id.clone(), op.state.clone()))
+            .collect::<Vec<_>>()
+    };
+    for reported in [
+        failed_report,
+        serde_json::json!({"web-0": {"state": "removed", "deployment": 1}}),
+        serde_json::json!({}),
+    ] {
+        report(&mut obs, &new, reported);
+        let decision = pass(&mut obs);
+        assert_eq!(
+            relocations(&obs),
+            [(relocate.id.clone(), "FAILED".to_owned())],
+            "retried: {:?}",
+            obs.status.operations
+        );
+        assert!(decision.events.is_empty(), "{:?}", decision.events);
+        let members: Vec<&str> = obs
+            .status
+            .instances
+            .iter()
+            .map(|e| e.member.as_str())
+            .collect();
+        assert_eq!(members, [old.as_str()], "{:?}", obs.status.instances);
+    }
+    // A new deployment revision may try again.
+    obs.spec = spec(1, "Automatic", "nginx:2");
+    pass(&mut obs);
+    let again = ops_in(&obs, "APPROVED");
+    assert_eq!(again.len(), 1, "{:?}", obs.status.operations);
+    assert_eq!(again[0].type_, "RELOCATE");
+    assert_eq!(again[0].deployment, 2);
+}
+
+#[test]
 fn a_target_member_that_leaves_fails_its_operation_and_the_instance_is_placed_again() {
     let mut obs = observation(spec(1, "Automatic", "nginx:1"));
     pass(&mut obs);
