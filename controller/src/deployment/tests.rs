@@ -746,6 +746,15 @@ fn two_pools_scoring_one_capability_differently_degrade_the_plan_naming_both() {
     assert_eq!(decision.events.len(), 1);
 }
 
+/// The member of each entry in `status.instances`, in order.
+fn instance_members(obs: &PlanObservation) -> Vec<&str> {
+    obs.status
+        .instances
+        .iter()
+        .map(|e| e.member.as_str())
+        .collect()
+}
+
 #[test]
 fn a_relocation_whose_new_copy_fails_leaves_the_instance_running_where_it_was() {
     let mut obs = settled(1, "Manual");
@@ -769,13 +778,12 @@ fn a_relocation_whose_new_copy_fails_leaves_the_instance_running_where_it_was() 
         .expect("the relocation");
     assert_eq!(failed.state, "FAILED");
     assert!(failed.message.contains("ImagePull"), "{}", failed.message);
-    let members: Vec<&str> = obs
-        .status
-        .instances
-        .iter()
-        .map(|e| e.member.as_str())
-        .collect();
-    assert_eq!(members, [old.as_str()], "{:?}", obs.status.instances);
+    assert_eq!(
+        instance_members(&obs),
+        [old.as_str()],
+        "{:?}",
+        obs.status.instances
+    );
     assert_eq!(obs.status.instances[0].state, "installed");
 }
 
@@ -814,13 +822,12 @@ fn a_relocation_whose_new_copy_reported_failed_is_not_retried_until_the_deployme
             obs.status.operations
         );
         assert!(decision.events.is_empty(), "{:?}", decision.events);
-        let members: Vec<&str> = obs
-            .status
-            .instances
-            .iter()
-            .map(|e| e.member.as_str())
-            .collect();
-        assert_eq!(members, [old.as_str()], "{:?}", obs.status.instances);
+        assert_eq!(
+            instance_members(&obs),
+            [old.as_str()],
+            "{:?}",
+            obs.status.instances
+        );
     }
     // A new deployment revision may try again.
     obs.spec = spec(1, "Automatic", "nginx:2");
