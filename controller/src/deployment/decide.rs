@@ -61,8 +61,15 @@
 //!    and it leaves `status.instances` when its member reports it `removed`
 //!    (or no longer reports it, or is gone). Meanwhile both members hold the
 //!    instance's demand for every plan's placement. A relocation whose new
-//!    copy fails drops that copy: the instance stays where it ran. `DELETE`: the entry
-//!    becomes `removing`, then leaves the same way.
+//!    copy fails drops that copy: the instance stays where it ran. That
+//!    relocation (instance, target member, revision) is then not planned
+//!    again: the member reported the payload failing there, and its later
+//!    reports (the same `failed`, then `removed` as it cleans up, then
+//!    nothing) say nothing new. It is tried again with the next deployment
+//!    revision, when the placement picks another target (e.g. the member
+//!    left), or when the failed record has left the operation history; a
+//!    user may ask for a relocation at any time (`shoal.dev/operate`).
+//!    `DELETE`: the entry becomes `removing`, then leaves the same way.
 //! 8. **Status.** Operations (open ones and the last
 //!    `operationHistoryLimit` finished ones), unplaced instances with their
 //!    reason, conditions, phase, `ready` (`installed/desired`),
@@ -104,6 +111,24 @@ const UNDER_WAY_REQUEUE: Duration = Duration::from_secs(5);
 /// Instance states that mean the entry is on its way out.
 fn leaving(state: &str) -> bool {
     matches!(state, "removing" | "removed")
+}
+
+/// The relocations (instance, target member, deployment revision) whose new
+/// copy its member reported `failed`: planning the same one again would
+/// only fail again on the same payload, so step 5 does not (see the module
+/// docs, step 7).
+fn reported_failed_relocations(
+    operations: &[Operation],
+) -> BTreeSet<(&InstanceId, Option<&MemberId>, u64)> {
+    operations
+        .iter()
+        .filter(|op| {
+            op.operation_type == OperationType::Relocate
+                && op.state == OperationState::Failed
+                && matches!(op.reason, Some(FailureReason::Reported { .. }))
+        })
+        .map(|op| (&op.instance, op.to.as_ref(), op.revision))
+        .collect()
 }
 
 /// Decides the plan's status from the observation. Pure.
@@ -720,9 +745,14 @@ impl<'a> Pass<'a> {
             .filter(|entry| entry.state == "stopped")
             .map(|entry| entry.name.as_str())
             .collect();
+        let failed_relocations = reported_failed_relocations(&self.operations);
         let planned: Vec<Operation> = planned
             .into_iter()
             .filter(|op| !busy.contains(&op.instance))
+            .filter(|op| {
+                !(op.operation_type == OperationType::Relocate
+                    && failed_relocations.contains(&(&op.instance, op.to.as_ref(), op.revision)))
+            })
             .filter(|op| {
                 !(op.operation_type == OperationType::Update
                     && stopped.contains(op.instance.to_string().as_str()))

@@ -746,6 +746,15 @@ fn two_pools_scoring_one_capability_differently_degrade_the_plan_naming_both() {
     assert_eq!(decision.events.len(), 1);
 }
 
+/// The member of each entry in `status.instances`, in order.
+fn instance_members(obs: &PlanObservation) -> Vec<&str> {
+    obs.status
+        .instances
+        .iter()
+        .map(|e| e.member.as_str())
+        .collect()
+}
+
 #[test]
 fn a_relocation_whose_new_copy_fails_leaves_the_instance_running_where_it_was() {
     let mut obs = settled(1, "Manual");
@@ -769,14 +778,64 @@ fn a_relocation_whose_new_copy_fails_leaves_the_instance_running_where_it_was() 
         .expect("the relocation");
     assert_eq!(failed.state, "FAILED");
     assert!(failed.message.contains("ImagePull"), "{}", failed.message);
-    let members: Vec<&str> = obs
-        .status
-        .instances
-        .iter()
-        .map(|e| e.member.as_str())
-        .collect();
-    assert_eq!(members, [old.as_str()], "{:?}", obs.status.instances);
+    assert_eq!(
+        instance_members(&obs),
+        [old.as_str()],
+        "{:?}",
+        obs.status.instances
+    );
     assert_eq!(obs.status.instances[0].state, "installed");
+}
+
+#[test]
+fn a_relocation_whose_new_copy_reported_failed_is_not_retried_until_the_deployment_changes() {
+    let mut obs = settled(1, "Automatic");
+    let old = lose_the_gpu_under_the_first_instance(&mut obs);
+    pass(&mut obs);
+    let relocate = ops_in(&obs, "APPROVED")[0].clone();
+    let new = relocate.to_member.clone().expect("to");
+    let failed_report = serde_json::json!({"web-0": {"state": "failed", "deployment": 1, "code": "ImagePull", "message": "no such image"}});
+    report(&mut obs, &new, failed_report.clone());
+    pass(&mut obs);
+    // The same failed report on later passes, then the sidecar's clean-up of
+    // the dropped copy (reported removed, then no longer reported): none of
+    // it is a reason to try the same relocation again.
+    let relocations = |obs: &PlanObservation| {
+        obs.status
+            .operations
+            .iter()
+            .filter(|op| op.type_ == "RELOCATE")
+            .map(|op| (op.id.clone(), op.state.clone()))
+            .collect::<Vec<_>>()
+    };
+    for reported in [
+        failed_report,
+        serde_json::json!({"web-0": {"state": "removed", "deployment": 1}}),
+        serde_json::json!({}),
+    ] {
+        report(&mut obs, &new, reported);
+        let decision = pass(&mut obs);
+        assert_eq!(
+            relocations(&obs),
+            [(relocate.id.clone(), "FAILED".to_owned())],
+            "retried: {:?}",
+            obs.status.operations
+        );
+        assert!(decision.events.is_empty(), "{:?}", decision.events);
+        assert_eq!(
+            instance_members(&obs),
+            [old.as_str()],
+            "{:?}",
+            obs.status.instances
+        );
+    }
+    // A new deployment revision may try again.
+    obs.spec = spec(1, "Automatic", "nginx:2");
+    pass(&mut obs);
+    let again = ops_in(&obs, "APPROVED");
+    assert_eq!(again.len(), 1, "{:?}", obs.status.operations);
+    assert_eq!(again[0].type_, "RELOCATE");
+    assert_eq!(again[0].deployment, 2);
 }
 
 #[test]

@@ -2,7 +2,9 @@
 //! sandbox's demo, plus `tests/sandbox/plans` (two GPU pools in two update
 //! domains whose sidecars run plan instances, and the plan `web`), driven
 //! through the real kubectl and the `kubectl shoal` plugin under Manual
-//! approval. The instance processes are checked where they run: every
+//! approval: create, scale, a payload update as a canary then the rest,
+//! `kubectl shoal relocate` (make-before-break), `stop`, `start`, `restart`,
+//! and a member leaving. The instance processes are checked where they run: every
 //! process whose output goes to a member's `<instance>.log` in the sandbox
 //! directory, with its environment read from `/proc`.
 //!
@@ -25,6 +27,7 @@ struct InstanceProcess {
     member: String,
     instance: String,
     environment: BTreeMap<String, String>,
+    pid: u32,
 }
 
 impl InstanceProcess {
@@ -62,6 +65,13 @@ fn instance_processes(dir: &Path) -> Vec<InstanceProcess> {
         let Ok(environ) = std::fs::read(proc_dir.join("environ")) else {
             continue;
         };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse().ok())
+        else {
+            continue;
+        };
         let environment = environ
             .split(|byte| *byte == 0)
             .filter_map(|pair| {
@@ -75,6 +85,7 @@ fn instance_processes(dir: &Path) -> Vec<InstanceProcess> {
             member: member.clone(),
             instance: instance.to_owned(),
             environment,
+            pid,
         });
     }
     found.sort();
@@ -132,9 +143,9 @@ impl User<'_> {
         plan.status.unwrap_or_default()
     }
 
-    /// Waits for `count` operations of `type_` waiting for approval, and
-    /// approves each with `kubectl shoal approve-op`; returns them.
-    async fn approve_waiting(&self, type_: &str, count: usize) -> Vec<OperationStatus> {
+    /// Waits for exactly `count` operations of `type_` waiting for approval
+    /// (listed by `kubectl shoal operations`); returns them.
+    async fn waiting_for_approval(&self, type_: &str, count: usize) -> Vec<OperationStatus> {
         let waiting = eventually(&format!("{count} {type_} operations waiting"), || async {
             let status = self.plan().await;
             let waiting: Vec<OperationStatus> = status
@@ -153,8 +164,22 @@ impl User<'_> {
         let listed = self.shoal(&["operations", "web"]).await;
         for op in &waiting {
             assert!(listed.contains(&op.id), "{listed}");
+        }
+        waiting
+    }
+
+    /// Approves each operation with `kubectl shoal approve-op`.
+    async fn approve(&self, operations: &[OperationStatus]) {
+        for op in operations {
             self.shoal(&["approve-op", "web", &op.id]).await;
         }
+    }
+
+    /// Waits for `count` operations of `type_` waiting for approval, and
+    /// approves each; returns them.
+    async fn approve_waiting(&self, type_: &str, count: usize) -> Vec<OperationStatus> {
+        let waiting = self.waiting_for_approval(type_, count).await;
+        self.approve(&waiting).await;
         waiting
     }
 
@@ -206,12 +231,44 @@ impl User<'_> {
     }
 }
 
+/// The processes of one instance.
+fn processes_of(dir: &Path, instance: &str) -> Vec<InstanceProcess> {
+    instance_processes(dir)
+        .into_iter()
+        .filter(|process| process.instance == instance)
+        .collect()
+}
+
+/// What an instance's processes on `member` printed.
+fn log_of(dir: &Path, member: &str, instance: &str) -> String {
+    std::fs::read_to_string(
+        dir.join("members")
+            .join(member)
+            .join(format!("{instance}.log")),
+    )
+    .unwrap_or_default()
+}
+
+/// The row of the `kubectl shoal instances` table for `instance`, in cells.
+fn instance_row(table: &str, instance: &str) -> Vec<String> {
+    table
+        .lines()
+        .map(|line| {
+            line.split(|c: char| c == '|' || c.is_whitespace())
+                .filter(|cell| !cell.is_empty())
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .find(|words| words.first().map(String::as_str) == Some(instance))
+        .unwrap_or_default()
+}
+
 fn pool_of(member: &str) -> &str {
     member.rsplit_once('-').map_or(member, |(pool, _)| pool)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scale_update_and_a_member_leaving()
+async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scale_canary_relocate_stop_restart_and_a_member_leaving()
  {
     if !Path::new("/proc/self/environ").exists() {
         eprintln!("skipped: reading instance processes needs /proc");
@@ -296,14 +353,55 @@ async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scal
     user.approve_waiting("CREATE", 1).await;
     user.running(dir.path(), 4, 1, "nginx:1.25").await;
 
-    // A new payload: deployment 2, one UPDATE per instance.
+    // A new payload as a canary: deployment 2 goes to one instance first.
     user.patch_plan(
-        r#"{"spec":{"deployment":{"payloads":[
+        r#"{"spec":{"deployment":{"rollout":{"type":"Canary","canaryInstances":1},"payloads":[
             {"application":"nginx","coordinates":{"image":"nginx:1.26"}},
             {"application":"exporter","coordinates":{"image":"nginx/nginx-prometheus-exporter:1.1"}}]}}}"#,
     )
     .await;
-    user.approve_waiting("UPDATE", 4).await;
+    let canary = user.approve_waiting("UPDATE", 1).await[0].instance.clone();
+    // Once the canary runs the new coordinates, the other UPDATEs wait for approval
+    // while their instances keep running deployment 1.
+    let rest = user.waiting_for_approval("UPDATE", 3).await;
+    assert!(rest.iter().all(|op| op.instance != canary), "{rest:#?}");
+    let status = user.plan().await;
+    let rollout = status.rollout.expect("status.rollout of a canary rollout");
+    assert_eq!(rollout.canaries, std::slice::from_ref(&canary));
+    let mixed = eventually("the canary alone on deployment 2", || async {
+        let processes = instance_processes(dir.path());
+        let on = |deployment: &str, image: &str| {
+            processes
+                .iter()
+                .filter(|process| {
+                    process.var("SHOAL_DEPLOYMENT") == deployment
+                        && process.var("SHOAL_NGINX_IMAGE") == image
+                })
+                .map(|process| process.instance.clone())
+                .collect::<Vec<_>>()
+        };
+        let (new, old) = (on("2", "nginx:1.26"), on("1", "nginx:1.25"));
+        if processes.len() == 4 && new == [canary.clone()] && old.len() == 3 {
+            Ok(processes)
+        } else {
+            Err(format!("{processes:#?}"))
+        }
+    })
+    .await;
+    let canary_process = mixed
+        .iter()
+        .find(|process| process.instance == canary)
+        .expect("the canary runs");
+    let log = log_of(dir.path(), &canary_process.member, &canary);
+    assert!(
+        log.contains(&format!(
+            "{canary} on {}: deployment 2, nginx nginx:1.26",
+            canary_process.member
+        )),
+        "{log}"
+    );
+    // The rest approved: every instance on deployment 2.
+    user.approve(&rest).await;
     let updated = user.running(dir.path(), 4, 2, "nginx:1.26").await;
     let status = user.plan().await;
     assert_eq!(
@@ -315,27 +413,140 @@ async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scal
         [1, 2]
     );
 
-    // A member leaves mid-way: its pool scaled down; its instance is relocated.
-    let leaving = updated
+    // `kubectl shoal relocate`: make-before-break, as /proc shows it — the
+    // instance never has no process, and the new one runs beside the old one
+    // before the old one stops.
+    let moving = updated
         .iter()
-        .find(|process| process.member.ends_with("-1"))
-        .expect("an instance on an ordinal-1 member")
+        .find(|process| process.member.ends_with("-0"))
+        .expect("an instance on an ordinal-0 member")
         .clone();
+    user.shoal(&["relocate", "web", &moving.instance]).await;
+    let relocation = user.approve_waiting("RELOCATE", 1).await;
+    let target = relocation[0].to_member.clone().expect("a target member");
+    assert_ne!(target, moving.member);
+    let started = Instant::now();
+    let mut both_seen = false;
+    loop {
+        let members: Vec<String> = processes_of(dir.path(), &moving.instance)
+            .into_iter()
+            .map(|process| process.member)
+            .collect();
+        assert!(
+            !members.is_empty(),
+            "{} had no process during its relocation",
+            moving.instance
+        );
+        both_seen |= members.contains(&moving.member) && members.contains(&target);
+        if members == [target.clone()] {
+            break;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "relocation: running on {members:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        both_seen,
+        "the new copy on {target} ran beside the old one on {}",
+        moving.member
+    );
+    let relocated = user.running(dir.path(), 4, 2, "nginx:1.26").await;
+    assert!(
+        relocated
+            .iter()
+            .any(|process| process.instance == moving.instance && process.member == target)
+    );
+    let log = log_of(dir.path(), &target, &moving.instance);
+    assert!(log.contains("deployment 2, nginx nginx:1.26"), "{log}");
+
+    // `kubectl shoal stop`: the process goes, the placement stays.
+    let stopping = relocated
+        .iter()
+        .find(|process| process.instance != moving.instance)
+        .expect("another instance")
+        .clone();
+    user.shoal(&["stop", "web", &stopping.instance]).await;
+    user.approve_waiting("STOP", 1).await;
+    eventually(
+        "the stopped instance's process gone, its placement kept",
+        || async {
+            let table = user.shoal(&["instances", "web"]).await;
+            let row = instance_row(&table, &stopping.instance);
+            let running = processes_of(dir.path(), &stopping.instance);
+            if running.is_empty()
+                && row.contains(&stopping.member)
+                && row.iter().any(|word| word == "stopped")
+            {
+                Ok(())
+            } else {
+                Err(format!("{table}\nrunning {running:?}"))
+            }
+        },
+    )
+    .await;
+    // `kubectl shoal start`: a new process on the same member.
+    user.shoal(&["start", "web", &stopping.instance]).await;
+    user.approve_waiting("RESTART", 1).await;
+    let started_again = user.running(dir.path(), 4, 2, "nginx:1.26").await;
+    let again = started_again
+        .iter()
+        .find(|process| process.instance == stopping.instance)
+        .expect("the started instance runs");
+    assert_eq!(again.member, stopping.member);
+    assert_ne!(again.pid, stopping.pid, "a new process");
+    // `kubectl shoal restart`: the running process is replaced by a new one.
+    let restarting = started_again
+        .iter()
+        .find(|process| process.instance != stopping.instance)
+        .expect("another instance")
+        .clone();
+    user.shoal(&["restart", "web", &restarting.instance]).await;
+    user.approve_waiting("RESTART", 1).await;
+    let restarted = eventually("a new process for the restarted instance", || async {
+        let running = user.running(dir.path(), 4, 2, "nginx:1.26").await;
+        let process = running
+            .into_iter()
+            .find(|process| process.instance == restarting.instance)
+            .expect("the restarted instance runs");
+        if process.pid != restarting.pid {
+            Ok(process)
+        } else {
+            Err(format!("still pid {}", process.pid))
+        }
+    })
+    .await;
+    assert_eq!(restarted.member, restarting.member);
+
+    // A member leaves mid-way: its pool scaled down; its instances are relocated.
+    let current = instance_processes(dir.path());
+    let leaving_member = current
+        .iter()
+        .map(|process| process.member.clone())
+        .find(|member| member.ends_with("-1"))
+        .expect("an instance on an ordinal-1 member");
+    let leaving: Vec<String> = current
+        .iter()
+        .filter(|process| process.member == leaving_member)
+        .map(|process| process.instance.clone())
+        .collect();
     user.kubectl(&[
         "scale",
         "statefulset",
-        pool_of(&leaving.member),
+        pool_of(&leaving_member),
         "--replicas=1",
     ])
     .await;
-    let relocation = user.approve_waiting("RELOCATE", 1).await;
-    assert_eq!(relocation[0].instance, leaving.instance);
+    let relocations = user.approve_waiting("RELOCATE", leaving.len()).await;
+    let mut relocated_instances: Vec<String> =
+        relocations.iter().map(|op| op.instance.clone()).collect();
+    relocated_instances.sort();
+    assert_eq!(relocated_instances, leaving);
     let after = user.running(dir.path(), 4, 2, "nginx:1.26").await;
-    let moved = after
-        .iter()
-        .find(|process| process.instance == leaving.instance)
-        .expect("the relocated instance runs");
-    assert_ne!(moved.member, leaving.member);
-
+    assert!(
+        after.iter().all(|process| process.member != leaving_member),
+        "{after:#?}"
+    );
     sandbox.shutdown().await.expect("the sandbox stops cleanly");
 }
