@@ -231,25 +231,11 @@ impl Sandbox {
         .await?;
         let client = cluster.client();
         let kubectl = Kubectl::new(options.kubectl.clone(), cluster.kubeconfig_path());
-        let crd = options.crd.display().to_string();
-        kubectl
-            .run(&["apply", "-f", &crd])
-            .await
-            .map_err(|source| SandboxError::Kubectl {
-                step: format!("installing the CRD {crd}"),
-                source,
-            })?;
+        apply_file(&kubectl, &options.crd, "installing the CRD").await?;
         // The DeploymentPlan CRD beside it, when there: manifests/example ships a plan.
         let plans_crd = options.crd.with_file_name("crd-deploymentplan.yaml");
         if plans_crd.exists() {
-            let plans_crd = plans_crd.display().to_string();
-            kubectl
-                .run(&["apply", "-f", &plans_crd])
-                .await
-                .map_err(|source| SandboxError::Kubectl {
-                    step: format!("installing the CRD {plans_crd}"),
-                    source,
-                })?;
+            apply_file(&kubectl, &plans_crd, "installing the CRD").await?;
         }
         let apply = match &options.namespace {
             Some(namespace) => {
@@ -645,14 +631,12 @@ async fn start_status_endpoint(
             path: rbac,
         });
     }
-    let rbac = rbac.display().to_string();
-    kubectl
-        .run(&["apply", "-f", &rbac])
-        .await
-        .map_err(|source| SandboxError::Kubectl {
-            step: format!("applying the deployment status endpoint's RBAC {rbac}"),
-            source,
-        })?;
+    apply_file(
+        kubectl,
+        &rbac,
+        "applying the deployment status endpoint's RBAC",
+    )
+    .await?;
     let bind_error = |source| SandboxError::StatusApiBind { address, source };
     let listener = tokio::net::TcpListener::bind(address)
         .await
@@ -674,4 +658,17 @@ async fn start_status_endpoint(
         stop: Some(stop),
         task,
     })
+}
+
+/// `kubectl apply -f path`; a failure names `step` and the file.
+async fn apply_file(kubectl: &Kubectl, path: &Path, step: &str) -> Result<(), SandboxError> {
+    let file = path.display().to_string();
+    kubectl
+        .run(&["apply", "-f", &file])
+        .await
+        .map(|_| ())
+        .map_err(|source| SandboxError::Kubectl {
+            step: format!("{step} {file}"),
+            source,
+        })
 }

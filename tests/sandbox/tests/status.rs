@@ -9,31 +9,13 @@
 //! Emulator-only by design, like `plans.rs`: the sandbox is the emulated
 //! cluster plus Shoal, with the sidecars as local processes.
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use shoal_core::deploy::status::DeploymentStatusDocument;
-use shoal_sandbox::{Options, Sandbox, kubectl_shoal};
+use shoal_sandbox::{Options, Sandbox, eventually, kubectl_shoal};
 
 const WAIT: Duration = Duration::from_secs(90);
-
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let started = Instant::now();
-    loop {
-        match check().await {
-            Ok(value) => return value,
-            Err(last) if started.elapsed() > WAIT => {
-                panic!("timed out waiting for {what}; last: {last}")
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
-}
 
 async fn kubectl(sandbox: &Sandbox, args: &[&str]) -> String {
     sandbox
@@ -64,7 +46,7 @@ async fn latest_document(sandbox: &Sandbox) -> Result<DeploymentStatusDocument, 
 
 /// Waits until the latest revision `revision`'s document is in `state`.
 async fn document_in(sandbox: &Sandbox, revision: u64, state: &str) -> DeploymentStatusDocument {
-    eventually(&format!("deployment {revision} {state}"), || async {
+    eventually(&format!("deployment {revision} {state}"), WAIT, || async {
         let document = latest_document(sandbox).await?;
         let wanted = document.adopted_manifest_version.as_deref()
             == Some(revision.to_string().as_str())
@@ -116,7 +98,7 @@ async fn served_as_in_the_plan(
 
 /// Approves `count` operations waiting for approval with `kubectl shoal approve-op`.
 async fn approve(sandbox: &Sandbox, count: usize) {
-    let waiting = eventually(&format!("{count} operations waiting"), || async {
+    let waiting = eventually(&format!("{count} operations waiting"), WAIT, || async {
         let plan: Value =
             serde_json::from_str(&kubectl(sandbox, &["get", "dplan", "web", "-o", "json"]).await)
                 .map_err(|error| error.to_string())?;
