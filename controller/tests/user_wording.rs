@@ -151,6 +151,8 @@ fn the_readme_user_sections_and_shipped_manifests_use_no_internal_names() {
         "tests/sandbox/demo/10-jobs.yaml",
         "tests/sandbox/demo/20-swarm.yaml",
         "tests/sandbox/demo/30-pool.yaml",
+        "tests/sandbox/plans/40-gpu-pools.yaml",
+        "tests/sandbox/plans/50-deploymentplan.yaml",
     ] {
         texts.push((file.to_owned(), read(file)));
     }
