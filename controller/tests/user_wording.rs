@@ -103,14 +103,44 @@ fn crds_and_help_texts_use_no_internal_names() {
 }
 
 #[test]
-fn the_readme_usage_sections_and_shipped_manifests_use_no_internal_names() {
+fn the_sidecar_help_uses_no_internal_names() {
+    use clap::CommandFactory;
+    let help = shoal_worker::Settings::command()
+        .render_long_help()
+        .to_string();
+    assert!(
+        help.contains("--pod-name"),
+        "not the sidecar's help:\n{help}"
+    );
+    assert_no_internal_words(&[("shoal-worker --help".to_owned(), help)]);
+}
+
+/// The README's sections for users: everything except the sections from
+/// `## Tests and benchmarks` on (tests, benchmarks, layout), which are for
+/// engineers working on Shoal.
+fn readme_user_sections(readme: &str) -> &str {
+    readme
+        .split("\n## Tests and benchmarks")
+        .next()
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_readme_user_sections_stop_before_the_engineers_sections() {
     let readme = read("README.md");
-    let usage = readme
-        .split("## Using Shoal")
-        .nth(1)
-        .and_then(|rest| rest.split("\n## ").next())
-        .expect("README has a `## Using Shoal` section");
-    let mut texts = vec![("README.md, Using Shoal".to_owned(), usage.to_owned())];
+    let user = readme_user_sections(&readme);
+    assert!(user.contains("## Running Shoal on a real cluster"));
+    assert!(user.contains("## Troubleshooting"));
+    assert!(!user.contains("## Layout"));
+}
+
+#[test]
+fn the_readme_user_sections_and_shipped_manifests_use_no_internal_names() {
+    let readme = read("README.md");
+    let mut texts = vec![(
+        "README.md (sections for users)".to_owned(),
+        readme_user_sections(&readme).to_owned(),
+    )];
     for file in [
         "manifests/kustomization.yaml",
         "manifests/example/jobs.yaml",
@@ -121,6 +151,8 @@ fn the_readme_usage_sections_and_shipped_manifests_use_no_internal_names() {
         "tests/sandbox/demo/10-jobs.yaml",
         "tests/sandbox/demo/20-swarm.yaml",
         "tests/sandbox/demo/30-pool.yaml",
+        "tests/sandbox/plans/40-gpu-pools.yaml",
+        "tests/sandbox/plans/50-deploymentplan.yaml",
     ] {
         texts.push((file.to_owned(), read(file)));
     }

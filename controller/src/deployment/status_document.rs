@@ -3,9 +3,14 @@
 //! kept in `status.deploymentStatus`, and an Event on each change of a
 //! deployment's overall state.
 //!
-//! * **Which revisions.** Those `status.instances` uses, the latest, and up
-//!   to [`FINISHED_KEPT`] earlier ones already documented (so that a
-//!   deployment's `removed` stays readable for a while).
+//! * **Which revisions.** Every revision with a record in
+//!   `status.deployments` (decided this pass), and the latest. The records
+//!   are kept while instances or operations use their revision plus the
+//!   newest `spec.deploymentHistoryLimit`, so a finished deployment's
+//!   `removed` stays readable as long as its record, and a revision pruned
+//!   from the records loses its document with it. A revision without a
+//!   record (a plan written before the records existed) has no document,
+//!   except the latest.
 //! * **Components** are the plan's applications (every instance runs all of
 //!   them, so a component's state is that of the instances running the
 //!   revision). **Instances of a revision**: the `status.instances` entries
@@ -26,9 +31,6 @@ use super::{PlanDecision, PlanObservation};
 use crate::deployment_plan::{DeploymentPlanStatus, InstanceStatus};
 use crate::plan::PlannedEvent;
 
-/// How many documents of revisions neither in use nor latest are kept.
-pub(super) const FINISHED_KEPT: usize = 10;
-
 /// Puts the documents into the decided status and adds the Events of their
 /// state changes.
 pub(super) fn attach(obs: &PlanObservation, mut decision: PlanDecision) -> PlanDecision {
@@ -42,31 +44,17 @@ pub(super) fn attach(obs: &PlanObservation, mut decision: PlanDecision) -> PlanD
     decision
 }
 
-/// The revision a document reflects (`adoptedManifestVersion`).
-pub fn revision_of(document: &DeploymentStatusDocument) -> Option<u64> {
-    document.adopted_manifest_version.as_deref()?.parse().ok()
-}
-
 /// The documents for `status` (decided this pass), oldest revision first.
 fn documents(
     obs: &PlanObservation,
     status: &DeploymentPlanStatus,
 ) -> Vec<DeploymentStatusDocument> {
     let latest = status.latest_deployment;
-    let in_use: BTreeSet<u64> = status
-        .instances
+    let revisions: BTreeSet<u64> = status
+        .deployments
         .iter()
-        .map(|entry| entry.deployment)
+        .map(|record| record.revision)
         .chain((latest > 0).then_some(latest))
-        .collect();
-    let finished: BTreeSet<u64> = obs
-        .status
-        .deployment_status
-        .iter()
-        .filter_map(revision_of)
-        .filter(|revision| !in_use.contains(revision) && *revision <= latest)
-        .rev()
-        .take(FINISHED_KEPT)
         .collect();
     let applications: Vec<&str> = obs
         .spec
@@ -74,9 +62,9 @@ fn documents(
         .iter()
         .map(|application| application.name.as_str())
         .collect();
-    in_use
-        .union(&finished)
-        .map(|&revision| {
+    revisions
+        .into_iter()
+        .map(|revision| {
             let entries: Vec<&InstanceStatus> = status
                 .instances
                 .iter()
@@ -195,7 +183,7 @@ fn transition_event(
 mod tests {
     use super::*;
     use crate::deployment::tests::{observation, pass, report, spec};
-    use crate::deployment_plan::InstanceError;
+    use crate::deployment_plan::{DeploymentRecord, DeploymentRollout, InstanceError};
 
     fn entry(name: &str, revision: u64, state: &str) -> InstanceStatus {
         InstanceStatus {
@@ -212,10 +200,29 @@ mod tests {
         }
     }
 
+    /// The revision a document reflects (`adoptedManifestVersion`).
+    fn revision_of(document: &DeploymentStatusDocument) -> Option<u64> {
+        document.adopted_manifest_version.as_deref()?.parse().ok()
+    }
+
+    fn record(revision: u64) -> DeploymentRecord {
+        DeploymentRecord {
+            revision,
+            hash: format!("sha256:{revision}"),
+            payloads: Vec::new(),
+            rollout: DeploymentRollout::default(),
+            instances: 1,
+            change_cause: None,
+            created: "2026-11-24T00:00:00Z".into(),
+        }
+    }
+
+    /// A decided status whose records are every revision up to `latest`.
     fn status(latest: u64, instances: Vec<InstanceStatus>) -> DeploymentPlanStatus {
         DeploymentPlanStatus {
             latest_deployment: latest,
             instances,
+            deployments: (1..=latest).map(record).collect(),
             ..DeploymentPlanStatus::default()
         }
     }
@@ -286,6 +293,48 @@ mod tests {
                 (Some(1), "removed".to_owned()),
                 (Some(2), "installed".to_owned())
             ]
+        );
+    }
+
+    #[test]
+    fn a_revision_pruned_from_the_records_loses_its_document() {
+        let mut previous = status(2, vec![entry("web-0", 2, "installed")]);
+        previous.deployment_status = documents(&obs(1, previous.clone()), &previous);
+        assert_eq!(
+            states(&previous.deployment_status),
+            [
+                (Some(1), "removed".to_owned()),
+                (Some(2), "installed".to_owned())
+            ]
+        );
+        let obs = obs(1, previous);
+        let mut decided = status(3, vec![entry("web-0", 3, "installed")]);
+        decided.deployments.retain(|record| record.revision != 1);
+        assert_eq!(
+            states(&documents(&obs, &decided)),
+            [
+                (Some(2), "removed".to_owned()),
+                (Some(3), "installed".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_revision_without_a_record_has_a_document_only_when_it_is_the_latest() {
+        let mut decided = status(
+            2,
+            vec![
+                entry("web-0", 1, "installed"),
+                entry("web-1", 2, "installing"),
+            ],
+        );
+        decided.deployments.clear();
+        assert_eq!(
+            states(&documents(
+                &obs(2, DeploymentPlanStatus::default()),
+                &decided
+            )),
+            [(Some(2), "installing".to_owned())]
         );
     }
 

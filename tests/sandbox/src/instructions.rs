@@ -26,6 +26,8 @@ pub struct Tour {
     pub exec_logs: Vec<(String, PathBuf)>,
     /// Where the `kubectl-shoal` plugin is (or would be) built; `None`: not mentioned.
     pub plugin: Option<Plugin>,
+    /// Where the deployment status endpoint listens; `None`: not served.
+    pub status_api: Option<std::net::SocketAddr>,
 }
 
 /// The `kubectl shoal` plugin, for the tour.
@@ -187,12 +189,47 @@ impl Tour {
         if let Some(plugin) = &self.plugin {
             self.render_plugin(&mut text, plugin);
         }
+        if let Some(address) = self.status_api {
+            self.render_status_api(&mut text, address);
+        }
         let _ = writeln!(text, "Press Ctrl-C to stop the sandbox.");
         text
     }
 }
 
 impl Tour {
+    /// How to read a deployment's status document over HTTP, as a caller
+    /// bound to the reader role.
+    fn render_status_api(&self, text: &mut String, address: std::net::SocketAddr) {
+        let namespace = if self.namespace == "default" {
+            String::new()
+        } else {
+            format!(" -n {}", shell_word(&self.namespace))
+        };
+        let _ = writeln!(text, "The deployment status endpoint: http://{address}");
+        let lines = [
+            (
+                format!("kubectl{namespace} create serviceaccount status-reader"),
+                "a caller".to_owned(),
+            ),
+            (
+                format!(
+                    "kubectl{namespace} create rolebinding status-reader --clusterrole=shoal-deployment-status-reader --serviceaccount={}:status-reader",
+                    shell_word(&self.namespace)
+                ),
+                "allowed to read deployment status".to_owned(),
+            ),
+            (
+                format!(
+                    "curl -H \"Authorization: Bearer $(kubectl{namespace} create token status-reader)\" http://{address}/api/v1/deployments/<deploymentId>/status"
+                ),
+                "a plan's `status.deploymentStatus[].deploymentId`".to_owned(),
+            ),
+        ];
+        push_aligned(text, &lines);
+        let _ = writeln!(text);
+    }
+
     /// The `kubectl shoal` lines (kubectl wants a plugin's flags after its name).
     fn render_plugin(&self, text: &mut String, plugin: &Plugin) {
         let swarm = &self.converged.swarm;
@@ -287,6 +324,7 @@ mod tests {
             )],
             exec_logs: Vec::new(),
             plugin: None,
+            status_api: None,
         }
     }
 
@@ -317,6 +355,28 @@ mod tests {
         assert!(
             exec.render()
                 .contains("tail -f /tmp/s/members/swarm-worker-0/exec.log ")
+        );
+    }
+
+    #[test]
+    fn the_status_endpoint_is_shown_with_a_reader_token_only_when_it_is_served() {
+        let mut served = tour("shop");
+        assert!(!served.render().contains("deployment status endpoint"));
+        served.status_api = Some("127.0.0.1:8443".parse().expect("an address"));
+        let text = served.render();
+        assert!(
+            text.contains("The deployment status endpoint: http://127.0.0.1:8443"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "--clusterrole=shoal-deployment-status-reader --serviceaccount=shop:status-reader"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"curl -H "Authorization: Bearer $(kubectl -n shop create token status-reader)" http://127.0.0.1:8443/api/v1/deployments/<deploymentId>/status"#),
+            "{text}"
         );
     }
 

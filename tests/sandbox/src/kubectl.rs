@@ -106,3 +106,23 @@ pub async fn kubectl_shoal(
         .await
         .map_err(|error| error.to_string())
 }
+
+/// Runs `check` until it answers `Ok` (every 200 ms), and returns that; panics
+/// after `timeout` with `what` and the last `Err`. For tests, which wait on
+/// the cluster as a user would.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: std::time::Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let started = std::time::Instant::now();
+    loop {
+        match check().await {
+            Ok(value) => return value,
+            Err(last) if started.elapsed() > timeout => {
+                panic!("timed out waiting for {what}; last: {last}")
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
+}

@@ -18,5 +18,5 @@ mod sidecars;
 
 pub use convergence::{Converged, Observation, Verdict};
 pub use instructions::{Plugin, Tour};
-pub use kubectl::{Kubectl, KubectlError, kubectl_shoal};
+pub use kubectl::{Kubectl, KubectlError, eventually, kubectl_shoal};
 pub use sandbox::{Options, Sandbox, SandboxError, default_crd, default_demo};

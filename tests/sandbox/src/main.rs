@@ -10,7 +10,7 @@ use clap::Parser;
 use shoal_sandbox::{Options, Plugin, Sandbox};
 
 /// Shoal's try-it-now sandbox: an in-process API server, Shoal's CRD and
-/// controller, the seed's 27 streams over a 2-replica StatefulSet, and one
+/// controller, the demo's 27 streams over a 2-replica StatefulSet, and one
 /// sidecar per member pod. Test infrastructure, not a cluster.
 #[derive(Parser, Debug)]
 #[command(name = "shoal-sandbox", version)]
@@ -46,6 +46,9 @@ struct Cli {
     /// Address of the controller's /metrics, /healthz and /readyz server (default: none).
     #[arg(long, env = "SHOAL_SANDBOX_CONTROLLER_METRICS")]
     controller_metrics: Option<SocketAddr>,
+    /// Address of the deployment status REST endpoint (port 0: any free port).
+    #[arg(long, env = "SHOAL_SANDBOX_STATUS_API", default_value = "127.0.0.1:0")]
+    status_api: SocketAddr,
 }
 
 /// `target/shoal-sandbox` when the binary lives in `target/<profile>/`.
@@ -94,6 +97,7 @@ async fn main() -> anyhow::Result<()> {
         kubectl: cli.kubectl,
         member_lease: Duration::from_secs(cli.member_lease_seconds.max(1)),
         controller_metrics: cli.controller_metrics,
+        status_api: Some(cli.status_api),
     };
     eprintln!(
         "shoal-sandbox: starting the emulated cluster, applying {} and {}",

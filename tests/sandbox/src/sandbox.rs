@@ -43,6 +43,10 @@ pub struct Options {
     pub member_lease: Duration,
     /// Address of the controller's `/metrics`, `/healthz`, `/readyz` server; `None`: no server.
     pub controller_metrics: Option<SocketAddr>,
+    /// Address of the deployment status REST endpoint (`/api/v1/deployments/...`; port 0:
+    /// any free port, see [`Sandbox::status_api_address`]); `None`: not served. Its RBAC
+    /// (`status-api/rbac.yaml` beside the CRD) is applied when it is served.
+    pub status_api: Option<SocketAddr>,
 }
 
 impl Options {
@@ -58,6 +62,7 @@ impl Options {
             kubectl: "kubectl".to_owned(),
             member_lease: Duration::from_secs(15),
             controller_metrics: None,
+            status_api: None,
         }
     }
 }
@@ -103,6 +108,15 @@ pub enum SandboxError {
         what: &'static str,
         /// Where it was looked for.
         path: PathBuf,
+    },
+    /// The deployment status endpoint could not listen.
+    #[error("binding the deployment status endpoint to {address}: {source}")]
+    StatusApiBind {
+        /// The address asked for.
+        address: SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
     },
     /// The emulated cluster did not start.
     #[error("starting the emulated cluster: {0}")]
@@ -160,6 +174,13 @@ struct Controller {
     task: JoinHandle<Result<(), RunError>>,
 }
 
+/// The deployment status endpoint running in-process.
+struct StatusEndpoint {
+    address: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
 /// A running sandbox. Stop it with [`Sandbox::shutdown`]; dropping it stops
 /// everything abruptly.
 pub struct Sandbox {
@@ -167,6 +188,7 @@ pub struct Sandbox {
     // Field order is drop order: sidecars and controller before the cluster.
     sidecars: Option<Sidecars>,
     controller: Option<Controller>,
+    status_endpoint: Option<StatusEndpoint>,
     cluster: Option<Cluster>,
     client: Client,
     kubectl: Kubectl,
@@ -209,25 +231,11 @@ impl Sandbox {
         .await?;
         let client = cluster.client();
         let kubectl = Kubectl::new(options.kubectl.clone(), cluster.kubeconfig_path());
-        let crd = options.crd.display().to_string();
-        kubectl
-            .run(&["apply", "-f", &crd])
-            .await
-            .map_err(|source| SandboxError::Kubectl {
-                step: format!("installing the CRD {crd}"),
-                source,
-            })?;
+        apply_file(&kubectl, &options.crd, "installing the CRD").await?;
         // The DeploymentPlan CRD beside it, when there: manifests/example ships a plan.
         let plans_crd = options.crd.with_file_name("crd-deploymentplan.yaml");
         if plans_crd.exists() {
-            let plans_crd = plans_crd.display().to_string();
-            kubectl
-                .run(&["apply", "-f", &plans_crd])
-                .await
-                .map_err(|source| SandboxError::Kubectl {
-                    step: format!("installing the CRD {plans_crd}"),
-                    source,
-                })?;
+            apply_file(&kubectl, &plans_crd, "installing the CRD").await?;
         }
         let apply = match &options.namespace {
             Some(namespace) => {
@@ -250,6 +258,12 @@ impl Sandbox {
                 source,
             })?;
         let (namespace, swarm) = demo_swarm(&client, &options).await?;
+        let status_endpoint = match options.status_api {
+            Some(address) => {
+                Some(start_status_endpoint(&client, &kubectl, &options, address, &namespace).await?)
+            }
+            None => None,
+        };
         let controller = start_controller(&client, &options, &namespace);
         let sidecars = Sidecars::start(
             client.clone(),
@@ -263,6 +277,7 @@ impl Sandbox {
             options,
             sidecars: Some(sidecars),
             controller: Some(controller),
+            status_endpoint,
             cluster: Some(cluster),
             client,
             kubectl: kubectl.in_namespace(&namespace),
@@ -277,6 +292,13 @@ impl Sandbox {
             .as_ref()
             .map(|cluster| cluster.kubeconfig_path().to_path_buf())
             .unwrap_or_default()
+    }
+
+    /// Where the deployment status endpoint listens (`None`: not served).
+    pub fn status_api_address(&self) -> Option<SocketAddr> {
+        self.status_endpoint
+            .as_ref()
+            .map(|endpoint| endpoint.address)
     }
 
     /// A client of the emulated cluster.
@@ -372,6 +394,7 @@ impl Sandbox {
                 .filter(|(_, log)| log.is_file())
                 .collect(),
             plugin: None,
+            status_api: self.status_api_address(),
         })
     }
 
@@ -424,6 +447,17 @@ impl Sandbox {
                         last_seen: "still running".to_owned(),
                     });
                 }
+            }
+        }
+        if let Some(mut endpoint) = self.status_endpoint.take() {
+            if let Some(stop) = endpoint.stop.take() {
+                let _ = stop.send(());
+            }
+            if tokio::time::timeout(Duration::from_secs(10), &mut endpoint.task)
+                .await
+                .is_err()
+            {
+                endpoint.task.abort();
             }
         }
         if let Some(cluster) = self.cluster.take() {
@@ -569,4 +603,72 @@ fn start_controller(client: &Client, options: &Options, namespace: &str) -> Cont
         stop: Some(stop),
         task,
     }
+}
+
+/// `status-api/rbac.yaml` beside the CRD: the endpoint's reviews and the reader and
+/// reporter roles its callers are bound to.
+fn status_api_rbac(options: &Options) -> PathBuf {
+    options
+        .crd
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("status-api/rbac.yaml")
+}
+
+/// Applies the endpoint's RBAC, binds `address` and serves the deployment status
+/// endpoint for the demo's namespace, as `shoal-controller --status-api-address` does.
+async fn start_status_endpoint(
+    client: &Client,
+    kubectl: &Kubectl,
+    options: &Options,
+    address: SocketAddr,
+    namespace: &str,
+) -> Result<StatusEndpoint, SandboxError> {
+    let rbac = status_api_rbac(options);
+    if !rbac.exists() {
+        return Err(SandboxError::MissingManifest {
+            what: "the deployment status endpoint's RBAC",
+            path: rbac,
+        });
+    }
+    apply_file(
+        kubectl,
+        &rbac,
+        "applying the deployment status endpoint's RBAC",
+    )
+    .await?;
+    let bind_error = |source| SandboxError::StatusApiBind { address, source };
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(bind_error)?;
+    let address = listener.local_addr().map_err(bind_error)?;
+    let api = shoal_controller::status_api::StatusApi {
+        client: client.clone(),
+        namespace: Some(namespace.to_owned()),
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        shoal_controller::status_api::serve(listener, api, shutdown).await
+    });
+    Ok(StatusEndpoint {
+        address,
+        stop: Some(stop),
+        task,
+    })
+}
+
+/// `kubectl apply -f path`; a failure names `step` and the file.
+async fn apply_file(kubectl: &Kubectl, path: &Path, step: &str) -> Result<(), SandboxError> {
+    let file = path.display().to_string();
+    kubectl
+        .run(&["apply", "-f", &file])
+        .await
+        .map(|_| ())
+        .map_err(|source| SandboxError::Kubectl {
+            step: format!("{step} {file}"),
+            source,
+        })
 }

@@ -223,15 +223,18 @@ pub(crate) fn sidecar_settings(
         reason,
     })?;
     settings.slice_file = Some(file);
-    // Each instance process writes into its own log, `members/<pod>/<instance>.log`:
-    // `{instance}` is replaced shell-quoted, and adjacent quoted words make one path.
+    // Each instance process writes its standard output into its own log,
+    // `members/<pod>/<instance>.log`: `{instance}` is replaced shell-quoted, and
+    // adjacent quoted words make one path. Its standard error stays with the
+    // sidecar, as in a pod: the sidecar prefixes it into its own output and
+    // reports the last line as the message of a failed instance.
     if let Some(template) = settings.exec_instance.take() {
         let directory = instance_log(&options.dir, &name, "")
             .parent()
             .map(|dir| format!("{}/", dir.display()))
             .unwrap_or_default();
         settings.exec_instance = Some(format!(
-            "exec >>{}{{instance}}{} 2>&1; {template}",
+            "exec >>{}{{instance}}{}; {template}",
             shell_quote(&directory),
             shell_quote(".log")
         ));
