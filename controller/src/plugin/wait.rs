@@ -128,7 +128,7 @@ pub async fn wait(
     }
 }
 
-fn humanize(duration: Duration) -> String {
+pub(super) fn humanize(duration: Duration) -> String {
     let seconds = duration.as_secs();
     if seconds >= 60 && seconds.is_multiple_of(60) {
         format!("{}m", seconds / 60)
