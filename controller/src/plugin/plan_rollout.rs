@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::plans::{PlansError, api_error, get_plan, plans_api};
 use super::table::Table;
-use super::wait::{POLL, humanize};
+use super::wait::{Progress, poll_until};
 use super::{Error, Report, Target};
 use crate::deployment_plan::{DeploymentPlan, DeploymentPlanStatus, DeploymentRecord};
 
@@ -255,27 +255,16 @@ pub async fn undo(
     })
 }
 
-/// Where a plan's latest deployment stands, for `rollout-status`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RolloutProgress {
-    /// Installed everywhere.
-    Done(String),
-    /// Halted or degraded: waiting is pointless.
-    Failed(String),
-    /// Still rolling out.
-    Waiting(String),
-}
-
 /// Judges the plan's rollout from its status. Pure. Done needs the status
 /// to describe the current generation, every wanted instance placed, and
 /// every one installed at the latest revision.
-pub fn judge_rollout(plan: &DeploymentPlan) -> RolloutProgress {
+pub fn judge_rollout(plan: &DeploymentPlan) -> Progress {
     let name = plan.metadata.name.clone().unwrap_or_default();
     let Some(status) = plan.status.as_ref() else {
-        return RolloutProgress::Waiting(format!("DeploymentPlan {name}: no status yet"));
+        return Progress::Waiting(format!("DeploymentPlan {name}: no status yet"));
     };
     if status.phase.as_deref() == Some("Degraded") {
-        return RolloutProgress::Failed(format!(
+        return Progress::Failed(format!(
             "DeploymentPlan {name} is Degraded: {}",
             status.last_error.clone().unwrap_or_default()
         ));
@@ -290,7 +279,7 @@ pub fn judge_rollout(plan: &DeploymentPlan) -> RolloutProgress {
             .join(", ")
     });
     if let Some(rollout) = status.rollout.as_ref().filter(|r| r.phase == "Halted") {
-        return RolloutProgress::Failed(format!(
+        return Progress::Failed(format!(
             "DeploymentPlan {name}: {} [{domains}]",
             rollout.message
         ));
@@ -317,11 +306,11 @@ pub fn judge_rollout(plan: &DeploymentPlan) -> RolloutProgress {
         }
     );
     if current && installed == wanted && delivered == wanted {
-        RolloutProgress::Done(format!("{summary}: rolled out"))
+        Progress::Done(format!("{summary}: rolled out"))
     } else if status.rollout.as_ref().is_some_and(|r| r.phase == "Paused") {
-        RolloutProgress::Waiting(format!("{summary} (paused)"))
+        Progress::Waiting(format!("{summary} (paused)"))
     } else {
-        RolloutProgress::Waiting(summary)
+        Progress::Waiting(summary)
     }
 }
 
@@ -332,29 +321,12 @@ pub async fn rollout_status(
     target: &Target,
     name: &str,
     timeout: std::time::Duration,
-    mut print_line: impl FnMut(&str),
+    print_line: impl FnMut(&str),
 ) -> Result<String, Error> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut last = String::new();
-    loop {
-        let plan = get_plan(target, name).await?;
-        let sentence = match judge_rollout(&plan) {
-            RolloutProgress::Done(sentence) => return Ok(sentence + "\n"),
-            RolloutProgress::Failed(sentence) => return Err(Error::Wait(sentence)),
-            RolloutProgress::Waiting(sentence) => sentence,
-        };
-        if sentence != last {
-            print_line(&sentence);
-            last = sentence;
-        }
-        if tokio::time::Instant::now() + POLL > deadline {
-            return Err(Error::Wait(format!(
-                "timed out after {} waiting: {last}",
-                humanize(timeout)
-            )));
-        }
-        tokio::time::sleep(POLL).await;
-    }
+    poll_until(timeout, print_line, || async {
+        Ok(judge_rollout(&get_plan(target, name).await?))
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -466,7 +438,7 @@ mod tests {
                                     {"name": "b", "state": "Paused", "installed": "0/1"}]},
         }));
         match judge_rollout(&halfway) {
-            RolloutProgress::Waiting(sentence) => {
+            Progress::Waiting(sentence) => {
                 assert!(sentence.contains("1/2"), "{sentence}");
                 assert!(sentence.contains("b Paused 0/1"), "{sentence}");
                 assert!(sentence.contains("(paused)"), "{sentence}");
@@ -477,19 +449,19 @@ mod tests {
             "observedGeneration": 2, "latestDeployment": 2,
             "instances": [entry("web-0", 2, "installed"), entry("web-1", 2, "installed")],
         }));
-        assert!(matches!(judge_rollout(&done), RolloutProgress::Done(_)));
+        assert!(matches!(judge_rollout(&done), Progress::Done(_)));
         let stale = plan(serde_json::json!({
             "observedGeneration": 1, "latestDeployment": 2,
             "instances": [entry("web-0", 2, "installed"), entry("web-1", 2, "installed")],
         }));
-        assert!(matches!(judge_rollout(&stale), RolloutProgress::Waiting(_)));
+        assert!(matches!(judge_rollout(&stale), Progress::Waiting(_)));
         let halted = plan(serde_json::json!({
             "observedGeneration": 2, "latestDeployment": 2,
             "rollout": {"deployment": 2, "phase": "Halted",
                         "message": "deployment 2: halted in update domain \"a\": boom"},
         }));
         match judge_rollout(&halted) {
-            RolloutProgress::Failed(sentence) => assert!(sentence.contains("boom"), "{sentence}"),
+            Progress::Failed(sentence) => assert!(sentence.contains("boom"), "{sentence}"),
             other => panic!("expected failed, got {other:?}"),
         }
     }
