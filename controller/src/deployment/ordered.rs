@@ -122,14 +122,23 @@ pub(super) fn ordered(
 }
 
 /// Each update domain's progress towards `latest`, from the entries
-/// delivered to members (stopped and leaving entries do not count).
+/// delivered to members. An instance being restarted by its user counts as
+/// disrupted (its domain is not done meanwhile); stopped and leaving entries
+/// do not count.
 fn domain_progress(entries: &[InstanceStatus], latest: u64) -> BTreeMap<String, PartProgress> {
     let mut progress: BTreeMap<String, PartProgress> = BTreeMap::new();
-    for entry in entries.iter().filter(|entry| entry.delivered()) {
+    for entry in entries
+        .iter()
+        .filter(|entry| entry.delivered() || entry.state == "restarting")
+    {
         let part = progress.entry(entry.update_domain.clone()).or_default();
         part.desired += 1;
         // `status.instances` is this plan's own record, current by construction.
         part.observed_current = true;
+        if entry.state == "restarting" {
+            part.disrupted += 1;
+            continue;
+        }
         if entry.deployment != latest {
             continue;
         }
@@ -214,4 +223,35 @@ pub(super) fn check_domain_order(plan: &str, domain_order: &[String]) -> Result<
         .map_err(|error| {
             format!("DeploymentPlan {plan}: spec.deployment.rollout.domainOrder: {error}")
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, domain: &str, deployment: u64, state: &str) -> InstanceStatus {
+        InstanceStatus {
+            name: name.to_owned(),
+            member: format!("{domain}-0"),
+            update_domain: domain.to_owned(),
+            deployment,
+            state: state.to_owned(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_domain_with_an_instance_being_restarted_is_not_done_and_a_stopped_one_does_not_hold_it() {
+        let progress = domain_progress(
+            &[
+                entry("web-0", "a", 2, "installed"),
+                entry("web-1", "a", 2, "restarting"),
+                entry("web-2", "b", 2, "installed"),
+                entry("web-3", "b", 1, "stopped"),
+            ],
+            2,
+        );
+        assert!(!progress["a"].done(), "{:?}", progress["a"]);
+        assert!(progress["b"].done(), "{:?}", progress["b"]);
+    }
 }
