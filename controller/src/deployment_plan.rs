@@ -229,8 +229,8 @@ pub struct Payload {
     "message": "canaryInstances and pauseSeconds apply to rollout type Canary only"
 }]))]
 pub struct DeploymentRollout {
-    /// `Rolling` (default): instances are updated in place, each operation through the
-    /// approval policy. `Canary`: `canaryInstances` instances (spread over update domains)
+    /// `Rolling` (default): instances are updated in place, one update domain at a time
+    /// (`domainOrder`), each operation through the approval policy. `Canary`: `canaryInstances` instances (spread over update domains)
     /// are updated first; the rest wait until every canary reports installed and then
     /// `pauseSeconds` have passed (through the approval policy), or, without
     /// `pauseSeconds`, wait for approval whatever the policy; a failed canary halts the
