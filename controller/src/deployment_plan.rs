@@ -107,6 +107,10 @@ pub struct DeploymentPlanSpec {
     #[serde(default = "default_deployment_history_limit")]
     #[schemars(range(min = 1, max = 100))]
     pub deployment_history_limit: u32,
+    /// Rolling: while true, no further `UPDATE` is released (the active update domain is
+    /// held; instances already updated stay as they are). Scaling still applies.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 /// A DNS label: lowercase alphanumerics and `-`, alphanumeric at both ends.
@@ -225,8 +229,8 @@ pub struct Payload {
     "message": "canaryInstances and pauseSeconds apply to rollout type Canary only"
 }]))]
 pub struct DeploymentRollout {
-    /// `Rolling` (default): instances are updated in place, each operation through the
-    /// approval policy. `Canary`: `canaryInstances` instances (spread over update domains)
+    /// `Rolling` (default): instances are updated in place, one update domain at a time
+    /// (`domainOrder`), each operation through the approval policy. `Canary`: `canaryInstances` instances (spread over update domains)
     /// are updated first; the rest wait until every canary reports installed and then
     /// `pauseSeconds` have passed (through the approval policy), or, without
     /// `pauseSeconds`, wait for approval whatever the policy; a failed canary halts the
@@ -243,6 +247,12 @@ pub struct DeploymentRollout {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 604800))]
     pub pause_seconds: Option<u32>,
+    /// Rolling: the update domains in the order their instances are updated, one domain
+    /// at a time (the next starts when every instance of the previous one reports
+    /// installed); domains not listed follow in byte order. Empty: byte order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub domain_order: Vec<String>,
 }
 
 /// A rollout type.
@@ -380,6 +390,24 @@ pub struct RolloutStatus {
     /// What the rollout waits for, in words.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// Rolling: every update domain in rollout order with its state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<DomainRollout>,
+}
+
+/// Where one update domain stands in an ordered (Rolling) rollout.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DomainRollout {
+    /// The update domain.
+    pub name: String,
+    /// `Waiting`, `Updating`, `Paused`, `Done` or `Failed`.
+    pub state: String,
+    /// Its instances installed at the rolled-out deployment / its instances, e.g. `1/2`.
+    pub installed: String,
+    /// Why it failed, if it did.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cause: String,
 }
 
 /// One instance of a plan.

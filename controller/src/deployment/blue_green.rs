@@ -172,6 +172,7 @@ pub(super) fn blue_green(
         canaries: Vec::new(),
         canaries_installed_at: None,
         message,
+        domains: Vec::new(),
     });
     decision
 }

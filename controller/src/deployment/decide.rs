@@ -45,7 +45,9 @@
 //!    blue-green rollout replaces the operations of instances running an
 //!    earlier deployment by a green copy beside each (`RELOCATE` that keeps
 //!    the blue copy), then, all installed, `DELETE`s of the blue copies; see
-//!    `blue_green`. With two entries of one instance outside a relocation,
+//!    `blue_green`. A Rolling rollout (the default) releases `UPDATE`s one
+//!    update domain at a time, in `rollout.domainOrder`, and none while
+//!    `spec.paused`; see `ordered`. With two entries of one instance outside a relocation,
 //!    the newer deployment's is in force.
 //! 6. **Gate.** `Automatic`: approved at once. `Manual`: every operation
 //!    waits for approval. `Budget`: a `CREATE` disrupts nothing and is
@@ -92,6 +94,7 @@ use super::blue_green::blue_green;
 use super::members::{
     demand, deploy_members, member_of_pod, requirements, reserved_by_others, spec_problem,
 };
+use super::ordered::{OrderedInput, check_domain_order, ordered};
 use super::reports::{InstanceReport, MemberReports, trusted_reports};
 use super::requests::{OPERATE_ANNOTATION, RequestContext, take_requests};
 use super::rollout::{CanaryInput, canary};
@@ -203,6 +206,7 @@ fn check_inputs(obs: &PlanObservation) -> Result<Vec<shoal_core::deploy::DeployM
     if let Some(problem) = spec_problem(&obs.name, &obs.spec) {
         return Err(problem);
     }
+    check_domain_order(&obs.name, &obs.spec.deployment.rollout.domain_order)?;
     deploy_members(obs).map_err(|problem| {
         format!(
             "DeploymentPlan {} (Swarm {}): {problem}",
@@ -593,6 +597,9 @@ impl<'a> Pass<'a> {
             self.green_unplaced = decision.unplaced;
             return decision.planned;
         }
+        if self.obs.spec.deployment.rollout.type_ == RolloutType::Rolling {
+            return self.order_by_domain(planned, request);
+        }
         let input = CanaryInput {
             plan: &self.obs.name,
             rollout: &self.obs.spec.deployment.rollout,
@@ -607,6 +614,26 @@ impl<'a> Pass<'a> {
         self.rollout = decision.status;
         self.events.extend(decision.events);
         self.requeue_after = decision.requeue_after;
+        decision.planned
+    }
+
+    /// Step 5 for a Rolling rollout: one update domain at a time (see `ordered`).
+    fn order_by_domain(
+        &mut self,
+        planned: Vec<Operation>,
+        request: &PlanRequest,
+    ) -> Vec<Operation> {
+        let input = OrderedInput {
+            plan: &self.obs.name,
+            domain_order: &self.obs.spec.deployment.rollout.domain_order,
+            paused: self.obs.spec.paused,
+            latest: self.latest,
+            entries: &self.instances,
+            previous: self.obs.status.rollout.as_ref(),
+        };
+        let decision = ordered(&input, request, planned);
+        self.rollout = decision.status;
+        self.events.extend(decision.events);
         decision.planned
     }
 

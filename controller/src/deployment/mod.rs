@@ -31,6 +31,7 @@ mod decide;
 mod history;
 mod members;
 pub mod observe;
+mod ordered;
 mod reports;
 mod requests;
 mod rollout;

@@ -164,6 +164,7 @@ pub(super) fn canary(input: &CanaryInput<'_>, planned: Vec<Operation>) -> Canary
         canaries: canaries.into_iter().collect(),
         canaries_installed_at: installed_at.map(|at| at.to_string()),
         message,
+        domains: Vec::new(),
     });
     decision
 }

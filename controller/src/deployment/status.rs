@@ -253,14 +253,20 @@ pub(super) fn conditions(
     }
 }
 
-/// `RolloutHalted`, while the plan rolls out canary-first: True (reason
-/// `CanaryFailed`) once a canary failed, until the next deployment.
+/// `RolloutHalted`: True once a canary failed (reason `CanaryFailed`, until
+/// the next deployment) or an update domain failed (reason `DomainFailed`,
+/// until the failure is gone; see `ordered`).
 pub(super) fn rollout_condition(obs: &PlanObservation, status: &mut DeploymentPlanStatus) {
     let Some(rollout) = status.rollout.clone() else {
         status.conditions.retain(|c| c.type_ != "RolloutHalted");
         return;
     };
-    let halted = (rollout.phase == "Halted").then(|| ("CanaryFailed", rollout.message.clone()));
+    let reason = if rollout.domains.is_empty() {
+        "CanaryFailed"
+    } else {
+        "DomainFailed"
+    };
+    let halted = (rollout.phase == "Halted").then(|| (reason, rollout.message.clone()));
     flag(obs, status, "RolloutHalted", halted, "NotHalted");
 }
 

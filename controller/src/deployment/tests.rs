@@ -622,8 +622,10 @@ fn the_operation_history_keeps_only_the_newest_finished_operations() {
 
 #[test]
 fn budget_approves_creates_at_once_and_holds_updates_beyond_the_disruption_budget() {
+    // Each domain holds one instance; a Rolling rollout releases one domain's
+    // UPDATE at a time, so a budget of 0 is what holds it.
     let mut obs = settled(2, "Budget");
-    obs.spec.approval.max_disrupted_members = Some(1);
+    obs.spec.approval.max_disrupted_members = Some(0);
     obs.spec.deployment.instances = 3;
     obs.spec.deployment.payloads[0]
         .coordinates
@@ -633,7 +635,7 @@ fn budget_approves_creates_at_once_and_holds_updates_beyond_the_disruption_budge
     let waiting = ops_in(&obs, "PENDING_APPROVAL");
     assert_eq!(approved.len(), 1, "{:?}", obs.status.operations);
     assert_eq!(approved[0].type_, "CREATE");
-    assert_eq!(waiting.len(), 2);
+    assert_eq!(waiting.len(), 1);
     assert!(waiting.iter().all(|op| op.type_ == "UPDATE"));
 }
 
@@ -976,27 +978,18 @@ fn deployment_records_in_use_are_never_pruned_and_the_limit_holds_for_the_rest()
     );
 
     // Once every instance runs revision 5, revision 1 is no longer in use and goes.
-    let whole_deployment = obs
-        .status
-        .approve_deployment_with
-        .clone()
-        .expect("the deployment's approval");
-    approve(&mut obs, &whole_deployment);
-    pass(&mut obs);
-    let mut states = BTreeMap::new();
-    for entry in &obs.status.instances {
-        states
-            .entry(entry.member.clone())
-            .or_insert_with(serde_json::Map::new)
-            .insert(
-                entry.name.clone(),
-                serde_json::json!({"state": "installed", "deployment": 5}),
-            );
+    // The rollout goes one update domain at a time: approve each domain in turn.
+    for _domain in 0..2 {
+        let whole_domain = obs
+            .status
+            .approve_deployment_with
+            .clone()
+            .expect("the domain's approval");
+        approve(&mut obs, &whole_domain);
+        pass(&mut obs);
+        report_entries(&mut obs, "installed", &[]);
+        pass(&mut obs);
     }
-    for (member, states) in states {
-        report(&mut obs, &member, serde_json::Value::Object(states));
-    }
-    pass(&mut obs);
     assert!(
         obs.status
             .instances
@@ -1074,4 +1067,5 @@ fn a_superseded_operation_written_before_the_reason_field_still_reads_as_superse
 
 mod blue_green;
 mod canary;
+mod ordered;
 mod user_operations;

@@ -13,6 +13,8 @@
 //! * [`slices`]: slice ConfigMaps, one member's jobs.
 //! * [`plans`]: DeploymentPlans: `plans`, `plan`, `instances`, `operations`, `approve-op`,
 //!   and the user operations `relocate`, `stop`, `start`, `restart`.
+//! * [`plan_rollout`]: a plan's ordered rollout: `pause`, `resume`,
+//!   `rollout-status`, `plan-history`, `plan-undo`.
 //!
 //! # Use
 //!
@@ -49,6 +51,7 @@
 
 pub mod gate;
 pub mod history;
+pub mod plan_rollout;
 pub mod plans;
 pub mod preview;
 pub mod slices;
@@ -234,6 +237,40 @@ pub enum Command {
         plan: String,
         /// The instance, `<plan>-<n>`.
         instance: String,
+    },
+    /// Pause a plan's rollout: no further update is released (sets `spec.paused`).
+    Pause {
+        /// The plan.
+        plan: String,
+    },
+    /// Resume a paused plan's rollout (clears `spec.paused`).
+    Resume {
+        /// The plan.
+        plan: String,
+    },
+    /// Block until the plan's latest deployment is installed everywhere (exit 0),
+    /// printing which update domain is updating, done or waiting; exit 1 on timeout,
+    /// when the rollout halts, or when the plan is Degraded.
+    RolloutStatus {
+        /// The plan.
+        plan: String,
+        /// Give up after this long, e.g. `90s`, `5m`.
+        #[arg(long, default_value = "5m", value_parser = crate::plan::parse_duration)]
+        timeout: std::time::Duration,
+    },
+    /// A plan's recorded deployment revisions with change cause and creation time.
+    PlanHistory {
+        /// The plan.
+        plan: String,
+    },
+    /// Rewrite a plan's payloads and rollout from a recorded revision (default: the one
+    /// before the latest), like `kubectl rollout undo`; a new revision through the gate.
+    PlanUndo {
+        /// The plan.
+        plan: String,
+        /// The recorded revision to go back to.
+        #[arg(long)]
+        to_revision: Option<u64>,
     },
 }
 
@@ -613,6 +650,27 @@ pub async fn run(cli: &Cli) -> Result<String, Error> {
         ),
         Command::Restart { plan, instance } => render(
             &plans::operate(&target, plan, Verb::Restart, instance, None).await?,
+            cli.output,
+        ),
+        Command::Pause { plan } => render(
+            &plan_rollout::set_paused(&target, plan, true).await?,
+            cli.output,
+        ),
+        Command::Resume { plan } => render(
+            &plan_rollout::set_paused(&target, plan, false).await?,
+            cli.output,
+        ),
+        Command::RolloutStatus { plan, timeout } => {
+            plan_rollout::rollout_status(&target, plan, *timeout, |line| {
+                print_now(&format!("{line}\n"))
+            })
+            .await
+        }
+        Command::PlanHistory { plan } => {
+            render(&plan_rollout::history(&target, plan).await?, cli.output)
+        }
+        Command::PlanUndo { plan, to_revision } => render(
+            &plan_rollout::undo(&target, plan, *to_revision).await?,
             cli.output,
         ),
     }

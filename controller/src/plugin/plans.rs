@@ -557,11 +557,11 @@ pub async fn operate(
     })
 }
 
-fn plans_api(target: &Target) -> Api<DeploymentPlan> {
+pub(super) fn plans_api(target: &Target) -> Api<DeploymentPlan> {
     Api::namespaced(target.client.clone(), &target.namespace)
 }
 
-fn api_error(target: &Target, what: String) -> impl FnOnce(kube::Error) -> PlansError {
+pub(super) fn api_error(target: &Target, what: String) -> impl FnOnce(kube::Error) -> PlansError {
     let namespace = target.namespace.clone();
     move |source| PlansError::Api {
         what,
@@ -589,7 +589,7 @@ async fn annotate_plan(
 }
 
 /// Reads one plan, with an error that says how to find it when it is missing.
-async fn get_plan(target: &Target, plan: &str) -> Result<DeploymentPlan, PlansError> {
+pub(super) async fn get_plan(target: &Target, plan: &str) -> Result<DeploymentPlan, PlansError> {
     plans_api(target)
         .get_opt(plan)
         .await

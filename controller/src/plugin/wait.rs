@@ -103,13 +103,30 @@ pub async fn wait(
     swarm: &str,
     waiting_for: WaitFor,
     timeout: Duration,
-    mut print_line: impl FnMut(&str),
+    print_line: impl FnMut(&str),
 ) -> Result<String, Error> {
+    poll_until(timeout, print_line, || async {
+        Ok(judge(&get_swarm(target, swarm).await?, waiting_for))
+    })
+    .await
+}
+
+/// Reads with `observe` every `POLL` until it is `Done` (Ok with its sentence)
+/// or `Failed` (an error with its sentence), printing each new `Waiting`
+/// sentence; an error naming the last sentence once `timeout` has passed.
+pub(super) async fn poll_until<F, Fut>(
+    timeout: Duration,
+    mut print_line: impl FnMut(&str),
+    mut observe: F,
+) -> Result<String, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Progress, Error>>,
+{
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last = String::new();
     loop {
-        let object = get_swarm(target, swarm).await?;
-        let sentence = match judge(&object, waiting_for) {
+        let sentence = match observe().await? {
             Progress::Done(sentence) => return Ok(sentence + "\n"),
             Progress::Failed(sentence) => return Err(Error::Wait(sentence)),
             Progress::Waiting(sentence) => sentence,

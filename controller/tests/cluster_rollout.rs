@@ -1,0 +1,234 @@
+//! An ordered rollout of a DeploymentPlan driven by a kubectl user through the
+//! plugin: update domain by update domain in the order set, pause holds it,
+//! resume finishes it, `rollout-status` blocks until it is done, and undo
+//! returns to an earlier revision's payloads. Members report their instances
+//! on their own Lease, as their sidecar would. Runs on the emulator or a real
+//! control plane (`SHOAL_TEST_KUBECONFIG`).
+
+mod common;
+mod plugin_common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{Env, eventually, job_keys, swarm_yaml};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use plugin_common::{shoal, shoal_ok};
+use shoal_controller::deployment_plan::{DeploymentPlan, DeploymentPlanStatus};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+const PLAN: &str = r#"apiVersion: shoal.dev/v1alpha1
+kind: DeploymentPlan
+metadata:
+  name: web
+spec:
+  swarm: demo
+  applications:
+  - name: nginx
+    resources: {cores: 1}
+  approval: {policy: Automatic}
+  deployment:
+    instances: 2
+    payloads:
+    - application: nginx
+      coordinates: {image: "nginx:1"}
+"#;
+
+async fn plan_status(env: &Env) -> DeploymentPlanStatus {
+    let api: Api<DeploymentPlan> = Api::namespaced(env.client.clone(), &env.namespace);
+    api.get("web")
+        .await
+        .expect("the plan exists")
+        .status
+        .unwrap_or_default()
+}
+
+/// A one-member pool of `demo` in update domain `domain`; returns its pod's uid.
+async fn pool_in_domain(env: &Env, name: &str, domain: &str) -> BTreeMap<String, String> {
+    env.pool(name, "demo", 1).await;
+    let domain = format!("shoal.dev/update-domain={domain}");
+    env.kubectl(&[
+        "annotate",
+        "statefulset",
+        name,
+        "shoal.dev/capacity=cores=4",
+        &domain,
+    ])
+    .await;
+    env.ready_pool(name, 1).await
+}
+
+/// Every member reports its entries installed at their deployment, on its own
+/// Lease (server-side apply as the sidecar).
+async fn members_report_installed(env: &Env, uids: &BTreeMap<String, String>) {
+    let status = plan_status(env).await;
+    let mut by_member: BTreeMap<String, serde_json::Map<String, serde_json::Value>> =
+        BTreeMap::new();
+    for entry in &status.instances {
+        by_member.entry(entry.member.clone()).or_default().insert(
+            entry.name.clone(),
+            serde_json::json!({"state": "installed", "deployment": entry.deployment}),
+        );
+    }
+    let api: Api<Lease> = Api::namespaced(env.client.clone(), &env.namespace);
+    for (member, states) in by_member {
+        let name = format!("{member}-member");
+        let lease: Lease = serde_json::from_value(serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": name,
+                "labels": {"shoal.dev/member": member},
+                "annotations": {"shoal.dev/instance-states":
+                    serde_json::Value::Object(states).to_string()},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": member,
+                                     "uid": uids[&member]}],
+            },
+            "spec": {"holderIdentity": member, "leaseDurationSeconds": 60},
+        }))
+        .expect("lease manifest");
+        api.patch(
+            &name,
+            &PatchParams::apply("test-sidecar").force(),
+            &Patch::Apply(&lease),
+        )
+        .await
+        .expect("apply lease");
+    }
+}
+
+/// The deployment each update domain's instances run.
+fn revisions_by_domain(status: &DeploymentPlanStatus) -> BTreeMap<String, Vec<u64>> {
+    let mut by_domain: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for entry in status.instances.iter().filter(|e| e.delivered()) {
+        by_domain
+            .entry(entry.update_domain.clone())
+            .or_default()
+            .push(entry.deployment);
+    }
+    by_domain
+}
+
+fn runs(status: &DeploymentPlanStatus, domain: &str, revision: u64) -> bool {
+    revisions_by_domain(status)
+        .get(domain)
+        .is_some_and(|revisions| revisions.iter().all(|r| *r == revision))
+}
+
+/// Waits until `domain` runs `revision` (and every other domain what it ran).
+async fn domain_reaches(env: &Env, domain: &str, revision: u64) -> DeploymentPlanStatus {
+    let what = format!("update domain {domain} runs deployment {revision}");
+    eventually(&what, WAIT, || async {
+        let status = plan_status(env).await;
+        runs(&status, domain, revision).then_some(status)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_update_rolls_domain_by_domain_pauses_resumes_and_undoes_through_the_plugin() {
+    let env = Env::start().await;
+    let crd = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../manifests/crd-deploymentplan.yaml"
+    );
+    env.kubectl(&["apply", "-f", crd]).await;
+    eventually("the DeploymentPlan CRD is served", WAIT, || async {
+        env.kubectl_status(&["get", "dplan"]).await.0.then_some(())
+    })
+    .await;
+    let controller = env.start_controller();
+    env.apply(&swarm_yaml("demo", &job_keys(2), "")).await;
+    let mut uids = pool_in_domain(&env, "east", "east").await;
+    uids.extend(pool_in_domain(&env, "west", "west").await);
+    env.apply(PLAN).await;
+    eventually("one instance in each domain", WAIT, || async {
+        let status = plan_status(&env).await;
+        (revisions_by_domain(&status).len() == 2).then_some(())
+    })
+    .await;
+    members_report_installed(&env, &uids).await;
+    shoal_ok(&env, &["rollout-status", "web", "--timeout", "30s"]).await;
+
+    // A new payload, west first: only west is updated.
+    env.kubectl(&[
+        "annotate",
+        "dplan",
+        "web",
+        "kubernetes.io/change-cause=nginx 2, west first",
+    ])
+    .await;
+    env.kubectl(&[
+        "patch", "dplan", "web", "--type=merge", "-p",
+        r#"{"spec":{"deployment":{"payloads":[{"application":"nginx","coordinates":{"image":"nginx:2"}}],"rollout":{"domainOrder":["west","east"]}}}}"#,
+    ])
+    .await;
+    let first = domain_reaches(&env, "west", 2).await;
+    assert!(runs(&first, "east", 1), "east waits: {:?}", first.instances);
+    let domains: Vec<(String, String)> = first
+        .rollout
+        .clone()
+        .expect("a rollout status")
+        .domains
+        .into_iter()
+        .map(|d| (d.name, d.state))
+        .collect();
+    assert_eq!(
+        domains,
+        vec![
+            ("west".to_owned(), "Updating".to_owned()),
+            ("east".to_owned(), "Waiting".to_owned())
+        ]
+    );
+
+    // Pause half-way: west finishes, east is held.
+    shoal_ok(&env, &["pause", "web"]).await;
+    members_report_installed(&env, &uids).await;
+    eventually("the rollout is paused at east", WAIT, || async {
+        let rollout = plan_status(&env).await.rollout?;
+        (rollout.phase == "Paused").then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let held = plan_status(&env).await;
+    assert!(
+        runs(&held, "east", 1),
+        "pause holds east: {:?}",
+        held.instances
+    );
+    let blocked = shoal(&env, &["rollout-status", "web", "--timeout", "2s"]).await;
+    assert!(!blocked.success, "rollout-status returned 0 while paused");
+    assert!(blocked.stderr.contains("east Paused"), "{}", blocked.stderr);
+
+    // Resume: east follows; rollout-status returns once it is installed.
+    shoal_ok(&env, &["resume", "web"]).await;
+    domain_reaches(&env, "east", 2).await;
+    members_report_installed(&env, &uids).await;
+    let done = shoal_ok(&env, &["rollout-status", "web", "--timeout", "30s"]).await;
+    assert!(done.contains("rolled out"), "{done}");
+
+    let history = shoal_ok(&env, &["plan-history", "web"]).await;
+    assert!(history.contains("nginx 2, west first"), "{history}");
+    assert!(history.contains("image=nginx:1"), "{history}");
+
+    // Undo to revision 1: a new revision 3 with nginx:1, rolled out in byte order.
+    shoal_ok(&env, &["plan-undo", "web", "--to-revision", "1"]).await;
+    let undone = domain_reaches(&env, "east", 3).await;
+    assert!(
+        runs(&undone, "west", 2),
+        "west waits: {:?}",
+        undone.instances
+    );
+    let record = undone.deployment(3).expect("revision 3 recorded");
+    assert_eq!(record.payloads[0].coordinates["image"], "nginx:1");
+    assert!(record.rollout.domain_order.is_empty());
+    members_report_installed(&env, &uids).await;
+    domain_reaches(&env, "west", 3).await;
+    members_report_installed(&env, &uids).await;
+    shoal_ok(&env, &["rollout-status", "web", "--timeout", "30s"]).await;
+    controller.stop().await;
+    env.finish().await;
+}
