@@ -18,19 +18,6 @@ use shoal_controller::deployment_plan::{DeploymentPlan, DeploymentPlanStatus, Op
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Installs the DeploymentPlan CRD with kubectl and waits until it is served.
-async fn install_plan_crd(env: &Env) {
-    let crd = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../manifests/crd-deploymentplan.yaml"
-    );
-    env.kubectl(&["apply", "-f", crd]).await;
-    eventually("the DeploymentPlan CRD is served", WAIT, || async {
-        env.kubectl_status(&["get", "dplan"]).await.0.then_some(())
-    })
-    .await;
-}
-
 /// A pool of `replicas` members of `swarm`, described as a user would with
 /// `kubectl annotate statefulset`; returns its pods' uids.
 async fn described_pool(
@@ -158,7 +145,7 @@ fn installed(deployment: u64) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_is_placed_approved_operation_by_operation_and_follows_its_members_reports() {
     let env = Env::start().await;
-    install_plan_crd(&env).await;
+    env.install_plan_crd().await;
     let controller = env.start_controller();
     env.apply(&swarm_yaml("demo", &job_keys(4), "")).await;
     let mut uids = described_pool(&env, "east", 2, "east", Some("GPU=v100:3")).await;
@@ -456,7 +443,7 @@ async fn delivered(env: &Env, member: &str) -> (u64, Vec<shoal_core::slice::Slic
 async fn an_approved_create_reaches_its_members_slice_with_its_coordinates_and_a_delete_takes_it_out()
  {
     let env = Env::start().await;
-    install_plan_crd(&env).await;
+    env.install_plan_crd().await;
     let controller = env.start_controller();
     env.apply(&swarm_yaml("demo", &job_keys(4), "")).await;
     let uids = described_pool(&env, "east", 2, "east", Some("GPU=v100:3")).await;
@@ -584,7 +571,7 @@ async fn an_approved_create_reaches_its_members_slice_with_its_coordinates_and_a
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_replica_leaves_plans_alone_while_another_holds_the_leader_lease() {
     let env = Env::start().await;
-    install_plan_crd(&env).await;
+    env.install_plan_crd().await;
     // Another replica holds the leader Lease, freshly renewed, for a long time.
     let now = jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
@@ -709,7 +696,7 @@ async fn single_entry(env: &Env, member: &str, state: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_stops_and_starts_an_instance_with_the_plugin_through_the_manual_gate() {
     let env = Env::start().await;
-    install_plan_crd(&env).await;
+    env.install_plan_crd().await;
     let controller = env.start_controller();
     let (uids, members) = settled_plan(&env, 1, "Automatic").await;
     let member = members["web-0"].clone();
@@ -797,7 +784,7 @@ async fn a_user_stops_and_starts_an_instance_with_the_plugin_through_the_manual_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_canary_deployment_reaches_one_instance_first_and_the_rest_after_approval() {
     let env = Env::start().await;
-    install_plan_crd(&env).await;
+    env.install_plan_crd().await;
     let controller = env.start_controller();
     let (uids, _) = settled_plan(&env, 2, "Automatic").await;
     patch_plan(&env, r#"{"spec":{"deployment":{"payloads":[{"application":"nginx","coordinates":{"image":"nginx:1.27"}}],"rollout":{"type":"Canary","canaryInstances":1}}}}"#).await;
@@ -872,7 +859,7 @@ async fn a_canary_deployment_reaches_one_instance_first_and_the_rest_after_appro
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blue_green_deployment_comes_up_beside_the_old_set_and_the_switch_is_approved() {
     let env = Env::start().await;
-    install_plan_crd(&env).await;
+    env.install_plan_crd().await;
     let controller = env.start_controller();
     let (uids, blue) = settled_plan(&env, 2, "Automatic").await;
     patch_plan(&env, r#"{"spec":{"approval":{"policy":"Manual"}}}"#).await;

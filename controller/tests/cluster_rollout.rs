@@ -131,15 +131,7 @@ async fn domain_reaches(env: &Env, domain: &str, revision: u64) -> DeploymentPla
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_update_rolls_domain_by_domain_pauses_resumes_and_undoes_through_the_plugin() {
     let env = Env::start().await;
-    let crd = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../manifests/crd-deploymentplan.yaml"
-    );
-    env.kubectl(&["apply", "-f", crd]).await;
-    eventually("the DeploymentPlan CRD is served", WAIT, || async {
-        env.kubectl_status(&["get", "dplan"]).await.0.then_some(())
-    })
-    .await;
+    env.install_plan_crd().await;
     let controller = env.start_controller();
     env.apply(&swarm_yaml("demo", &job_keys(2), "")).await;
     let mut uids = pool_in_domain(&env, "east", "east").await;

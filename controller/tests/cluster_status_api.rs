@@ -9,7 +9,6 @@
 mod common;
 mod plugin_common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use common::{Env, eventually, job_keys, swarm_yaml};
@@ -217,14 +216,7 @@ subjects: [{{kind: ServiceAccount, name: reporter, namespace: {namespace}}}]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_endpoint_serves_the_plans_document_and_keeps_reports_across_a_restart() {
     let env = Env::start().await;
-    let crd = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../manifests/crd-deploymentplan.yaml"
-    );
-    env.cluster
-        .install_crd_file(Path::new(crd))
-        .await
-        .expect("the DeploymentPlan CRD");
+    env.install_plan_crd().await;
     let controller = env.start_controller();
     let endpoint = Endpoint::start(&env).await;
     env.apply(&swarm_yaml("demo", &job_keys(2), "")).await;

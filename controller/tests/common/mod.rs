@@ -98,6 +98,19 @@ impl Env {
         env
     }
 
+    /// Installs the DeploymentPlan CRD with kubectl, as a user does, and waits
+    /// until it is served.
+    pub async fn install_plan_crd(&self) {
+        let crd = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../manifests/crd-deploymentplan.yaml"
+        );
+        self.cluster
+            .install_crd_file(Path::new(crd))
+            .await
+            .unwrap_or_else(|error| panic!("installing the DeploymentPlan CRD: {error}"));
+    }
+
     /// As [`Env::start`], for tests that need the emulator (fault injection):
     /// on a real cluster prints why the test is skipped and returns `None`.
     pub async fn start_emulated(why: &str) -> Option<Env> {

@@ -44,14 +44,17 @@ async fn latest_document(sandbox: &Sandbox) -> Result<DeploymentStatusDocument, 
     documents.pop().ok_or_else(|| "no document yet".to_owned())
 }
 
+/// Whether `document` is revision `revision`'s and in `state`.
+fn is_in(document: &DeploymentStatusDocument, revision: u64, state: &str) -> bool {
+    document.adopted_manifest_version.as_deref() == Some(revision.to_string().as_str())
+        && document.status.state == state
+}
+
 /// Waits until the latest revision `revision`'s document is in `state`.
 async fn document_in(sandbox: &Sandbox, revision: u64, state: &str) -> DeploymentStatusDocument {
     eventually(&format!("deployment {revision} {state}"), WAIT, || async {
         let document = latest_document(sandbox).await?;
-        let wanted = document.adopted_manifest_version.as_deref()
-            == Some(revision.to_string().as_str())
-            && document.status.state == state;
-        if wanted {
+        if is_in(&document, revision, state) {
             Ok(document)
         } else {
             Err(format!("{document:?}"))
@@ -96,27 +99,23 @@ async fn served_as_in_the_plan(
     assert_eq!(&served, document);
 }
 
-/// Approves `count` operations waiting for approval with `kubectl shoal approve-op`.
-async fn approve(sandbox: &Sandbox, count: usize) {
-    let waiting = eventually(&format!("{count} operations waiting"), WAIT, || async {
-        let plan: Value =
-            serde_json::from_str(&kubectl(sandbox, &["get", "dplan", "web", "-o", "json"]).await)
-                .map_err(|error| error.to_string())?;
-        let ids: Vec<String> = plan["status"]["operations"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|op| op["state"] == "PENDING_APPROVAL")
-            .filter_map(|op| op["id"].as_str().map(str::to_owned))
-            .collect();
-        if ids.len() >= count {
-            Ok(ids)
-        } else {
-            Err(format!("{:#}", plan["status"]["operations"]))
-        }
-    })
-    .await;
-    for id in waiting.iter().take(count) {
+/// The ids of the operations waiting for approval now.
+async fn waiting_ids(sandbox: &Sandbox) -> Result<Vec<String>, String> {
+    let plan: Value =
+        serde_json::from_str(&kubectl(sandbox, &["get", "dplan", "web", "-o", "json"]).await)
+            .map_err(|error| error.to_string())?;
+    Ok(plan["status"]["operations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|op| op["state"] == "PENDING_APPROVAL")
+        .filter_map(|op| op["id"].as_str().map(str::to_owned))
+        .collect())
+}
+
+/// Approves each of `ids` with `kubectl shoal approve-op`.
+async fn approve_ids(sandbox: &Sandbox, ids: &[String]) {
+    for id in ids {
         kubectl_shoal(
             &sandbox.kubeconfig_path(),
             sandbox.namespace(),
@@ -125,6 +124,36 @@ async fn approve(sandbox: &Sandbox, count: usize) {
         .await
         .unwrap_or_else(|error| panic!("kubectl shoal approve-op web {id}: {error}"));
     }
+}
+
+/// Approves `count` operations waiting for approval with `kubectl shoal approve-op`.
+async fn approve(sandbox: &Sandbox, count: usize) {
+    let waiting = eventually(&format!("{count} operations waiting"), WAIT, || async {
+        let ids = waiting_ids(sandbox).await?;
+        if ids.len() >= count {
+            Ok(ids)
+        } else {
+            Err(format!("{ids:?}"))
+        }
+    })
+    .await;
+    approve_ids(sandbox, &waiting[..count]).await;
+}
+
+/// Approves whatever waits, as it comes, until the latest revision `revision`'s
+/// document is in `state`: a rolling update releases its UPDATEs one update
+/// domain at a time, and stops at a domain that fails.
+async fn approve_until(sandbox: &Sandbox, revision: u64, state: &str) -> DeploymentStatusDocument {
+    eventually(&format!("deployment {revision} {state}"), WAIT, || async {
+        approve_ids(sandbox, &waiting_ids(sandbox).await?).await;
+        let document = latest_document(sandbox).await?;
+        if is_in(&document, revision, state) {
+            Ok(document)
+        } else {
+            Err(format!("{document:?}"))
+        }
+    })
+    .await
 }
 
 /// ServiceAccounts `status-reader` (bound to the reader role of
@@ -247,8 +276,7 @@ async fn the_plans_deployment_status_reads_the_same_in_kubectl_and_over_http_fro
         &["patch", "dplan", "web", "--type", "merge", "-p", &patch],
     )
     .await;
-    approve(&sandbox, 3).await;
-    let failed = document_in(&sandbox, 2, "failed").await;
+    let failed = approve_until(&sandbox, 2, "failed").await;
     let error = failed.status.error.clone().expect("the failure's error");
     assert_eq!(error.code, "ExitCode3", "{error:?}");
     assert!(
