@@ -337,6 +337,34 @@ impl Sandbox {
         .await?)
     }
 
+    /// Waits until the Swarm has converged with exactly `members` slices (a scale
+    /// reaches the Swarm a moment after kubectl returns).
+    pub async fn wait_converged_with(
+        &mut self,
+        members: usize,
+        timeout: Duration,
+    ) -> Result<Converged, SandboxError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let converged = self.wait_converged(remaining).await?;
+            if converged.slices.len() == members {
+                return Ok(converged);
+            }
+            if remaining.is_zero() {
+                return Err(SandboxError::Timeout {
+                    what: format!("Swarm {} to converge with {members} members", self.swarm),
+                    timeout,
+                    last_seen: format!(
+                        "converged with {:?}",
+                        converged.slices.keys().collect::<Vec<_>>()
+                    ),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Waits until the Swarm is Ready and every member pod acknowledged its
     /// slice and holds it in its file.
     pub async fn wait_converged(&mut self, timeout: Duration) -> Result<Converged, SandboxError> {

@@ -81,25 +81,6 @@ async fn wait_until_logs_match(dir: &Path, converged: &Converged) {
     }
 }
 
-async fn converged_with(sandbox: &mut Sandbox, members: usize) -> Converged {
-    let started = Instant::now();
-    loop {
-        let remaining = CONVERGE.saturating_sub(started.elapsed());
-        let converged = sandbox
-            .wait_converged(remaining)
-            .await
-            .expect("the demo converges");
-        if converged.slices.len() == members {
-            return converged;
-        }
-        assert!(
-            !remaining.is_zero(),
-            "no convergence with {members} members"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 async fn the_example_converges_and_follows_a_scale(interpreter: &str, script: &str) {
     let installed = std::process::Command::new(interpreter)
         .arg("--version")
@@ -125,7 +106,10 @@ async fn the_example_converges_and_follows_a_scale(interpreter: &str, script: &s
     let mut sandbox = Sandbox::start(options).await.expect("the sandbox starts");
     let members_dir = dir.path().join("sandbox");
 
-    let before = converged_with(&mut sandbox, 2).await;
+    let before = sandbox
+        .wait_converged_with(2, CONVERGE)
+        .await
+        .expect("the demo converges with 2 members");
     wait_until_logs_match(&members_dir, &before).await;
 
     sandbox
@@ -133,7 +117,10 @@ async fn the_example_converges_and_follows_a_scale(interpreter: &str, script: &s
         .run(&["scale", "statefulset", "swarm-worker", "--replicas=3"])
         .await
         .expect("kubectl scale succeeds");
-    let after = converged_with(&mut sandbox, 3).await;
+    let after = sandbox
+        .wait_converged_with(3, CONVERGE)
+        .await
+        .expect("the demo converges with 3 members");
     assert!(after.revision > before.revision);
     wait_until_logs_match(&members_dir, &after).await;
 

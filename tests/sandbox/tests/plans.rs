@@ -296,22 +296,10 @@ async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scal
         .run(&["apply", "-f", &format!("{plans}/40-gpu-pools.yaml")])
         .await
         .expect("kubectl apply the GPU pools");
-    let started = Instant::now();
-    loop {
-        let converged = sandbox
-            .wait_converged(WAIT)
-            .await
-            .expect("the demo converges");
-        if converged.slices.len() == 6 {
-            break;
-        }
-        assert!(
-            started.elapsed() < WAIT,
-            "six members: {:?}",
-            converged.slices.keys()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    sandbox
+        .wait_converged_with(6, WAIT)
+        .await
+        .expect("the demo converges with six members");
     let user = User {
         sandbox: &sandbox,
         kubeconfig: sandbox.kubeconfig_path(),

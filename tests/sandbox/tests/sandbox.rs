@@ -133,26 +133,6 @@ async fn check_members_hold_their_slices(
     slices
 }
 
-async fn wait_for_members(sandbox: &mut Sandbox, count: usize) -> Converged {
-    let started = Instant::now();
-    loop {
-        let remaining = CONVERGE.saturating_sub(started.elapsed());
-        let converged = sandbox
-            .wait_converged(remaining)
-            .await
-            .expect("the demo converges");
-        if converged.slices.len() == count {
-            return converged;
-        }
-        assert!(
-            !remaining.is_zero(),
-            "timed out waiting for {count} members; last converged with {:?}",
-            converged.slices.keys().collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_converges_to_two_slices_covering_the_27_streams_once() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -253,7 +233,10 @@ async fn kubectl_scale_to_three_moves_only_the_streams_the_new_member_takes() {
         .run(&["scale", "statefulset", "swarm-worker", "--replicas=3"])
         .await
         .expect("kubectl scale succeeds");
-    let converged = wait_for_members(&mut sandbox, 3).await;
+    let converged = sandbox
+        .wait_converged_with(3, CONVERGE)
+        .await
+        .expect("the demo converges with 3 members");
     assert_eq!(converged.revision, 2);
     let after = check_members_hold_their_slices(
         &sandbox,
@@ -310,7 +293,10 @@ async fn the_sandbox_follows_a_scale_down_and_a_second_labelled_pool() {
         .run(&["scale", "statefulset", "swarm-worker", "--replicas=1"])
         .await
         .expect("kubectl scale succeeds");
-    let alone = wait_for_members(&mut sandbox, 1).await;
+    let alone = sandbox
+        .wait_converged_with(1, CONVERGE)
+        .await
+        .expect("the demo converges with 1 members");
     let slices = check_members_hold_their_slices(&sandbox, &["swarm-worker-0"]).await;
     assert_eq!(slices, jobs_by_member(&alone));
     assert_eq!(
@@ -366,7 +352,10 @@ spec:
         .await
         .expect("kubectl apply succeeds");
     let pods = ["swarm-worker-0", "swarm-worker-b-0", "swarm-worker-b-1"];
-    let converged = wait_for_members(&mut sandbox, 3).await;
+    let converged = sandbox
+        .wait_converged_with(3, CONVERGE)
+        .await
+        .expect("the demo converges with 3 members");
     assert_eq!(
         converged
             .slices
@@ -447,7 +436,10 @@ async fn with_manual_approval_a_scale_waits_until_its_revision_is_approved() {
         ])
         .await
         .expect("kubectl annotate succeeds");
-    let converged = wait_for_members(&mut sandbox, 3).await;
+    let converged = sandbox
+        .wait_converged_with(3, CONVERGE)
+        .await
+        .expect("the demo converges with 3 members");
     assert_eq!(converged.revision, pending.revision);
     assert_eq!(all_jobs(&jobs_by_member(&converged)), seed_streams());
     sandbox.shutdown().await.expect("stops cleanly");
