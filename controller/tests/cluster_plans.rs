@@ -9,10 +9,8 @@ mod plugin_common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Env, eventually, job_keys, swarm_yaml};
-use k8s_openapi::api::coordination::v1::Lease;
+use common::{Env, eventually, job_keys, report_instance_states, swarm_yaml};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
 use plugin_common::{shoal, shoal_ok};
 use shoal_controller::deployment_plan::{DeploymentPlan, DeploymentPlanStatus, OperationStatus};
 
@@ -97,38 +95,6 @@ async fn annotate_approval(env: &Env, value: &str) {
         "--overwrite",
     ])
     .await;
-}
-
-/// Writes `pod`'s member Lease as its sidecar would (held by the pod, owned by
-/// it), or as `holder` when another writer pretends to speak for it.
-async fn report(env: &Env, pod: &str, uid: &str, holder: &str, states: serde_json::Value) {
-    let api: Api<Lease> = Api::namespaced(env.client.clone(), &env.namespace);
-    let name = format!("{pod}-member");
-    let lease: Lease = serde_json::from_value(serde_json::json!({
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": {
-            "name": name,
-            "labels": {"shoal.dev/member": pod},
-            "annotations": {"shoal.dev/instance-states": states.to_string()},
-            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid}],
-        },
-        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 60},
-    }))
-    .expect("lease manifest");
-    if api.get_opt(&name).await.expect("get lease").is_some() {
-        api.patch(
-            &name,
-            &PatchParams::apply("test-sidecar").force(),
-            &Patch::Apply(&lease),
-        )
-        .await
-        .expect("patch lease");
-    } else {
-        api.create(&PostParams::default(), &lease)
-            .await
-            .expect("create lease");
-    }
 }
 
 /// `kubectl patch` of the plan's instance count.
@@ -237,7 +203,7 @@ async fn a_plan_is_placed_approved_operation_by_operation_and_follows_its_member
     let (m0, m1, m2) = (member_of("web-0"), member_of("web-1"), member_of("web-2"));
 
     // Another writer claiming to be web-0's member proves nothing.
-    report(
+    report_instance_states(
         &env,
         &m0,
         &uids[&m0],
@@ -248,7 +214,7 @@ async fn a_plan_is_placed_approved_operation_by_operation_and_follows_its_member
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(ops(&status(&env, "web").await, "SUCCEEDED").is_empty());
     // The member's own sidecar reports web-0 and web-2 installed, web-1 failed.
-    report(
+    report_instance_states(
         &env,
         &m0,
         &uids[&m0],
@@ -256,7 +222,7 @@ async fn a_plan_is_placed_approved_operation_by_operation_and_follows_its_member
         serde_json::json!({"web-0": installed(1)}),
     )
     .await;
-    report(
+    report_instance_states(
         &env,
         &m2,
         &uids[&m2],
@@ -264,7 +230,7 @@ async fn a_plan_is_placed_approved_operation_by_operation_and_follows_its_member
         serde_json::json!({"web-2": installed(1)}),
     )
     .await;
-    report(
+    report_instance_states(
         &env,
         &m1,
         &uids[&m1],
@@ -318,7 +284,7 @@ async fn a_plan_is_placed_approved_operation_by_operation_and_follows_its_member
             .then_some(())
     })
     .await;
-    report(
+    report_instance_states(
         &env,
         &m1,
         &uids[&m1],
@@ -368,7 +334,7 @@ async fn a_plan_is_placed_approved_operation_by_operation_and_follows_its_member
             .then_some(())
     })
     .await;
-    report(
+    report_instance_states(
         &env,
         &victim,
         &uids[&victim],
@@ -493,7 +459,7 @@ async fn an_approved_create_reaches_its_members_slice_with_its_coordinates_and_a
     assert!(delivered(&env, other).await.1.is_empty());
 
     // The member's sidecar (a stand-in here) reports it installed: SUCCEEDED.
-    report(
+    report_instance_states(
         &env,
         &member,
         &uids[&member],
@@ -532,7 +498,7 @@ async fn an_approved_create_reaches_its_members_slice_with_its_coordinates_and_a
         delivered(&env, &member).await.1.is_empty().then_some(())
     })
     .await;
-    report(
+    report_instance_states(
         &env,
         &member,
         &uids[&member],
@@ -669,7 +635,7 @@ async fn report_installed(
             .insert(entry.name.clone(), installed(entry.deployment));
     }
     for (member, states) in by_member {
-        report(
+        report_instance_states(
             env,
             member,
             &uids[member],
@@ -730,7 +696,7 @@ async fn a_user_stops_and_starts_an_instance_with_the_plugin_through_the_manual_
     shoal_ok(&env, &["approve-op", "web", &stop.id]).await;
     single_entry(&env, &member, "stopped").await;
     // The member no longer runs it: the STOP succeeds, the placement stays.
-    report(
+    report_instance_states(
         &env,
         &member,
         &uids[&member],
@@ -758,7 +724,7 @@ async fn a_user_stops_and_starts_an_instance_with_the_plugin_through_the_manual_
     .await;
     shoal_ok(&env, &["approve-op", "web", &start.id]).await;
     single_entry(&env, &member, "pending").await;
-    report(
+    report_instance_states(
         &env,
         &member,
         &uids[&member],
@@ -921,7 +887,7 @@ async fn a_blue_green_deployment_comes_up_beside_the_old_set_and_the_switch_is_a
     })
     .await;
     for member in blue.values() {
-        report(&env, member, &uids[member], member, serde_json::json!({})).await;
+        report_instance_states(&env, member, &uids[member], member, serde_json::json!({})).await;
     }
     eventually("only the green set is left, Ready", WAIT, || async {
         let status = status(&env, "web").await;

@@ -11,10 +11,8 @@ mod plugin_common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Env, eventually, job_keys, swarm_yaml};
-use k8s_openapi::api::coordination::v1::Lease;
+use common::{Env, eventually, job_keys, report_instance_states, swarm_yaml};
 use kube::Api;
-use kube::api::{Patch, PatchParams};
 use plugin_common::{shoal, shoal_ok};
 use shoal_controller::deployment_plan::{DeploymentPlan, DeploymentPlanStatus};
 
@@ -73,30 +71,16 @@ async fn members_report_installed(env: &Env, uids: &BTreeMap<String, String>) {
             serde_json::json!({"state": "installed", "deployment": entry.deployment}),
         );
     }
-    let api: Api<Lease> = Api::namespaced(env.client.clone(), &env.namespace);
     for (member, states) in by_member {
-        let name = format!("{member}-member");
-        let lease: Lease = serde_json::from_value(serde_json::json!({
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {
-                "name": name,
-                "labels": {"shoal.dev/member": member},
-                "annotations": {"shoal.dev/instance-states":
-                    serde_json::Value::Object(states).to_string()},
-                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": member,
-                                     "uid": uids[&member]}],
-            },
-            "spec": {"holderIdentity": member, "leaseDurationSeconds": 60},
-        }))
-        .expect("lease manifest");
-        api.patch(
-            &name,
-            &PatchParams::apply("test-sidecar").force(),
-            &Patch::Apply(&lease),
+        let uid = &uids[&member];
+        report_instance_states(
+            env,
+            &member,
+            uid,
+            &member,
+            serde_json::Value::Object(states),
         )
-        .await
-        .expect("apply lease");
+        .await;
     }
 }
 

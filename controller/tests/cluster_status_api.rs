@@ -11,7 +11,7 @@ mod plugin_common;
 
 use std::time::Duration;
 
-use common::{Env, eventually, job_keys, swarm_yaml};
+use common::{Env, eventually, job_keys, report_instance_states, swarm_yaml};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, ResourceExt};
 use plugin_common::shoal_ok;
@@ -147,19 +147,7 @@ async fn document_in(env: &Env, state: &str) -> DeploymentStatusDocument {
 
 /// The member's sidecar reports `state` for web-0 on its own Lease.
 async fn report(env: &Env, pod: &str, uid: &str, state: Value) {
-    let states = json!({"web-0": state}).to_string();
-    env.apply(&format!(
-        r#"apiVersion: coordination.k8s.io/v1
-kind: Lease
-metadata:
-  name: {pod}-member
-  labels: {{shoal.dev/member: {pod}}}
-  annotations: {{shoal.dev/instance-states: '{states}'}}
-  ownerReferences: [{{apiVersion: v1, kind: Pod, name: {pod}, uid: {uid}}}]
-spec: {{holderIdentity: {pod}, leaseDurationSeconds: 60}}
-"#
-    ))
-    .await;
+    report_instance_states(env, pod, uid, pod, json!({"web-0": state})).await;
 }
 
 /// ServiceAccounts `reader` and `reporter`, bound to the ClusterRoles of

@@ -439,8 +439,6 @@ metadata:
 
 /// Writes (or rewrites) the member Lease of `pod` the way the sidecar does.
 pub async fn acknowledge(env: &Env, pod: &str, revision: u64, hash: &str) {
-    let api: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(env.client.clone(), &env.namespace);
     let name = format!("{pod}-member");
     let now = jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
@@ -454,16 +452,49 @@ pub async fn acknowledge(env: &Env, pod: &str, revision: u64, hash: &str) {
         "spec": {"holderIdentity": pod, "leaseDurationSeconds": 60, "renewTime": now},
     }))
     .expect("lease manifest");
+    write_member_lease(env, &lease).await;
+}
+
+/// Writes `pod`'s member Lease reporting plan instance `states` as its sidecar
+/// would (held by the pod, owned by it, uid `uid`), or as `holder` when another
+/// writer pretends to speak for it.
+pub async fn report_instance_states(
+    env: &Env,
+    pod: &str,
+    uid: &str,
+    holder: &str,
+    states: serde_json::Value,
+) {
+    let lease: k8s_openapi::api::coordination::v1::Lease =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": format!("{pod}-member"),
+                "labels": {"shoal.dev/member": pod},
+                "annotations": {"shoal.dev/instance-states": states.to_string()},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid}],
+            },
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 60},
+        }))
+        .expect("lease manifest");
+    write_member_lease(env, &lease).await;
+}
+
+/// Creates a member Lease, or applies it over the one there (field manager
+/// `test-sidecar`).
+async fn write_member_lease(env: &Env, lease: &k8s_openapi::api::coordination::v1::Lease) {
+    let api: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(env.client.clone(), &env.namespace);
+    let name = lease.name_any();
     if api.get_opt(&name).await.expect("get lease").is_some() {
         api.patch(
             &name,
             &kube::api::PatchParams::apply("test-sidecar").force(),
-            &kube::api::Patch::Apply(&lease),
+            &kube::api::Patch::Apply(lease),
         )
         .await
         .expect("patch lease");
     } else {
-        api.create(&kube::api::PostParams::default(), &lease)
+        api.create(&kube::api::PostParams::default(), lease)
             .await
             .expect("create lease");
     }
