@@ -9,6 +9,7 @@
 mod common;
 mod plugin_common;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{Env, eventually, job_keys, report_instance_states, swarm_yaml};
@@ -127,6 +128,36 @@ async fn curl(url: &str, token: Option<&str>, body: Option<&str>) -> Answer {
     }
 }
 
+/// Swarm `demo` with one member `east-0` and plan `web` (one instance, two
+/// applications, Automatic); the member pods' uids.
+async fn plan_on_one_member(env: &Env) -> BTreeMap<String, String> {
+    env.apply(&swarm_yaml("demo", &job_keys(2), "")).await;
+    env.pool("east", "demo", 1).await;
+    env.kubectl(&[
+        "annotate",
+        "statefulset",
+        "east",
+        "shoal.dev/capacity=cores=4",
+    ])
+    .await;
+    let uids = env.ready_pool("east", 1).await;
+    env.apply(
+        r#"apiVersion: shoal.dev/v1alpha1
+kind: DeploymentPlan
+metadata: {name: web}
+spec:
+  swarm: demo
+  applications: [{name: nginx, resources: {cores: 1}}, {name: exporter}]
+  approval: {policy: Automatic}
+  deployment:
+    instances: 1
+    payloads: [{application: nginx, coordinates: {image: "nginx:1.27"}}]
+"#,
+    )
+    .await;
+    uids
+}
+
 async fn plan(env: &Env) -> DeploymentPlan {
     let api: Api<DeploymentPlan> = Api::namespaced(env.client.clone(), &env.namespace);
     api.get("web").await.expect("the plan exists")
@@ -207,30 +238,7 @@ async fn the_endpoint_serves_the_plans_document_and_keeps_reports_across_a_resta
     env.install_plan_crd().await;
     let controller = env.start_controller();
     let endpoint = Endpoint::start(&env).await;
-    env.apply(&swarm_yaml("demo", &job_keys(2), "")).await;
-    env.pool("east", "demo", 1).await;
-    env.kubectl(&[
-        "annotate",
-        "statefulset",
-        "east",
-        "shoal.dev/capacity=cores=4",
-    ])
-    .await;
-    let uids = env.ready_pool("east", 1).await;
-    env.apply(
-        r#"apiVersion: shoal.dev/v1alpha1
-kind: DeploymentPlan
-metadata: {name: web}
-spec:
-  swarm: demo
-  applications: [{name: nginx, resources: {cores: 1}}, {name: exporter}]
-  approval: {policy: Automatic}
-  deployment:
-    instances: 1
-    payloads: [{application: nginx, coordinates: {image: "nginx:1.27"}}]
-"#,
-    )
-    .await;
+    let uids = plan_on_one_member(&env).await;
     let (reader, reporter, stranger) = callers(&env).await;
 
     // pending → installed as the member reports; the same document over HTTP.
@@ -406,5 +414,44 @@ async fn an_endpoint_not_allowed_to_review_tokens_lets_nobody_in() {
     let answer = curl(&url, Some(&reader), None).await;
     answer.assert_problem(503, "TokenReview");
     endpoint.stop().await;
+    env.finish().await;
+}
+
+/// A ConfigMap that takes the reports' name but that the plan does not own (a
+/// user's, or a squatter's) is never written: a report is refused with 409
+/// naming it, and the ConfigMap keeps what it held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_is_refused_when_the_reports_configmap_is_not_the_plans() {
+    let env = Env::start().await;
+    env.install_plan_crd().await;
+    let controller = env.start_controller();
+    let endpoint = Endpoint::start(&env).await;
+    plan_on_one_member(&env).await;
+    let (_, reporter, _) = callers(&env).await;
+    let id = document_in(&env, "pending").await.deployment_id;
+    let squatter = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-deployment-reports\ndata:\n  mine: \"yes\"\n";
+    env.apply(squatter).await;
+    let report = json!({"deploymentId": id, "status": {"state": "installed"},
+        "components": [{"name": "nginx", "state": "installed"}]})
+    .to_string();
+    let url = format!(
+        "{}/api/v1/clients/edge-1/deployments/{id}/status",
+        endpoint.base
+    );
+    curl(&url, Some(&reporter), Some(&report))
+        .await
+        .assert_problem(409, "does not own it");
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let kept = maps
+        .get("web-deployment-reports")
+        .await
+        .expect("the ConfigMap");
+    assert_eq!(
+        kept.data,
+        Some(BTreeMap::from([("mine".to_owned(), "yes".to_owned())]))
+    );
+    assert!(kept.owner_references().is_empty());
+    endpoint.stop().await;
+    controller.stop().await;
     env.finish().await;
 }
