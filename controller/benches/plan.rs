@@ -15,6 +15,7 @@ fn pool(replicas: u32) -> PoolState {
     PoolState {
         name: "worker".to_owned(),
         replicas,
+        deployment_pods: None,
         pods: (0..replicas)
             .map(|ordinal| {
                 let pod = PodState {

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
 use kube::api::ListParams;
@@ -60,8 +60,10 @@ pub enum Error {
         source: kube::Error,
     },
     /// Listing the Swarm's pools failed.
-    #[error("listing StatefulSets labelled for Swarm {swarm}: {source}")]
+    #[error("listing {kind} labelled for Swarm {swarm}: {source}")]
     ListPools {
+        /// What was listed (`StatefulSets`, `Deployments`, `ReplicaSets`).
+        kind: &'static str,
         /// Swarm.
         swarm: String,
         /// Cause.
@@ -244,6 +246,7 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         .list(&ListParams::default().labels(&selector))
         .await
         .map_err(|source| Error::ListPools {
+            kind: "StatefulSets",
             swarm: name.clone(),
             source,
         })?;
@@ -251,6 +254,19 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
     let mut pools = Vec::new();
     for sts in &statefulsets.items {
         pools.push(observe_pool(&pod_api, &name, sts).await?);
+    }
+    let deployment_api: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+    let deployments = deployment_api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::ListPools {
+            kind: "Deployments",
+            swarm: name.clone(),
+            source,
+        })?;
+    let replica_set_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
+    for deployment in &deployments.items {
+        pools.push(observe_deployment_pool(&replica_set_api, &pod_api, &name, deployment).await?);
     }
 
     let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
@@ -468,6 +484,12 @@ fn lease_holders(pools: &[PoolState]) -> std::collections::BTreeSet<String> {
     let mut room = plan::MAX_MEMBERS;
     let mut names = std::collections::BTreeSet::new();
     for pool in pools {
+        if let Some(pods) = &pool.deployment_pods {
+            // A Deployment's members are its pods: there are no names beyond them.
+            room = room.saturating_sub(u32::try_from(pods.len()).unwrap_or(u32::MAX));
+            names.extend(pods.keys().cloned());
+            continue;
+        }
         let members = pool.replicas.min(room);
         room -= members;
         names.extend(
@@ -528,6 +550,7 @@ pub(crate) async fn observe_pool(
     let mut pool = PoolState {
         name: pool_name.clone(),
         replicas,
+        deployment_pods: None,
         pods: BTreeMap::new(),
     };
     let Some(selector) = spec.and_then(|spec| label_selector(&spec.selector)) else {
@@ -557,6 +580,75 @@ pub(crate) async fn observe_pool(
         pool.pods.insert(ordinal, pod_state(pod));
     }
     Ok(pool)
+}
+
+/// One Deployment pool: its `spec.replicas` and its pods by name. Listed with the
+/// Deployment's own selector (never every pod of the namespace); a pod is kept only if it
+/// is owned (`controller: true`) by a ReplicaSet that the Deployment owns, as the
+/// Deployment controller leaves them: a pod that merely matches the labels is no member.
+pub(crate) async fn observe_deployment_pool(
+    replica_sets: &Api<ReplicaSet>,
+    pods: &Api<Pod>,
+    swarm: &str,
+    deployment: &Deployment,
+) -> Result<PoolState, Error> {
+    let spec = deployment.spec.as_ref();
+    let mut members = BTreeMap::new();
+    let replicas = spec.and_then(|spec| spec.replicas).unwrap_or(1).max(0) as u32;
+    let Some(selector) = spec.and_then(|spec| label_selector(&spec.selector)) else {
+        return Ok(PoolState {
+            name: deployment.name_any(),
+            replicas,
+            pods: BTreeMap::new(),
+            deployment_pods: Some(members),
+        });
+    };
+    let params = ListParams::default().labels(&selector);
+    let deployment_uid = deployment.uid().unwrap_or_default();
+    let owned_sets: std::collections::BTreeSet<String> = replica_sets
+        .list(&params)
+        .await
+        .map_err(|source| Error::ListPools {
+            kind: "ReplicaSets",
+            swarm: swarm.to_owned(),
+            source,
+        })?
+        .items
+        .iter()
+        .filter(|set| controlled_by(set.owner_references(), "Deployment", &deployment_uid))
+        .filter_map(|set| set.uid())
+        .collect();
+    let listed = pods.list(&params).await.map_err(|source| Error::ListPods {
+        swarm: swarm.to_owned(),
+        source,
+    })?;
+    for pod in &listed.items {
+        let owned = pod.owner_references().iter().any(|owner| {
+            owner.kind == "ReplicaSet"
+                && owner.controller == Some(true)
+                && owned_sets.contains(&owner.uid)
+        });
+        if owned {
+            members.insert(pod.name_any(), pod_state(pod));
+        }
+    }
+    Ok(PoolState {
+        name: deployment.name_any(),
+        replicas,
+        pods: BTreeMap::new(),
+        deployment_pods: Some(members),
+    })
+}
+
+/// An owner reference list names `kind` with `uid` as the controller.
+fn controlled_by(
+    owners: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference],
+    kind: &str,
+    uid: &str,
+) -> bool {
+    owners
+        .iter()
+        .any(|owner| owner.kind == kind && owner.uid == uid && owner.controller == Some(true))
 }
 
 /// A label selector as a list query (`a=b,c in (d,e),!f`), `None` when it selects nothing
@@ -959,11 +1051,13 @@ mod tests {
             PoolState {
                 name: "huge".to_owned(),
                 replicas: 2_000_000_000,
+                deployment_pods: None,
                 pods: BTreeMap::new(),
             },
             PoolState {
                 name: "small".to_owned(),
                 replicas: 2,
+                deployment_pods: None,
                 pods: BTreeMap::from([(
                     0,
                     PodState {

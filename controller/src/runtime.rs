@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::runtime::controller::Controller;
@@ -351,6 +351,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     let namespace = ctx.settings.namespace.as_deref();
     let swarms: Api<Swarm> = api(&client, namespace);
     let statefulsets: Api<StatefulSet> = api(&client, namespace);
+    let deployments: Api<Deployment> = api(&client, namespace);
     let pods: Api<Pod> = api(&client, namespace);
     let config_maps: Api<ConfigMap> = api(&client, namespace);
     let leases: Api<Lease> = api(&client, namespace);
@@ -371,6 +372,16 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
             .applied_objects()
             .for_each(|_| futures::future::ready(()));
 
+    // Labelled Deployments (pools too), to map their pods and Leases to their Swarm.
+    let (deployment_store, deployment_writer) = reflector::store::<Deployment>();
+    let deployment_stream = reflector::reflector(
+        deployment_writer,
+        watcher(deployments.clone(), pools_only()),
+    )
+    .default_backoff()
+    .applied_objects()
+    .for_each(|_| futures::future::ready(()));
+
     let controller = Controller::new(swarms, watcher::Config::default());
     let swarm_store = controller.store();
 
@@ -384,32 +395,50 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
         let swarm_store = swarm_store.clone();
         move |sts: StatefulSet| pool_swarms(&sts, &swarm_store)
     };
+    let by_deployment = {
+        let swarm_store = swarm_store.clone();
+        move |deployment: Deployment| pool_swarms(&deployment, &swarm_store)
+    };
     let by_pod = {
         let pool_store = pool_store.clone();
+        let deployment_store = deployment_store.clone();
         move |pod: Pod| {
             let namespace = pod.namespace().unwrap_or_default();
             pod.owner_references()
                 .iter()
-                .filter(|owner| owner.kind == "StatefulSet")
-                .filter_map(|owner| swarm_of_pool(&pool_store, &owner.name, &namespace))
+                .filter_map(|owner| match owner.kind.as_str() {
+                    "StatefulSet" => swarm_of_pool(&pool_store, &owner.name, &namespace),
+                    // The Deployment controller names a ReplicaSet `<deployment>-<hash>`.
+                    "ReplicaSet" => owner.name.rsplit_once('-').and_then(|(deployment, _)| {
+                        swarm_of_pool(&deployment_store, deployment, &namespace)
+                    }),
+                    _ => None,
+                })
                 .collect::<Vec<_>>()
         }
     };
     let by_lease = {
         let pool_store = pool_store.clone();
+        let deployment_store = deployment_store.clone();
         move |lease: Lease| {
             let namespace = lease.namespace().unwrap_or_default();
-            lease
-                .name_any()
-                .strip_suffix("-member")
-                .and_then(|pod| pod.rsplit_once('-'))
-                .and_then(|(pool, _)| swarm_of_pool(&pool_store, pool, &namespace))
+            let pod = lease.name_any().strip_suffix("-member")?.to_owned();
+            // `<statefulset>-<ordinal>`, or a Deployment's `<deployment>-<hash>-<suffix>`.
+            let statefulset = pod
+                .rsplit_once('-')
+                .and_then(|(pool, _)| swarm_of_pool(&pool_store, pool, &namespace));
+            statefulset.or_else(|| {
+                let (replica_set, _) = pod.rsplit_once('-')?;
+                let (deployment, _) = replica_set.rsplit_once('-')?;
+                swarm_of_pool(&deployment_store, deployment, &namespace)
+            })
         }
     };
 
     let controller = controller
         .watches(config_maps, watcher::Config::default(), by_config_map)
         .watches(statefulsets, pools_only(), by_pool)
+        .watches(deployments, pools_only(), by_deployment)
         .watches(pods, watcher::Config::default(), by_pod)
         .watches(leases, member_leases_only(), by_lease)
         // A plan's status carries the instances its Swarm's slices deliver: any change of a
@@ -438,6 +467,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     tokio::select! {
         _ = controller => {}
         _ = pool_stream => {}
+        _ = deployment_stream => {}
     }
     orphans.abort();
     stop_relay.abort();
@@ -452,19 +482,19 @@ fn plan_changes(plans: Api<DeploymentPlan>) -> impl futures::Stream<Item = ()> +
         .filter_map(|touched| futures::future::ready(touched.ok().map(|_| ())))
 }
 
-fn swarm_of_pool(
-    store: &Store<StatefulSet>,
-    pool: &str,
-    namespace: &str,
-) -> Option<ObjectRef<Swarm>> {
-    let sts = store.get(&ObjectRef::new(pool).within(namespace))?;
-    let swarm = sts.labels().get(names::LABEL_SWARM)?;
+/// The Swarm of a labelled pool (StatefulSet or Deployment) in `store`.
+fn swarm_of_pool<K>(store: &Store<K>, pool: &str, namespace: &str) -> Option<ObjectRef<Swarm>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    let found = store.get(&ObjectRef::new(pool).within(namespace))?;
+    let swarm = found.labels().get(names::LABEL_SWARM)?;
     Some(ObjectRef::new(swarm).within(namespace))
 }
 
-/// A labelled StatefulSet maps to its Swarm; an unlabelled one (it may just have been
-/// unlabelled) to every Swarm of its namespace.
-fn pool_swarms(sts: &StatefulSet, swarms: &Store<Swarm>) -> Vec<ObjectRef<Swarm>> {
+/// A labelled pool (StatefulSet or Deployment) maps to its Swarm; an unlabelled one (it may
+/// just have been unlabelled) to every Swarm of its namespace.
+fn pool_swarms<K: kube::Resource>(sts: &K, swarms: &Store<Swarm>) -> Vec<ObjectRef<Swarm>> {
     let namespace = sts.namespace().unwrap_or_default();
     match sts.labels().get(names::LABEL_SWARM) {
         Some(swarm) => vec![ObjectRef::new(swarm).within(&namespace)],

@@ -4,7 +4,7 @@
 //! randomness, no async. The controller and the sidecar are thin layers over it.
 //!
 //! * [`job`]: validated job keys and the sorted, unique [`job::JobSet`].
-//! * [`member`]: pool members ([`member::MemberId`] = pool + ordinal) with
+//! * [`member`]: pool members ([`member::MemberId`] = pool + ordinal, or a generated pod name) with
 //!   availability, capabilities and capacity.
 //! * [`hash`]: the frozen 64-bit key hash (XXH3-64, seed 0) and the derived
 //!   mixing used by every strategy.
@@ -41,6 +41,6 @@ pub mod strategy;
 pub use assignment::Assignment;
 pub use diff::{Diff, diff};
 pub use job::{InvalidJobs, JobKey, JobSet};
-pub use member::{Member, MemberId};
+pub use member::{Member, MemberId, MemberKey};
 pub use slice::{InstanceApplication, Slice, SliceInstance};
 pub use strategy::{AssignError, Strategy, assign, reassign};

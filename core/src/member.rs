@@ -5,17 +5,33 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// Identity of one member: its pool (StatefulSet name) and ordinal. Its pod
-/// name, and its `Display`, is `<pool>-<ordinal>`.
+/// Identity of one member: its pool and its place in the pool.
 ///
-/// Ordering is by pool name (byte order), then ordinal (numerically), which
-/// is the canonical member order everywhere in Shoal.
+/// A StatefulSet member is keyed by its ordinal (pod name `<pool>-<ordinal>`); a
+/// Deployment member (a pod with a generated name, e.g. `web-7d9f8c6b5-x2kq9`) by its
+/// pod name, which is then its `Display` and [`MemberId::pod_name`].
+///
+/// Ordering is by pool name (byte order), then ordinal members (numerically) before
+/// generated names (byte order): the canonical member order everywhere in Shoal.
+/// Serialized as `{pool, ordinal}` or `{pool, pod}`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct MemberId {
-    /// Name of the pool (the StatefulSet).
+    /// Name of the pool (the StatefulSet or Deployment).
     pub pool: String,
-    /// Ordinal of the pod within its pool.
-    pub ordinal: u32,
+    /// The member's place within its pool.
+    #[serde(flatten)]
+    pub key: MemberKey,
+}
+
+/// How a member is keyed within its pool.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum MemberKey {
+    /// A StatefulSet pod's ordinal.
+    #[serde(rename = "ordinal")]
+    Ordinal(u32),
+    /// The whole generated name of a Deployment's pod.
+    #[serde(rename = "pod")]
+    Generated(String),
 }
 
 /// A pod name that does not belong to the given pool.
@@ -40,11 +56,27 @@ pub enum MemberIdError {
 }
 
 impl MemberId {
-    /// A member id from its parts.
+    /// A StatefulSet member id from its parts.
     pub fn new(pool: impl Into<String>, ordinal: u32) -> MemberId {
         MemberId {
             pool: pool.into(),
-            ordinal,
+            key: MemberKey::Ordinal(ordinal),
+        }
+    }
+
+    /// A member keyed by its generated pod name (a pod of a Deployment pool).
+    pub fn generated(pool: impl Into<String>, pod: impl Into<String>) -> MemberId {
+        MemberId {
+            pool: pool.into(),
+            key: MemberKey::Generated(pod.into()),
+        }
+    }
+
+    /// The ordinal of a StatefulSet member; `None` for a generated name.
+    pub fn ordinal(&self) -> Option<u32> {
+        match self.key {
+            MemberKey::Ordinal(ordinal) => Some(ordinal),
+            MemberKey::Generated(_) => None,
         }
     }
 
@@ -65,7 +97,7 @@ impl MemberId {
         Ok(MemberId::new(pool, ordinal))
     }
 
-    /// The pod name, `<pool>-<ordinal>`.
+    /// The pod name: `<pool>-<ordinal>`, or the generated name.
     pub fn pod_name(&self) -> String {
         self.to_string()
     }
@@ -82,7 +114,10 @@ pub(crate) fn canonical_ordinal(text: &str) -> Option<u32> {
 
 impl fmt::Display for MemberId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.pool, self.ordinal)
+        match &self.key {
+            MemberKey::Ordinal(ordinal) => write!(f, "{}-{ordinal}", self.pool),
+            MemberKey::Generated(pod) => f.write_str(pod),
+        }
     }
 }
 
@@ -141,7 +176,7 @@ impl Resources {
 /// a strategy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Member {
-    /// Pool and ordinal.
+    /// Pool and ordinal (or generated pod name).
     pub id: MemberId,
     /// Whether the member may own work now (pod exists, ready, not fenced,
     /// not being failed over). Unavailable members keep their place in the
@@ -158,8 +193,13 @@ pub struct Member {
 impl Member {
     /// An available member with no capabilities and no capacity.
     pub fn new(pool: impl Into<String>, ordinal: u32) -> Member {
+        Member::of(MemberId::new(pool, ordinal))
+    }
+
+    /// An available member of this identity, with no capabilities and no capacity.
+    pub fn of(id: MemberId) -> Member {
         Member {
-            id: MemberId::new(pool, ordinal),
+            id,
             available: true,
             capabilities: BTreeSet::new(),
             capacity: Resources::none(),
@@ -220,6 +260,51 @@ mod tests {
                 format!("pod {pod:?} of pool \"web\" has no valid ordinal suffix")
             );
         }
+    }
+
+    #[test]
+    fn a_generated_member_is_named_by_its_pod_and_has_no_ordinal() {
+        let id = MemberId::generated("web", "web-7d9f8c6b5-x2kq9");
+        assert_eq!(id.pod_name(), "web-7d9f8c6b5-x2kq9");
+        assert_eq!(id.to_string(), "web-7d9f8c6b5-x2kq9");
+        assert_eq!(id.ordinal(), None);
+        assert_eq!(MemberId::new("web", 4).ordinal(), Some(4));
+    }
+
+    #[test]
+    fn members_serialize_with_their_ordinal_or_their_pod_name() {
+        let ordinal = serde_json::to_value(MemberId::new("web", 2)).expect("serializes");
+        assert_eq!(ordinal, serde_json::json!({"pool": "web", "ordinal": 2}));
+        let generated =
+            serde_json::to_value(MemberId::generated("api", "api-5c-zq7xw")).expect("serializes");
+        assert_eq!(
+            generated,
+            serde_json::json!({"pool": "api", "pod": "api-5c-zq7xw"})
+        );
+        let back: MemberId = serde_json::from_value(generated).expect("parses");
+        assert_eq!(back, MemberId::generated("api", "api-5c-zq7xw"));
+    }
+
+    #[test]
+    fn members_order_by_pool_then_ordinals_then_generated_names() {
+        let mut ids = vec![
+            MemberId::generated("a", "a-x-bbbbb"),
+            MemberId::new("b", 0),
+            MemberId::generated("a", "a-x-aaaaa"),
+            MemberId::new("a", 10),
+            MemberId::new("a", 2),
+        ];
+        ids.sort();
+        assert_eq!(
+            ids,
+            vec![
+                MemberId::new("a", 2),
+                MemberId::new("a", 10),
+                MemberId::generated("a", "a-x-aaaaa"),
+                MemberId::generated("a", "a-x-bbbbb"),
+                MemberId::new("b", 0)
+            ]
+        );
     }
 
     #[test]

@@ -206,13 +206,13 @@ proptest! {
         check_step(&base, &degraded, &degraded_members)?;
         // Only the failed member's jobs moved.
         for job in diff(&base, &degraded).moved {
-            prop_assert_eq!(job.from.ordinal as usize, failed_ordinal);
+            prop_assert_eq!(job.from.ordinal(), Some(failed_ordinal as u32));
         }
         let recovered = sticky(&degraded, &jobs, &members);
         check_step(&degraded, &recovered, &members)?;
         // Returning moves only jobs into the returning member.
         for job in diff(&degraded, &recovered).moved {
-            prop_assert_eq!(job.to.ordinal as usize, failed_ordinal);
+            prop_assert_eq!(job.to.ordinal(), Some(failed_ordinal as u32));
         }
     }
 

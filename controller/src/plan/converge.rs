@@ -29,7 +29,7 @@ use shoal_core::format::parse_slice;
 use shoal_core::slice::{SliceInstance, slice_hash};
 use shoal_core::{Assignment, JobSet, MemberId, Slice};
 
-use super::members::{MemberView, Roster, members_leaving};
+use super::members::{MemberView, Roster, member_of_pod, members_leaving};
 use super::{Observation, Operation, SliceObject, index_text, previous_condition};
 use crate::crd::ReloadPolicy;
 
@@ -308,11 +308,7 @@ fn member_step(
             object.written_for_uid.clone().unwrap_or_default(),
         );
     }
-    let member_id = view.map(|view| view.id.clone()).or_else(|| {
-        let (pool, ordinal) = name.rsplit_once('-')?;
-        Some(MemberId::new(pool, ordinal.parse().ok()?))
-    });
-    let Some(member_id) = member_id else { return };
+    let member_id = view.map_or_else(|| member_of_pod(&obs.pools, name), |view| view.id.clone());
     if revoke_outstanding(obs, *view, *object, held_slice, revision, current_revision) {
         writes.unsettled.push(name.to_owned());
     }
@@ -581,8 +577,7 @@ fn index(
         .iter()
         .filter_map(|(name, slice)| {
             let slice = slice.as_ref().ok()?;
-            let (pool, ordinal) = name.rsplit_once('-')?;
-            Some((MemberId::new(pool, ordinal.parse().ok()?), slice.clone()))
+            Some((member_of_pod(&obs.pools, name), slice.clone()))
         })
         .collect();
     convergence.target_slices = assignment

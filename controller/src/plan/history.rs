@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use shoal_core::{Assignment, JobSet, Member, MemberId, Slice, assign};
 
 use super::inputs::strategy_of;
+use super::members::member_of_pod;
 use super::{InputProblem, Observation, Operation};
 use crate::crd::StrategySpec;
 
@@ -40,6 +41,11 @@ pub struct RevisionRecord {
     /// `members`. Empty for the stateless strategies, which are recomputed from the inputs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub owners: Vec<u32>,
+    /// Members with generated names (pods of a Deployment pool): pod name → pool. Every
+    /// other member is `<pool>-<ordinal>`. A generated name can look like one (its suffix
+    /// may be all digits), so replay needs the pool said, not guessed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub generated_members: BTreeMap<String, String>,
 }
 
 impl RevisionRecord {
@@ -107,6 +113,11 @@ pub(super) fn revision_record(
         jobs: jobs.iter().map(|key| key.as_str().to_owned()).collect(),
         jobs_omitted: false,
         owners: Vec::new(),
+        generated_members: members
+            .iter()
+            .filter(|member| member.id.ordinal().is_none())
+            .map(|member| (member.id.pod_name(), member.id.pool.clone()))
+            .collect(),
     }
 }
 
@@ -133,12 +144,14 @@ pub fn replay(record: &RevisionRecord) -> Result<Assignment, String> {
     let unavailable: BTreeSet<&str> = record.unavailable.iter().map(String::as_str).collect();
     let mut members = Vec::new();
     for name in &record.members {
-        let (pool, ordinal) = name
-            .rsplit_once('-')
-            .and_then(|(pool, ordinal)| Some((pool, ordinal.parse::<u32>().ok()?)))
-            .ok_or_else(|| format!("revision {}: bad member name {name}", record.revision))?;
-        members
-            .push(Member::new(pool, ordinal).with_available(!unavailable.contains(name.as_str())));
+        let id = match record.generated_members.get(name) {
+            Some(pool) => MemberId::generated(pool.clone(), name.clone()),
+            None => name
+                .rsplit_once('-')
+                .and_then(|(pool, ordinal)| Some(MemberId::new(pool, ordinal.parse().ok()?)))
+                .ok_or_else(|| format!("revision {}: bad member name {name}", record.revision))?,
+        };
+        members.push(Member::of(id).with_available(!unavailable.contains(name.as_str())));
     }
     let strategy = strategy_of(&record.strategy);
     if strategy.is_stateful() {
@@ -189,11 +202,7 @@ pub(super) fn in_force(
         None => {
             let slices = observed.iter().filter_map(|(name, slice)| {
                 let slice = slice.as_ref().ok()?;
-                let (pool, ordinal) = name.rsplit_once('-')?;
-                Some((
-                    MemberId::new(pool, ordinal.parse().ok()?),
-                    slice.jobs.clone(),
-                ))
+                Some((member_of_pod(&obs.pools, name), slice.jobs.clone()))
             });
             // Two slices claiming one job (hand edits) leave nothing trustworthy to diff against.
             Assignment::from_slices(slices)

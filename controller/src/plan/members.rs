@@ -1,5 +1,5 @@
-//! The members of a Swarm as the plan sees them: pool pods in `0..replicas`,
-//! their pods and Leases, how long each has been unavailable, and failover.
+//! The members of a Swarm as the plan sees them: StatefulSet pool pods in `0..replicas`
+//! and Deployment pool pods (keyed by their generated names), their pods and Leases, how long each has been unavailable, and failover.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -7,7 +7,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use shoal_core::{Member, MemberId};
 
-use super::{FAILOVER_NOW_ANNOTATION, LeaseState, Observation, PodState};
+use super::{FAILOVER_NOW_ANNOTATION, LeaseState, Observation, PodState, PoolState};
 use crate::crd::MemberStatus;
 
 /// A member as the plan sees it.
@@ -38,7 +38,7 @@ impl MemberView {
 /// The most members a Swarm's pools may have in all.
 pub const MAX_MEMBERS: u32 = 10_000;
 
-/// The members in `0..replicas` of every pool, and when the next failover deadline falls.
+/// The members of every pool, and when the next failover deadline falls.
 pub(super) struct Roster {
     /// Every member, in pool and ordinal order.
     pub views: Vec<MemberView>,
@@ -55,9 +55,7 @@ impl Roster {
     pub fn members(&self) -> Vec<Member> {
         self.views
             .iter()
-            .map(|view| {
-                Member::new(view.id.pool.clone(), view.id.ordinal).with_available(!view.failed_over)
-            })
+            .map(|view| Member::of(view.id.clone()).with_available(!view.failed_over))
             .collect()
     }
 
@@ -69,6 +67,10 @@ impl Roster {
 
 /// Observes every member: its pod, its Lease, since when it is unavailable, and whether
 /// it is failed over (unavailable past `failover_after`, or named by `failover-now`).
+///
+/// A StatefulSet's members are its ordinals `0..replicas`, pod or not (a missing pod comes
+/// back under the same name); a Deployment's are its pods that are not terminating (a pod
+/// replaced comes back under a new name, so a terminating one is leaving for good).
 pub(super) fn observe_members(obs: &Observation, failover_after: Option<Duration>) -> Roster {
     let previous: BTreeMap<&str, &MemberStatus> = obs
         .status
@@ -88,43 +90,56 @@ pub(super) fn observe_members(obs: &Observation, failover_after: Option<Duration
         .unwrap_or_default();
     let mut views = Vec::new();
     let mut next_deadline: Option<Duration> = None;
+    let mut view_of = |id: MemberId, pod: Option<PodState>| {
+        let name = id.pod_name();
+        let mut view = MemberView {
+            id,
+            pod,
+            lease: obs.leases.get(&name).cloned(),
+            unavailable_since: None,
+            failed_over: false,
+        };
+        if !view.available(obs.now) {
+            let since = previous
+                .get(name.as_str())
+                .and_then(|member| member.unavailable_since.as_deref())
+                .and_then(|since| since.parse::<Timestamp>().ok())
+                .unwrap_or(obs.now);
+            view.unavailable_since = Some(since);
+            if let Some(after) = failover_after {
+                let elapsed = obs.now.duration_since(since);
+                let after_signed = SignedDuration::try_from(after).unwrap_or(SignedDuration::MAX);
+                if elapsed >= after_signed {
+                    view.failed_over = true;
+                } else {
+                    let left = Duration::try_from(after_signed - elapsed).unwrap_or_default();
+                    next_deadline = Some(next_deadline.map_or(left, |d| d.min(left)));
+                }
+            }
+        }
+        if forced.contains(name.as_str()) {
+            view.failed_over = true;
+        }
+        view
+    };
     for pool in &obs.pools {
         // `spec.replicas` is input like any other: a typo of a few zeros must not make the
         // controller build millions of members.
         let room = MAX_MEMBERS.saturating_sub(views.len() as u32);
-        for ordinal in 0..pool.replicas.min(room) {
-            let id = MemberId::new(pool.name.clone(), ordinal);
-            let name = id.pod_name();
-            let mut view = MemberView {
-                id,
-                pod: pool.pods.get(&ordinal).cloned(),
-                lease: obs.leases.get(&name).cloned(),
-                unavailable_since: None,
-                failed_over: false,
-            };
-            if !view.available(obs.now) {
-                let since = previous
-                    .get(name.as_str())
-                    .and_then(|member| member.unavailable_since.as_deref())
-                    .and_then(|since| since.parse::<Timestamp>().ok())
-                    .unwrap_or(obs.now);
-                view.unavailable_since = Some(since);
-                if let Some(after) = failover_after {
-                    let elapsed = obs.now.duration_since(since);
-                    let after_signed =
-                        SignedDuration::try_from(after).unwrap_or(SignedDuration::MAX);
-                    if elapsed >= after_signed {
-                        view.failed_over = true;
-                    } else {
-                        let left = Duration::try_from(after_signed - elapsed).unwrap_or_default();
-                        next_deadline = Some(next_deadline.map_or(left, |d| d.min(left)));
-                    }
+        match &pool.deployment_pods {
+            Some(pods) => {
+                let staying = pods.iter().filter(|(_, pod)| !pod.deleting);
+                for (name, pod) in staying.take(room as usize) {
+                    let id = MemberId::generated(pool.name.clone(), name.clone());
+                    views.push(view_of(id, Some(pod.clone())));
                 }
             }
-            if forced.contains(name.as_str()) {
-                view.failed_over = true;
+            None => {
+                for ordinal in 0..pool.replicas.min(room) {
+                    let id = MemberId::new(pool.name.clone(), ordinal);
+                    views.push(view_of(id, pool.pods.get(&ordinal).cloned()));
+                }
             }
-            views.push(view);
         }
     }
     let unknown_failover_targets = forced
@@ -132,11 +147,15 @@ pub(super) fn observe_members(obs: &Observation, failover_after: Option<Duration
         .filter(|pod| !views.iter().any(|view| view.name() == **pod))
         .map(|pod| (*pod).to_owned())
         .collect();
-    let asked: u64 = obs.pools.iter().map(|pool| u64::from(pool.replicas)).sum();
+    let asked: u64 = obs
+        .pools
+        .iter()
+        .map(|pool| u64::from(pool_size(pool)))
+        .sum();
     let over_limit = (asked > u64::from(MAX_MEMBERS)).then(|| {
         obs.pools
             .iter()
-            .map(|pool| (pool.name.clone(), pool.replicas))
+            .map(|pool| (pool.name.clone(), pool_size(pool)))
             .collect()
     });
     Roster {
@@ -147,16 +166,40 @@ pub(super) fn observe_members(obs: &Observation, failover_after: Option<Duration
     }
 }
 
-/// Pods of pool members beyond `spec.replicas` (the StatefulSet scaled down, the pod not
-/// gone yet) that still have a slice, by pod name, as views with their Leases.
+/// How many members a pool asks for: a StatefulSet's `spec.replicas`, a Deployment's pods
+/// that are not terminating.
+fn pool_size(pool: &PoolState) -> u32 {
+    match &pool.deployment_pods {
+        Some(pods) => {
+            let staying = pods.values().filter(|pod| !pod.deleting).count();
+            u32::try_from(staying).unwrap_or(u32::MAX)
+        }
+        None => pool.replicas,
+    }
+}
+
+/// Pods of pools that are not members but still have a slice (a StatefulSet scaled down,
+/// the pod beyond `spec.replicas` not gone yet; a Deployment's pod terminating), by pod
+/// name, as views with their Leases: they keep their jobs until they acknowledge the
+/// revoke or are gone.
 pub(super) fn members_leaving(
     obs: &Observation,
     members: &BTreeMap<String, &MemberView>,
 ) -> BTreeMap<String, MemberView> {
     let mut leaving = BTreeMap::new();
     for pool in &obs.pools {
-        for (ordinal, pod) in &pool.pods {
-            let id = MemberId::new(pool.name.clone(), *ordinal);
+        let pods: Vec<(MemberId, &PodState)> = match &pool.deployment_pods {
+            Some(pods) => pods
+                .iter()
+                .map(|(name, pod)| (MemberId::generated(pool.name.clone(), name.clone()), pod))
+                .collect(),
+            None => pool
+                .pods
+                .iter()
+                .map(|(ordinal, pod)| (MemberId::new(pool.name.clone(), *ordinal), pod))
+                .collect(),
+        };
+        for (id, pod) in pods {
             let name = id.pod_name();
             if members.contains_key(&name) || !obs.slices.contains_key(&name) {
                 continue;
@@ -174,4 +217,42 @@ pub(super) fn members_leaving(
         }
     }
     leaving
+}
+
+/// The member a pod name (of a slice, or of a revision record) stands for: the member of
+/// an observed pool that has this pod, else, for a pod no pool has any more, `<pool>-<ordinal>`
+/// when the name has that shape and a generated name otherwise. Either way its
+/// [`MemberId::pod_name`] is `pod` again, so the slice `<pod>-slice` is the one found.
+pub fn member_of_pod(pools: &[PoolState], pod: &str) -> MemberId {
+    for pool in pools {
+        match &pool.deployment_pods {
+            Some(pods) if pods.contains_key(pod) => {
+                return MemberId::generated(pool.name.clone(), pod);
+            }
+            Some(_) => {}
+            None => {
+                if let Ok(id) = MemberId::from_pod_name(&pool.name, pod) {
+                    return id;
+                }
+            }
+        }
+    }
+    departed_member(pod)
+}
+
+/// The member a pod name stands for with no pool to ask: `<pool>-<ordinal>` when the name
+/// has that shape, else a generated name in the pool its name suggests (a Deployment's
+/// pods are `<deployment>-<template hash>-<suffix>`).
+fn departed_member(pod: &str) -> MemberId {
+    if let Some((pool, _)) = pod.rsplit_once('-')
+        && let Ok(id) = MemberId::from_pod_name(pool, pod)
+    {
+        return id;
+    }
+    let mut parts = pod.rsplitn(3, '-');
+    let pool = match (parts.next(), parts.next(), parts.next()) {
+        (Some(_), Some(_), Some(deployment)) => deployment,
+        _ => pod,
+    };
+    MemberId::generated(pool, pod)
 }

@@ -60,7 +60,7 @@ pub use gate::{MAX_REVISION, approval_value};
 pub use history::{REVISION_DATA_KEY, RevisionRecord, replay};
 pub use inputs::{DEFAULT_VNODES, job_list, parse_duration, strategy_of};
 pub use instances::{Delivery, PlanForDelivery, deliveries};
-pub use members::MAX_MEMBERS;
+pub use members::{MAX_MEMBERS, member_of_pod};
 pub use ownership::unchecked_targets;
 pub use restarts::PlannedRestart;
 
@@ -118,15 +118,31 @@ pub struct PodState {
     pub deleting: bool,
 }
 
-/// A StatefulSet labelled for this Swarm.
+/// A StatefulSet or a Deployment labelled for this Swarm.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolState {
-    /// StatefulSet name.
+    /// StatefulSet (or Deployment) name.
     pub name: String,
     /// `spec.replicas`.
     pub replicas: u32,
-    /// Its pods by ordinal.
+    /// A StatefulSet's pods by ordinal (empty for a Deployment).
     pub pods: BTreeMap<u32, PodState>,
+    /// `Some` for a Deployment pool: its pods (owned through one of its ReplicaSets) by
+    /// their generated names. Its members are these pods, not `0..replicas`.
+    pub deployment_pods: Option<BTreeMap<String, PodState>>,
+}
+
+impl PoolState {
+    /// The pod of this pool named `pod`, if the pool has one.
+    pub fn pod(&self, pod: &str) -> Option<&PodState> {
+        match &self.deployment_pods {
+            Some(pods) => pods.get(pod),
+            None => {
+                let id = MemberId::from_pod_name(&self.name, pod).ok()?;
+                self.pods.get(&id.ordinal()?)
+            }
+        }
+    }
 }
 
 /// A member Lease written by the sidecar.
@@ -209,7 +225,7 @@ pub struct Observation {
     pub annotations: BTreeMap<String, String>,
     /// The status as last written.
     pub status: SwarmStatus,
-    /// Pools (labelled StatefulSets).
+    /// Pools (labelled StatefulSets and Deployments).
     pub pools: Vec<PoolState>,
     /// The `jobsFrom` ConfigMap.
     pub job_source: JobSource,
@@ -619,10 +635,7 @@ pub fn apply_in_memory(obs: &mut Observation, plan: &Plan) -> Vec<(String, Strin
                 ..
             } => {
                 // As `apply` does right after the write: the pod in the member's place now.
-                let pod_now = obs.pools.iter().find_map(|pool| {
-                    let ordinal = slice.member.strip_prefix(&format!("{}-", pool.name))?;
-                    pool.pods.get(&ordinal.parse().ok()?)
-                });
+                let pod_now = obs.pools.iter().find_map(|pool| pool.pod(&slice.member));
                 let written_for_uid = pod_answering_for_write(written_for_uid, pod_now)
                     .filter(|_| !instances_only)
                     .unwrap_or_else(|| written_for_uid.clone());

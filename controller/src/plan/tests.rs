@@ -58,6 +58,7 @@ fn pool(name: &str, replicas: u32) -> PoolState {
     PoolState {
         name: name.to_owned(),
         replicas,
+        deployment_pods: None,
         pods: (0..replicas)
             .map(|ordinal| {
                 (

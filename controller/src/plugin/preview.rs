@@ -15,7 +15,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use shoal_core::format::parse_slice;
-use shoal_core::{Assignment, JobSet, MemberId, diff};
+use shoal_core::{Assignment, JobSet, diff};
 
 use super::Report;
 use super::table::{Table, fields};
@@ -351,8 +351,7 @@ fn in_force(obs: &Observation) -> Option<Assignment> {
     }
     let slices = obs.slices.iter().filter_map(|(name, object)| {
         let slice = parse_slice(object.text.as_deref()?).ok()?;
-        let (pool, ordinal) = name.rsplit_once('-')?;
-        Some((MemberId::new(pool, ordinal.parse().ok()?), slice.jobs))
+        Some((crate::plan::member_of_pod(&obs.pools, name), slice.jobs))
     });
     Assignment::from_slices(slices)
         .or_else(|_| Assignment::from_slices(std::iter::empty()))

@@ -13,6 +13,7 @@ pub(crate) fn pool(name: &str, replicas: u32) -> PoolState {
     PoolState {
         name: name.to_owned(),
         replicas,
+        deployment_pods: None,
         pods: (0..replicas)
             .map(|ordinal| {
                 let pod = PodState {

@@ -25,6 +25,10 @@
 //! all pools concatenated in name order, would reshuffle every later pool
 //! whenever an earlier one scales, which is far worse.
 //!
+//! A pool of members with generated names (a Deployment) has one slot per
+//! member and picks among them by rendezvous instead of jump (see
+//! `topology`), so replacing one pod moves only that pod's keys.
+//!
 //! Slots whose member is missing from the list or unavailable are *holes*:
 //! their keys are re-placed (see each strategy) without moving any other key,
 //! and return when the member is back, because the base placement does not
@@ -138,7 +142,7 @@ pub enum AssignError {
         member: MemberId,
     },
     /// A member's ordinal is beyond the supported range.
-    #[error("member {member}: ordinal {} exceeds the supported maximum {MAX_ORDINAL}", member.ordinal)]
+    #[error("member {member}: its ordinal exceeds the supported maximum {MAX_ORDINAL}")]
     OrdinalTooLarge {
         /// The member.
         member: MemberId,

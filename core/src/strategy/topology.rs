@@ -1,6 +1,14 @@
 //! The canonical view of a member list shared by the strategies: members
 //! sorted by (pool, ordinal), pools with their ordinal slots, and the
 //! deterministic probe sequence used to re-place keys.
+//!
+//! Members with generated names (Deployment pods) have no ordinal: each takes
+//! one slot after its pool's ordinal slots, and a pool holding any of them
+//! picks the slot of a key by rendezvous (highest `mix(key_hash, slot_hash)`,
+//! where a generated member's slot hash is `name_hash(<pod name>)`) instead of
+//! jump. Rendezvous depends only on the set of names, not on their positions,
+//! so a pod replaced or added moves only the keys of the slot that left or
+//! came (jump over positions in name order would reshuffle every later pod).
 
 use crate::hash::{jump_bucket, jump_buckets, mix, name_hash, unit_interval};
 use crate::member::{Member, MemberId};
@@ -25,8 +33,13 @@ pub(crate) struct Pool {
     pub first_slot: u32,
     /// Weight in the pool-level rendezvous: the slot count.
     pub weight: f64,
-    /// Member index per ordinal, [`NONE`] for ordinals not listed.
+    /// Member index per slot: ordinals first ([`NONE`] for ordinals not
+    /// listed), then one slot per generated member in name order.
     pub slots: Vec<u32>,
+    /// How many of `slots` are ordinal slots.
+    pub ordinal_slots: usize,
+    /// The pool holds generated members: slots are chosen by rendezvous.
+    pub rendezvous: bool,
 }
 
 pub(crate) struct Topology {
@@ -37,7 +50,8 @@ pub(crate) struct Topology {
     pub available_count: usize,
     /// Member index per global slot, [`NONE`] for ordinals not listed.
     pub slot_member: Vec<u32>,
-    /// Rendezvous hash per global slot: `name_hash("<pool>-<ordinal>")`.
+    /// Rendezvous hash per global slot: `name_hash("<pool>-<ordinal>")`, or
+    /// `name_hash(<pod name>)` for a generated member.
     pub slot_hash: Vec<u64>,
 }
 
@@ -53,7 +67,10 @@ impl Topology {
                 member: pair[0].0.clone(),
             });
         }
-        if let Some((id, _)) = sorted.iter().find(|(id, _)| id.ordinal > MAX_ORDINAL) {
+        if let Some((id, _)) = sorted
+            .iter()
+            .find(|(id, _)| id.ordinal().is_some_and(|ordinal| ordinal > MAX_ORDINAL))
+        {
             return Err(AssignError::OrdinalTooLarge {
                 member: (*id).clone(),
             });
@@ -74,15 +91,28 @@ impl Topology {
                     first_slot: 0,
                     weight: 0.0,
                     slots: Vec::new(),
+                    ordinal_slots: 0,
+                    rendezvous: false,
                 });
                 previous_pool = Some(id.pool.as_str());
             }
             if let Some(pool) = pools.last_mut() {
-                let ordinal = id.ordinal as usize;
-                if pool.slots.len() <= ordinal {
-                    pool.slots.resize(ordinal + 1, NONE);
+                // Ordinal members sort before generated ones, so generated slots follow
+                // every ordinal slot of the pool.
+                match id.ordinal() {
+                    Some(ordinal) => {
+                        let ordinal = ordinal as usize;
+                        if pool.slots.len() <= ordinal {
+                            pool.slots.resize(ordinal + 1, NONE);
+                        }
+                        pool.slots[ordinal] = index as u32;
+                        pool.ordinal_slots = pool.slots.len();
+                    }
+                    None => {
+                        pool.slots.push(index as u32);
+                        pool.rendezvous = true;
+                    }
                 }
-                pool.slots[ordinal] = index as u32;
             }
         }
         let mut slot_member = Vec::new();
@@ -93,8 +123,11 @@ impl Topology {
             slot_member.extend_from_slice(&pool.slots);
         }
         for pool in &pools {
-            for ordinal in 0..pool.slots.len() {
+            for ordinal in 0..pool.ordinal_slots {
                 slot_hash.push(name_hash(&format!("{}-{ordinal}", pool.name)));
+            }
+            for &member in &pool.slots[pool.ordinal_slots..] {
+                slot_hash.push(name_hash(&sorted[member as usize].0.pod_name()));
             }
         }
         Ok(Topology {
@@ -130,14 +163,36 @@ impl Topology {
 
     /// The jump home of a hash as a global slot: pool by rendezvous, ordinal
     /// by jump.
+    /// (Rendezvous within a pool holding generated members.)
     pub fn jump_slot(&self, hash: u64) -> u32 {
         let pool = &self.pools[self.pool_of(hash)];
+        if pool.rendezvous {
+            return self.rendezvous_slot(pool, hash);
+        }
         pool.first_slot + jump_bucket(hash, pool.slots.len() as u32)
+    }
+
+    /// The slot of `pool` with the highest `mix(hash, slot_hash)` (ties: lowest slot).
+    fn rendezvous_slot(&self, pool: &Pool, hash: u64) -> u32 {
+        let first = pool.first_slot as usize;
+        let mut best = pool.first_slot;
+        let mut best_score = 0u64;
+        for (offset, slot_hash) in self.slot_hash[first..first + pool.slots.len()]
+            .iter()
+            .enumerate()
+        {
+            let score = mix(hash, *slot_hash);
+            if offset == 0 || score > best_score {
+                best = pool.first_slot + offset as u32;
+                best_score = score;
+            }
+        }
+        best
     }
 
     /// [`Topology::jump_slot`] of every hash (batched for a single pool).
     pub fn jump_slots(&self, hashes: &[u64]) -> Vec<u32> {
-        if self.pools.len() == 1 {
+        if self.pools.len() == 1 && !self.pools[0].rendezvous {
             jump_buckets(hashes, self.pools[0].slots.len() as u32)
         } else {
             hashes.iter().map(|&hash| self.jump_slot(hash)).collect()
