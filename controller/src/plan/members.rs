@@ -128,10 +128,16 @@ pub(super) fn observe_members(obs: &Observation, failover_after: Option<Duration
         let room = MAX_MEMBERS.saturating_sub(views.len() as u32);
         match &pool.deployment_pods {
             Some(pods) => {
-                let staying = pods.iter().filter(|(_, pod)| !pod.deleting);
-                for (name, pod) in staying.take(room as usize) {
+                let staying: Vec<&String> = pods
+                    .iter()
+                    .filter(|(_, pod)| !pod.deleting)
+                    .map(|(name, _)| name)
+                    .collect();
+                let vacancies = (pool.replicas as usize).saturating_sub(staying.len());
+                let held = vacancy_holders(obs, &pool.name, &staying, vacancies);
+                for name in staying.into_iter().chain(&held).take(room as usize) {
                     let id = MemberId::generated(pool.name.clone(), name.clone());
-                    views.push(view_of(id, Some(pod.clone())));
+                    views.push(view_of(id, pods.get(name).cloned()));
                 }
             }
             None => {
@@ -166,13 +172,45 @@ pub(super) fn observe_members(obs: &Observation, failover_after: Option<Duration
     }
 }
 
-/// How many members a pool asks for: a StatefulSet's `spec.replicas`, a Deployment's pods
-/// that are not terminating.
+/// The departed pods of Deployment `pool` that keep their place (and their jobs) while the
+/// Deployment has fewer pods than `spec.replicas`: at most `vacancies` of the members of the
+/// revision in force (its record names each generated member's pool) that are no pod of
+/// the pool now, or only a terminating one, in name order.
+///
+/// This is how a replaced pod's jobs go to its successor and nowhere else: while the
+/// ReplicaSet has not replaced it yet, the departed pod holds its place, unavailable, as a
+/// StatefulSet member whose pod restarts does (and `failover.after` applies to it the same
+/// way); when the successor comes, the place is the successor's in the same pass.
+fn vacancy_holders(
+    obs: &Observation,
+    pool: &str,
+    staying: &[&String],
+    vacancies: usize,
+) -> Vec<String> {
+    if vacancies == 0 {
+        return Vec::new();
+    }
+    let Some(record) = obs.history.get(&obs.status.current_revision) else {
+        return Vec::new();
+    };
+    record
+        .generated_members
+        .iter()
+        .filter(|(pod, member_pool)| member_pool.as_str() == pool && !staying.contains(pod))
+        .map(|(pod, _)| pod.clone())
+        .take(vacancies)
+        .collect()
+}
+
+/// How many members a pool asks for: a StatefulSet's `spec.replicas`; a Deployment's pods
+/// that are not terminating, or `spec.replicas` when more (departed pods hold the places).
 fn pool_size(pool: &PoolState) -> u32 {
     match &pool.deployment_pods {
         Some(pods) => {
             let staying = pods.values().filter(|pod| !pod.deleting).count();
-            u32::try_from(staying).unwrap_or(u32::MAX)
+            u32::try_from(staying)
+                .unwrap_or(u32::MAX)
+                .max(pool.replicas)
         }
         None => pool.replicas,
     }

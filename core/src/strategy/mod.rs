@@ -142,7 +142,7 @@ pub enum AssignError {
         member: MemberId,
     },
     /// A member's ordinal is beyond the supported range.
-    #[error("member {member}: its ordinal exceeds the supported maximum {MAX_ORDINAL}")]
+    #[error("member {member}: ordinal {} exceeds the supported maximum {MAX_ORDINAL}", member.ordinal().unwrap_or_default())]
     OrdinalTooLarge {
         /// The member.
         member: MemberId,

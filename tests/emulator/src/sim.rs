@@ -1,5 +1,5 @@
-//! Simulated cluster controllers (StatefulSet, kubelet) acting through the
-//! public API.
+//! Simulated cluster controllers (StatefulSet, Deployment and ReplicaSet,
+//! kubelet) acting through the public API.
 //!
 //! Each controller is an ordinary `kube` client: it watches through the API
 //! and writes through the API (including the `status` subresource), so it
@@ -9,10 +9,15 @@
 //! `pods/status` ([`set_pod_ready`], [`fail_pod`]).
 
 mod cluster;
+mod deployment;
 mod kubelet;
 mod statefulset;
 
 pub use cluster::{Cluster, ClusterOptions};
+pub use deployment::{
+    DeploymentController, POD_TEMPLATE_HASH_LABEL, ReplicaPod, ReplicaSetView, ReplicaStep,
+    plan_replicas, plan_rollout,
+};
 pub use kubelet::{
     Kubelet, KubeletConfig, MANUAL_READINESS_ANNOTATION, READINESS_GATE, STAND_IN_NODE_LABEL,
     fail_pod, is_running_and_ready, readiness_gates_met, set_pod_ready,

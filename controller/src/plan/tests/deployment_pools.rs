@@ -1,7 +1,8 @@
 //! Deployment pools in the pure plan: members are the pods, keyed by their
-//! generated names; a replaced pod moves only its own jobs (with `sticky`),
-//! hands them over with the same revoke-before-grant protocol, and the slice
-//! of a pod that is gone is deleted.
+//! generated names; a replaced pod moves only its own jobs (with `sticky`), and
+//! only to its successor (its place is held while the Deployment is short of
+//! replicas); jobs are handed over with the same revoke-before-grant protocol,
+//! and the slice of a pod that is gone is deleted.
 
 use super::*;
 use crate::crd::StrategyType;
@@ -123,6 +124,7 @@ fn a_terminating_pod_keeps_its_jobs_until_it_acknowledges_the_revoke() {
             .insert(pod.to_owned(), sidecar_lease(pod, Some(1), Some(hash), 30));
     }
     // A scale-down: the pod is terminating, its sidecar still runs and has not let go.
+    cluster.obs.pools[0].replicas = 2;
     pods_of(&mut cluster)
         .get_mut("web-5c9d-bbbbb")
         .expect("pod")
@@ -199,4 +201,50 @@ fn a_generated_name_that_looks_like_an_ordinal_replays_as_the_pod_it_was() {
         })
         .unwrap_or_default();
     assert_eq!(owned, cluster.slice_of("web-5c9d-24567"));
+}
+
+#[test]
+fn a_deleted_pods_jobs_wait_for_its_successor_while_the_deployment_is_short_of_replicas() {
+    let mut cluster = converged_sticky();
+    let replaced = cluster.slice_of("web-5c9d-bbbbb");
+    let kept_a = cluster.slice_of("web-5c9d-aaaaa");
+    pods_of(&mut cluster).remove("web-5c9d-bbbbb");
+    // Gone, not replaced yet: it holds its place (unavailable); nothing moves.
+    let plan = cluster.step();
+    assert_eq!(plan.applied_revision, None, "{:?}", plan.operations);
+    assert_eq!(cluster.obs.status.ready.as_deref(), Some("2/3"));
+    assert_eq!(cluster.slice_of("web-5c9d-bbbbb"), replaced);
+    // The successor comes: the place is its own, with exactly those jobs.
+    pods_of(&mut cluster).insert(
+        "web-5c9d-ddddd".to_owned(),
+        PodState {
+            uid: "web-5c9d-ddddd-uid".to_owned(),
+            ready: true,
+            deleting: false,
+        },
+    );
+    cluster.settle();
+    assert_eq!(cluster.obs.status.current_revision, 2);
+    assert_eq!(cluster.slice_of("web-5c9d-ddddd"), replaced);
+    assert_eq!(cluster.slice_of("web-5c9d-aaaaa"), kept_a);
+    assert!(!cluster.obs.slices.contains_key("web-5c9d-bbbbb"));
+}
+
+#[test]
+fn a_deleted_pod_never_replaced_loses_its_jobs_after_failover_after() {
+    let mut cluster = converged_sticky();
+    cluster.obs.spec.failover.after = Some("30s".to_owned());
+    pods_of(&mut cluster).remove("web-5c9d-bbbbb");
+    assert_eq!(cluster.step().applied_revision, None);
+    cluster.obs.now = t0() + SignedDuration::from_secs(31);
+    cluster.settle();
+    assert!(
+        cluster
+            .obs
+            .slices
+            .get("web-5c9d-bbbbb")
+            .is_none_or(|_| cluster.slice_of("web-5c9d-bbbbb").is_empty())
+    );
+    assert_eq!(cluster.slice_of("web-5c9d-aaaaa").len(), 15);
+    assert_eq!(all_jobs_once(&cluster), jobs(30));
 }

@@ -475,7 +475,7 @@ fn apply_defaults(resource_type: &ResourceType, object: &mut Value) {
                 strategy["rollingUpdate"]["partition"] = json!(0);
             }
         }
-        ("apps", "deployments") => {
+        ("apps", "deployments" | "replicasets") => {
             let spec = &mut object["spec"];
             if spec.get("replicas").is_none_or(Value::is_null) {
                 spec["replicas"] = json!(1);

@@ -238,6 +238,12 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .with_status()
             .with_generation()
             .replicas_scale(),
+        ResourceType::builtin("apps", "v1", "replicasets", "ReplicaSet", true)
+            .short(&["rs"])
+            .categories(&["all"])
+            .with_status()
+            .with_generation()
+            .replicas_scale(),
         ResourceType::builtin(
             "apps",
             "v1",

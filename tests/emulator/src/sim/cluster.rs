@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::{Kubelet, KubeletConfig, SimError, StatefulSetController};
+use super::{DeploymentController, Kubelet, KubeletConfig, SimError, StatefulSetController};
 use crate::{ApiServer, Faults, ServerOptions};
 
 /// Options for [`Cluster::start_with`].
@@ -17,11 +17,12 @@ pub struct ClusterOptions {
     pub without_kubelet: bool,
 }
 
-/// An emulated cluster: the API server, the StatefulSet controller and the
-/// kubelet. Dropping it stops all three.
+/// An emulated cluster: the API server, the StatefulSet, Deployment and
+/// ReplicaSet controllers and the kubelet. Dropping it stops them all.
 pub struct Cluster {
     // Field order is drop order: controllers stop before the server.
     statefulsets: Option<StatefulSetController>,
+    deployments: Option<DeploymentController>,
     kubelet: Option<Kubelet>,
     api: Option<ApiServer>,
     client: kube::Client,
@@ -47,6 +48,7 @@ impl Cluster {
         let api = ApiServer::start_with(options.server).await?;
         let client = api.client().await?;
         let statefulsets = StatefulSetController::start(api.client().await?);
+        let deployments = DeploymentController::start(api.client().await?);
         let kubelet = if options.without_kubelet {
             None
         } else {
@@ -54,6 +56,7 @@ impl Cluster {
         };
         Ok(Cluster {
             statefulsets: Some(statefulsets),
+            deployments: Some(deployments),
             kubelet,
             api: Some(api),
             client,
@@ -86,6 +89,9 @@ impl Cluster {
     /// Stops the controllers, then the server (waiting for it to close).
     pub async fn shutdown(mut self) {
         if let Some(controller) = self.statefulsets.take() {
+            controller.stop();
+        }
+        if let Some(controller) = self.deployments.take() {
             controller.stop();
         }
         if let Some(kubelet) = self.kubelet.take() {

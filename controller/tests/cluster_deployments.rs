@@ -1,0 +1,169 @@
+//! A Deployment as a pool, on a cluster: its pods are members under their generated
+//! names. A pod deleted (its ReplicaSet replaces it under a new name) moves only its own
+//! jobs, to its successor; a scale-down moves only the leaving pod's jobs; the slice of a
+//! pod that is gone is deleted; and no job is ever in two slices meanwhile (watched by a
+//! poller throughout). Runs on the emulator (its simulated Deployment and ReplicaSet
+//! controllers) and on a real control plane alike.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+use shoal_core::{Assignment, JobSet, MemberId};
+use shoal_emulator::harness::fixtures::PAUSE_IMAGE;
+use shoal_emulator::sim::is_running_and_ready;
+
+use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+/// A Deployment `web` of `replicas` pause pods labelled for Swarm `demo`.
+fn deployment_yaml(replicas: u32) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels:
+    shoal.dev/swarm: demo
+spec:
+  replicas: {replicas}
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: app
+        image: {PAUSE_IMAGE}
+"#
+    )
+}
+
+/// The names of the Deployment's pods once exactly `count` exist, all Ready, none terminating.
+async fn ready_pods(env: &Env, count: usize) -> BTreeSet<String> {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
+    eventually(&format!("{count} ready pods of web"), WAIT, || async {
+        let listed = pods
+            .list(&ListParams::default().labels("app=web"))
+            .await
+            .ok()?;
+        let ready = listed
+            .items
+            .iter()
+            .all(|pod| is_running_and_ready(pod) && pod.metadata.deletion_timestamp.is_none());
+        (listed.items.len() == count && ready)
+            .then(|| listed.items.iter().map(ResourceExt::name_any).collect())
+    })
+    .await
+}
+
+/// Waits for `revision` in force, Ready, with the slices held by exactly `pods`.
+async fn in_force(
+    env: &Env,
+    revision: u64,
+    pods: &BTreeSet<String>,
+) -> BTreeMap<String, Vec<String>> {
+    eventually(
+        &format!("revision {revision} on {pods:?}"),
+        WAIT,
+        || async {
+            let status = env.swarm("demo").await.status?;
+            let slices = env.slices("demo").await;
+            (status.current_revision == revision
+                && status.phase.as_deref() == Some("Ready")
+                && slices.keys().eq(pods.iter())
+                && all_jobs(&slices) == job_keys(27))
+            .then_some(slices)
+        },
+    )
+    .await
+}
+
+/// Polls the slices until `stop` is set; returns every moment a job was in two slices.
+async fn two_owner_sightings(env: &Env, stop: &AtomicBool) -> Vec<String> {
+    let mut sightings = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let slices = env.slices("demo").await;
+        let assignment = Assignment::from_slices(slices.iter().map(|(pod, jobs)| {
+            (
+                MemberId::generated("web", pod.clone()),
+                JobSet::parse(jobs.iter().cloned()).expect("valid jobs"),
+            )
+        }));
+        if let Err(error) = assignment {
+            sightings.push(format!("{error}: {slices:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    sightings
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployments_replaced_pod_moves_only_its_own_jobs_and_a_scale_down_only_the_leavers() {
+    let env = Env::start().await;
+    let _controller = env.start_controller();
+    env.apply(&deployment_yaml(3)).await;
+    let pods = ready_pods(&env, 3).await;
+    env.apply(&swarm_yaml(
+        "demo",
+        &job_keys(27),
+        "  strategy:\n    type: sticky\n",
+    ))
+    .await;
+    let first = in_force(&env, 1, &pods).await;
+    assert!(first.values().all(|jobs| jobs.len() == 9), "{first:?}");
+    let stop = AtomicBool::new(false);
+    let changes = async {
+        // Delete one pod: its ReplicaSet replaces it under a new name.
+        let victim = pods.iter().next().expect("a pod").clone();
+        env.kubectl(&["delete", "pod", &victim, "--wait=false"])
+            .await;
+        let now = ready_pods(&env, 3).await;
+        assert!(!now.contains(&victim), "{now:?}");
+        let successor = now.difference(&pods).next().expect("a new pod").clone();
+        let second = in_force(&env, 2, &now).await;
+        assert_eq!(
+            second[&successor], first[&victim],
+            "the successor took its jobs"
+        );
+        for pod in pods.iter().filter(|pod| **pod != victim) {
+            assert_eq!(second[pod], first[pod], "{pod} is untouched");
+        }
+
+        // Scale 3 → 2: only the leaving pod's jobs move, and its slice is deleted.
+        env.kubectl(&["scale", "deployment", "web", "--replicas=2"])
+            .await;
+        let staying = ready_pods(&env, 2).await;
+        let leaver = now.difference(&staying).next().expect("a pod left").clone();
+        let third = in_force(&env, 3, &staying).await;
+        for pod in &staying {
+            assert!(
+                second[pod].iter().all(|job| third[pod].contains(job)),
+                "{pod} lost a job to a pod that stays"
+            );
+        }
+        let gained: usize = staying
+            .iter()
+            .map(|pod| third[pod].len() - second[pod].len())
+            .sum();
+        assert_eq!(
+            gained,
+            second[&leaver].len(),
+            "only the leaver's jobs moved"
+        );
+        stop.store(true, Ordering::Relaxed);
+    };
+    let (sightings, ()) = tokio::join!(two_owner_sightings(&env, &stop), changes);
+    assert!(sightings.is_empty(), "a job had two owners: {sightings:?}");
+    env.finish().await;
+}
