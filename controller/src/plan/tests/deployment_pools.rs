@@ -28,6 +28,16 @@ fn deployment(pods: &[&str]) -> PoolState {
     }
 }
 
+/// A new Ready pod of the Deployment, as its ReplicaSet creates one.
+fn add_ready_pod(cluster: &mut Cluster, pod: &str) {
+    let state = PodState {
+        uid: format!("{pod}-uid"),
+        ready: true,
+        deleting: false,
+    };
+    pods_of(cluster).insert(pod.to_owned(), state);
+}
+
 fn pods_of(cluster: &mut Cluster) -> &mut BTreeMap<String, PodState> {
     cluster.obs.pools[0]
         .deployment_pods
@@ -81,14 +91,7 @@ fn a_replaced_pod_moves_only_its_own_jobs_to_its_successor_and_its_slice_is_dele
     cluster.writes.clear();
     // The ReplicaSet replaces the pod under a new name.
     pods_of(&mut cluster).remove("web-5c9d-bbbbb");
-    pods_of(&mut cluster).insert(
-        "web-5c9d-ddddd".to_owned(),
-        PodState {
-            uid: "web-5c9d-ddddd-uid".to_owned(),
-            ready: true,
-            deleting: false,
-        },
-    );
+    add_ready_pod(&mut cluster, "web-5c9d-ddddd");
     let plans = cluster.settle();
     assert_eq!(plans[0].applied_revision, Some(2));
     assert_eq!(cluster.slice_of("web-5c9d-ddddd"), replaced);
@@ -215,14 +218,7 @@ fn a_deleted_pods_jobs_wait_for_its_successor_while_the_deployment_is_short_of_r
     assert_eq!(cluster.obs.status.ready.as_deref(), Some("2/3"));
     assert_eq!(cluster.slice_of("web-5c9d-bbbbb"), replaced);
     // The successor comes: the place is its own, with exactly those jobs.
-    pods_of(&mut cluster).insert(
-        "web-5c9d-ddddd".to_owned(),
-        PodState {
-            uid: "web-5c9d-ddddd-uid".to_owned(),
-            ready: true,
-            deleting: false,
-        },
-    );
+    add_ready_pod(&mut cluster, "web-5c9d-ddddd");
     cluster.settle();
     assert_eq!(cluster.obs.status.current_revision, 2);
     assert_eq!(cluster.slice_of("web-5c9d-ddddd"), replaced);

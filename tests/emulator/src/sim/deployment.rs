@@ -18,7 +18,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -26,7 +26,7 @@ use serde_json::json;
 
 use super::SimError;
 use super::kubelet::is_running_and_ready;
-use super::statefulset::{selector_query, template_hash};
+use super::statefulset::{delete_listed_pod, selector_query, template_hash};
 
 /// Label carrying the template hash on a Deployment's ReplicaSets and pods.
 pub const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
@@ -431,28 +431,9 @@ async fn reconcile_replica_set(
                     .map_err(api_error("create pod of", object.clone()))?;
             }
             ReplicaStep::Delete { pod } => {
-                let uid = owned
-                    .iter()
-                    .find(|owned| owned.name_any() == pod)
-                    .and_then(|owned| owned.uid());
-                let params = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        uid,
-                        resource_version: None,
-                    }),
-                    ..DeleteParams::default()
-                };
-                match pods_api.delete(&pod, &params).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-                    Err(source) => {
-                        return Err(SimError::Api {
-                            action: "delete pod",
-                            object: format!("{namespace}/{pod}"),
-                            source,
-                        });
-                    }
-                }
+                delete_listed_pod(&pods_api, &listed.items, &pod)
+                    .await
+                    .map_err(api_error("delete pod", format!("{namespace}/{pod}")))?;
             }
         }
     }

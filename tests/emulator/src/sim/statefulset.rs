@@ -589,25 +589,13 @@ async fn reconcile(set: Arc<StatefulSet>, context: Arc<Context>) -> Result<Actio
             }
             Step::Delete { ordinal } => {
                 let name = format!("{set_name}-{ordinal}");
-                let uid = pod_list
-                    .items
-                    .iter()
-                    .find(|pod| pod.name_any() == name)
-                    .and_then(|pod| pod.uid());
-                let params = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        uid,
-                        resource_version: None,
-                    }),
-                    ..DeleteParams::default()
-                };
-                match pods_api.delete(&name, &params).await {
-                    Ok(_) => {
+                match delete_listed_pod(&pods_api, &pod_list.items, &name).await {
+                    Ok(true) => {
                         let note =
                             format!("delete Pod {name} in StatefulSet {set_name} successful");
                         record(&context, &set, false, ("SuccessfulDelete", "Delete"), note).await;
                     }
-                    Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+                    Ok(false) => {}
                     Err(source) => {
                         let note = format!(
                             "delete Pod {name} in StatefulSet {set_name} failed error: {source}"
@@ -670,6 +658,32 @@ async fn reconcile(set: Arc<StatefulSet>, context: Arc<Context>) -> Result<Actio
         }
     }
     Ok(Action::requeue(Duration::from_secs(5)))
+}
+
+/// Deletes the pod `name` of `listed` with its uid as precondition, so that a pod created
+/// again under the same name since the list is never deleted in its place. `Ok(false)`:
+/// it was gone already or is another pod now.
+pub(super) async fn delete_listed_pod(
+    pods_api: &Api<Pod>,
+    listed: &[Pod],
+    name: &str,
+) -> Result<bool, kube::Error> {
+    let uid = listed
+        .iter()
+        .find(|pod| pod.name_any() == name)
+        .and_then(|pod| pod.uid());
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match pods_api.delete(name, &params).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(false),
+        Err(source) => Err(source),
+    }
 }
 
 /// The ControllerRevisions to delete, as upstream's history truncation:
