@@ -1,8 +1,9 @@
 //! A Deployment as a pool, on a cluster: its pods are members under their generated
 //! names. A pod deleted (its ReplicaSet replaces it under a new name) moves only its own
-//! jobs, to its successor; a scale-down moves only the leaving pod's jobs; the slice of a
-//! pod that is gone is deleted; and no job is ever in two slices meanwhile (watched by a
-//! poller throughout). Runs on the emulator (its simulated Deployment and ReplicaSet
+//! jobs, to its successor; a scale-down moves only the leaving pod's jobs; a rolling
+//! update hands every job to the new pods; the slice of a pod that is gone is deleted; a
+//! pod that only looks like the Deployment's (its labels) is no member; and no job is
+//! ever in two slices meanwhile (watched by a poller throughout). Runs on the emulator (its simulated Deployment and ReplicaSet
 //! controllers) and on a real control plane alike.
 
 mod common;
@@ -49,20 +50,24 @@ spec:
     )
 }
 
+/// The names of the pods labelled `app=web` when all are Ready and none is terminating.
+async fn settled_pods(env: &Env) -> Option<BTreeSet<String>> {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
+    let listed = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .ok()?;
+    listed
+        .items
+        .iter()
+        .all(|pod| is_running_and_ready(pod) && pod.metadata.deletion_timestamp.is_none())
+        .then(|| listed.items.iter().map(ResourceExt::name_any).collect())
+}
+
 /// The names of the Deployment's pods once exactly `count` exist, all Ready, none terminating.
 async fn ready_pods(env: &Env, count: usize) -> BTreeSet<String> {
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
     eventually(&format!("{count} ready pods of web"), WAIT, || async {
-        let listed = pods
-            .list(&ListParams::default().labels("app=web"))
-            .await
-            .ok()?;
-        let ready = listed
-            .items
-            .iter()
-            .all(|pod| is_running_and_ready(pod) && pod.metadata.deletion_timestamp.is_none());
-        (listed.items.len() == count && ready)
-            .then(|| listed.items.iter().map(ResourceExt::name_any).collect())
+        settled_pods(env).await.filter(|pods| pods.len() == count)
     })
     .await
 }
@@ -161,6 +166,62 @@ async fn a_deployments_replaced_pod_moves_only_its_own_jobs_and_a_scale_down_onl
             second[&leaver].len(),
             "only the leaver's jobs moved"
         );
+        stop.store(true, Ordering::Relaxed);
+    };
+    let (sightings, ()) = tokio::join!(two_owner_sightings(&env, &stop), changes);
+    assert!(sightings.is_empty(), "a job had two owners: {sightings:?}");
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_update_hands_every_job_to_the_new_pods_and_a_look_alike_pod_is_no_member() {
+    let env = Env::start().await;
+    let _controller = env.start_controller();
+    env.apply(&deployment_yaml(3)).await;
+    let old = ready_pods(&env, 3).await;
+    env.apply(&swarm_yaml(
+        "demo",
+        &job_keys(27),
+        "  strategy:\n    type: sticky\n",
+    ))
+    .await;
+    in_force(&env, 1, &old).await;
+    // A pod with the Deployment's labels that no ReplicaSet of it controls.
+    env.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: look-alike\n  labels:\n    app: web\nspec:\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: app\n    image: {PAUSE_IMAGE}\n"
+    ))
+    .await;
+    let stop = AtomicBool::new(false);
+    let changes = async {
+        // A new template: new ReplicaSet, new pods, the old ones leave.
+        env.kubectl(&[
+            "patch",
+            "deployment",
+            "web",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"template":{"metadata":{"annotations":{"revision":"2"}}}}}"#,
+        ])
+        .await;
+        let new = eventually("the old pods replaced", WAIT, || async {
+            let pods = settled_pods(&env).await?;
+            let fresh: BTreeSet<String> = pods
+                .iter()
+                .filter(|pod| *pod != "look-alike" && !old.contains(*pod))
+                .cloned()
+                .collect();
+            (pods.len() == 4 && fresh.len() == 3).then_some(fresh)
+        })
+        .await;
+        eventually("every job on the new pods", WAIT, || async {
+            let status = env.swarm("demo").await.status?;
+            let slices = env.slices("demo").await;
+            (status.phase.as_deref() == Some("Ready")
+                && slices.keys().eq(new.iter())
+                && all_jobs(&slices) == job_keys(27))
+            .then_some(())
+        })
+        .await;
         stop.store(true, Ordering::Relaxed);
     };
     let (sightings, ()) = tokio::join!(two_owner_sightings(&env, &stop), changes);
