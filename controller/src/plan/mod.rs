@@ -133,6 +133,23 @@ pub struct PoolState {
 }
 
 impl PoolState {
+    /// The pods of the pool's members by name: a StatefulSet's in `0..replicas`, a
+    /// Deployment's that are not terminating.
+    pub fn member_pods(&self) -> Vec<(String, &PodState)> {
+        match &self.deployment_pods {
+            Some(pods) => pods
+                .iter()
+                .filter(|(_, pod)| !pod.deleting)
+                .map(|(name, pod)| (name.clone(), pod))
+                .collect(),
+            None => self
+                .pods
+                .range(..self.replicas)
+                .map(|(ordinal, pod)| (format!("{}-{ordinal}", self.name), pod))
+                .collect(),
+        }
+    }
+
     /// The pod of this pool named `pod`, if the pool has one.
     pub fn pod(&self, pod: &str) -> Option<&PodState> {
         match &self.deployment_pods {

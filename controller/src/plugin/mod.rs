@@ -419,13 +419,8 @@ pub(crate) fn acknowledgement(
     let pod_uid = obs
         .pools
         .iter()
-        .flat_map(|pool| {
-            pool.pods
-                .iter()
-                .map(move |(ordinal, pod)| (format!("{}-{ordinal}", pool.name), pod))
-        })
-        .find(|(name, _)| name == member)
-        .map(|(_, pod)| pod.uid.clone())
+        .find_map(|pool| pool.pod(member))
+        .map(|pod| pod.uid.clone())
         .unwrap_or_default();
     if !lease.speaks_for(member, &pod_uid) {
         return format!(

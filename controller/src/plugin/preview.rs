@@ -74,6 +74,18 @@ pub enum PreviewError {
         /// Namespace.
         namespace: String,
     },
+    /// `--replicas` of a Deployment pool: its members are pods whose names do not exist yet.
+    #[error(
+        "pool {pool} of Swarm {namespace}/{swarm} is a Deployment: its members are its pods, whose generated names are unknown until they exist, so a scale cannot be previewed; scale it and review the pending revision (Manual approval) instead"
+    )]
+    DeploymentPoolScale {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// The Deployment.
+        pool: String,
+    },
     /// `--replicas` without `--pool` on a Swarm with several pools.
     #[error(
         "Swarm {namespace}/{swarm} has {} pools ({}); say which one to scale with --pool",
@@ -301,6 +313,13 @@ fn apply_change(
                 None => 0,
             };
             let pool = &mut obs.pools[index];
+            if pool.deployment_pods.is_some() {
+                return Err(PreviewError::DeploymentPoolScale {
+                    swarm: obs.swarm.clone(),
+                    namespace: namespace.to_owned(),
+                    pool: pool.name.clone(),
+                });
+            }
             let description = format!(
                 "scale StatefulSet {} from {} to {replicas} replicas",
                 pool.name, pool.replicas
@@ -553,12 +572,7 @@ pub fn preview(
     let pods: BTreeMap<String, &plan::PodState> = obs
         .pools
         .iter()
-        .flat_map(|pool| {
-            pool.pods
-                .iter()
-                .filter(move |(ordinal, _)| **ordinal < pool.replicas)
-                .map(move |(ordinal, pod)| (format!("{}-{ordinal}", pool.name), pod))
-        })
+        .flat_map(plan::PoolState::member_pods)
         .collect();
     let mut members = Vec::new();
     let mut restarts = Vec::new();
@@ -867,6 +881,24 @@ mod tests {
         let mut empty = observation(8, Vec::new());
         let error = preview(&mut empty, "ns", &ambiguous).unwrap_err();
         assert!(matches!(error, PreviewError::NoPools { .. }), "{error}");
+    }
+
+    #[test]
+    fn a_scale_of_a_deployment_pool_is_refused_naming_why() {
+        let mut web = pool("web", 2);
+        web.pods.clear();
+        web.deployment_pods = Some(BTreeMap::new());
+        let mut obs = observation(8, vec![web]);
+        let scale = Change::Replicas {
+            pool: None,
+            replicas: 3,
+        };
+        let error = preview(&mut obs, "ns", &scale).unwrap_err();
+        assert!(
+            matches!(error, PreviewError::DeploymentPoolScale { ref pool, .. } if pool == "web"),
+            "{error}"
+        );
+        assert!(error.to_string().contains("is a Deployment"), "{error}");
     }
 
     #[test]

@@ -191,12 +191,8 @@ pub fn report(obs: &Observation, namespace: &str, events: Vec<EventRow>) -> Stat
         .pools
         .iter()
         .map(|pool| {
-            let pods: Vec<&plan::PodState> = pool
-                .pods
-                .iter()
-                .filter(|(ordinal, _)| **ordinal < pool.replicas)
-                .map(|(_, pod)| pod)
-                .collect();
+            let pods: Vec<&plan::PodState> =
+                pool.member_pods().into_iter().map(|(_, pod)| pod).collect();
             PoolRow {
                 name: pool.name.clone(),
                 replicas: pool.replicas,
@@ -485,6 +481,28 @@ impl Report for StatusReport {
 mod tests {
     use super::*;
     use crate::plugin::testing::{converge, observation, pool};
+
+    #[test]
+    fn a_deployment_pool_counts_its_pods_that_are_not_terminating() {
+        let pod = |deleting| plan::PodState {
+            uid: "u".to_owned(),
+            ready: true,
+            deleting,
+        };
+        let mut web = pool("web", 2);
+        web.pods.clear();
+        web.deployment_pods = Some(
+            [
+                ("web-5c-aaaaa".to_owned(), pod(false)),
+                ("web-5c-bbbbb".to_owned(), pod(false)),
+                ("web-5c-ccccc".to_owned(), pod(true)),
+            ]
+            .into(),
+        );
+        let obs = observation(4, vec![web]);
+        let report = report(&obs, "ns", Vec::new());
+        assert_eq!((report.pools[0].pods, report.pools[0].ready), (2, 2));
+    }
 
     #[test]
     fn a_scale_in_progress_shows_the_revokes_the_controller_makes_next() {
