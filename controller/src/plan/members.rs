@@ -46,7 +46,8 @@ pub(super) struct Roster {
     pub next_deadline: Option<Duration>,
     /// Pods named by `failover-now` that are not members.
     pub unknown_failover_targets: Vec<String>,
-    /// The pools ask for more than [`MAX_MEMBERS`] members: `(pool, replicas)` of each.
+    /// The pools ask for more than [`MAX_MEMBERS`] members: `(<kind> <pool>, replicas)` of
+    /// each (kind `StatefulSet` or `Deployment`).
     pub over_limit: Option<Vec<(String, u32)>>,
 }
 
@@ -161,7 +162,13 @@ pub(super) fn observe_members(obs: &Observation, failover_after: Option<Duration
     let over_limit = (asked > u64::from(MAX_MEMBERS)).then(|| {
         obs.pools
             .iter()
-            .map(|pool| (pool.name.clone(), pool_size(pool)))
+            .map(|pool| {
+                let kind = match pool.deployment_pods {
+                    Some(_) => "Deployment",
+                    None => "StatefulSet",
+                };
+                (format!("{kind} {}", pool.name), pool_size(pool))
+            })
             .collect()
     });
     Roster {

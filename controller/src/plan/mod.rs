@@ -496,7 +496,7 @@ pub fn plan(obs: &Observation) -> Plan {
                     members::MAX_MEMBERS,
                     pools
                         .iter()
-                        .map(|(pool, replicas)| format!("StatefulSet {pool}: {replicas} replicas"))
+                        .map(|(pool, replicas)| format!("{pool}: {replicas} replicas"))
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
