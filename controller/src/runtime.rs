@@ -386,6 +386,8 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     let swarm_store = controller.store();
 
     let orphans = report_orphan_pools(ctx.clone(), pool_store.clone(), swarm_store.clone());
+    let orphan_deployments =
+        report_orphan_pools(ctx.clone(), deployment_store.clone(), swarm_store.clone());
 
     let by_config_map = {
         let swarm_store = swarm_store.clone();
@@ -470,6 +472,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
         _ = deployment_stream => {}
     }
     orphans.abort();
+    orphan_deployments.abort();
     stop_relay.abort();
 }
 
@@ -536,13 +539,16 @@ fn config_map_swarms(cm: &ConfigMap, swarms: &Store<Swarm>) -> Vec<ObjectRef<Swa
         .collect()
 }
 
-/// Warns (an Event on the StatefulSet, once per StatefulSet and name) about pools
-/// labelled for a Swarm that does not exist.
-fn report_orphan_pools(
+/// Warns (an Event on the pool, once per pool and name) about pools (StatefulSets or
+/// Deployments) labelled for a Swarm that does not exist.
+fn report_orphan_pools<K>(
     ctx: Arc<Context>,
-    pools: Store<StatefulSet>,
+    pools: Store<K>,
     swarms: Store<Swarm>,
-) -> tokio::task::JoinHandle<()> {
+) -> tokio::task::JoinHandle<()>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
     tokio::spawn(async move {
         if pools.wait_until_ready().await.is_err() {
             return;
@@ -570,7 +576,8 @@ fn report_orphan_pools(
                 orphaned_now.insert(key.clone());
                 if reported.insert(key) {
                     let note = format!(
-                        "StatefulSet {namespace}/{} is labelled {}={swarm} but Swarm {swarm} does not exist in {namespace}",
+                        "{} {namespace}/{} is labelled {}={swarm} but Swarm {swarm} does not exist in {namespace}",
+                        K::kind(&()),
                         sts.name_any(),
                         names::LABEL_SWARM
                     );

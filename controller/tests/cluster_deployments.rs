@@ -228,3 +228,22 @@ async fn a_rolling_update_hands_every_job_to_the_new_pods_and_a_look_alike_pod_i
     assert!(sightings.is_empty(), "a job had two owners: {sightings:?}");
     env.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_labelled_for_a_missing_swarm_gets_a_warning_event() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.apply(&deployment_yaml(1).replace("shoal.dev/swarm: demo", "shoal.dev/swarm: nobody"))
+        .await;
+    let events = eventually("an Event SwarmNotFound", WAIT, || async {
+        let (ok, text) = env.kubectl_status(&["get", "events", "-o", "yaml"]).await;
+        (ok && text.contains("SwarmNotFound")).then_some(text)
+    })
+    .await;
+    assert!(
+        events.contains("Deployment") && events.contains("nobody"),
+        "{events}"
+    );
+    controller.stop().await;
+    env.finish().await;
+}
