@@ -6,7 +6,8 @@
 //! resume finishes it; a payload failing in the second domain stops it before
 //! the third; a newer update supersedes the halted one (domains not started
 //! get the newer one only); undo returns every domain to the first payload,
-//! including a pool added after that revision.
+//! including a pool added after that revision; a direct edit of the plan's
+//! placement record moves no process and is put back.
 //!
 //! Emulator-only by design, like `plans.rs`: the sandbox is the emulated
 //! cluster plus Shoal, with the sidecars as local processes.
@@ -59,6 +60,24 @@ fn deployments(running: &BTreeMap<String, Running>) -> BTreeMap<&str, u64> {
         .iter()
         .map(|(domain, running)| (domain.as_str(), running.deployment))
         .collect()
+}
+
+/// The placement record as (instance, member, deployment, state), sorted.
+fn record(status: &DeploymentPlanStatus) -> Vec<(String, String, u64, String)> {
+    let mut entries: Vec<_> = status
+        .instances
+        .iter()
+        .map(|e| {
+            (
+                e.name.clone(),
+                e.member.clone(),
+                e.deployment,
+                e.state.clone(),
+            )
+        })
+        .collect();
+    entries.sort();
+    entries
 }
 
 struct User<'a> {
@@ -340,5 +359,52 @@ async fn a_plan_rolls_out_over_three_pools_in_the_set_order_pauses_halts_on_a_fa
     user.shoal(&["rollout-status", "web", "--timeout", "30s"])
         .await
         .expect("the undo rolled out");
+
+    // A direct edit of the placement record moves nothing, and is put back and reported.
+    let placed = record(&user.plan().await);
+    let edit = serde_json::json!({"status": {"instances": [{
+        "name": placed[0].0, "member": placed[1].1, "deployment": 9, "state": "installed",
+    }]}})
+    .to_string();
+    user.kubectl(&[
+        "patch",
+        "dplan",
+        "web",
+        "--subresource=status",
+        "--type=merge",
+        "--field-manager=intruder",
+        "-p",
+        &edit,
+    ])
+    .await;
+    eventually("the placement record is put back", WAIT, || async {
+        let now = record(&user.plan().await);
+        if now == placed {
+            Ok(())
+        } else {
+            Err(format!("{now:?}"))
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        by_domain(dir.path()),
+        undone,
+        "no process moved or restarted"
+    );
+    let events = user
+        .kubectl(&[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=PlacementRestored",
+            "-o",
+            "yaml",
+        ])
+        .await;
+    assert!(
+        events.contains("intruder") && events.contains(&placed[0].0),
+        "{events}"
+    );
     sandbox.shutdown().await.expect("the sandbox stops");
 }
