@@ -26,6 +26,12 @@
 //! One Warning `PlacementRestored` names the field, who edited it and every
 //! instance put back. Nothing is relocated or restarted: the restored record
 //! is what the members already hold.
+//!
+//! Known limits: the slices lag the record by one Swarm pass, so an edit that
+//! lands between an approval and its delivery puts back the entry as it was
+//! before that approval, and the approved operation then waits for a report
+//! that does not come (it is not re-applied from `status.operations`). Other
+//! status fields (`operations` among them) are not checked here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

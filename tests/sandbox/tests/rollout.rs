@@ -206,11 +206,28 @@ async fn a_plan_rolls_out_over_three_pools_in_the_set_order_pauses_halts_on_a_fa
         .await
         .expect("deployment 1 rolled out");
 
-    // Deployment 2, paused as soon as the first domain runs it: the rest is held.
+    // Deployment 2, paused as soon as the first domain is updating (before its member
+    // has even restarted the instance): it finishes, the rest is held.
     user.deploy(r#"{"image":"web:2"}"#, "web 2").await;
+    eventually("west updating to deployment 2", WAIT, || async {
+        let rollout = user.plan().await.rollout;
+        let updating = rollout.as_ref().is_some_and(|rollout| {
+            rollout.deployment == 2
+                && rollout
+                    .domains
+                    .iter()
+                    .any(|d| d.name == "west" && d.state == "Updating")
+        });
+        if updating {
+            Ok(())
+        } else {
+            Err(format!("{rollout:#?}"))
+        }
+    })
+    .await;
+    user.shoal(&["pause", "web"]).await.expect("paused");
     let mut order = Vec::new();
     user.rolled_out(&ORDER[..1], 2, "web:2", &mut order).await;
-    user.shoal(&["pause", "web"]).await.expect("paused");
     eventually("the rollout is paused", WAIT, || async {
         let phase = user.plan().await.rollout.map(|rollout| rollout.phase);
         (phase.as_deref() == Some("Paused"))
@@ -219,7 +236,11 @@ async fn a_plan_rolls_out_over_three_pools_in_the_set_order_pauses_halts_on_a_fa
     })
     .await;
     let held = by_domain(dir.path());
-    assert_eq!(held["east"].deployment, 1, "paused half-way: {held:#?}");
+    assert_eq!(
+        deployments(&held),
+        BTreeMap::from([("east", 1), ("north", 1), ("west", 2)]),
+        "paused after the first domain: {held:#?}"
+    );
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(by_domain(dir.path()), held, "nothing changes while paused");
     let blocked = user
