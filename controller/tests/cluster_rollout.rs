@@ -345,3 +345,78 @@ async fn a_direct_edit_of_the_placement_record_is_put_back_from_the_slices_repor
     controller.stop().await;
     env.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_of_the_deployments_record_is_not_delivered_nor_made_the_controllers_own() {
+    let (env, controller, uids) = plan_over_two_domains().await;
+    eventually("both instances in the member slices", WAIT, || async {
+        (held_instances(&env).await.len() == 2).then_some(())
+    })
+    .await;
+    members_report_installed(&env, &uids).await;
+    let held = held_instances(&env).await;
+    // Someone rewrites revision 1's payload in the record.
+    let mut deployments =
+        serde_json::to_value(&plan_status(&env).await.deployments).expect("the record serializes");
+    deployments[0]["payloads"][0]["coordinates"]["image"] = "evil:1".into();
+    let edit = serde_json::json!({"status": {"deployments": deployments}}).to_string();
+    env.kubectl(&[
+        "patch",
+        "dplan",
+        "web",
+        "--subresource=status",
+        "--type=merge",
+        "--field-manager=intruder",
+        "-p",
+        &edit,
+    ])
+    .await;
+    let condition = eventually("PlacementRestored False", WAIT, || async {
+        let status = plan_status(&env).await;
+        status
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "PlacementRestored" && c.status == "False")
+    })
+    .await;
+    assert!(
+        condition.message.contains("status.deployments") && condition.message.contains("intruder"),
+        "{}",
+        condition.message
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The members keep what they ran; the edited payload reaches no slice.
+    assert_eq!(held_instances(&env).await, held);
+    for (member, cm) in env.slice_maps("demo").await {
+        let text = cm.data.as_ref().and_then(|data| data.get("slice.yaml"));
+        assert!(
+            !text.is_some_and(|text| text.contains("evil:1")),
+            "{member}: {text:?}"
+        );
+    }
+    // The edited field stays the editor's: the controller did not apply it as its own.
+    let managers = env
+        .kubectl(&[
+            "get",
+            "dplan",
+            "web",
+            "--show-managed-fields",
+            "-o",
+            r#"jsonpath={range .metadata.managedFields[*]}{.manager}={.fieldsV1}{"\n"}{end}"#,
+        ])
+        .await;
+    assert!(
+        managers
+            .lines()
+            .any(|line| line.starts_with("intruder=") && line.contains("f:deployments")),
+        "{managers}"
+    );
+    assert!(
+        !managers
+            .lines()
+            .any(|line| line.starts_with("shoal-controller=") && line.contains("f:deployments")),
+        "{managers}"
+    );
+    controller.stop().await;
+    env.finish().await;
+}
