@@ -454,22 +454,17 @@ fn plan_for_delivery(plan: &DeploymentPlan) -> Option<plan::PlanForDelivery> {
     if !written_by_controller {
         return None;
     }
-    let editor = entries.iter().find(|entry| {
-        entry.manager.as_deref() != Some(FIELD_MANAGER)
-            && status_fields(entry)
-                .iter()
-                .any(|field| field == "f:instances" || field == "f:deployments")
-    });
+    // The plan controller puts such a record back (`deployment::drift`); meanwhile the
+    // slices keep what they hold.
+    let editor = crate::deployment::drift::record_editors(entries)
+        .into_values()
+        .next();
     Some(plan::PlanForDelivery {
         name: plan.name_any(),
         status: match editor {
             None => Ok(status),
-            Some(entry) => Err(format!(
-                "status.instances or status.deployments was written by {}, not by the controller; they are delivered again once the controller has rewritten them",
-                entry
-                    .manager
-                    .as_deref()
-                    .unwrap_or("an unnamed field manager")
+            Some(manager) => Err(format!(
+                "status.instances or status.deployments was written by {manager}, not by the controller; they are delivered again once the controller has rewritten them"
             )),
         },
     })
@@ -698,7 +693,7 @@ pub(crate) fn lease_state(lease: &Lease) -> LeaseState {
 }
 
 /// Whether this Swarm (by uid) is the ConfigMap's controller owner.
-fn owned_by(cm: &ConfigMap, swarm_uid: &str) -> bool {
+pub(crate) fn owned_by(cm: &ConfigMap, swarm_uid: &str) -> bool {
     cm.owner_references().iter().any(|owner| {
         owner.controller == Some(true) && owner.uid == swarm_uid && owner.kind == "Swarm"
     })
@@ -707,7 +702,7 @@ fn owned_by(cm: &ConfigMap, swarm_uid: &str) -> bool {
 /// The field manager, other than this controller, that last changed the ConfigMap's data,
 /// if any: server-side field ownership records every writer of each field, so a hand edit
 /// (`kubectl edit`, `patch`, `apply`) shows as its manager owning data fields.
-fn edited_by(cm: &ConfigMap) -> Option<String> {
+pub(crate) fn edited_by(cm: &ConfigMap) -> Option<String> {
     cm.metadata
         .managed_fields
         .as_ref()?
@@ -812,7 +807,11 @@ pub fn gunzip(bytes: &[u8]) -> Option<String> {
 }
 
 /// Reads a member's slice ConfigMap (and its parts, if split).
-fn slice_object(member: &str, cm: &ConfigMap, all: &BTreeMap<String, ConfigMap>) -> SliceObject {
+pub(crate) fn slice_object(
+    member: &str,
+    cm: &ConfigMap,
+    all: &BTreeMap<String, ConfigMap>,
+) -> SliceObject {
     let annotations = cm.annotations();
     let parts: usize = annotations
         .get(names::ANNOTATION_PARTS)

@@ -9,16 +9,19 @@ use super::{PlanDecision, PlanObservation};
 use crate::deployment_plan::DeploymentPlan;
 use crate::reconcile::{Context, FIELD_MANAGER, publish_on};
 
-/// Writes the status when it changed; publishes the Events once it is written
-/// (a failed write publishes nothing, and the next pass decides again).
+/// Writes the status when it changed, or when someone else wrote its placement
+/// record (the write puts it back and makes it the controller's again, see
+/// `drift`); publishes the Events once it is written (a failed write publishes
+/// nothing, and the next pass decides again).
 pub async fn apply(
     ctx: &Context,
     plan: &DeploymentPlan,
     obs: &PlanObservation,
     decision: &PlanDecision,
 ) -> Result<(), kube::Error> {
-    if decision.status != obs.status {
-        write_status(&ctx.client, plan, decision).await?;
+    let taking_back = !obs.record_editors.is_empty() && !decision.leave_edited_record;
+    if decision.status != obs.status || taking_back {
+        write_status(&ctx.client, plan, obs, decision).await?;
         ctx.metrics.wrote("status");
     }
     let reference = plan.object_ref(&());
@@ -31,14 +34,27 @@ pub async fn apply(
 async fn write_status(
     client: &Client,
     plan: &DeploymentPlan,
+    obs: &PlanObservation,
     decision: &PlanDecision,
 ) -> Result<(), kube::Error> {
     let namespace = plan.namespace().unwrap_or_default();
     let api: Api<DeploymentPlan> = Api::namespaced(client.clone(), &namespace);
+    let mut status = serde_json::to_value(&decision.status).map_err(kube::Error::SerdeError)?;
+    if let Some(fields) = status.as_object_mut() {
+        for field in obs.record_editors.keys() {
+            if decision.leave_edited_record {
+                // Not put back: applying the edited value would make it the controller's.
+                fields.remove(field);
+            } else {
+                // Put back, even when empty, so that the controller owns the field again.
+                fields.entry(field.clone()).or_insert_with(|| json!([]));
+            }
+        }
+    }
     let body = json!({
         "apiVersion": "shoal.dev/v1alpha1",
         "kind": "DeploymentPlan",
-        "status": decision.status,
+        "status": status,
     });
     api.patch_status(
         &plan.name_any(),

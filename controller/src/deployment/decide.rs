@@ -136,6 +136,22 @@ fn reported_failed_relocations(
 
 /// Decides the plan's status from the observation. Pure.
 pub fn decide(obs: &PlanObservation) -> PlanDecision {
+    if obs.record_editors.is_empty() {
+        return decide_from_record(obs);
+    }
+    // A placement record someone else wrote is put back first (see `drift`).
+    match super::drift::restore(obs) {
+        Ok((restored, event)) => {
+            let mut decision = decide_from_record(&restored);
+            decision.events.splice(0..0, event);
+            decision
+        }
+        Err(problem) => super::drift::not_restored(obs, problem),
+    }
+}
+
+/// Decides from a placement record the controller wrote.
+fn decide_from_record(obs: &PlanObservation) -> PlanDecision {
     let members = match check_inputs(obs) {
         Ok(members) => members,
         Err(problem) => return degraded(obs, problem),
@@ -242,6 +258,7 @@ fn degraded(obs: &PlanObservation, problem: String) -> PlanDecision {
         status,
         events,
         requeue_after: None,
+        leave_edited_record: false,
     }
 }
 
@@ -948,6 +965,7 @@ impl<'a> Pass<'a> {
             status,
             events,
             requeue_after: under_way.into_iter().chain(self.requeue_after).min(),
+            leave_edited_record: false,
         }
     }
 

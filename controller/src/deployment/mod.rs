@@ -14,7 +14,8 @@
 //!
 //! The placement in force is `status.instances`: the controller is the only
 //! writer of a plan's status, and the status subresource keeps users' spec
-//! edits from touching it.
+//! edits from touching it. A direct edit of the status by someone allowed to
+//! write it is put back from the member slices (see `drift`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -28,6 +29,7 @@ pub mod apply;
 mod approval;
 mod blue_green;
 mod decide;
+pub mod drift;
 mod history;
 mod members;
 pub mod observe;
@@ -123,6 +125,13 @@ pub struct PlanObservation {
     pub leases: BTreeMap<String, MemberLease>,
     /// The other plans of the namespace (those of other Swarms are ignored).
     pub other_plans: Vec<OtherPlan>,
+    /// Placement record fields (`instances`, `deployments`) last written by a
+    /// field manager other than the controller: field → that manager (see `drift`).
+    pub record_editors: BTreeMap<String, String>,
+    /// The plan's instances as the member slices hold them, the source an edited
+    /// `status.instances` is put back from; read only when `record_editors` names
+    /// `instances` (else empty), `Err` with why when a slice cannot be trusted.
+    pub held_instances: Result<Vec<drift::HeldInstance>, String>,
     /// Now.
     pub now: Timestamp,
 }
@@ -136,4 +145,7 @@ pub struct PlanDecision {
     pub events: Vec<PlannedEvent>,
     /// Reconcile again after this long (operations under way).
     pub requeue_after: Option<Duration>,
+    /// The edited placement record could not be put back: the fields someone
+    /// else wrote are left as they are, not written as the controller's.
+    pub leave_edited_record: bool,
 }

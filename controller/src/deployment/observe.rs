@@ -7,16 +7,17 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
-use shoal_core::names;
+use shoal_core::{format, names};
 
+use super::drift::{HeldInstance, record_editors};
 use super::reports::INSTANCE_STATES_ANNOTATION;
 use super::{MemberLease, MemberPod, OtherPlan, PlanObservation, PoolObservation};
 use crate::crd::Swarm;
 use crate::deployment_plan::DeploymentPlan;
-use crate::reconcile::{lease_state, observe_pool};
+use crate::reconcile::{edited_by, lease_state, observe_pool, owned_by, slice_object};
 
 /// A read that failed, naming the plan and what was being read.
 #[derive(Debug, thiserror::Error)]
@@ -50,11 +51,11 @@ pub async fn observe(
         return Ok(None);
     };
     let swarm = plan.spec.swarm.clone();
-    let swarm_exists = Api::<Swarm>::namespaced(client.clone(), namespace)
+    let swarm_object = Api::<Swarm>::namespaced(client.clone(), namespace)
         .get_opt(&swarm)
         .await
-        .map_err(failed("its Swarm"))?
-        .is_some();
+        .map_err(failed("its Swarm"))?;
+    let swarm_exists = swarm_object.is_some();
     let selector = format!("{}={swarm}", names::LABEL_SWARM);
     let statefulsets = Api::<StatefulSet>::namespaced(client.clone(), namespace)
         .list(&ListParams::default().labels(&selector))
@@ -135,6 +136,20 @@ pub async fn observe(
             spec: other.spec,
         })
         .collect();
+    let record_editors =
+        record_editors(plan.metadata.managed_fields.as_deref().unwrap_or_default());
+    // The slices are read only to put an edited record back.
+    let held_instances = match (&swarm_object, record_editors.contains_key("instances")) {
+        (_, false) => Ok(Vec::new()),
+        (None, true) => Err(format!("Swarm {swarm} does not exist")),
+        (Some(swarm_object), true) => {
+            let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(failed("the member slices"))?;
+            held_instances(name, swarm_object, config_maps.items)
+        }
+    };
     let observation = PlanObservation {
         name: name.to_owned(),
         uid: plan.uid().unwrap_or_default(),
@@ -146,7 +161,66 @@ pub async fn observe(
         pools,
         leases,
         other_plans,
+        record_editors,
+        held_instances,
         now,
     };
     Ok(Some((plan, observation)))
+}
+
+/// The instances of plan `plan` that the slices of `swarm` hold. Only slices the
+/// Swarm owns are read, and none that someone else edited (the Swarm
+/// controller puts those back first: `SliceRestored`).
+fn held_instances(
+    plan: &str,
+    swarm: &Swarm,
+    config_maps: Vec<ConfigMap>,
+) -> Result<Vec<HeldInstance>, String> {
+    let swarm_uid = swarm.uid().unwrap_or_default();
+    let owned: BTreeMap<String, ConfigMap> = config_maps
+        .into_iter()
+        .filter(|cm| owned_by(cm, &swarm_uid))
+        .map(|cm| (cm.name_any(), cm))
+        .collect();
+    let mut held = Vec::new();
+    for (cm_name, cm) in &owned {
+        let Some(member) = cm.labels().get(names::LABEL_MEMBER) else {
+            continue;
+        };
+        if let Some(editor) = edited_by(cm) {
+            return Err(format!(
+                "the slice of member {member} (ConfigMap {cm_name}) was edited by {editor} and is being put back first"
+            ));
+        }
+        // Parts 1.. of a split slice are read through their first ConfigMap.
+        if *cm_name != names::slice_configmap(member) {
+            continue;
+        }
+        let object = slice_object(member, cm, &owned);
+        let slice = match (object.text, object.decode_error) {
+            (Some(text), _) => format::parse_slice(&text).map_err(|error| {
+                format!(
+                    "the slice of member {member} (ConfigMap {cm_name}) does not parse: {error}"
+                )
+            })?,
+            (None, Some(error)) => {
+                return Err(format!(
+                    "the slice of member {member} (ConfigMap {cm_name}) cannot be read: {error}"
+                ));
+            }
+            (None, None) => continue,
+        };
+        held.extend(
+            slice
+                .instances
+                .into_iter()
+                .filter(|instance| instance.plan == plan)
+                .map(|instance| HeldInstance {
+                    member: member.clone(),
+                    name: instance.name,
+                    deployment: instance.deployment,
+                }),
+        );
+    }
+    Ok(held)
 }

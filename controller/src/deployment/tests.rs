@@ -73,6 +73,8 @@ pub(super) fn observation(spec: DeploymentPlanSpec) -> PlanObservation {
         pools: pools(2, 2),
         leases: BTreeMap::new(),
         other_plans: Vec::new(),
+        record_editors: BTreeMap::new(),
+        held_instances: Ok(Vec::new()),
         now: Timestamp::from_second(1_700_000_000).expect("a time"),
     }
 }
@@ -145,6 +147,22 @@ fn report_entries(obs: &mut PlanObservation, state: &str, overrides: &[(&str, &s
         }
         report(obs, &member, serde_json::Value::Object(states));
     }
+}
+
+/// The placement record as (instance, member, deployment, state), in record order.
+fn entries(obs: &PlanObservation) -> Vec<(String, String, u64, String)> {
+    obs.status
+        .instances
+        .iter()
+        .map(|e| {
+            (
+                e.name.clone(),
+                e.member.clone(),
+                e.deployment,
+                e.state.clone(),
+            )
+        })
+        .collect()
 }
 
 fn approve(obs: &mut PlanObservation, value: &str) {
@@ -1067,5 +1085,6 @@ fn a_superseded_operation_written_before_the_reason_field_still_reads_as_superse
 
 mod blue_green;
 mod canary;
+mod drift;
 mod ordered;
 mod user_operations;

@@ -8,6 +8,10 @@
 //! through the Swarm's gate (which is about jobs): see `converge` for how they
 //! reach the slices without a new Swarm revision.
 //!
+//! A plan whose record cannot be trusted (someone other than the controller
+//! wrote it) delivers no change: each slice keeps the instances of that plan
+//! it holds, so nothing moves while the plan controller puts the record back.
+//!
 //! An entry is not delivered, and reported (the Swarm is `Degraded` with
 //! reason `InstanceNotDelivered`, naming the plan, the instance and why), when
 //! the record of its revision is missing, when its coordinates cannot be
@@ -41,17 +45,33 @@ pub struct Delivery {
     pub problems: Vec<String>,
 }
 
-/// The instances of `plans` by member.
-pub fn deliveries(plans: &[PlanForDelivery]) -> Delivery {
+/// The instances of `plans` by member; an untrusted plan's are those the
+/// `observed` slices hold.
+pub fn deliveries(
+    plans: &[PlanForDelivery],
+    observed: &BTreeMap<String, Result<Slice, String>>,
+) -> Delivery {
     let mut delivery = Delivery::default();
     for plan in plans {
         let status = match &plan.status {
             Ok(status) => status,
             Err(why) => {
                 delivery.problems.push(format!(
-                    "DeploymentPlan {}: its instances are not delivered: {why}",
+                    "DeploymentPlan {}: its instances are not delivered: {why}; the members keep the ones they hold",
                     plan.name
                 ));
+                for (member, slice) in observed {
+                    let held: Vec<SliceInstance> = slice
+                        .iter()
+                        .flat_map(|slice| &slice.instances)
+                        .filter(|instance| instance.plan == plan.name)
+                        .cloned()
+                        .collect();
+                    if !held.is_empty() {
+                        let on_member = delivery.by_member.entry(member.clone()).or_default();
+                        on_member.extend(held);
+                    }
+                }
                 continue;
             }
         };

@@ -511,7 +511,7 @@ pub fn plan(obs: &Observation) -> Plan {
     history::keep_assignments(&mut gate.operations, gate.target.as_ref());
     let refusals = refusals(obs, &roster, gate.refused_approval.clone());
     let delivery = match &obs.plans {
-        Ok(plans) => instances::deliveries(plans),
+        Ok(plans) => instances::deliveries(plans, &observed),
         Err(why) => instances::kept_as_held(&observed, why),
     };
     let convergence = converge::converge(

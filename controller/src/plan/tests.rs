@@ -2568,4 +2568,48 @@ fn plans_that_cannot_be_read_leave_the_instances_in_the_slices_as_they_are() {
     );
 }
 
+#[test]
+fn a_plan_whose_record_someone_else_edited_keeps_the_instances_its_members_hold() {
+    let mut cluster = Cluster::new(spec(jobs(4)), 2);
+    cluster.settle();
+    cluster.obs.plans = Ok(vec![plan_placing(
+        "web",
+        &[
+            ("web-0", "worker-0", 1, "installed"),
+            ("web-1", "worker-1", 1, "installed"),
+        ],
+        &[(1, "nginx:1")],
+    )]);
+    cluster.step();
+    let held = |cluster: &Cluster| {
+        ["worker-0", "worker-1"].map(|member| {
+            held_slice(cluster, member)
+                .instances
+                .iter()
+                .map(|i| (i.name.clone(), i.deployment))
+                .collect::<Vec<_>>()
+        })
+    };
+    let before = held(&cluster);
+    assert_eq!(before[0], [("web-0".to_owned(), 1)]);
+    // Someone moves web-1 onto worker-0 by editing the record.
+    let mut edited = plan_placing(
+        "web",
+        &[
+            ("web-0", "worker-0", 1, "installed"),
+            ("web-1", "worker-0", 1, "installed"),
+        ],
+        &[(1, "nginx:1")],
+    );
+    edited.status = Err("status.instances was written by intruder".to_owned());
+    cluster.obs.plans = Ok(vec![edited]);
+    cluster.step();
+    assert_eq!(held(&cluster), before, "nothing moves, nothing stops");
+    let message = cluster.condition("Degraded").message;
+    assert!(
+        message.contains("the members keep the ones they hold"),
+        "{message}"
+    );
+}
+
 mod deployment_pools;

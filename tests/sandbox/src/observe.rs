@@ -1,6 +1,6 @@
 //! Reading one [`Observation`] of a Swarm from the API and the members' files.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -100,6 +100,82 @@ pub fn instance_log(dir: &Path, pod: &str, instance: &str) -> std::path::PathBuf
     dir.join("members")
         .join(pod)
         .join(format!("{instance}.log"))
+}
+
+/// A running instance process: its member, instance and environment.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct InstanceProcess {
+    /// The member (pod name) it runs for.
+    pub member: String,
+    /// The instance.
+    pub instance: String,
+    /// Its `SHOAL_*` environment variables.
+    pub environment: BTreeMap<String, String>,
+    /// Its process id.
+    pub pid: u32,
+}
+
+impl InstanceProcess {
+    /// The value of environment variable `name` (empty when unset).
+    pub fn var(&self, name: &str) -> &str {
+        self.environment.get(name).map_or("", String::as_str)
+    }
+}
+
+/// Every process whose standard output is an instance log under `dir`
+/// (`members/<pod>/<instance>.log`), with its environment.
+pub fn instance_processes(dir: &Path) -> Vec<InstanceProcess> {
+    let members = dir.join("members");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let proc_dir = entry.path();
+        let Ok(output) = std::fs::read_link(proc_dir.join("fd/1")) else {
+            continue;
+        };
+        let Ok(relative) = output.strip_prefix(&members) else {
+            continue;
+        };
+        let parts: Vec<String> = relative
+            .iter()
+            .map(|part| part.to_string_lossy().into_owned())
+            .collect();
+        let [member, file] = parts.as_slice() else {
+            continue;
+        };
+        let Some(instance) = file.strip_suffix(".log") else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(proc_dir.join("environ")) else {
+            continue;
+        };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse().ok())
+        else {
+            continue;
+        };
+        let environment = environ
+            .split(|byte| *byte == 0)
+            .filter_map(|pair| {
+                let pair = String::from_utf8_lossy(pair);
+                let (key, value) = pair.split_once('=')?;
+                key.starts_with("SHOAL_")
+                    .then(|| (key.to_owned(), value.to_owned()))
+            })
+            .collect();
+        found.push(InstanceProcess {
+            member: member.clone(),
+            instance: instance.to_owned(),
+            environment,
+            pid,
+        });
+    }
+    found.sort();
+    found
 }
 
 /// Observes `swarm` in `namespace`: its status, its member pods, their slice

@@ -337,6 +337,30 @@ impl Sandbox {
         .await?)
     }
 
+    /// Starts the sandbox in `dir` with the demo, waits for it to converge, applies
+    /// `pools` (a manifest of more pools for the demo Swarm) and waits until the
+    /// Swarm has converged with `members` members in all.
+    pub async fn start_with_pools(
+        dir: &Path,
+        pools: &Path,
+        members: usize,
+        timeout: Duration,
+    ) -> Result<Sandbox, SandboxError> {
+        let mut sandbox = Sandbox::start(Options::new(dir)).await?;
+        sandbox.wait_converged(timeout).await?;
+        let manifest = pools.display().to_string();
+        sandbox
+            .kubectl
+            .run(&["apply", "-f", &manifest])
+            .await
+            .map_err(|source| SandboxError::Kubectl {
+                step: format!("applying the pools {manifest}"),
+                source,
+            })?;
+        sandbox.wait_converged_with(members, timeout).await?;
+        Ok(sandbox)
+    }
+
     /// Waits until the Swarm has converged with exactly `members` slices (a scale
     /// reaches the Swarm a moment after kubectl returns).
     pub async fn wait_converged_with(

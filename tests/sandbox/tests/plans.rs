@@ -17,80 +17,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use shoal_controller::deployment_plan::{DeploymentPlan, DeploymentPlanStatus, OperationStatus};
-use shoal_sandbox::{Options, Sandbox, kubectl_shoal};
+use shoal_sandbox::observe::{InstanceProcess, instance_processes};
+use shoal_sandbox::{Sandbox, kubectl_shoal};
 
 const WAIT: Duration = Duration::from_secs(90);
-
-/// A running instance process: its member, instance and environment.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct InstanceProcess {
-    member: String,
-    instance: String,
-    environment: BTreeMap<String, String>,
-    pid: u32,
-}
-
-impl InstanceProcess {
-    fn var(&self, name: &str) -> &str {
-        self.environment.get(name).map_or("", String::as_str)
-    }
-}
-
-/// Every process whose standard output is an instance log under `dir`
-/// (`members/<pod>/<instance>.log`), with its environment.
-fn instance_processes(dir: &Path) -> Vec<InstanceProcess> {
-    let members = dir.join("members");
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for entry in entries.filter_map(Result::ok) {
-        let proc_dir = entry.path();
-        let Ok(output) = std::fs::read_link(proc_dir.join("fd/1")) else {
-            continue;
-        };
-        let Ok(relative) = output.strip_prefix(&members) else {
-            continue;
-        };
-        let parts: Vec<String> = relative
-            .iter()
-            .map(|part| part.to_string_lossy().into_owned())
-            .collect();
-        let [member, file] = parts.as_slice() else {
-            continue;
-        };
-        let Some(instance) = file.strip_suffix(".log") else {
-            continue;
-        };
-        let Ok(environ) = std::fs::read(proc_dir.join("environ")) else {
-            continue;
-        };
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| name.parse().ok())
-        else {
-            continue;
-        };
-        let environment = environ
-            .split(|byte| *byte == 0)
-            .filter_map(|pair| {
-                let pair = String::from_utf8_lossy(pair);
-                let (key, value) = pair.split_once('=')?;
-                key.starts_with("SHOAL_")
-                    .then(|| (key.to_owned(), value.to_owned()))
-            })
-            .collect();
-        found.push(InstanceProcess {
-            member: member.clone(),
-            instance: instance.to_owned(),
-            environment,
-            pid,
-        });
-    }
-    found.sort();
-    found
-}
 
 async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
 where
@@ -281,25 +211,17 @@ async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scal
         .with_test_writer()
         .try_init();
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut sandbox = Sandbox::start(Options::new(dir.path()))
-        .await
-        .expect("the sandbox starts");
-    sandbox
-        .wait_converged(WAIT)
-        .await
-        .expect("the demo converges");
     // The two GPU pools first; once their members run, the plan (placed earlier, its
     // operations would be withdrawn and placed again as members come up).
     let plans = concat!(env!("CARGO_MANIFEST_DIR"), "/plans");
-    sandbox
-        .kubectl()
-        .run(&["apply", "-f", &format!("{plans}/40-gpu-pools.yaml")])
-        .await
-        .expect("kubectl apply the GPU pools");
-    sandbox
-        .wait_converged_with(6, WAIT)
-        .await
-        .expect("the demo converges with six members");
+    let sandbox = Sandbox::start_with_pools(
+        dir.path(),
+        Path::new(&format!("{plans}/40-gpu-pools.yaml")),
+        6,
+        WAIT,
+    )
+    .await
+    .expect("the demo converges with six members");
     let user = User {
         sandbox: &sandbox,
         kubeconfig: sandbox.kubeconfig_path(),

@@ -12,21 +12,6 @@ fn blue_green_rollout(instances: u32, policy: &str) -> PlanObservation {
     obs
 }
 
-fn entries(obs: &PlanObservation) -> Vec<(String, String, u64, String)> {
-    obs.status
-        .instances
-        .iter()
-        .map(|e| {
-            (
-                e.name.clone(),
-                e.member.clone(),
-                e.deployment,
-                e.state.clone(),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn a_blue_green_deployment_comes_up_beside_the_old_set_which_leaves_only_after_the_approved_switch()
 {
