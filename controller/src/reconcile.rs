@@ -411,6 +411,8 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         edited_config_maps,
         blocked_evictions: BTreeMap::new(),
         plans,
+        // Read by the reconciler (`reconcile`), which knows whether it may look.
+        approved_by_policy: false,
         now: jiff::Timestamp::now(),
     })
 }
@@ -867,6 +869,12 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
     }
     let swarm = &fresh;
     let mut observation = observe(swarm, &ctx.client).await?;
+    observation.approved_by_policy = crate::approvers::vouched_for(
+        &ctx.client,
+        ctx.settings.namespace.is_none(),
+        &observation.annotations,
+    )
+    .await;
     observation.blocked_evictions = ctx
         .blocked_evictions
         .lock()

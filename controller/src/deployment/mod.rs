@@ -123,6 +123,10 @@ pub struct PlanObservation {
     pub leases: BTreeMap<String, MemberLease>,
     /// The other plans of the namespace (those of other Swarms are ignored).
     pub other_plans: Vec<OtherPlan>,
+    /// Whether the admission policy `shoal-approved-by` is in force, so that
+    /// `shoal.dev/approved-by` names who set the approval (see [`crate::approvers`]).
+    /// Read only while an approval annotation stands; `false` otherwise.
+    pub approved_by_policy: bool,
     /// Now.
     pub now: Timestamp,
 }

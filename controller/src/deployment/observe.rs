@@ -146,6 +146,7 @@ pub async fn observe(
         pools,
         leases,
         other_plans,
+        approved_by_policy: false,
         now,
     };
     Ok(Some((plan, observation)))

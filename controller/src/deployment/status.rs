@@ -8,6 +8,7 @@ use shoal_core::deploy::{Operation, OperationState, operation_hash};
 
 use super::PlanObservation;
 use super::approval::approval_value;
+use crate::approvers::ApprovalRecord;
 use crate::crd::Condition;
 use crate::deployment_plan::{DeploymentPlanStatus, OperationStatus};
 use crate::plan::{APPROVE_ANNOTATION, PlannedEvent};
@@ -72,6 +73,7 @@ fn flag(
 pub(super) fn operation_history(
     obs: &PlanObservation,
     operations: &[Operation],
+    approved_now: &BTreeMap<String, ApprovalRecord>,
     events: &mut Vec<PlannedEvent>,
 ) -> Vec<OperationStatus> {
     let now = obs.now.to_string();
@@ -120,6 +122,10 @@ pub(super) fn operation_history(
             } else {
                 before.and_then(|before| before.last_transition_time.clone())
             },
+            approval: approved_now
+                .get(&op.id)
+                .cloned()
+                .or_else(|| before.and_then(|before| before.approval.clone())),
         });
     }
     kept

@@ -13,6 +13,7 @@ use shoal_core::{Assignment, JobSet, Member, MemberId, Slice, assign};
 
 use super::inputs::strategy_of;
 use super::{InputProblem, Observation, Operation};
+use crate::approvers::ApprovalRecord;
 use crate::crd::StrategySpec;
 
 /// Inputs of one revision, stored as `<swarm>-rev-<n>`.
@@ -40,6 +41,10 @@ pub struct RevisionRecord {
     /// `members`. Empty for the stateless strategies, which are recomputed from the inputs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub owners: Vec<u32>,
+    /// Who approved the revision and when (none in records of earlier releases, and in
+    /// a record rewritten after it went missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalRecord>,
 }
 
 impl RevisionRecord {
@@ -107,6 +112,7 @@ pub(super) fn revision_record(
         jobs: jobs.iter().map(|key| key.as_str().to_owned()).collect(),
         jobs_omitted: false,
         owners: Vec::new(),
+        approval: None,
     }
 }
 

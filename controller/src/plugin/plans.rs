@@ -723,6 +723,7 @@ mod tests {
             error_code: None,
             request: None,
             last_transition_time: None,
+            approval: None,
         }
     }
 
