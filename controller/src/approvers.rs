@@ -159,6 +159,25 @@ pub async fn vouched_for(
         && approved_by_policy_in_force(client).await
 }
 
+/// The annotations an approval request sets: `shoal.dev/approve` = `value` and, in the
+/// same request (the policy refuses one without the other), `shoal.dev/approved-by` =
+/// `approver`, the user the API server says the client is ([`approver_name`]). Without
+/// a name the approval goes alone, and the policy, where installed, refuses it saying why.
+pub fn approval_annotations(value: &str, approver: Option<&str>) -> BTreeMap<String, String> {
+    let mut annotations =
+        BTreeMap::from([(crate::plan::APPROVE_ANNOTATION.to_owned(), value.to_owned())]);
+    if let Some(name) = approver {
+        annotations.insert(APPROVED_BY_ANNOTATION.to_owned(), name.to_owned());
+    }
+    annotations
+}
+
+/// The user the API server authenticates `client` as, `None` when it would not say (a
+/// server without SelfSubjectReview, Kubernetes before 1.28).
+pub async fn approver_name(client: &Client) -> Option<String> {
+    who_am_i(client).await.ok().filter(|name| !name.is_empty())
+}
+
 /// The user name the API server authenticates `client` as (a SelfSubjectReview).
 pub async fn who_am_i(client: &Client) -> Result<String, kube::Error> {
     let reviews: Api<SelfSubjectReview> = Api::all(client.clone());
