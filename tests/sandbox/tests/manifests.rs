@@ -1170,6 +1170,8 @@ async fn walkthrough(install: Install, test: &str) {
     })
     .await
     .unwrap_or_else(|error| panic!("{error}"));
+    let approved_by =
+        format!("shoal.dev/approved-by=system:serviceaccount:{DEMO_NAMESPACE}:approver");
     let approve_plan = kubectl_with(
         &approver_kubeconfig,
         &[
@@ -1192,6 +1194,8 @@ async fn walkthrough(install: Install, test: &str) {
             "deploymentplan",
             "web",
             &format!("shoal.dev/approve={approve_plan}"),
+            // Policy shoal-approved-by: the approver names themself in the same request.
+            &approved_by,
             "--overwrite",
         ],
     )
@@ -1228,6 +1232,7 @@ async fn walkthrough(install: Install, test: &str) {
                     .map(|pending| pending.approve_with)
                     .unwrap_or_default()
             ),
+            &approved_by,
             "--overwrite",
         ],
     )
