@@ -34,6 +34,23 @@ async fn kubectl_as(
     kubectl(cluster, &full).await
 }
 
+/// Alice, an approver, approves `kind` (`swarm/demo`, …) in her own name.
+async fn alice_approves(cluster: &TestCluster, kind: &str) -> KubectlOutput {
+    kubectl_as(
+        cluster,
+        "alice",
+        &[APPROVERS],
+        &[
+            "annotate",
+            kind,
+            "shoal.dev/approve=1/sha256:abc",
+            "shoal.dev/approved-by=alice",
+            "--overwrite",
+        ],
+    )
+    .await
+}
+
 fn assert_allowed(output: &KubectlOutput) {
     assert!(
         output.success(),
@@ -250,19 +267,7 @@ async fn an_approver_changes_the_approval_annotation_and_nothing_else() {
     };
     let alice = |args: &'static [&'static str]| kubectl_as(&cluster, "alice", &[APPROVERS], args);
     for kind in ["swarm/demo", "deploymentplan/web"] {
-        let approve = kubectl_as(
-            &cluster,
-            "alice",
-            &[APPROVERS],
-            &[
-                "annotate",
-                kind,
-                "shoal.dev/approve=1/sha256:abc",
-                "shoal.dev/approved-by=alice",
-                "--overwrite",
-            ],
-        )
-        .await;
+        let approve = alice_approves(&cluster, kind).await;
         assert_allowed(&approve);
     }
     let approved = kubectl(
@@ -379,21 +384,7 @@ async fn nobody_approves_in_another_users_name() {
             in_another_name,
         );
         // In her own name, Alice approves.
-        assert_allowed(
-            &kubectl_as(
-                &cluster,
-                "alice",
-                &[APPROVERS],
-                &[
-                    "annotate",
-                    kind,
-                    "shoal.dev/approve=1/sha256:abc",
-                    "shoal.dev/approved-by=alice",
-                    "--overwrite",
-                ],
-            )
-            .await,
-        );
+        assert_allowed(&alice_approves(&cluster, kind).await);
         // Bob cannot take her approval over by renaming it, nor Eddie by erasing the name.
         assert_refused(
             &kubectl_as(
