@@ -29,6 +29,9 @@ use kube::{Client, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::crd::SwarmStatus;
+use crate::deployment_plan::DeploymentPlanStatus;
+
 /// Annotation naming who set `shoal.dev/approve` (the requester's user name).
 pub const APPROVED_BY_ANNOTATION: &str = "shoal.dev/approved-by";
 
@@ -145,18 +148,47 @@ fn policy_and_binding_deny(
         && everywhere
 }
 
-/// Whether an approval in `annotations` stands and the admission policy vouches for its
-/// name. The policy is read only while an approval annotation stands, and only by a
-/// cluster-wide controller: a namespace-scoped one has no right to read cluster-scoped
-/// policies (asking would only be refused), so its approvers' names stay claims.
-pub async fn vouched_for(
-    client: &Client,
-    cluster_wide: bool,
+/// Whether the admission policy vouches for the approver's name in a pass that may apply
+/// an approval (`may_approve`, see [`swarm_may_approve`] and [`plan_may_approve`]). The
+/// policy is read only then (an approval annotation stays after it was applied; reading
+/// on every pass would cost two requests each), and only by a cluster-wide controller:
+/// a namespace-scoped one has no right to read cluster-scoped policies (asking would
+/// only be refused), so its approvers' names stay claims.
+pub async fn vouched_for(client: &Client, cluster_wide: bool, may_approve: bool) -> bool {
+    cluster_wide && may_approve && approved_by_policy_in_force(client).await
+}
+
+/// Whether a Swarm's approval annotation can approve anything in the next pass: only an
+/// approval of the pending revision, exactly as `status.pendingRevision.approveWith`
+/// gives it, ever does (the gate refuses any other).
+pub fn swarm_may_approve(annotations: &BTreeMap<String, String>, status: &SwarmStatus) -> bool {
+    let pending = status.pending_revision.as_ref();
+    annotations
+        .get(crate::plan::APPROVE_ANNOTATION)
+        .is_some_and(|value| pending.is_some_and(|pending| value.trim() == pending.approve_with))
+}
+
+/// Whether a plan's approval annotation can approve anything in the next pass: unless
+/// every item names an operation that left `PENDING_APPROVAL` already (items stay in the
+/// annotation after they were applied), it may.
+pub fn plan_may_approve(
     annotations: &BTreeMap<String, String>,
+    status: &DeploymentPlanStatus,
 ) -> bool {
-    cluster_wide
-        && annotations.contains_key(crate::plan::APPROVE_ANNOTATION)
-        && approved_by_policy_in_force(client).await
+    let Some(value) = annotations.get(crate::plan::APPROVE_ANNOTATION) else {
+        return false;
+    };
+    let settled = |item: &str| {
+        status
+            .operations
+            .iter()
+            .any(|op| op.approve_with == item && op.state != "PENDING_APPROVAL")
+    };
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .any(|item| !settled(item))
 }
 
 /// The annotations an approval request sets: `shoal.dev/approve` = `value` and, in the
@@ -269,6 +301,70 @@ mod tests {
         let record = ApprovalRecord::from_annotations(&annotations, true, "t");
         assert_eq!(record.by, UNNAMED_APPROVER);
         assert!(!record.verified);
+    }
+
+    fn approving(value: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([("shoal.dev/approve".to_owned(), value.to_owned())])
+    }
+
+    #[test]
+    fn a_swarm_approval_is_weighed_only_while_it_names_the_pending_revision() {
+        let mut status = SwarmStatus::default();
+        assert!(!swarm_may_approve(&approving("1/sha256:a"), &status));
+        status.pending_revision = Some(crate::crd::PendingRevision {
+            revision: 2,
+            hash: "sha256:b".to_owned(),
+            approve_with: "2/sha256:b".to_owned(),
+            summary: Default::default(),
+        });
+        assert!(swarm_may_approve(&approving("2/sha256:b"), &status));
+        assert!(!swarm_may_approve(&approving("1/sha256:a"), &status));
+        assert!(!swarm_may_approve(&BTreeMap::new(), &status));
+    }
+
+    #[test]
+    fn a_plan_approval_is_weighed_until_every_item_names_a_settled_operation() {
+        let operation = |approve_with: &str, state: &str| crate::deployment_plan::OperationStatus {
+            id: approve_with
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+            type_: "CREATE".to_owned(),
+            instance: "web-0".to_owned(),
+            from_member: None,
+            to_member: None,
+            deployment: 1,
+            state: state.to_owned(),
+            hash: String::new(),
+            approve_with: approve_with.to_owned(),
+            message: String::new(),
+            reason: None,
+            error_code: None,
+            request: None,
+            last_transition_time: None,
+            approval: None,
+        };
+        let status = DeploymentPlanStatus {
+            operations: vec![
+                operation("create-web-0-r1/sha256:a", "SUCCEEDED"),
+                operation("create-web-1-r1/sha256:b", "PENDING_APPROVAL"),
+            ],
+            ..Default::default()
+        };
+        assert!(!plan_may_approve(
+            &approving("create-web-0-r1/sha256:a"),
+            &status
+        ));
+        assert!(plan_may_approve(
+            &approving("create-web-0-r1/sha256:a,create-web-1-r1/sha256:b"),
+            &status
+        ));
+        assert!(plan_may_approve(
+            &approving("deployment-1/sha256:c"),
+            &status
+        ));
+        assert!(!plan_may_approve(&BTreeMap::new(), &status));
     }
 
     #[test]

@@ -872,7 +872,7 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
     observation.approved_by_policy = crate::approvers::vouched_for(
         &ctx.client,
         ctx.settings.namespace.is_none(),
-        &observation.annotations,
+        crate::approvers::swarm_may_approve(&observation.annotations, &observation.status),
     )
     .await;
     observation.blocked_evictions = ctx

@@ -125,7 +125,8 @@ pub struct PlanObservation {
     pub other_plans: Vec<OtherPlan>,
     /// Whether the admission policy `shoal-approved-by` is in force, so that
     /// `shoal.dev/approved-by` names who set the approval (see [`crate::approvers`]).
-    /// Read only while an approval annotation stands; `false` otherwise.
+    /// Read only in a pass where the approval annotation can approve something; `false`
+    /// otherwise.
     pub approved_by_policy: bool,
     /// Now.
     pub now: Timestamp,

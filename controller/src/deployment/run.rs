@@ -197,7 +197,7 @@ async fn reconcile(plan: Arc<DeploymentPlan>, ctx: Arc<Context>) -> Result<Actio
     observation.approved_by_policy = crate::approvers::vouched_for(
         &ctx.client,
         ctx.settings.namespace.is_none(),
-        &observation.annotations,
+        crate::approvers::plan_may_approve(&observation.annotations, &observation.status),
     )
     .await;
     let decision = decide(&observation);
