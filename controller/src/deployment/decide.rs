@@ -100,7 +100,7 @@ use super::requests::{OPERATE_ANNOTATION, RequestContext, take_requests};
 use super::rollout::{CanaryInput, canary};
 use super::{MemberPod, PlanDecision, PlanObservation, PoolObservation};
 use super::{history, status};
-use crate::approvers::ApprovalRecord;
+use crate::approvers::{APPROVED_BY_ANNOTATION, ApprovalRecord};
 use crate::crd::ApprovalPolicy;
 use crate::deployment_plan::{
     DeploymentPlanStatus, DeploymentRecord, InstanceError, InstanceStatus, OperationStatus,
@@ -886,8 +886,8 @@ impl<'a> Pass<'a> {
                 let _ = op.advance(
                     OperationState::PendingApproval,
                     format!(
-                        "waits for approval: kubectl annotate dplan {} {APPROVE_ANNOTATION}={value}",
-                        self.obs.name
+                        "waits for approval: kubectl shoal approve-op {} {} (writes {APPROVE_ANNOTATION}={value} with your name in {APPROVED_BY_ANNOTATION})",
+                        self.obs.name, op.id
                     ),
                 );
             }

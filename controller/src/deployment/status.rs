@@ -8,7 +8,7 @@ use shoal_core::deploy::{Operation, OperationState, operation_hash};
 
 use super::PlanObservation;
 use super::approval::approval_value;
-use crate::approvers::ApprovalRecord;
+use crate::approvers::{APPROVED_BY_ANNOTATION, ApprovalRecord};
 use crate::crd::Condition;
 use crate::deployment_plan::{DeploymentPlanStatus, OperationStatus};
 use crate::plan::{APPROVE_ANNOTATION, PlannedEvent};
@@ -296,7 +296,8 @@ fn operation_event(plan: &str, op: &Operation, new: bool) -> PlannedEvent {
             false,
             "OperationPending",
             format!(
-                "{what} waits for approval: kubectl annotate dplan {plan} {APPROVE_ANNOTATION}={}",
+                "{what} waits for approval: kubectl shoal approve-op {plan} {} (writes {APPROVE_ANNOTATION}={} with your name in {APPROVED_BY_ANNOTATION})",
+                op.id,
                 approval_value(op)
             ),
         ),
