@@ -324,26 +324,13 @@ mod tests {
 
     #[test]
     fn a_plan_approval_is_weighed_until_every_item_names_a_settled_operation() {
-        let operation = |approve_with: &str, state: &str| crate::deployment_plan::OperationStatus {
-            id: approve_with
-                .split('/')
-                .next()
-                .unwrap_or_default()
-                .to_owned(),
-            type_: "CREATE".to_owned(),
-            instance: "web-0".to_owned(),
-            from_member: None,
-            to_member: None,
-            deployment: 1,
-            state: state.to_owned(),
-            hash: String::new(),
-            approve_with: approve_with.to_owned(),
-            message: String::new(),
-            reason: None,
-            error_code: None,
-            request: None,
-            last_transition_time: None,
-            approval: None,
+        let operation = |approve_with: &str, state: &str| {
+            let id = approve_with.split('/').next().unwrap_or_default();
+            serde_json::from_value::<crate::deployment_plan::OperationStatus>(serde_json::json!({
+                "id": id, "type": "CREATE", "instance": "web-0", "deployment": 1,
+                "state": state, "hash": "", "approveWith": approve_with,
+            }))
+            .expect("an operation status")
         };
         let status = DeploymentPlanStatus {
             operations: vec![
