@@ -106,7 +106,9 @@ pause
 # An approval names the revision and its hash (status.pendingRevision.approveWith):
 # a bare number is refused, so the approval stands for this reviewed plan only.
 step "approving revision $pending (what the shoal-approver role may do)"
-k -n "$ns" annotate swarm demo "shoal.dev/approve=$approve_with" --overwrite
+# The approver names themself beside the approval (admission policy shoal-approved-by).
+approver="$(k auth whoami -o 'jsonpath={.status.userInfo.username}')" || die "cannot tell who you are (kubectl auth whoami)"
+k -n "$ns" annotate swarm demo "shoal.dev/approve=$approve_with" "shoal.dev/approved-by=$approver" --overwrite
 
 step "watching the status until revision $pending is in force on every member"
 wait_for_swarm '{.status.currentRevision}' "$pending"

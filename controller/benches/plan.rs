@@ -52,6 +52,7 @@ fn scaled(members: u32, jobs: usize) -> Observation {
         edited_config_maps: BTreeMap::new(),
         blocked_evictions: BTreeMap::new(),
         plans: Ok(Vec::new()),
+        approved_by_policy: false,
         now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),
     };
     for _ in 0..4 {

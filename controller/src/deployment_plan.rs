@@ -31,6 +31,8 @@ use std::collections::BTreeMap;
 
 use kube::CustomResource;
 use schemars::JsonSchema;
+
+use crate::approvers::ApprovalRecord;
 use serde::{Deserialize, Serialize};
 use shoal_core::deploy::status::DeploymentStatusDocument;
 
@@ -368,6 +370,10 @@ pub struct DeploymentRecord {
     pub change_cause: Option<String>,
     /// When the revision was taken (RFC 3339).
     pub created: String,
+    /// Who approved operations of this revision: each approver once, first approval
+    /// first (`shoal-controller (Automatic)` for the policy's own approvals).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<ApprovalRecord>,
 }
 
 /// Where a canary or blue-green rollout of one deployment revision stands.
@@ -513,6 +519,9 @@ pub struct OperationStatus {
     /// When `state` last changed (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<String>,
+    /// Who approved it and when, once approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalRecord>,
 }
 
 /// The CRD as YAML, exactly as written to `manifests/crd-deploymentplan.yaml`.

@@ -1,5 +1,6 @@
 //! Shoal controller: Swarms and labelled StatefulSets in, versioned per-member slices out.
 //!
+//! * [`approvers`]: who approved (`shoal.dev/approved-by`, the policy that vouches for it).
 //! * [`crd`]: the `Swarm` custom resource.
 //! * [`deployment_plan`]: the `DeploymentPlan` custom resource.
 //! * [`deployment`]: the DeploymentPlan controller (observe, pure decide, apply, run).
@@ -10,6 +11,7 @@
 //! * [`run`]: the whole controller in-process (watches, leader election, metrics server).
 
 pub mod apply;
+pub mod approvers;
 pub mod crd;
 pub mod deployment;
 pub mod deployment_plan;

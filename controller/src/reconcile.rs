@@ -427,6 +427,8 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         edited_config_maps,
         blocked_evictions: BTreeMap::new(),
         plans,
+        // Read by the reconciler (`reconcile`), which knows whether it may look.
+        approved_by_policy: false,
         now: jiff::Timestamp::now(),
     })
 }
@@ -958,6 +960,12 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
     }
     let swarm = &fresh;
     let mut observation = observe(swarm, &ctx.client).await?;
+    observation.approved_by_policy = crate::approvers::vouched_for(
+        &ctx.client,
+        ctx.settings.namespace.is_none(),
+        crate::approvers::swarm_may_approve(&observation.annotations, &observation.status),
+    )
+    .await;
     observation.blocked_evictions = ctx
         .blocked_evictions
         .lock()

@@ -100,10 +100,11 @@ use super::requests::{OPERATE_ANNOTATION, RequestContext, take_requests};
 use super::rollout::{CanaryInput, canary};
 use super::{MemberPod, PlanDecision, PlanObservation, PoolObservation};
 use super::{history, status};
+use crate::approvers::{APPROVED_BY_ANNOTATION, ApprovalRecord};
 use crate::crd::ApprovalPolicy;
 use crate::deployment_plan::{
-    DeploymentPlanStatus, InstanceError, InstanceStatus, OperationStatus, RolloutStatus,
-    RolloutType, UnplacedInstance,
+    DeploymentPlanStatus, DeploymentRecord, InstanceError, InstanceStatus, OperationStatus,
+    RolloutStatus, RolloutType, UnplacedInstance,
 };
 use crate::plan::{APPROVE_ANNOTATION, PlannedEvent};
 
@@ -291,6 +292,8 @@ struct Pass<'a> {
     operations: Vec<Operation>,
     /// Ids of operations approved in this pass whose placement has not moved yet.
     to_put_in_force: Vec<String>,
+    /// Who approved each operation approved in this pass, by id.
+    approved_now: BTreeMap<String, ApprovalRecord>,
     instances: Vec<InstanceStatus>,
     latest: u64,
     deployment_hash: String,
@@ -336,6 +339,7 @@ impl<'a> Pass<'a> {
             obs,
             operations,
             to_put_in_force: Vec::new(),
+            approved_now: BTreeMap::new(),
             instances: obs.status.instances.clone(),
             latest: obs
                 .status
@@ -660,8 +664,15 @@ impl<'a> Pass<'a> {
             return Vec::new();
         };
         let (approved, refused) = apply_approvals(&self.obs.name, value, &mut self.operations);
+        let by = ApprovalRecord::from_annotations(
+            &self.obs.annotations,
+            self.obs.approved_by_policy,
+            &self.obs.now.to_string(),
+        );
         for index in approved {
-            self.to_put_in_force.push(self.operations[index].id.clone());
+            let id = self.operations[index].id.clone();
+            self.approved_now.insert(id.clone(), by.clone());
+            self.to_put_in_force.push(id);
         }
         refused
     }
@@ -882,14 +893,18 @@ impl<'a> Pass<'a> {
                     OperationState::Approved,
                     format!("approved by policy {policy:?}"),
                 );
+                self.approved_now.insert(
+                    op.id.clone(),
+                    ApprovalRecord::by_policy(&format!("{policy:?}"), &self.obs.now.to_string()),
+                );
                 self.to_put_in_force.push(op.id.clone());
             } else {
                 let value = approval_value(&op);
                 let _ = op.advance(
                     OperationState::PendingApproval,
                     format!(
-                        "waits for approval: kubectl annotate dplan {} {APPROVE_ANNOTATION}={value}",
-                        self.obs.name
+                        "waits for approval: kubectl shoal approve-op {} {} (writes {APPROVE_ANNOTATION}={value} with your name in {APPROVED_BY_ANNOTATION})",
+                        self.obs.name, op.id
                     ),
                 );
             }
@@ -903,7 +918,8 @@ impl<'a> Pass<'a> {
         let obs = self.obs;
         unplaced.extend(self.green_unplaced.iter().cloned());
         let mut events = self.events.clone();
-        let operations = status::operation_history(obs, &self.operations, &mut events);
+        let operations =
+            status::operation_history(obs, &self.operations, &self.approved_now, &mut events);
         let waiting = |op: &&Operation| {
             matches!(
                 op.state,
@@ -940,13 +956,7 @@ impl<'a> Pass<'a> {
             pending_operations: counts.pending as u32,
             approve_deployment_with: self.approve_deployment_with(),
             instances: self.instances.clone(),
-            deployments: history::deployment_records(
-                obs,
-                self.latest,
-                &self.deployment_hash,
-                &self.instances,
-                &self.operations,
-            ),
+            deployments: self.deployment_records(),
             unplaced,
             operations,
             refused_annotations: BTreeMap::new(),
@@ -967,6 +977,23 @@ impl<'a> Pass<'a> {
             requeue_after: under_way.into_iter().chain(self.requeue_after).min(),
             leave_edited_record: false,
         }
+    }
+
+    /// `status.deployments`, with who approved operations in this pass.
+    fn deployment_records(&self) -> Vec<DeploymentRecord> {
+        let mut records = history::deployment_records(
+            self.obs,
+            self.latest,
+            &self.deployment_hash,
+            &self.instances,
+            &self.operations,
+        );
+        let approved = self.operations.iter().filter_map(|op| {
+            let approval = self.approved_now.get(&op.id)?;
+            Some((op.revision, approval))
+        });
+        history::record_approvals(&mut records, approved);
+        records
     }
 
     /// The approval of the latest revision's waiting operations as one whole.

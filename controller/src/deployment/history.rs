@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 use shoal_core::deploy::Operation;
 
 use super::PlanObservation;
+use crate::approvers::ApprovalRecord;
 use crate::deployment_plan::{DeploymentRecord, InstanceStatus};
 
 /// The annotation `kubectl rollout`-style tooling (and `kubectl annotate`)
@@ -67,5 +68,29 @@ fn record_of_spec(obs: &PlanObservation, revision: u64, hash: &str) -> Deploymen
         instances: deployment.instances,
         change_cause: obs.annotations.get(CHANGE_CAUSE_ANNOTATION).cloned(),
         created: obs.now.to_string(),
+        approvals: Vec::new(),
+    }
+}
+
+/// Adds the approvals given in this pass (`(revision, approval)`, in order) to the
+/// records of their revisions: each approver once per revision, the first time kept.
+pub(super) fn record_approvals<'a>(
+    records: &mut [DeploymentRecord],
+    approved: impl IntoIterator<Item = (u64, &'a ApprovalRecord)>,
+) {
+    for (revision, approval) in approved {
+        let Some(record) = records
+            .iter_mut()
+            .find(|record| record.revision == revision)
+        else {
+            continue;
+        };
+        let known = record
+            .approvals
+            .iter()
+            .any(|earlier| earlier.by == approval.by && earlier.verified == approval.verified);
+        if !known {
+            record.approvals.push(approval.clone());
+        }
     }
 }

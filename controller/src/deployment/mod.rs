@@ -132,6 +132,11 @@ pub struct PlanObservation {
     /// `status.instances` is put back from; read only when `record_editors` names
     /// `instances` (else empty), `Err` with why when a slice cannot be trusted.
     pub held_instances: Result<Vec<drift::HeldInstance>, String>,
+    /// Whether the admission policy `shoal-approved-by` is in force, so that
+    /// `shoal.dev/approved-by` names who set the approval (see [`crate::approvers`]).
+    /// Read only in a pass where the approval annotation can approve something; `false`
+    /// otherwise.
+    pub approved_by_policy: bool,
     /// Now.
     pub now: Timestamp,
 }

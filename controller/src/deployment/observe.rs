@@ -163,6 +163,7 @@ pub async fn observe(
         other_plans,
         record_editors,
         held_instances,
+        approved_by_policy: false,
         now,
     };
     Ok(Some((plan, observation)))

@@ -8,6 +8,7 @@ use shoal_core::deploy::{Operation, OperationState, operation_hash};
 
 use super::PlanObservation;
 use super::approval::approval_value;
+use crate::approvers::{APPROVED_BY_ANNOTATION, ApprovalRecord};
 use crate::crd::Condition;
 use crate::deployment_plan::{DeploymentPlanStatus, OperationStatus};
 use crate::plan::{APPROVE_ANNOTATION, PlannedEvent};
@@ -72,6 +73,7 @@ fn flag(
 pub(super) fn operation_history(
     obs: &PlanObservation,
     operations: &[Operation],
+    approved_now: &BTreeMap<String, ApprovalRecord>,
     events: &mut Vec<PlannedEvent>,
 ) -> Vec<OperationStatus> {
     let now = obs.now.to_string();
@@ -120,6 +122,10 @@ pub(super) fn operation_history(
             } else {
                 before.and_then(|before| before.last_transition_time.clone())
             },
+            approval: approved_now
+                .get(&op.id)
+                .cloned()
+                .or_else(|| before.and_then(|before| before.approval.clone())),
         });
     }
     kept
@@ -290,7 +296,8 @@ fn operation_event(plan: &str, op: &Operation, new: bool) -> PlannedEvent {
             false,
             "OperationPending",
             format!(
-                "{what} waits for approval: kubectl annotate dplan {plan} {APPROVE_ANNOTATION}={}",
+                "{what} waits for approval: kubectl shoal approve-op {plan} {} (writes {APPROVE_ANNOTATION}={} with your name in {APPROVED_BY_ANNOTATION})",
+                op.id,
                 approval_value(op)
             ),
         ),

@@ -214,6 +214,7 @@ mod tests {
             instances: 1,
             change_cause: None,
             created: "2026-11-24T00:00:00Z".into(),
+            approvals: Vec::new(),
         }
     }
 

@@ -75,6 +75,7 @@ pub(super) fn observation(spec: DeploymentPlanSpec) -> PlanObservation {
         other_plans: Vec::new(),
         record_editors: BTreeMap::new(),
         held_instances: Ok(Vec::new()),
+        approved_by_policy: false,
         now: Timestamp::from_second(1_700_000_000).expect("a time"),
     }
 }
@@ -1088,3 +1089,58 @@ mod canary;
 mod drift;
 mod ordered;
 mod user_operations;
+
+#[test]
+fn each_approved_operation_and_its_deployment_record_name_who_approved_it_and_keep_it() {
+    let mut obs = observation(spec(3, "Manual", "nginx:1"));
+    pass(&mut obs);
+    let pending = ops_in(&obs, "PENDING_APPROVAL");
+    approve(&mut obs, &pending[0].approve_with);
+    obs.annotations.insert(
+        crate::approvers::APPROVED_BY_ANNOTATION.to_owned(),
+        "alice".to_owned(),
+    );
+    obs.approved_by_policy = true;
+    pass(&mut obs);
+    // Bob approves the second operation: the annotation (and its name) is now his.
+    approve(
+        &mut obs,
+        &format!("{},{}", pending[0].approve_with, pending[1].approve_with),
+    );
+    obs.annotations.insert(
+        crate::approvers::APPROVED_BY_ANNOTATION.to_owned(),
+        "bob".to_owned(),
+    );
+    obs.approved_by_policy = false;
+    pass(&mut obs);
+    let approver_of = |obs: &PlanObservation, id: &str| {
+        obs.status
+            .operations
+            .iter()
+            .find(|op| op.id == id)
+            .and_then(|op| op.approval.clone())
+            .map(|approval| approval.display())
+    };
+    assert_eq!(approver_of(&obs, &pending[0].id).as_deref(), Some("alice"));
+    assert_eq!(
+        approver_of(&obs, &pending[1].id).as_deref(),
+        Some("bob (unverified)")
+    );
+    assert_eq!(approver_of(&obs, &pending[2].id), None);
+    let record = obs.status.deployment(1).expect("deployment 1 is recorded");
+    let approvers: Vec<String> = record.approvals.iter().map(|a| a.display()).collect();
+    assert_eq!(approvers, ["alice", "bob (unverified)"]);
+}
+
+#[test]
+fn operations_the_policy_approves_name_the_controller_and_the_policy() {
+    let mut obs = observation(spec(2, "Automatic", "nginx:1"));
+    pass(&mut obs);
+    assert!(!obs.status.operations.is_empty());
+    for op in &obs.status.operations {
+        let approval = op.approval.as_ref().expect("an approver");
+        assert_eq!(approval.by, "shoal-controller (Automatic)", "{}", op.id);
+    }
+    let record = obs.status.deployment(1).expect("deployment 1 is recorded");
+    assert_eq!(record.approvals.len(), 1, "{:?}", record.approvals);
+}

@@ -34,6 +34,7 @@ use super::{
     APPROVE_ANNOTATION, InputProblem, Observation, Operation, PlannedEvent, assignment_hash,
     condition,
 };
+use crate::approvers::ApprovalRecord;
 use crate::crd::{
     ApprovalPolicy, Condition, PendingRevision, ReloadPolicy, RevisionSummary, SwarmStatus,
 };
@@ -276,13 +277,12 @@ fn propose(
         outcome.status.changed_at = Some(obs.now.to_string());
     }
     match verdict {
-        Verdict::Approved(why) => put_in_force(
+        Verdict::Approved { why, by } => put_in_force(
             roster,
             desired,
-            revision,
-            desired_hash,
+            (revision, desired_hash),
             &summary,
-            why,
+            (why, by),
             events,
             outcome,
         ),
@@ -433,8 +433,13 @@ fn summarize(
 
 /// The gate's answer for one revision.
 enum Verdict {
-    /// It applies now; why, in words.
-    Approved(String),
+    /// It applies now: why, in words, and who approved.
+    Approved {
+        /// Why it applies.
+        why: String,
+        /// Who approved (the controller itself, under a policy, or the annotation's user).
+        by: ApprovalRecord,
+    },
     /// It waits: the AwaitingApproval reason and why, in words.
     Waits {
         reason: &'static str,
@@ -445,22 +450,32 @@ enum Verdict {
 /// Whether the policy (or an approval naming this revision and hash) lets it through.
 fn verdict(obs: &Observation, summary: &RevisionSummary, approved_by_annotation: bool) -> Verdict {
     let approval = &obs.spec.approval;
+    let now = obs.now.to_string();
+    let by_policy = |policy: &str| ApprovalRecord::by_policy(policy, &now);
     let rescue_only = summary.jobs_moved > 0
         && summary.jobs_rehomed == summary.jobs_moved
         && summary.jobs_started == 0
         && summary.jobs_stopped == 0
         && summary.members_disrupted == 0;
     if approval.policy == ApprovalPolicy::Automatic {
-        return Verdict::Approved("the approval policy is Automatic".to_owned());
+        return Verdict::Approved {
+            why: "the approval policy is Automatic".to_owned(),
+            by: by_policy("Automatic"),
+        };
     }
     if approved_by_annotation {
-        return Verdict::Approved(format!("approved by {APPROVE_ANNOTATION}"));
+        let by = ApprovalRecord::from_annotations(&obs.annotations, obs.approved_by_policy, &now);
+        return Verdict::Approved {
+            why: format!("approved by {APPROVE_ANNOTATION} ({})", by.display()),
+            by,
+        };
     }
     if rescue_only {
-        return Verdict::Approved(
-            "it only re-homes jobs of members that are gone and disrupts nothing that runs"
+        return Verdict::Approved {
+            why: "it only re-homes jobs of members that are gone and disrupts nothing that runs"
                 .to_owned(),
-        );
+            by: by_policy("re-homing only"),
+        };
     }
     if approval.policy == ApprovalPolicy::Manual {
         return Verdict::Waits {
@@ -478,11 +493,14 @@ fn verdict(obs: &Observation, summary: &RevisionSummary, approved_by_annotation:
         .is_some_and(|max| disruptive_jobs <= max);
     let budget = |max: Option<u64>| max.map_or("none".to_owned(), |max| max.to_string());
     if within_members || within_jobs {
-        return Verdict::Approved(format!(
-            "it is within the budget: {disrupted} members disrupted (budget {}), {disruptive_jobs} jobs moved or stopped (budget {})",
-            budget(approval.max_disrupted_members.map(u64::from)),
-            budget(approval.max_moved_jobs)
-        ));
+        return Verdict::Approved {
+            why: format!(
+                "it is within the budget: {disrupted} members disrupted (budget {}), {disruptive_jobs} jobs moved or stopped (budget {})",
+                budget(approval.max_disrupted_members.map(u64::from)),
+                budget(approval.max_moved_jobs)
+            ),
+            by: by_policy("Budget"),
+        };
     }
     Verdict::Waits {
         reason: "OverBudget",
@@ -494,25 +512,25 @@ fn verdict(obs: &Observation, summary: &RevisionSummary, approved_by_annotation:
     }
 }
 
-/// Records the approved revision and makes it the target.
-#[allow(clippy::too_many_arguments)]
+/// Records the approved revision (`revision` with its hash), and who approved it and
+/// why (`approved`), and makes it the target.
 fn put_in_force(
     roster: &Roster,
     desired: Desired,
-    revision: u64,
-    desired_hash: String,
+    (revision, desired_hash): (u64, String),
     summary: &RevisionSummary,
-    why: String,
+    (why, by): (String, ApprovalRecord),
     events: &mut Vec<PlannedEvent>,
     outcome: &mut GateOutcome,
 ) {
-    let record = revision_record(
+    let mut record = revision_record(
         revision,
         &desired_hash,
         &desired.strategy,
         &roster.members(),
         &desired.jobs,
     );
+    record.approval = Some(by);
     outcome.operations.push(Operation::WriteRevision(record));
     outcome.status.current_revision = revision;
     outcome.status.current_hash = Some(desired_hash);

@@ -14,6 +14,7 @@ use shoal_core::{Assignment, JobSet, Member, MemberId, Slice, assign};
 use super::inputs::strategy_of;
 use super::members::member_of_pod;
 use super::{InputProblem, Observation, Operation};
+use crate::approvers::ApprovalRecord;
 use crate::crd::StrategySpec;
 
 /// Inputs of one revision, stored as `<swarm>-rev-<n>`.
@@ -46,6 +47,10 @@ pub struct RevisionRecord {
     /// may be all digits), so replay needs the pool said, not guessed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub generated_members: BTreeMap<String, String>,
+    /// Who approved the revision and when (none in records of earlier releases, and in
+    /// a record rewritten after it went missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalRecord>,
 }
 
 impl RevisionRecord {
@@ -118,6 +123,7 @@ pub(super) fn revision_record(
             .filter(|member| member.id.ordinal().is_none())
             .map(|member| (member.id.pod_name(), member.id.pool.clone()))
             .collect(),
+        approval: None,
     }
 }
 

@@ -272,6 +272,11 @@ pub struct Observation {
     /// error when they could not be read (say, a role without access to them): the
     /// instances in the slices are then kept as they are.
     pub plans: Result<Vec<PlanForDelivery>, String>,
+    /// Whether the admission policy `shoal-approved-by` is in force, so that
+    /// `shoal.dev/approved-by` names who set the approval (see [`crate::approvers`]).
+    /// Read only in a pass where the approval annotation can approve something; `false`
+    /// otherwise.
+    pub approved_by_policy: bool,
     /// Now.
     pub now: Timestamp,
 }

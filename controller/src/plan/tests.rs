@@ -101,6 +101,7 @@ impl Cluster {
                 edited_config_maps: BTreeMap::new(),
                 blocked_evictions: BTreeMap::new(),
                 plans: Ok(Vec::new()),
+                approved_by_policy: false,
                 now: t0(),
             },
             writes: Vec::new(),
@@ -2609,6 +2610,74 @@ fn a_plan_whose_record_someone_else_edited_keeps_the_instances_its_members_hold(
     assert!(
         message.contains("the members keep the ones they hold"),
         "{message}"
+    );
+}
+
+/// Who the history record written by `plan` for `revision` says approved it.
+fn recorded_approver(plan: &Plan, revision: u64) -> Option<crate::approvers::ApprovalRecord> {
+    plan.operations
+        .iter()
+        .find_map(|operation| match operation {
+            Operation::WriteRevision(record) if record.revision == revision => {
+                record.approval.clone()
+            }
+            _ => None,
+        })
+}
+
+#[test]
+fn a_revision_approved_by_annotation_records_the_named_approver_verified_only_under_the_policy() {
+    for policy_in_force in [true, false] {
+        let mut cluster = manual(20, 2);
+        cluster.step();
+        cluster.approve_pending();
+        cluster.obs.annotations.insert(
+            crate::approvers::APPROVED_BY_ANNOTATION.to_owned(),
+            "alice".to_owned(),
+        );
+        cluster.obs.approved_by_policy = policy_in_force;
+        let approved = cluster.step();
+        assert_eq!(approved.applied_revision, Some(1));
+        let approver = recorded_approver(&approved, 1).expect("the record names its approver");
+        assert_eq!(approver.by, "alice");
+        assert_eq!(approver.verified, policy_in_force);
+        assert_eq!(approver.at, t0().to_string());
+    }
+}
+
+#[test]
+fn a_revision_approved_by_an_annotation_naming_nobody_records_an_unknown_approver() {
+    let mut cluster = manual(20, 2);
+    cluster.step();
+    cluster.approve_pending();
+    cluster.obs.approved_by_policy = true;
+    let approver = recorded_approver(&cluster.step(), 1).expect("an approver");
+    assert_eq!(approver.by, crate::approvers::UNNAMED_APPROVER);
+    assert!(!approver.verified);
+}
+
+#[test]
+fn automatic_and_budget_revisions_record_the_controller_and_its_policy_as_approver() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 2);
+    let first = cluster.step();
+    let approver = recorded_approver(&first, 1).expect("an approver");
+    assert_eq!(approver.by, "shoal-controller (Automatic)");
+    assert!(approver.verified);
+
+    let mut budget = spec(jobs(30));
+    budget.approval = ApprovalSpec {
+        policy: ApprovalPolicy::Budget,
+        max_disrupted_members: None,
+        max_moved_jobs: Some(10),
+    };
+    let mut cluster = Cluster::new(budget, 3);
+    cluster.settle();
+    cluster.scale(4);
+    let scaled = cluster.step();
+    assert_eq!(scaled.applied_revision, Some(2));
+    assert_eq!(
+        recorded_approver(&scaled, 2).map(|approver| approver.by),
+        Some("shoal-controller (Budget)".to_owned())
     );
 }
 

@@ -8,6 +8,7 @@ use serde_json::json;
 use super::preview::{self, Change, DiffReport};
 use super::table::fields;
 use super::{Error, Report, Target};
+use crate::approvers::approval_annotations;
 use crate::crd::{RevisionSummary, Swarm};
 use crate::plan::APPROVE_ANNOTATION;
 
@@ -191,6 +192,10 @@ pub struct ApprovalReport {
     pub summary: RevisionSummary,
     /// The annotation written.
     pub annotation: String,
+    /// The approver named in `shoal.dev/approved-by` (the user the API server says this
+    /// is), if the server said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
     /// Anything worth knowing.
     pub notes: Vec<String>,
 }
@@ -202,6 +207,12 @@ impl Report for ApprovalReport {
             self.revision, self.namespace, self.swarm, self.annotation
         );
         out.push_str(&fields(&[
+            (
+                "Approved by",
+                self.approved_by
+                    .clone()
+                    .unwrap_or_else(|| "(the server did not say who you are)".to_owned()),
+            ),
             ("Jobs moved", self.summary.jobs_moved.to_string()),
             (
                 "Members affected",
@@ -235,6 +246,7 @@ pub async fn approve(
     revision: Option<u64>,
 ) -> Result<ApprovalReport, Error> {
     let api: Api<Swarm> = Api::namespaced(target.client.clone(), &target.namespace);
+    let approver = crate::approvers::approver_name(&target.client).await;
     for _ in 0..APPROVE_ATTEMPTS {
         let object = super::get_swarm(target, swarm).await?;
         let status = object.status.clone().unwrap_or_default();
@@ -272,10 +284,12 @@ pub async fn approve(
         // Revision and hash: the approval stands for exactly the plan in the status.
         let value = crate::plan::approval_value(pending.revision, &pending.hash);
         let annotation = format!("{APPROVE_ANNOTATION}={value}");
+        // The approval and who gives it, in one request (policy shoal-approved-by).
+        let annotations = approval_annotations(&value, approver.as_deref());
         let patch = json!({
             "metadata": {
                 "resourceVersion": object.metadata.resource_version,
-                "annotations": { APPROVE_ANNOTATION: value },
+                "annotations": annotations,
             }
         });
         match api
@@ -298,6 +312,7 @@ pub async fn approve(
                     revision: pending.revision,
                     summary: pending.summary,
                     annotation,
+                    approved_by: approver,
                     notes,
                 });
             }

@@ -16,6 +16,7 @@ use super::preview::PreviewError;
 use super::status::age;
 use super::table::{Table, fields, short_hash};
 use super::{Error, Report, Target};
+use crate::approvers::ApprovalRecord;
 use crate::plan::{Observation, RevisionRecord, replay};
 
 /// One recorded (or pending) revision.
@@ -40,6 +41,10 @@ pub struct RevisionRow {
     pub moved_from_previous: Option<usize>,
     /// Assignment hash.
     pub hash: String,
+    /// Who approved it, as its record says (none for a pending revision, and for records
+    /// that predate the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalRecord>,
 }
 
 /// `kubectl shoal history`.
@@ -169,6 +174,7 @@ pub fn report(
                 strategy: String::new(),
                 moved_from_previous: None,
                 hash: String::new(),
+                approval: None,
             });
             continue;
         };
@@ -191,6 +197,7 @@ pub fn report(
             strategy: format!("{:?}", record.strategy.type_).to_lowercase(),
             moved_from_previous,
             hash: record.hash.clone(),
+            approval: record.approval.clone(),
         });
         previous = Some(record);
     }
@@ -205,6 +212,7 @@ pub fn report(
             strategy: format!("{:?}", obs.spec.strategy.type_).to_lowercase(),
             moved_from_previous: Some(pending.summary.jobs_moved as usize),
             hash: pending.hash.clone(),
+            approval: None,
         });
     }
     HistoryReport {
@@ -291,6 +299,7 @@ impl Report for HistoryReport {
             "Unavailable",
             "Strategy",
             "Moved From Previous",
+            "Approved-By",
             "Hash",
         ]);
         for row in &self.revisions {
@@ -305,6 +314,9 @@ impl Report for HistoryReport {
                 row.unavailable.to_string(),
                 row.strategy.clone(),
                 optional(row.moved_from_previous),
+                row.approval
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), ApprovalRecord::display),
                 short_hash(&row.hash),
             ]);
         }

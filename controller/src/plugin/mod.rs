@@ -43,11 +43,12 @@
 //!
 //! Reading needs get/list on swarms, configmaps, statefulsets, pods, leases and
 //! events in the Swarm's namespace; `approve` and `undo` also need patch on
-//! swarms (`approve` writes one annotation, `undo` rewrites the job list and
-//! strategy). The plan commands need get/list on deploymentplans (in
+//! swarms (`approve` writes the approval and the approver's name, learnt from a
+//! SelfSubjectReview, which every authenticated user may create; `undo` rewrites
+//! the job list and strategy). The plan commands need get/list on deploymentplans (in
 //! `shoal-viewer`), and `approve-op`, `relocate`, `stop`, `start` and
 //! `restart` patch on deploymentplans (in `shoal-approver`: each writes one
-//! annotation).
+//! annotation, `approve-op` the approver's name beside it).
 
 pub mod gate;
 pub mod history;
@@ -137,7 +138,8 @@ pub enum Command {
         #[arg(long, conflicts_with = "replicas")]
         jobs_file: Option<PathBuf>,
     },
-    /// Approve the pending revision (annotates the Swarm `shoal.dev/approve=<revision>/<hash>`).
+    /// Approve the pending revision (annotates the Swarm `shoal.dev/approve=<revision>/<hash>`
+    /// and `shoal.dev/approved-by=<you>`).
     Approve {
         /// The Swarm.
         swarm: String,
@@ -187,7 +189,7 @@ pub enum Command {
         plan: String,
     },
     /// Approve one operation waiting for approval (annotates the plan
-    /// `shoal.dev/approve=<id>/<hash>`).
+    /// `shoal.dev/approve=<id>/<hash>` and `shoal.dev/approved-by=<you>`).
     ApproveOp {
         /// The plan.
         plan: String,

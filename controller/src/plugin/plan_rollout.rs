@@ -16,6 +16,7 @@ use super::plans::{PlansError, api_error, get_plan, plans_api};
 use super::table::Table;
 use super::wait::{Progress, poll_until};
 use super::{Error, Report, Target};
+use crate::approvers::ApprovalRecord;
 use crate::deployment_plan::{DeploymentPlan, DeploymentPlanStatus, DeploymentRecord};
 
 /// The annotation `kubectl rollout` reads as the reason of a change.
@@ -83,6 +84,9 @@ pub struct HistoryRow {
     pub change_cause: String,
     /// Its payloads, `application key=value ...`.
     pub payloads: String,
+    /// Who approved its operations (`status.deployments[].approvals`), each once,
+    /// `(unverified)` after a name the controller could not vouch for.
+    pub approved_by: String,
 }
 
 /// `plan-history`: the recorded revisions, oldest first.
@@ -97,13 +101,21 @@ pub struct HistoryReport {
 
 impl Report for HistoryReport {
     fn table(&self) -> String {
-        let mut table = Table::new(["REVISION", "STATE", "CREATED", "CHANGE-CAUSE", "PAYLOADS"]);
+        let mut table = Table::new([
+            "REVISION",
+            "STATE",
+            "CREATED",
+            "CHANGE-CAUSE",
+            "APPROVED-BY",
+            "PAYLOADS",
+        ]);
         for row in &self.revisions {
             table.row([
                 row.revision.to_string(),
                 row.state.clone(),
                 row.created.clone(),
                 row.change_cause.clone(),
+                row.approved_by.clone(),
                 row.payloads.clone(),
             ]);
         }
@@ -114,9 +126,8 @@ impl Report for HistoryReport {
     }
 }
 
-/// The history rows of a plan's status. Pure. (Who approved is not
-/// recorded: the approval annotation is removed once handled, so its
-/// writer cannot be told honestly afterwards.)
+/// The history rows of a plan's status. Pure. Who approved is what the
+/// controller recorded when it applied each approval (see `crate::approvers`).
 pub fn history_rows(status: &DeploymentPlanStatus) -> Vec<HistoryRow> {
     status
         .deployments
@@ -133,6 +144,12 @@ pub fn history_rows(status: &DeploymentPlanStatus) -> Vec<HistoryRow> {
             created: record.created.clone(),
             change_cause: record.change_cause.clone().unwrap_or_default(),
             payloads: payloads_in_words(record),
+            approved_by: record
+                .approvals
+                .iter()
+                .map(ApprovalRecord::display)
+                .collect::<Vec<_>>()
+                .join(", "),
         })
         .collect()
 }

@@ -23,6 +23,9 @@ use shoal_core::deploy::status::DeploymentStatusDocument;
 
 use super::table::{Table, fields, short_hash};
 use super::{Report, Target, hint};
+use crate::approvers::{
+    APPROVED_BY_ANNOTATION, ApprovalRecord, approval_annotations, approver_name,
+};
 use crate::deployment::{OPERATE_ANNOTATION, Verb, request_item, request_items};
 use crate::deployment_plan::{
     DeploymentPlan, DeploymentPlanStatus, InstanceStatus, OperationStatus, UnplacedInstance,
@@ -448,6 +451,7 @@ impl Report for OperationsReport {
             "Deployment",
             "State",
             "Reason",
+            "Approved-By",
             "Hash",
             "Message",
         ]);
@@ -461,6 +465,10 @@ impl Report for OperationsReport {
                 op.deployment.to_string(),
                 op.state.clone(),
                 op.reason.clone().unwrap_or_default(),
+                op.approval
+                    .as_ref()
+                    .map(ApprovalRecord::display)
+                    .unwrap_or_default(),
                 short_hash(&op.hash),
                 op.message.clone(),
             ]);
@@ -479,15 +487,30 @@ pub struct ApproveOpReport {
     pub operation: String,
     /// The annotation value written.
     pub annotation: String,
+    /// The approver named in `shoal.dev/approved-by` (the user the API server says this
+    /// is), if the server said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
 }
 
 impl Report for ApproveOpReport {
     fn table(&self) -> String {
         format!(
-            "Annotated DeploymentPlan {} {APPROVE_ANNOTATION}={}\nThe controller approves operation {} on its next pass; follow it with `kubectl shoal operations {}`.\n",
-            self.plan, self.annotation, self.operation, self.plan
+            "Annotated DeploymentPlan {} {APPROVE_ANNOTATION}={}{}\nThe controller approves operation {} on its next pass; follow it with `kubectl shoal operations {}`.\n",
+            self.plan,
+            self.annotation,
+            approved_by_note(self.approved_by.as_deref()),
+            self.operation,
+            self.plan
         )
     }
+}
+
+/// ` as <user>` (` shoal.dev/approved-by=<user>`), or nothing when the server did not say.
+pub(super) fn approved_by_note(approver: Option<&str>) -> String {
+    approver.map_or_else(String::new, |name| {
+        format!(" {APPROVED_BY_ANNOTATION}={name}")
+    })
 }
 
 /// `relocate | stop | start | restart`: what was annotated.
@@ -549,7 +572,8 @@ pub async fn operate(
             .map(String::as_str),
         &item,
     );
-    annotate_plan(target, name, OPERATE_ANNOTATION, &value).await?;
+    let annotations = BTreeMap::from([(OPERATE_ANNOTATION.to_owned(), value.clone())]);
+    annotate_plan(target, name, &annotations).await?;
     Ok(OperateReport {
         plan: name.to_owned(),
         request: item,
@@ -574,10 +598,9 @@ pub(super) fn api_error(target: &Target, what: String) -> impl FnOnce(kube::Erro
 async fn annotate_plan(
     target: &Target,
     name: &str,
-    annotation: &str,
-    value: &str,
+    annotations: &BTreeMap<String, String>,
 ) -> Result<(), PlansError> {
-    let patch = serde_json::json!({"metadata": {"annotations": {annotation: value}}});
+    let patch = serde_json::json!({"metadata": {"annotations": annotations}});
     plans_api(target)
         .patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
@@ -695,11 +718,14 @@ pub async fn approve_op(
             .map(String::as_str),
         id,
     )?;
-    annotate_plan(target, name, APPROVE_ANNOTATION, &value).await?;
+    let approver = approver_name(&target.client).await;
+    let annotations = approval_annotations(&value, approver.as_deref());
+    annotate_plan(target, name, &annotations).await?;
     Ok(ApproveOpReport {
         plan: name.to_owned(),
         operation: id.to_owned(),
         annotation: value,
+        approved_by: approver,
     })
 }
 
@@ -723,6 +749,7 @@ mod tests {
             error_code: None,
             request: None,
             last_transition_time: None,
+            approval: None,
         }
     }
 

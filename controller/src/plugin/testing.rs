@@ -50,6 +50,7 @@ pub(crate) fn observation(jobs: usize, pools: Vec<PoolState>) -> Observation {
         edited_config_maps: BTreeMap::new(),
         blocked_evictions: BTreeMap::new(),
         plans: Ok(Vec::new()),
+        approved_by_policy: false,
         now: "2026-01-01T00:00:00Z".parse().unwrap(),
     }
 }

@@ -1175,6 +1175,8 @@ async fn walkthrough(install: Install, test: &str) {
     })
     .await
     .unwrap_or_else(|error| panic!("{error}"));
+    let approved_by =
+        format!("shoal.dev/approved-by=system:serviceaccount:{DEMO_NAMESPACE}:approver");
     let approve_plan = kubectl_with(
         &approver_kubeconfig,
         &[
@@ -1197,6 +1199,8 @@ async fn walkthrough(install: Install, test: &str) {
             "deploymentplan",
             "web",
             &format!("shoal.dev/approve={approve_plan}"),
+            // Policy shoal-approved-by: the approver names themself in the same request.
+            &approved_by,
             "--overwrite",
         ],
     )
@@ -1233,12 +1237,34 @@ async fn walkthrough(install: Install, test: &str) {
                     .map(|pending| pending.approve_with)
                     .unwrap_or_default()
             ),
+            &approved_by,
             "--overwrite",
         ],
     )
     .await;
     let second = wait_converged_following(&cluster, &mut members, slices.path(), 3, pending).await;
     wait_index(&client, second, 3, &expected).await;
+    // The history names the approver: verified where the controller may read the
+    // policy shoal-approved-by (cluster-wide), a claim where it may not (namespaced).
+    let history: shoal_controller::plugin::history::HistoryReport = serde_json::from_str(
+        &plugin(&viewer_kubeconfig, &["history", "demo", "-o", "json"])
+            .await
+            .unwrap_or_else(|error| panic!("kubectl shoal history: {error}")),
+    )
+    .expect("the history as JSON");
+    let approval = history
+        .revisions
+        .iter()
+        .find(|row| row.revision == second)
+        .and_then(|row| row.approval.clone())
+        .unwrap_or_else(|| panic!("revision {second} names no approver: {history:?}"));
+    assert_eq!(
+        (approval.by.as_str(), approval.verified),
+        (
+            format!("system:serviceaccount:{DEMO_NAMESPACE}:approver").as_str(),
+            install.watched_namespace().is_none()
+        )
+    );
 
     // 3. Scale back down (a slice ConfigMap deleted), automatically approved.
     patch_swarm(&cluster, r#"{"spec":{"approval":{"policy":"Automatic"}}}"#).await;

@@ -2,7 +2,8 @@
 //! (kubectl `--as`, `--as-group`): a `shoal-viewer` reads, lists and watches Swarms and
 //! DeploymentPlans and their status; a member of `shoal.dev:approvers` (bound to
 //! `shoal-approver`) changes the `shoal.dev/approve` annotation and nothing else, which
-//! the admission policy `shoal-approvers` enforces; an editor (the aggregated `edit`
+//! the admission policy `shoal-approvers` enforces; nobody approves in another user's
+//! name (`shoal.dev/approved-by` is the requester's, policy `shoal-approved-by`); an editor (the aggregated `edit`
 //! rules) still edits specs. Emulator only: it installs cluster-scoped objects (CRDs,
 //! ClusterRoles, an admission policy), which a shared real cluster must not get from a
 //! test.
@@ -31,6 +32,23 @@ async fn kubectl_as(
     full.extend(args.iter().map(|arg| (*arg).to_owned()));
     let full: Vec<&str> = full.iter().map(String::as_str).collect();
     kubectl(cluster, &full).await
+}
+
+/// Alice, an approver, approves `kind` (`swarm/demo`, …) in her own name.
+async fn alice_approves(cluster: &TestCluster, kind: &str) -> KubectlOutput {
+    kubectl_as(
+        cluster,
+        "alice",
+        &[APPROVERS],
+        &[
+            "annotate",
+            kind,
+            "shoal.dev/approve=1/sha256:abc",
+            "shoal.dev/approved-by=alice",
+            "--overwrite",
+        ],
+    )
+    .await
 }
 
 fn assert_allowed(output: &KubectlOutput) {
@@ -249,18 +267,7 @@ async fn an_approver_changes_the_approval_annotation_and_nothing_else() {
     };
     let alice = |args: &'static [&'static str]| kubectl_as(&cluster, "alice", &[APPROVERS], args);
     for kind in ["swarm/demo", "deploymentplan/web"] {
-        let approve = kubectl_as(
-            &cluster,
-            "alice",
-            &[APPROVERS],
-            &[
-                "annotate",
-                kind,
-                "shoal.dev/approve=1/sha256:abc",
-                "--overwrite",
-            ],
-        )
-        .await;
+        let approve = alice_approves(&cluster, kind).await;
         assert_allowed(&approve);
     }
     let approved = kubectl(
@@ -338,5 +345,110 @@ async fn an_approver_changes_the_approval_annotation_and_nothing_else() {
         )
         .await,
     );
+    cluster.cleanup().await;
+}
+
+#[tokio::test]
+async fn nobody_approves_in_another_users_name() {
+    let Some(cluster) = installed_cluster().await else {
+        return;
+    };
+    let in_another_name = "nobody approves in another name";
+    let alone = "changes only together with shoal.dev/approve";
+    for kind in ["swarm/demo", "deploymentplan/web"] {
+        // Alice claims Bob approved; then gives no name at all.
+        for claim in [&["shoal.dev/approved-by=bob"][..], &[]] {
+            let mut args = vec!["annotate", kind, "shoal.dev/approve=1/sha256:abc"];
+            args.extend(claim);
+            args.push("--overwrite");
+            assert_refused(
+                &kubectl_as(&cluster, "alice", &[APPROVERS], &args).await,
+                in_another_name,
+            );
+        }
+        // An editor is held to it too, and so is an approval written at creation.
+        assert_refused(
+            &kubectl_as(
+                &cluster,
+                "eddie",
+                &[],
+                &[
+                    "annotate",
+                    kind,
+                    "shoal.dev/approve=1/sha256:abc",
+                    "shoal.dev/approved-by=alice",
+                    "--overwrite",
+                ],
+            )
+            .await,
+            in_another_name,
+        );
+        // In her own name, Alice approves.
+        assert_allowed(&alice_approves(&cluster, kind).await);
+        // Bob cannot take her approval over by renaming it, nor Eddie by erasing the name.
+        assert_refused(
+            &kubectl_as(
+                &cluster,
+                "bob",
+                &[APPROVERS],
+                &["annotate", kind, "shoal.dev/approved-by=bob", "--overwrite"],
+            )
+            .await,
+            alone,
+        );
+        assert_refused(
+            &kubectl_as(
+                &cluster,
+                "eddie",
+                &[],
+                &["annotate", kind, "shoal.dev/approved-by-"],
+            )
+            .await,
+            alone,
+        );
+        // An edit that leaves the approval alone is not held to it.
+        assert_allowed(
+            &kubectl_as(
+                &cluster,
+                "eddie",
+                &[],
+                &["label", kind, "team=a", "--overwrite"],
+            )
+            .await,
+        );
+        let annotations = kubectl(
+            &cluster,
+            &["get", kind, "-o", "jsonpath={.metadata.annotations}"],
+        )
+        .await;
+        assert!(
+            annotations
+                .stdout
+                .contains(r#""shoal.dev/approved-by":"alice""#),
+            "{kind}: {annotations:?}"
+        );
+    }
+    let created = cluster
+        .kubectl_with_stdin(
+            &["--as=eddie", "apply", "-f", "-"],
+            Some(&format!(
+                r#"
+apiVersion: shoal.dev/v1alpha1
+kind: Swarm
+metadata:
+  name: forged
+  namespace: {}
+  annotations:
+    shoal.dev/approve: 1/sha256:abc
+    shoal.dev/approved-by: alice
+spec:
+  jobs: ["a"]
+"#,
+                cluster.namespace()
+            )),
+        )
+        .await
+        .expect("kubectl runs");
+    assert_refused(&created, in_another_name);
     cluster.cleanup().await;
 }
