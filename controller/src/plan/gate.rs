@@ -289,8 +289,10 @@ fn propose(
         Verdict::Waits { reason, because } => {
             let approve_with = approval_value(revision, &desired_hash);
             let command = format!(
-                "`kubectl shoal approve {} --revision {revision}` (or `kubectl annotate swarm {} {APPROVE_ANNOTATION}={approve_with} --overwrite`)",
-                obs.swarm, obs.swarm
+                "`kubectl shoal approve {} --revision {revision}` (or `kubectl annotate swarm {} {APPROVE_ANNOTATION}={approve_with} {}=$(kubectl auth whoami -o jsonpath='{{.status.userInfo.username}}') --overwrite`)",
+                obs.swarm,
+                obs.swarm,
+                crate::approvers::APPROVED_BY_ANNOTATION
             );
             let is_new = previous_pending
                 .as_ref()
