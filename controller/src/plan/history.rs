@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
-use shoal_core::{Assignment, JobSet, Member, MemberId, Slice, assign};
+use shoal_core::{Assignment, JobSet, JobSettings, Member, MemberId, Slice, assign};
 
 use super::inputs::strategy_of;
 use super::{InputProblem, Observation, Operation};
@@ -40,6 +40,10 @@ pub struct RevisionRecord {
     /// `members`. Empty for the stateless strategies, which are recomputed from the inputs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub owners: Vec<u32>,
+    /// Weights and dedication the revision was computed with (`sticky` only; replay
+    /// reads `owners`, these say what the loads were).
+    #[serde(default, skip_serializing_if = "JobSettings::is_plain")]
+    pub job_settings: JobSettings,
 }
 
 impl RevisionRecord {
@@ -107,6 +111,17 @@ pub(super) fn revision_record(
         jobs: jobs.iter().map(|key| key.as_str().to_owned()).collect(),
         jobs_omitted: false,
         owners: Vec::new(),
+        job_settings: JobSettings::new(),
+    }
+}
+
+/// Records in the history records a plan writes the job settings their assignment was
+/// computed with (every record a plan writes is of the desired inputs).
+pub(super) fn keep_settings(operations: &mut [Operation], settings: &JobSettings) {
+    for operation in operations {
+        if let Operation::WriteRevision(record) = operation {
+            record.job_settings = settings.clone();
+        }
     }
 }
 
