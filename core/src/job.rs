@@ -460,22 +460,25 @@ impl JobSettings {
         self.by_key.iter()
     }
 
-    /// The first key (byte order) with a setting that is not in `jobs`.
-    pub fn first_unlisted(&self, jobs: &JobSet) -> Option<&JobKey> {
-        self.by_key.keys().find(|key| !jobs.contains(key.as_str()))
-    }
-
-    /// Weight and dedication per job of `jobs`, aligned with its byte order.
-    pub(crate) fn aligned(&self, jobs: &JobSet) -> (Vec<u32>, Vec<bool>) {
+    /// Weight and dedication per job of `jobs`, aligned with its byte order, in
+    /// one merge pass (both are sorted by byte order); a setting for a key not
+    /// in `jobs` is returned as the error.
+    pub(crate) fn aligned(&self, jobs: &JobSet) -> Result<(Vec<u32>, Vec<bool>), &JobKey> {
         let mut weights = vec![1u32; jobs.len()];
         let mut dedicated = vec![false; jobs.len()];
+        let listed = jobs.as_slice();
+        let mut next = 0;
         for (key, setting) in &self.by_key {
-            if let Some(index) = jobs.position(key.as_str()) {
-                weights[index] = setting.weight;
-                dedicated[index] = setting.dedicated;
+            while listed.get(next).is_some_and(|job| job < key) {
+                next += 1;
             }
+            if listed.get(next) != Some(key) {
+                return Err(key);
+            }
+            weights[next] = setting.weight;
+            dedicated[next] = setting.dedicated;
         }
-        (weights, dedicated)
+        Ok((weights, dedicated))
     }
 
     /// Total weight of the jobs of `jobs` (each job without a setting counts 1).

@@ -255,12 +255,14 @@ pub fn reassign_weighted(
     members: &[Member],
     strategy: &Strategy,
 ) -> Result<Assignment, AssignError> {
-    if let Some(key) = settings.first_unlisted(jobs) {
-        return Err(AssignError::SettingForUnlistedJob {
-            key: key.as_str().to_owned(),
-        });
-    }
-    if settings.is_plain() {
+    let (weights, dedicated) =
+        settings
+            .aligned(jobs)
+            .map_err(|key| AssignError::SettingForUnlistedJob {
+                key: key.as_str().to_owned(),
+            })?;
+    let plain = weights.iter().all(|&weight| weight == 1) && !dedicated.contains(&true);
+    if plain {
         return reassign(in_force, jobs, members, strategy);
     }
     if !matches!(strategy, Strategy::Sticky) {
@@ -269,7 +271,6 @@ pub fn reassign_weighted(
         });
     }
     let topology = topology::Topology::new(members)?;
-    let (weights, dedicated) = settings.aligned(jobs);
     let owners = weighted::assign(&topology, jobs, &weights, &dedicated, in_force)?;
     Ok(Assignment::from_parts(
         topology.members,
