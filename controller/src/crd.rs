@@ -65,6 +65,16 @@ pub struct SwarmSpec {
     /// A job list read from a ConfigMap key holding a YAML document `jobs: [...]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs_from: Option<JobsFrom>,
+    /// Per-job weight and dedication, keyed by job key (a key of `jobs` or of the
+    /// `jobsFrom` list). Honoured by the `sticky` strategy only: any other strategy
+    /// refuses them. A key that names no listed job is refused by the controller.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = MAX_INLINE_JOBS))]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self.all(k, size(k) >= 1 && size(k) <= 253)",
+        "message": "job settings keys are job keys: 1 to 253 bytes"
+    }]))]
+    pub job_settings: BTreeMap<String, JobSettingSpec>,
     /// How jobs are assigned to members.
     #[serde(default)]
     pub strategy: StrategySpec,
@@ -110,6 +120,19 @@ const DURATION_PATTERN: &str = r"^([0-9]+(ms|s|m|h))+$";
 
 fn default_revision_history_limit() -> u32 {
     10
+}
+
+/// The weight and dedication of one job (`spec.jobSettings.<key>`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSettingSpec {
+    /// Cost of the job in the balance, 1 to 1000000 (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = shoal_core::job::MAX_WEIGHT))]
+    pub weight: Option<u32>,
+    /// The job gets a member of its own, released when the job goes (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedicated: Option<bool>,
 }
 
 /// Where to read a job list from.
@@ -356,6 +379,9 @@ pub struct RevisionSummary {
     /// The pending revision this one replaced, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<u64>,
+    /// Total weight of the jobs moved, when jobs carry weights (`spec.jobSettings`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_moved: Option<u64>,
 }
 
 /// One member as last observed.

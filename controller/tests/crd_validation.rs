@@ -298,3 +298,32 @@ async fn a_deployment_plan_must_name_a_swarm_and_applications_as_dns_names() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     env.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_weight_out_of_range_is_refused_naming_the_job_setting() {
+    let env = Env::start().await;
+    let setting = |weight: &str| {
+        with_spec(&format!(
+            "  strategy:\n    type: sticky\n  jobSettings:\n    \"stream:000\":\n      weight: {weight}\n"
+        ))
+    };
+    let cases = [
+        (
+            "weight 0",
+            setting("0"),
+            "spec.jobSettings.stream:000.weight",
+            "greater than or equal to 1",
+        ),
+        (
+            "weight 2000000",
+            setting("2000000"),
+            "spec.jobSettings.stream:000.weight",
+            "less than or equal to 1000000",
+        ),
+    ];
+    assert_refused(&env, &cases).await;
+    // In range, it applies.
+    let (accepted, output) = try_apply(&env, &setting("1000000")).await;
+    assert!(accepted, "{output}");
+    env.finish().await;
+}

@@ -3,7 +3,8 @@
 //! a bare pass that only hashes the same keys; `sticky`'s re-assignment steps
 //! from the assignment in force (nothing changed; 1,000 → 1,001 members; one
 //! job added); then the diff of two 1M-key assignments (1,000 → 1,001
-//! members).
+//! members); and the weighted `sticky` step 1,000 → 1,001 with every job
+//! weighing 1 to 10.
 //!
 //! Run: `cargo bench -p shoal-core --bench assign`
 //! (`-- --runs N` changes the repetition count, default 11; figures are
@@ -18,9 +19,12 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use shoal_core::diff::moved_weight;
 use shoal_core::hash::key_hash;
 use shoal_core::member::pool_members;
-use shoal_core::{JobSet, Strategy, assign, diff, reassign};
+use shoal_core::{
+    JobSet, JobSetting, JobSettings, Strategy, assign, diff, reassign, reassign_weighted,
+};
 
 const KEYS: usize = 1_000_000;
 const MEMBERS: u32 = 1_000;
@@ -196,6 +200,40 @@ fn main() {
         change.moved.len(),
         change.lower_bound,
         change.affected.len()
+    );
+
+    // Weighted sticky: every job weighs 1..=10 (from its hash), 1,000 → 1,001 members.
+    let mut settings = JobSettings::new();
+    for key in &jobs {
+        let weight = 1 + (key_hash(key.as_bytes()) % 10) as u32;
+        settings
+            .insert(
+                key.clone(),
+                JobSetting {
+                    weight,
+                    dedicated: false,
+                },
+            )
+            .expect("weights 1..=10 are valid");
+    }
+    let weighted_step = |in_force: Option<&shoal_core::Assignment>,
+                         members: &[shoal_core::Member]| {
+        reassign_weighted(in_force, &jobs, &settings, members, &Strategy::Sticky)
+            .expect("members are available")
+    };
+    let weighted_in_force = weighted_step(None, &members);
+    let time = measure(runs, || weighted_step(Some(&weighted_in_force), &grown));
+    report("weighted sticky step 1000→1001", time, bare, "-");
+    let change = diff(
+        &weighted_in_force,
+        &weighted_step(Some(&weighted_in_force), &grown),
+    );
+    println!(
+        "  weights 1..=10, total {}: moved {} keys, weight {} (the new member's share is {:.0})",
+        settings.total_weight(&jobs),
+        change.moved.len(),
+        moved_weight(&change, &settings),
+        settings.total_weight(&jobs) as f64 / f64::from(MEMBERS + 1)
     );
 
     let strategy = Strategy::default();

@@ -244,3 +244,13 @@ pub fn lower_bound(old: &Assignment, new: &Assignment, min_load: usize, max_load
         .sum();
     (orphaned + leaving).max(arriving.saturating_sub(created))
 }
+
+/// Total weight of the jobs `change` moves, each job weighing what `settings`
+/// gives it (1 without a setting).
+pub fn moved_weight(change: &Diff, settings: &crate::job::JobSettings) -> u64 {
+    change
+        .moved
+        .iter()
+        .map(|moved| u64::from(settings.get(moved.key.as_str()).weight))
+        .sum()
+}

@@ -358,3 +358,133 @@ impl<'de> Deserialize<'de> for JobSet {
         JobSet::parse(keys).map_err(serde::de::Error::custom)
     }
 }
+
+/// Heaviest accepted job weight (the lightest is 1).
+pub const MAX_WEIGHT: u32 = 1_000_000;
+
+/// What one job costs and whether it needs a member to itself.
+///
+/// The default (weight 1, shared) is what every job without a setting gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSetting {
+    /// Cost of the job in the balance, 1..=[`MAX_WEIGHT`].
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// The job gets a member of its own (resource reservation).
+    #[serde(default)]
+    pub dedicated: bool,
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+impl Default for JobSetting {
+    fn default() -> Self {
+        JobSetting {
+            weight: 1,
+            dedicated: false,
+        }
+    }
+}
+
+/// A job setting that cannot be accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobSettingError {
+    /// The weight is 0 or above [`MAX_WEIGHT`].
+    #[error("job {key:?}: weight {weight} is out of range 1..={MAX_WEIGHT}")]
+    WeightOutOfRange {
+        /// The job.
+        key: String,
+        /// The rejected weight.
+        weight: u64,
+    },
+    /// The job was given a setting twice.
+    #[error("job {key:?} has more than one setting")]
+    Repeated {
+        /// The job.
+        key: String,
+    },
+}
+
+/// Per-job weights and dedication, keyed by job. Only settings that differ
+/// from the default are stored, so a list where every job has weight 1 and
+/// none is dedicated is [`JobSettings::is_plain`] whatever was written.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobSettings {
+    by_key: std::collections::BTreeMap<JobKey, JobSetting>,
+}
+
+impl JobSettings {
+    /// No settings: every job weighs 1 and shares its member.
+    pub fn new() -> JobSettings {
+        JobSettings::default()
+    }
+
+    /// Records the setting of `key`; rejects a weight out of range and a key
+    /// given twice (even with the default setting).
+    pub fn insert(&mut self, key: JobKey, setting: JobSetting) -> Result<(), JobSettingError> {
+        if setting.weight == 0 || setting.weight > MAX_WEIGHT {
+            return Err(JobSettingError::WeightOutOfRange {
+                key: key.as_str().to_owned(),
+                weight: u64::from(setting.weight),
+            });
+        }
+        if self.by_key.contains_key(&key) {
+            return Err(JobSettingError::Repeated {
+                key: key.as_str().to_owned(),
+            });
+        }
+        // Default entries are kept too, so that a repeat is caught; they
+        // never count as "weighted" (see `is_plain`).
+        self.by_key.insert(key, setting);
+        Ok(())
+    }
+
+    /// The setting of `key` (the default when none was given).
+    pub fn get(&self, key: &str) -> JobSetting {
+        self.by_key.get(key).copied().unwrap_or_default()
+    }
+
+    /// Whether every job weighs 1 and none is dedicated.
+    pub fn is_plain(&self) -> bool {
+        self.by_key
+            .values()
+            .all(|setting| *setting == JobSetting::default())
+    }
+
+    /// The settings given, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&JobKey, &JobSetting)> + '_ {
+        self.by_key.iter()
+    }
+
+    /// Weight and dedication per job of `jobs`, aligned with its byte order, in
+    /// one merge pass (both are sorted by byte order); a setting for a key not
+    /// in `jobs` is returned as the error.
+    pub(crate) fn aligned(&self, jobs: &JobSet) -> Result<(Vec<u32>, Vec<bool>), &JobKey> {
+        let mut weights = vec![1u32; jobs.len()];
+        let mut dedicated = vec![false; jobs.len()];
+        let listed = jobs.as_slice();
+        let mut next = 0;
+        for (key, setting) in &self.by_key {
+            while listed.get(next).is_some_and(|job| job < key) {
+                next += 1;
+            }
+            if listed.get(next) != Some(key) {
+                return Err(key);
+            }
+            weights[next] = setting.weight;
+            dedicated[next] = setting.dedicated;
+        }
+        Ok((weights, dedicated))
+    }
+
+    /// Total weight of the jobs of `jobs` (each job without a setting counts 1).
+    pub fn total_weight(&self, jobs: &JobSet) -> u64 {
+        jobs.iter()
+            .map(|key| u64::from(self.get(key.as_str()).weight))
+            .sum()
+    }
+}

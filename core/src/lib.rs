@@ -40,7 +40,7 @@ pub mod strategy;
 
 pub use assignment::Assignment;
 pub use diff::{Diff, diff};
-pub use job::{InvalidJobs, JobKey, JobSet};
+pub use job::{InvalidJobs, JobKey, JobSet, JobSetting, JobSettings};
 pub use member::{Member, MemberId, MemberKey};
 pub use slice::{InstanceApplication, Slice, SliceInstance};
-pub use strategy::{AssignError, Strategy, assign, reassign};
+pub use strategy::{AssignError, Strategy, assign, reassign, reassign_weighted};

@@ -333,7 +333,10 @@ fn describe(summary: &RevisionSummary) -> String {
         summary.members_affected,
         summary.members_disrupted,
         summary.restarts_needed
-    )
+    ) + &summary
+        .weight_moved
+        .map(|weight| format!(", weight moved {weight}"))
+        .unwrap_or_default()
 }
 
 /// The inputs give the revision in force: rewrite its history record if it went missing,
@@ -429,6 +432,8 @@ fn summarize(
         restarts_needed,
         lower_bound: change.lower_bound as u64,
         supersedes,
+        weight_moved: (!desired.settings.is_plain())
+            .then(|| shoal_core::diff::moved_weight(&change, &desired.settings)),
     };
     (summary, restarts)
 }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
-use shoal_core::{Assignment, JobSet, Member, MemberId, Slice, assign};
+use shoal_core::{Assignment, JobSet, JobSettings, Member, MemberId, Slice, assign};
 
 use super::inputs::strategy_of;
 use super::members::member_of_pod;
@@ -51,6 +51,10 @@ pub struct RevisionRecord {
     /// a record rewritten after it went missing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalRecord>,
+    /// Weights and dedication the revision was computed with (`sticky` only; replay
+    /// reads `owners`, these say what the loads were).
+    #[serde(default, skip_serializing_if = "JobSettings::is_plain")]
+    pub job_settings: JobSettings,
 }
 
 impl RevisionRecord {
@@ -124,6 +128,17 @@ pub(super) fn revision_record(
             .map(|member| (member.id.pod_name(), member.id.pool.clone()))
             .collect(),
         approval: None,
+        job_settings: JobSettings::new(),
+    }
+}
+
+/// Records in the history records a plan writes the job settings their assignment was
+/// computed with (every record a plan writes is of the desired inputs).
+pub(super) fn keep_settings(operations: &mut [Operation], settings: &JobSettings) {
+    for operation in operations {
+        if let Operation::WriteRevision(record) = operation {
+            record.job_settings = settings.clone();
+        }
     }
 }
 

@@ -512,8 +512,15 @@ pub fn plan(obs: &Observation) -> Plan {
             },
         },
     };
+    let settings = desired
+        .as_ref()
+        .ok()
+        .map(|desired| desired.settings.clone());
     let mut gate = gate::decide(obs, &roster, &in_force, desired, &mut events, &mut problems);
     history::keep_assignments(&mut gate.operations, gate.target.as_ref());
+    if let Some(settings) = &settings {
+        history::keep_settings(&mut gate.operations, settings);
+    }
     let refusals = refusals(obs, &roster, gate.refused_approval.clone());
     let delivery = match &obs.plans {
         Ok(plans) => instances::deliveries(plans, &observed),

@@ -45,6 +45,7 @@ fn spec(job_keys: Vec<String>) -> SwarmSpec {
     SwarmSpec {
         jobs: job_keys,
         jobs_from: None,
+        job_settings: Default::default(),
         strategy: StrategySpec::default(),
         reload: ReloadPolicy::HotReload,
         approval: ApprovalSpec::default(),
@@ -2679,6 +2680,235 @@ fn automatic_and_budget_revisions_record_the_controller_and_its_policy_as_approv
         recorded_approver(&scaled, 2).map(|approver| approver.by),
         Some("shoal-controller (Budget)".to_owned())
     );
+}
+
+// Weighted and dedicated jobs.
+
+fn weighted_source(text: &str) -> (SwarmSpec, JobSource) {
+    let mut spec = spec(Vec::new());
+    spec.jobs_from = Some(JobsFrom {
+        config_map_key_ref: ConfigMapKeyRef {
+            name: "streams".to_owned(),
+            key: "config.yml".to_owned(),
+        },
+    });
+    let source = JobSource::Text {
+        name: "streams".to_owned(),
+        key: "config.yml".to_owned(),
+        text: text.to_owned(),
+    };
+    (spec, source)
+}
+
+#[test]
+fn a_job_list_document_entry_may_carry_a_weight_and_dedication() {
+    let (spec, source) =
+        weighted_source("jobs:\n- a\n- {key: b, weight: 5}\n- key: c\n  dedicated: true\n");
+    let (jobs, settings) = inputs::job_list_and_settings("demo", &spec, &source).unwrap();
+    assert_eq!(jobs.len(), 3);
+    assert_eq!(settings.get("a"), shoal_core::JobSetting::default());
+    assert_eq!(settings.get("b").weight, 5);
+    assert!(settings.get("c").dedicated);
+    assert_eq!(settings.get("c").weight, 1);
+}
+
+#[test]
+fn bad_weights_and_settings_for_unlisted_jobs_are_refused_naming_each_entry() {
+    let (mut spec, source) = weighted_source(
+        "jobs: [a, {key: b, weight: 0}, {key: c, weight: 2000000}, {key: d, weight: 3}]\n",
+    );
+    spec.job_settings.insert(
+        "ghost".to_owned(),
+        crate::crd::JobSettingSpec {
+            weight: Some(2),
+            dedicated: None,
+        },
+    );
+    spec.job_settings.insert(
+        "d".to_owned(),
+        crate::crd::JobSettingSpec {
+            weight: None,
+            dedicated: Some(true),
+        },
+    );
+    let problem = inputs::job_list_and_settings("demo", &spec, &source).unwrap_err();
+    assert_eq!(problem.reason, "InvalidJobSettings");
+    for expected in [
+        "Swarm demo: invalid job settings (4 problems)",
+        "ConfigMap streams key config.yml jobs[1] job \"b\": weight 0 is out of range 1..=1000000",
+        "ConfigMap streams key config.yml jobs[2] job \"c\": weight 2000000 is out of range",
+        "spec.jobSettings[\"ghost\"] names job \"ghost\", which is not in the job list",
+        "ConfigMap streams key config.yml jobs[3] job \"d\": the job already has a setting",
+    ] {
+        assert!(
+            problem.message.contains(expected),
+            "{expected:?} in {}",
+            problem.message
+        );
+    }
+}
+
+#[test]
+fn a_job_list_entry_that_is_neither_a_key_nor_a_setting_is_refused_naming_the_configmap() {
+    let (spec, source) = weighted_source("jobs: [a, {key: b, cost: 5}]\n");
+    let problem = inputs::job_list_and_settings("demo", &spec, &source).unwrap_err();
+    assert_eq!(problem.reason, "JobConfigMapInvalid");
+    assert!(
+        problem.message.contains("ConfigMap streams key config.yml")
+            && problem.message.contains("cost"),
+        "{}",
+        problem.message
+    );
+}
+
+#[test]
+fn weights_under_a_stateless_strategy_are_refused_and_the_slices_in_force_stay() {
+    let mut cluster = Cluster::new(spec(jobs(10)), 2);
+    cluster.settle();
+    let before = slices_in_force(&cluster).member_jobs();
+    cluster.obs.spec.job_settings.insert(
+        "stream:003".to_owned(),
+        crate::crd::JobSettingSpec {
+            weight: Some(4),
+            dedicated: None,
+        },
+    );
+    cluster.obs.generation = Some(2);
+    let plan = cluster.step();
+    assert!(plan.operations.is_empty(), "{:?}", plan.operations);
+    assert!(
+        plan.events
+            .iter()
+            .any(|e| e.warning && e.reason == "InvalidJobSettings")
+    );
+    let degraded = cluster.condition("Degraded");
+    assert_eq!(degraded.reason, "InvalidJobSettings", "{degraded:?}");
+    assert!(
+        degraded
+            .message
+            .contains("Swarm demo: strategy bounded cannot honour job weights"),
+        "{}",
+        degraded.message
+    );
+    assert_eq!(slices_in_force(&cluster).member_jobs(), before);
+}
+
+#[test]
+fn a_dedicated_job_gets_a_member_of_its_own_and_releases_it_when_removed() {
+    let mut spec = spec(jobs(9));
+    spec.strategy.type_ = StrategyType::Sticky;
+    spec.job_settings.insert(
+        "stream:000".to_owned(),
+        crate::crd::JobSettingSpec {
+            weight: None,
+            dedicated: Some(true),
+        },
+    );
+    spec.job_settings.insert(
+        "stream:001".to_owned(),
+        crate::crd::JobSettingSpec {
+            weight: Some(2),
+            dedicated: None,
+        },
+    );
+    let mut cluster = Cluster::new(spec, 3);
+    cluster.settle();
+    let holder = slices_in_force(&cluster)
+        .owner_of("stream:000")
+        .unwrap()
+        .pod_name();
+    assert_eq!(cluster.slice_of(&holder), vec!["stream:000".to_owned()]);
+    // The other two share weight 2 + 7 = 9: each within T ± w_max = 4.5 ± 2.
+    for member in ["worker-0", "worker-1", "worker-2"] {
+        let weight: usize = cluster
+            .slice_of(member)
+            .iter()
+            .map(|key| if key == "stream:001" { 2 } else { 1 })
+            .sum();
+        assert!(
+            member == holder || (3..=6).contains(&weight),
+            "{member}: {weight}"
+        );
+    }
+    // The history record keeps the settings it was computed with, and a restarted
+    // controller plans nothing.
+    let record = &cluster.obs.history[&cluster.obs.status.current_revision];
+    assert!(
+        record.job_settings.get("stream:000").dedicated,
+        "{record:?}"
+    );
+    assert_eq!(record.job_settings.get("stream:001").weight, 2);
+    let restarted = plan(&cluster.obs.clone());
+    assert!(
+        restarted.operations.is_empty(),
+        "{:?}",
+        restarted.operations
+    );
+
+    // The job goes: its member takes shared jobs again (8 jobs of weight 9 over
+    // three: T = 3, w_max = 2, so every member holds at least weight 1).
+    cluster.obs.spec.jobs.retain(|key| key != "stream:000");
+    cluster.obs.spec.job_settings.remove("stream:000");
+    cluster.obs.generation = Some(2);
+    cluster.settle();
+    assert!(
+        !cluster.slice_of(&holder).is_empty(),
+        "{holder} was not released"
+    );
+    assert!(!cluster.slice_of(&holder).contains(&"stream:000".to_owned()));
+}
+
+#[test]
+fn a_pending_weighted_revision_reports_the_weight_it_moves() {
+    // 12 jobs, one of weight 3: 14 over 2 members, then 3 (T = 4.67, w_max = 3).
+    let mut spec = spec(jobs(12));
+    spec.strategy.type_ = StrategyType::Sticky;
+    spec.approval.policy = ApprovalPolicy::Manual;
+    spec.job_settings.insert(
+        "stream:002".to_owned(),
+        crate::crd::JobSettingSpec {
+            weight: Some(3),
+            dedicated: None,
+        },
+    );
+    let mut cluster = Cluster::new(spec, 2);
+    cluster.settle();
+    cluster.approve_pending();
+    cluster.settle();
+    cluster.scale(3);
+    cluster.settle();
+    let pending = cluster
+        .obs
+        .status
+        .pending_revision
+        .clone()
+        .expect("scaling up waits");
+    assert!(pending.summary.jobs_moved > 0, "{pending:?}");
+    assert!(
+        cluster
+            .obs
+            .status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "AwaitingApproval" && c.status == "True")
+    );
+    let before = slices_in_force(&cluster);
+    cluster.approve_pending();
+    cluster.settle();
+    let change = shoal_core::diff(&before, &slices_in_force(&cluster));
+    let weight: u64 = change
+        .moved
+        .iter()
+        .map(|moved| {
+            if moved.key.as_str() == "stream:002" {
+                3
+            } else {
+                1
+            }
+        })
+        .sum();
+    assert_eq!(pending.summary.jobs_moved, change.moved.len() as u64);
+    assert_eq!(pending.summary.weight_moved, Some(weight), "{pending:?}");
 }
 
 mod deployment_pools;

@@ -39,12 +39,13 @@ mod jump;
 mod ring;
 mod sticky;
 mod topology;
+mod weighted;
 
 use serde::{Deserialize, Serialize};
 
 use crate::assignment::Assignment;
 use crate::hash::key_hash;
-use crate::job::JobSet;
+use crate::job::{JobSet, JobSettings};
 use crate::member::{Member, MemberId};
 
 pub use topology::MAX_ORDINAL;
@@ -159,6 +160,31 @@ pub enum AssignError {
         /// The rejected value.
         vnodes: u32,
     },
+    /// Weights or dedicated jobs were given to a strategy that cannot honour
+    /// them (only `sticky` does); never silently ignored.
+    #[error(
+        "strategy {strategy} cannot honour job weights or dedicated jobs; use strategy sticky or remove the job settings"
+    )]
+    SettingsNotSupported {
+        /// The strategy's short name.
+        strategy: &'static str,
+    },
+    /// A job setting names a job that is not in the job list.
+    #[error("job settings name {key:?}, which is not in the job list")]
+    SettingForUnlistedJob {
+        /// The key.
+        key: String,
+    },
+    /// Dedicated jobs need a member each, and the other jobs at least one more.
+    #[error("{} dedicated jobs need a member each{}, but only {members} members are available", dedicated, if *others > 0 { format!(" plus one for the other {others} jobs") } else { String::new() })]
+    TooManyDedicated {
+        /// Dedicated jobs.
+        dedicated: usize,
+        /// Available members.
+        members: usize,
+        /// Jobs that are not dedicated.
+        others: usize,
+    },
 }
 
 fn no_members_text(members: usize) -> String {
@@ -211,6 +237,45 @@ pub fn reassign(
         Strategy::Ring { vnodes } => ring::assign(&topology, hashes(), vnodes),
         Strategy::Sticky => sticky::assign(&topology, jobs, in_force),
     };
+    Ok(Assignment::from_parts(
+        topology.members,
+        topology.available,
+        jobs.clone(),
+        owners,
+    ))
+}
+
+/// Like [`reassign`], honouring per-job weights and dedicated jobs (see
+/// `strategy/weighted.rs` for the algorithm and its bounds). With plain
+/// settings (every weight 1, nothing dedicated) the result is exactly
+/// [`reassign`]'s. Only [`Strategy::Sticky`] honours settings; any other
+/// strategy given non-plain settings fails with
+/// [`AssignError::SettingsNotSupported`], as does a setting naming a job
+/// that is not listed ([`AssignError::SettingForUnlistedJob`]).
+pub fn reassign_weighted(
+    in_force: Option<&Assignment>,
+    jobs: &JobSet,
+    settings: &JobSettings,
+    members: &[Member],
+    strategy: &Strategy,
+) -> Result<Assignment, AssignError> {
+    let (weights, dedicated) =
+        settings
+            .aligned(jobs)
+            .map_err(|key| AssignError::SettingForUnlistedJob {
+                key: key.as_str().to_owned(),
+            })?;
+    let plain = weights.iter().all(|&weight| weight == 1) && !dedicated.contains(&true);
+    if plain {
+        return reassign(in_force, jobs, members, strategy);
+    }
+    if !matches!(strategy, Strategy::Sticky) {
+        return Err(AssignError::SettingsNotSupported {
+            strategy: strategy.name(),
+        });
+    }
+    let topology = topology::Topology::new(members)?;
+    let owners = weighted::assign(&topology, jobs, &weights, &dedicated, in_force)?;
     Ok(Assignment::from_parts(
         topology.members,
         topology.available,

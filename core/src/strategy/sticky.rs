@@ -76,7 +76,11 @@ pub(crate) fn assign(
 
 /// The owner in force of each job, as a member index of `topology`; [`NONE`]
 /// for jobs that are new or whose owner is gone or unavailable.
-fn previous_owners(topology: &Topology, jobs: &JobSet, previous: &Assignment) -> Vec<u32> {
+pub(super) fn previous_owners(
+    topology: &Topology,
+    jobs: &JobSet,
+    previous: &Assignment,
+) -> Vec<u32> {
     let member_now: Vec<u32> = previous
         .members()
         .iter()
