@@ -14,7 +14,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use shoal_core::{format, names};
 use tracing::{info, instrument, warn};
 
-use crate::crd::Swarm;
+use crate::crd::{JobsFrom, Swarm};
 use crate::deployment_plan::DeploymentPlan;
 use crate::events::EventRecorders;
 use crate::metrics::Metrics;
@@ -315,31 +315,7 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
 
     let job_source = match &swarm.spec.jobs_from {
         None => JobSource::NotReferenced,
-        Some(from) => {
-            let reference = &from.config_map_key_ref;
-            match cm_api.get_opt(&reference.name).await {
-                Err(source) if !is_not_found(&source) => {
-                    return Err(Error::ReadJobConfigMap {
-                        name: reference.name.clone(),
-                        source,
-                    });
-                }
-                Err(_) | Ok(None) => JobSource::MissingConfigMap {
-                    name: reference.name.clone(),
-                },
-                Ok(Some(cm)) => match cm.data.as_ref().and_then(|data| data.get(&reference.key)) {
-                    None => JobSource::MissingKey {
-                        name: reference.name.clone(),
-                        key: reference.key.clone(),
-                    },
-                    Some(text) => JobSource::Text {
-                        name: reference.name.clone(),
-                        key: reference.key.clone(),
-                        text: text.clone(),
-                    },
-                },
-            }
-        }
+        Some(from) => read_job_sources(&cm_api, from).await?,
     };
 
     let lease_api: Api<Lease> = Api::namespaced(client.clone(), &namespace);
@@ -823,6 +799,72 @@ pub async fn publish_on(
     ctx.metrics.wrote("event");
     if let Err(error) = ctx.events.publish(&event, reference).await {
         warn!(%error, reason, "could not publish Event");
+    }
+}
+
+/// Reads every part of a `jobsFrom`: the ConfigMaps it names, in order, or those its
+/// selector picks, in name order. One part is returned as itself (the single-ConfigMap
+/// form), several as [`JobSource::Parts`].
+async fn read_job_sources(cm_api: &Api<ConfigMap>, from: &JobsFrom) -> Result<JobSource, Error> {
+    let mut parts = Vec::new();
+    if let Some(selector) = &from.selector {
+        let labels = selector.label_selector();
+        let mut listed = cm_api
+            .list(&ListParams::default().labels(&labels))
+            .await
+            .map_err(|source| Error::ReadJobConfigMap {
+                name: format!("labelled {labels}"),
+                source,
+            })?
+            .items;
+        listed.sort_by_key(|cm| cm.name_any());
+        if listed.is_empty() {
+            return Ok(JobSource::NoMatch { selector: labels });
+        }
+        parts.extend(
+            listed
+                .iter()
+                .map(|cm| job_source_of(cm.name_any(), &selector.key, Some(cm))),
+        );
+    }
+    for reference in from.named() {
+        let cm = match cm_api.get_opt(&reference.name).await {
+            Err(source) if !is_not_found(&source) => {
+                return Err(Error::ReadJobConfigMap {
+                    name: reference.name.clone(),
+                    source,
+                });
+            }
+            Err(_) => None,
+            Ok(found) => found,
+        };
+        parts.push(job_source_of(
+            reference.name.clone(),
+            &reference.key,
+            cm.as_ref(),
+        ));
+    }
+    Ok(match parts.len() {
+        1 => parts.remove(0),
+        _ => JobSource::Parts(parts),
+    })
+}
+
+/// Where one ConfigMap of a job list stands: absent, without the key, or its text.
+fn job_source_of(name: String, key: &str, cm: Option<&ConfigMap>) -> JobSource {
+    let Some(cm) = cm else {
+        return JobSource::MissingConfigMap { name };
+    };
+    match cm.data.as_ref().and_then(|data| data.get(key)) {
+        None => JobSource::MissingKey {
+            name,
+            key: key.to_owned(),
+        },
+        Some(text) => JobSource::Text {
+            name,
+            key: key.to_owned(),
+            text: text.clone(),
+        },
     }
 }
 

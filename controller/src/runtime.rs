@@ -477,7 +477,8 @@ fn pool_swarms(sts: &StatefulSet, swarms: &Store<Swarm>) -> Vec<ObjectRef<Swarm>
     }
 }
 
-/// A ConfigMap maps to the Swarm that owns it, labels it, or reads its job list from it.
+/// A ConfigMap maps to the Swarm that owns it, labels it, or reads its job list (or part
+/// of it) from it. A part relabelled out of a selector is noticed at the next resync.
 fn config_map_swarms(cm: &ConfigMap, swarms: &Store<Swarm>) -> Vec<ObjectRef<Swarm>> {
     let namespace = cm.namespace().unwrap_or_default();
     let mut found: BTreeSet<String> = BTreeSet::new();
@@ -495,7 +496,7 @@ fn config_map_swarms(cm: &ConfigMap, swarms: &Store<Swarm>) -> Vec<ObjectRef<Swa
             .spec
             .jobs_from
             .as_ref()
-            .is_some_and(|from| from.config_map_key_ref.name == name);
+            .is_some_and(|from| from.reads(&name, cm.labels()));
         if reads_it && swarm.namespace().as_deref() == Some(namespace.as_str()) {
             found.insert(swarm.name_any());
         }

@@ -79,7 +79,7 @@ pub const WRITTEN_FOR_UID_ANNOTATION: &str = "shoal.dev/written-for-uid";
 /// Annotation on a slice ConfigMap: `revoke` or `grant`, the step that wrote it.
 pub const PHASE_ANNOTATION: &str = "shoal.dev/phase";
 
-/// Where the Swarm's `jobsFrom` ConfigMap stands.
+/// Where the Swarm's `jobsFrom` ConfigMaps stand.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobSource {
     /// The Swarm has no `jobsFrom`.
@@ -104,6 +104,14 @@ pub enum JobSource {
         key: String,
         /// The YAML document (`jobs: [...]`).
         text: String,
+    },
+    /// A list in several ConfigMaps (`configMapKeyRefs`, or a `selector`): each part is
+    /// one of the single-ConfigMap variants above, in merge order.
+    Parts(Vec<JobSource>),
+    /// `jobsFrom.selector` matched no ConfigMap.
+    NoMatch {
+        /// The label selector, `k=v,...`.
+        selector: String,
     },
 }
 
@@ -211,7 +219,7 @@ pub struct Observation {
     pub status: SwarmStatus,
     /// Pools (labelled StatefulSets).
     pub pools: Vec<PoolState>,
-    /// The `jobsFrom` ConfigMap.
+    /// The `jobsFrom` ConfigMaps.
     pub job_source: JobSource,
     /// Slice ConfigMaps by member pod name.
     pub slices: BTreeMap<String, SliceObject>,
