@@ -265,6 +265,8 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
     let mut history = BTreeMap::new();
     let mut index = None;
     let mut slice_maps: BTreeMap<String, ConfigMap> = BTreeMap::new();
+    // History ConfigMaps, records and parts of split records alike.
+    let mut record_maps: BTreeMap<String, ConfigMap> = BTreeMap::new();
     let mut owned_config_maps = BTreeMap::new();
     let mut foreign_config_maps = BTreeMap::new();
     let mut edited_config_maps = BTreeMap::new();
@@ -294,12 +296,24 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
             if let Some(record) = record {
                 history.insert(record.revision, record);
             }
+            record_maps.insert(cm.name_any(), cm);
         } else if labels.contains_key(names::LABEL_MEMBER) {
             slice_maps.insert(cm.name_any(), cm);
         } else if cm.name_any() == names::index_configmap(&name)
             && !edited_config_maps.contains_key(&cm.name_any())
         {
             index = read_text(&cm, names::INDEX_DATA_KEY);
+        }
+    }
+    let mut damaged_history = BTreeMap::new();
+    for (revision, joined) in split_records(&name, &record_maps) {
+        match joined {
+            Ok(record) => {
+                history.insert(revision, record);
+            }
+            Err(why) => {
+                damaged_history.insert(revision, why);
+            }
         }
     }
     for (cm_name, cm) in &slice_maps {
@@ -381,6 +395,7 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         slices,
         leases: member_leases,
         history,
+        damaged_history,
         index,
         owned_config_maps,
         foreign_config_maps,
@@ -761,6 +776,64 @@ fn slice_object(member: &str, cm: &ConfigMap, all: &BTreeMap<String, ConfigMap>)
         parts,
         decode_error,
     }
+}
+
+/// The records split over several ConfigMaps, reassembled (see `plan::join_record`):
+/// revision → the record, or why it cannot be used. `record_maps` are the Swarm's own
+/// history ConfigMaps (edited ones left out, so a part someone changed is missing).
+fn split_records(
+    swarm: &str,
+    record_maps: &BTreeMap<String, ConfigMap>,
+) -> Vec<(u64, Result<RevisionRecord, String>)> {
+    let mut records = Vec::new();
+    for cm in record_maps.values() {
+        let annotations = cm.annotations();
+        let Some(parts) = annotations
+            .get(names::ANNOTATION_PARTS)
+            .and_then(|parts| parts.parse::<usize>().ok())
+            .filter(|parts| *parts > 1)
+        else {
+            continue;
+        };
+        let Some(revision) = cm
+            .labels()
+            .get(names::LABEL_REVISION)
+            .and_then(|revision| revision.parse::<u64>().ok())
+            .filter(|revision| cm.name_any() == names::revision_configmap(swarm, *revision))
+        else {
+            continue;
+        };
+        let checksum = annotations
+            .get(plan::RECORD_CHECKSUM_ANNOTATION)
+            .cloned()
+            .unwrap_or_default();
+        let chunks: Vec<Option<Vec<u8>>> = (0..parts)
+            .map(|part| {
+                record_maps
+                    .get(&plan::record_part_configmap(swarm, revision, part))?
+                    .binary_data
+                    .as_ref()?
+                    .get(&plan::record_part_key(part))
+                    .map(|bytes| bytes.0.clone())
+            })
+            .collect();
+        let joined = plan::join_record(&chunks, &checksum, &|part| {
+            plan::record_part_configmap(swarm, revision, part)
+        })
+        .and_then(|record| {
+            // A record claiming another revision is no record of this one.
+            (record.revision == revision)
+                .then_some(record)
+                .ok_or_else(|| {
+                    format!(
+                        "ConfigMap {}: holds the record of another revision",
+                        cm.name_any()
+                    )
+                })
+        });
+        records.push((revision, joined));
+    }
+    records
 }
 
 /// Reads `key` from `data`, or `<key>.gz` from `binaryData`.

@@ -57,7 +57,10 @@ mod restarts;
 mod status;
 
 pub use gate::{MAX_REVISION, approval_value};
-pub use history::{REVISION_DATA_KEY, RevisionRecord, replay};
+pub use history::{
+    RECORD_CHECKSUM_ANNOTATION, REVISION_DATA_KEY, RevisionRecord, StoredRecord, join_record,
+    record_part_configmap, record_part_key, replay, store_record,
+};
 pub use inputs::{DEFAULT_VNODES, job_list, parse_duration, strategy_of};
 pub use instances::{Delivery, PlanForDelivery, deliveries};
 pub use members::MAX_MEMBERS;
@@ -227,6 +230,9 @@ pub struct Observation {
     pub leases: BTreeMap<String, LeaseState>,
     /// Revision history by revision (records that failed to parse are absent).
     pub history: BTreeMap<u64, RevisionRecord>,
+    /// Records split over several ConfigMaps that cannot be used (a part missing, a
+    /// checksum mismatch): revision → why, naming the ConfigMaps. Never read as records.
+    pub damaged_history: BTreeMap<u64, String>,
     /// The index ConfigMap's `config.yml`, if any.
     pub index: Option<String>,
     /// ConfigMaps this Swarm owns (a controller ownerReference to its uid): name → uid.

@@ -94,6 +94,7 @@ impl Cluster {
                 slices: BTreeMap::new(),
                 leases: BTreeMap::new(),
                 history: BTreeMap::new(),
+                damaged_history: BTreeMap::new(),
                 index: None,
                 owned_config_maps: BTreeMap::new(),
                 foreign_config_maps: BTreeMap::new(),
