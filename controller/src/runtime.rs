@@ -604,6 +604,49 @@ mod tests {
     }
 
     #[test]
+    fn a_part_of_a_job_list_maps_to_the_swarms_listing_it_or_selecting_its_labels() {
+        let with_spec = |name: &str, jobs_from: serde_json::Value| -> Swarm {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "shoal.dev/v1alpha1",
+                "kind": "Swarm",
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"jobsFrom": jobs_from},
+            }))
+            .expect("valid Swarm")
+        };
+        let store = swarm_store(vec![
+            with_spec(
+                "listed",
+                serde_json::json!({"configMapKeyRefs": [
+                    {"name": "jobs-a", "key": "config.yml"},
+                    {"name": "jobs-b", "key": "config.yml"},
+                ]}),
+            ),
+            with_spec(
+                "selected",
+                serde_json::json!({"selector": {"matchLabels": {"app": "streams"}, "key": "config.yml"}}),
+            ),
+            with_spec(
+                "elsewhere",
+                serde_json::json!({"selector": {"matchLabels": {"app": "other"}, "key": "config.yml"}}),
+            ),
+        ]);
+        let part = |name: &str, labels: serde_json::Value| -> ConfigMap {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "ns", "labels": labels}
+            }))
+            .unwrap()
+        };
+        let both = part("jobs-b", serde_json::json!({"app": "streams"}));
+        assert_eq!(
+            names(config_map_swarms(&both, &store)),
+            ["listed", "selected"]
+        );
+        let unlabelled = part("jobs-c", serde_json::json!({}));
+        assert!(config_map_swarms(&unlabelled, &store).is_empty());
+    }
+
+    #[test]
     fn a_slice_configmap_maps_to_its_swarm_by_label() {
         let store = swarm_store(vec![]);
         let cm: ConfigMap = serde_json::from_value(serde_json::json!({

@@ -143,29 +143,6 @@ async fn a_controller_restarted_mid_rollout_of_a_million_sticky_jobs_moves_only_
     env.apply(&swarm_yaml("demo", &[], &spec)).await;
     env.in_force("demo", 1, Duration::from_secs(900)).await;
 
-    // The record (jobs and owners) is past 1 MiB even compressed: kept in parts, each
-    // under the limit, the first naming how many.
-    let history = Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace)
-        .list(&ListParams::default().labels("shoal.dev/revision-history=true"))
-        .await
-        .expect("list the history");
-    let head = history
-        .items
-        .iter()
-        .find(|cm| cm.name_any() == "demo-rev-1")
-        .expect("the record of revision 1");
-    let parts: usize = head.annotations()["shoal.dev/parts"]
-        .parse()
-        .expect("a count");
-    assert!(parts > 1, "the record of 1,000,000 jobs fits one object?");
-    for cm in &history.items {
-        let bytes = serde_json::to_vec(cm).expect("serialize").len();
-        assert!(
-            bytes < CONFIGMAP_LIMIT,
-            "{} is {bytes} bytes",
-            cm.name_any()
-        );
-    }
     let first = read_slices(&env).await;
     assert_eq!(first.len(), 4);
 
@@ -191,7 +168,11 @@ async fn a_controller_restarted_mid_rollout_of_a_million_sticky_jobs_moves_only_
     );
 
     // A new controller, with only the cluster to go by, finds the owners of revision 2
-    // in its record: no new revision, and the revoked slices stay as they are.
+    // in its record: no new revision, and the revoked slices stay as they are. (Before
+    // records were split, the record of revision 2 had no owners and the restarted
+    // controller started from these half-revoked slices; for this scale-up `sticky`
+    // happened to recompute the same target from them, so on that code the test fails
+    // only where it checks the record kept whole, at the end.)
     controller.kill().await;
     let controller = env.start_controller();
     tokio::time::sleep(Duration::from_secs(12)).await;
@@ -227,6 +208,29 @@ async fn a_controller_restarted_mid_rollout_of_a_million_sticky_jobs_moves_only_
     // 4 -> 5 members: each old member gives up its surplus over 200,000.
     assert_eq!(change.lower_bound, JOBS / 5);
     assert_eq!(change.moved.len(), change.lower_bound);
+    // The record (jobs and owners) is past 1 MiB even compressed: kept in parts, each
+    // under the limit, the first naming how many.
+    let history = Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace)
+        .list(&ListParams::default().labels("shoal.dev/revision-history=true"))
+        .await
+        .expect("list the history");
+    let head = history
+        .items
+        .iter()
+        .find(|cm| cm.name_any() == "demo-rev-2")
+        .expect("the record of revision 2");
+    let parts: usize = head.annotations()["shoal.dev/parts"]
+        .parse()
+        .expect("a count");
+    assert!(parts > 1, "the record of 1,000,000 jobs fits one object?");
+    for cm in &history.items {
+        let bytes = serde_json::to_vec(cm).expect("serialize").len();
+        assert!(
+            bytes < CONFIGMAP_LIMIT,
+            "{} is {bytes} bytes",
+            cm.name_any()
+        );
+    }
     controller.stop().await;
     env.finish().await;
 }
