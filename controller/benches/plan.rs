@@ -46,6 +46,7 @@ fn scaled(members: u32, jobs: usize) -> Observation {
         slices: BTreeMap::new(),
         leases: BTreeMap::new(),
         history: BTreeMap::new(),
+        damaged_history: BTreeMap::new(),
         index: None,
         owned_config_maps: BTreeMap::new(),
         foreign_config_maps: BTreeMap::new(),

@@ -207,14 +207,23 @@ pub async fn apply(
                 }
             }
             Operation::PruneRevision { revision } => {
-                let cm_name = names::revision_configmap(&name, *revision);
-                config_maps
-                    .delete(&cm_name)
-                    .await
-                    .map_err(|source| Error::PruneRevision {
-                        name: cm_name,
-                        source,
-                    })?;
+                // The record's own ConfigMap first (a reader then sees no record, never
+                // a record missing parts), then every part this Swarm owns.
+                let head = names::revision_configmap(&name, *revision);
+                let part_prefix = format!("{head}-part-");
+                let parts = observation
+                    .owned_config_maps
+                    .keys()
+                    .filter(|cm_name| cm_name.starts_with(&part_prefix));
+                for cm_name in std::iter::once(&head).chain(parts) {
+                    config_maps
+                        .delete(cm_name)
+                        .await
+                        .map_err(|source| Error::PruneRevision {
+                            name: cm_name.clone(),
+                            source,
+                        })?;
+                }
             }
             Operation::WriteRevision(_) | Operation::WriteIndex { .. } => {}
         }
@@ -245,29 +254,50 @@ async fn write_revision(
             source,
         })
     };
-    let mut text = serialize(record)?;
-    if text.len() > MAX_PLAIN_BYTES && gzip(&text).len() > MAX_PLAIN_BYTES {
-        // Too large even compressed: keep the inputs but the job list.
-        text = serialize(&record.without_jobs())?;
-    }
+    let text = serialize(record)?;
     let mut labels = config_maps.swarm_labels();
     labels.insert(names::LABEL_REVISION_HISTORY.to_owned(), "true".to_owned());
     labels.insert(
         names::LABEL_REVISION.to_owned(),
         record.revision.to_string(),
     );
-    let body = config_maps.body(
-        &cm_name,
-        labels,
-        BTreeMap::new(),
-        text_payload(REVISION_DATA_KEY, &text),
-    );
-    config_maps.write(&cm_name, body).await.map_err(|failure| {
-        failure.into_error(&cm_name, &swarm, |source| Error::WriteRevision {
-            name: cm_name.clone(),
-            source,
-        })
-    })
+    // (ConfigMap name, annotations, data, binaryData), the record's own ConfigMap last so
+    // that a reader following its part count finds every part already written.
+    let mut writes = Vec::new();
+    match plan::store_record(&text, MAX_PLAIN_BYTES, format::MAX_BINARY_BYTES) {
+        plan::StoredRecord::Plain(_) | plan::StoredRecord::Gzip(_) => {
+            let (data, binary_data) = text_payload(REVISION_DATA_KEY, &text);
+            writes.push((cm_name, BTreeMap::new(), data, binary_data));
+        }
+        plan::StoredRecord::Split { chunks, checksum } => {
+            let annotations = BTreeMap::from([
+                (names::ANNOTATION_PARTS.to_owned(), chunks.len().to_string()),
+                (plan::RECORD_CHECKSUM_ANNOTATION.to_owned(), checksum),
+            ]);
+            for (part, chunk) in chunks.into_iter().enumerate().rev() {
+                writes.push((
+                    plan::record_part_configmap(&swarm, record.revision, part),
+                    if part == 0 {
+                        annotations.clone()
+                    } else {
+                        BTreeMap::new()
+                    },
+                    json!({}),
+                    json!({ plan::record_part_key(part): k8s_openapi::ByteString(chunk) }),
+                ));
+            }
+        }
+    }
+    for (cm_name, annotations, data, binary_data) in writes {
+        let body = config_maps.body(&cm_name, labels.clone(), annotations, (data, binary_data));
+        config_maps.write(&cm_name, body).await.map_err(|failure| {
+            failure.into_error(&cm_name, &swarm, |source| Error::WriteRevision {
+                name: cm_name.clone(),
+                source,
+            })
+        })?;
+    }
+    Ok(())
 }
 
 async fn write_index(config_maps: &ConfigMaps<'_>, text: &str) -> Result<(), Error> {

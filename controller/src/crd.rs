@@ -62,7 +62,8 @@ pub struct SwarmSpec {
     #[schemars(length(max = MAX_INLINE_JOBS), inner(length(min = 1, max = 253), pattern(JOB_KEY_PATTERN)))]
     #[schemars(extend("x-kubernetes-list-type" = "set"))]
     pub jobs: Vec<String>,
-    /// A job list read from a ConfigMap key holding a YAML document `jobs: [...]`.
+    /// A job list read from ConfigMap keys holding YAML documents `jobs: [...]`: one
+    /// ConfigMap, several, or those a label selector picks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs_from: Option<JobsFrom>,
     /// Per-job weight and dedication, keyed by job key (a key of `jobs` or of the
@@ -135,12 +136,104 @@ pub struct JobSettingSpec {
     pub dedicated: Option<bool>,
 }
 
-/// Where to read a job list from.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+/// Where to read a job list from: exactly one of `configMapKeyRef` (one ConfigMap),
+/// `configMapKeyRefs` (several, merged in the order listed) or `selector` (every
+/// ConfigMap of the namespace with these labels, merged in name order). A list longer
+/// than one object can carry (1 MiB) is split over several ConfigMaps this way.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "(has(self.configMapKeyRef) ? 1 : 0) + (has(self.configMapKeyRefs) ? 1 : 0) + (has(self.selector) ? 1 : 0) == 1",
+    "message": "jobsFrom takes exactly one of configMapKeyRef, configMapKeyRefs and selector"
+}]))]
 pub struct JobsFrom {
     /// A key of a ConfigMap in the Swarm's namespace.
-    pub config_map_key_ref: ConfigMapKeyRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_key_ref: Option<ConfigMapKeyRef>,
+    /// Keys of several ConfigMaps in the Swarm's namespace, merged in this order; a job
+    /// key may appear only once over all of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = MAX_JOB_LIST_PARTS))]
+    pub config_map_key_refs: Vec<ConfigMapKeyRef>,
+    /// The ConfigMaps of the Swarm's namespace carrying these labels, merged in name order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<JobConfigMapSelector>,
+}
+
+/// Most ConfigMaps `jobsFrom.configMapKeyRefs` lists.
+pub const MAX_JOB_LIST_PARTS: u32 = 1000;
+
+impl JobsFrom {
+    /// The ConfigMap keys named one by one (`configMapKeyRef` or `configMapKeyRefs`), in
+    /// order; empty for a selector.
+    pub fn named(&self) -> Vec<&ConfigMapKeyRef> {
+        self.config_map_key_ref
+            .iter()
+            .chain(self.config_map_key_refs.iter())
+            .collect()
+    }
+
+    /// Whether ConfigMap `name` with `labels` is (or, for a selector, would be) part of
+    /// this job list.
+    pub fn reads(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.named().iter().any(|reference| reference.name == name)
+            || self
+                .selector
+                .as_ref()
+                .is_some_and(|selector| selector.matches(labels))
+    }
+
+    /// The ConfigMaps named in user-facing text: `ConfigMap a`, `ConfigMaps a, b`, or
+    /// `the ConfigMaps labelled k=v`.
+    pub fn describe(&self) -> String {
+        if let Some(selector) = &self.selector {
+            return format!("the ConfigMaps labelled {}", selector.label_selector());
+        }
+        let names: Vec<&str> = self
+            .named()
+            .iter()
+            .map(|reference| reference.name.as_str())
+            .collect();
+        match names.as_slice() {
+            [one] => format!("ConfigMap {one}"),
+            many => format!("ConfigMaps {}", many.join(", ")),
+        }
+    }
+}
+
+/// ConfigMaps chosen by label, each holding part of a job list under the same key.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "size(self.matchLabels) > 0",
+    "message": "matchLabels needs at least one label (an empty selector would read every ConfigMap of the namespace)"
+}]))]
+pub struct JobConfigMapSelector {
+    /// Labels every part carries (all must match; at least one).
+    pub match_labels: BTreeMap<String, String>,
+    /// Data key holding `jobs: [...]` in each part.
+    #[schemars(length(min = 1, max = 253), pattern(CONFIG_MAP_KEY_PATTERN))]
+    pub key: String,
+}
+
+impl JobConfigMapSelector {
+    /// Whether an object with `labels` is selected.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        !self.match_labels.is_empty()
+            && self
+                .match_labels
+                .iter()
+                .all(|(key, value)| labels.get(key) == Some(value))
+    }
+
+    /// The selector as the API takes it: `k=v,k2=v2`.
+    pub fn label_selector(&self) -> String {
+        self.match_labels
+            .iter()
+            .map(|(key, value)| format!("{key}={value}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 /// A ConfigMap and one of its data keys.

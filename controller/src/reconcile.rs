@@ -14,7 +14,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use shoal_core::{format, names};
 use tracing::{info, instrument, warn};
 
-use crate::crd::Swarm;
+use crate::crd::{JobsFrom, Swarm};
 use crate::deployment_plan::DeploymentPlan;
 use crate::events::EventRecorders;
 use crate::metrics::Metrics;
@@ -281,6 +281,8 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
     let mut history = BTreeMap::new();
     let mut index = None;
     let mut slice_maps: BTreeMap<String, ConfigMap> = BTreeMap::new();
+    // History ConfigMaps, records and parts of split records alike.
+    let mut record_maps: BTreeMap<String, ConfigMap> = BTreeMap::new();
     let mut owned_config_maps = BTreeMap::new();
     let mut foreign_config_maps = BTreeMap::new();
     let mut edited_config_maps = BTreeMap::new();
@@ -310,12 +312,24 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
             if let Some(record) = record {
                 history.insert(record.revision, record);
             }
+            record_maps.insert(cm.name_any(), cm);
         } else if labels.contains_key(names::LABEL_MEMBER) {
             slice_maps.insert(cm.name_any(), cm);
         } else if cm.name_any() == names::index_configmap(&name)
             && !edited_config_maps.contains_key(&cm.name_any())
         {
             index = read_text(&cm, names::INDEX_DATA_KEY);
+        }
+    }
+    let mut damaged_history = BTreeMap::new();
+    for (revision, joined) in split_records(&name, &record_maps) {
+        match joined {
+            Ok(record) => {
+                history.insert(revision, record);
+            }
+            Err(why) => {
+                damaged_history.insert(revision, why);
+            }
         }
     }
     for (cm_name, cm) in &slice_maps {
@@ -331,31 +345,7 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
 
     let job_source = match &swarm.spec.jobs_from {
         None => JobSource::NotReferenced,
-        Some(from) => {
-            let reference = &from.config_map_key_ref;
-            match cm_api.get_opt(&reference.name).await {
-                Err(source) if !is_not_found(&source) => {
-                    return Err(Error::ReadJobConfigMap {
-                        name: reference.name.clone(),
-                        source,
-                    });
-                }
-                Err(_) | Ok(None) => JobSource::MissingConfigMap {
-                    name: reference.name.clone(),
-                },
-                Ok(Some(cm)) => match cm.data.as_ref().and_then(|data| data.get(&reference.key)) {
-                    None => JobSource::MissingKey {
-                        name: reference.name.clone(),
-                        key: reference.key.clone(),
-                    },
-                    Some(text) => JobSource::Text {
-                        name: reference.name.clone(),
-                        key: reference.key.clone(),
-                        text: text.clone(),
-                    },
-                },
-            }
-        }
+        Some(from) => read_job_sources(&cm_api, from).await?,
     };
 
     let lease_api: Api<Lease> = Api::namespaced(client.clone(), &namespace);
@@ -421,6 +411,7 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         slices,
         leases: member_leases,
         history,
+        damaged_history,
         index,
         owned_config_maps,
         foreign_config_maps,
@@ -880,6 +871,64 @@ pub(crate) fn slice_object(
     }
 }
 
+/// The records split over several ConfigMaps, reassembled (see `plan::join_record`):
+/// revision → the record, or why it cannot be used. `record_maps` are the Swarm's own
+/// history ConfigMaps (edited ones left out, so a part someone changed is missing).
+fn split_records(
+    swarm: &str,
+    record_maps: &BTreeMap<String, ConfigMap>,
+) -> Vec<(u64, Result<RevisionRecord, String>)> {
+    let mut records = Vec::new();
+    for cm in record_maps.values() {
+        let annotations = cm.annotations();
+        let Some(parts) = annotations
+            .get(names::ANNOTATION_PARTS)
+            .and_then(|parts| parts.parse::<usize>().ok())
+            .filter(|parts| *parts > 1)
+        else {
+            continue;
+        };
+        let Some(revision) = cm
+            .labels()
+            .get(names::LABEL_REVISION)
+            .and_then(|revision| revision.parse::<u64>().ok())
+            .filter(|revision| cm.name_any() == names::revision_configmap(swarm, *revision))
+        else {
+            continue;
+        };
+        let checksum = annotations
+            .get(plan::RECORD_CHECKSUM_ANNOTATION)
+            .cloned()
+            .unwrap_or_default();
+        let chunks: Vec<Option<Vec<u8>>> = (0..parts)
+            .map(|part| {
+                record_maps
+                    .get(&plan::record_part_configmap(swarm, revision, part))?
+                    .binary_data
+                    .as_ref()?
+                    .get(&plan::record_part_key(part))
+                    .map(|bytes| bytes.0.clone())
+            })
+            .collect();
+        let joined = plan::join_record(&chunks, &checksum, &|part| {
+            plan::record_part_configmap(swarm, revision, part)
+        })
+        .and_then(|record| {
+            // A record claiming another revision is no record of this one.
+            (record.revision == revision)
+                .then_some(record)
+                .ok_or_else(|| {
+                    format!(
+                        "ConfigMap {}: holds the record of another revision",
+                        cm.name_any()
+                    )
+                })
+        });
+        records.push((revision, joined));
+    }
+    records
+}
+
 /// Reads `key` from `data`, or `<key>.gz` from `binaryData`.
 pub(crate) fn read_text(cm: &ConfigMap, key: &str) -> Option<String> {
     if let Some(text) = cm.data.as_ref().and_then(|data| data.get(key)) {
@@ -916,6 +965,72 @@ pub async fn publish_on(
     ctx.metrics.wrote("event");
     if let Err(error) = ctx.events.publish(&event, reference).await {
         warn!(%error, reason, "could not publish Event");
+    }
+}
+
+/// Reads every part of a `jobsFrom`: the ConfigMaps it names, in order, or those its
+/// selector picks, in name order. One part is returned as itself (the single-ConfigMap
+/// form), several as [`JobSource::Parts`].
+async fn read_job_sources(cm_api: &Api<ConfigMap>, from: &JobsFrom) -> Result<JobSource, Error> {
+    let mut parts = Vec::new();
+    if let Some(selector) = &from.selector {
+        let labels = selector.label_selector();
+        let mut listed = cm_api
+            .list(&ListParams::default().labels(&labels))
+            .await
+            .map_err(|source| Error::ReadJobConfigMap {
+                name: format!("labelled {labels}"),
+                source,
+            })?
+            .items;
+        listed.sort_by_key(|cm| cm.name_any());
+        if listed.is_empty() {
+            return Ok(JobSource::NoMatch { selector: labels });
+        }
+        parts.extend(
+            listed
+                .iter()
+                .map(|cm| job_source_of(cm.name_any(), &selector.key, Some(cm))),
+        );
+    }
+    for reference in from.named() {
+        let cm = match cm_api.get_opt(&reference.name).await {
+            Err(source) if !is_not_found(&source) => {
+                return Err(Error::ReadJobConfigMap {
+                    name: reference.name.clone(),
+                    source,
+                });
+            }
+            Err(_) => None,
+            Ok(found) => found,
+        };
+        parts.push(job_source_of(
+            reference.name.clone(),
+            &reference.key,
+            cm.as_ref(),
+        ));
+    }
+    Ok(match parts.len() {
+        1 => parts.remove(0),
+        _ => JobSource::Parts(parts),
+    })
+}
+
+/// Where one ConfigMap of a job list stands: absent, without the key, or its text.
+fn job_source_of(name: String, key: &str, cm: Option<&ConfigMap>) -> JobSource {
+    let Some(cm) = cm else {
+        return JobSource::MissingConfigMap { name };
+    };
+    match cm.data.as_ref().and_then(|data| data.get(key)) {
+        None => JobSource::MissingKey {
+            name,
+            key: key.to_owned(),
+        },
+        Some(text) => JobSource::Text {
+            name,
+            key: key.to_owned(),
+            text: text.clone(),
+        },
     }
 }
 

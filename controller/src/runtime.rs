@@ -510,7 +510,8 @@ fn pool_swarms<K: kube::Resource>(sts: &K, swarms: &Store<Swarm>) -> Vec<ObjectR
     }
 }
 
-/// A ConfigMap maps to the Swarm that owns it, labels it, or reads its job list from it.
+/// A ConfigMap maps to the Swarm that owns it, labels it, or reads its job list (or part
+/// of it) from it. A part relabelled out of a selector is noticed at the next resync.
 fn config_map_swarms(cm: &ConfigMap, swarms: &Store<Swarm>) -> Vec<ObjectRef<Swarm>> {
     let namespace = cm.namespace().unwrap_or_default();
     let mut found: BTreeSet<String> = BTreeSet::new();
@@ -528,7 +529,7 @@ fn config_map_swarms(cm: &ConfigMap, swarms: &Store<Swarm>) -> Vec<ObjectRef<Swa
             .spec
             .jobs_from
             .as_ref()
-            .is_some_and(|from| from.config_map_key_ref.name == name);
+            .is_some_and(|from| from.reads(&name, cm.labels()));
         if reads_it && swarm.namespace().as_deref() == Some(namespace.as_str()) {
             found.insert(swarm.name_any());
         }
@@ -637,6 +638,49 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(names(config_map_swarms(&cm, &store)), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_part_of_a_job_list_maps_to_the_swarms_listing_it_or_selecting_its_labels() {
+        let with_spec = |name: &str, jobs_from: serde_json::Value| -> Swarm {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "shoal.dev/v1alpha1",
+                "kind": "Swarm",
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"jobsFrom": jobs_from},
+            }))
+            .expect("valid Swarm")
+        };
+        let store = swarm_store(vec![
+            with_spec(
+                "listed",
+                serde_json::json!({"configMapKeyRefs": [
+                    {"name": "jobs-a", "key": "config.yml"},
+                    {"name": "jobs-b", "key": "config.yml"},
+                ]}),
+            ),
+            with_spec(
+                "selected",
+                serde_json::json!({"selector": {"matchLabels": {"app": "streams"}, "key": "config.yml"}}),
+            ),
+            with_spec(
+                "elsewhere",
+                serde_json::json!({"selector": {"matchLabels": {"app": "other"}, "key": "config.yml"}}),
+            ),
+        ]);
+        let part = |name: &str, labels: serde_json::Value| -> ConfigMap {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "ns", "labels": labels}
+            }))
+            .unwrap()
+        };
+        let both = part("jobs-b", serde_json::json!({"app": "streams"}));
+        assert_eq!(
+            names(config_map_swarms(&both, &store)),
+            ["listed", "selected"]
+        );
+        let unlabelled = part("jobs-c", serde_json::json!({}));
+        assert!(config_map_swarms(&unlabelled, &store).is_empty());
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! summary, and the slices still hold every job exactly once. A list beyond what
 //! one ConfigMap carries (the 1,000,000-job list this test used to feed through a
 //! 9 MB ConfigMap) is refused by the API server itself, on the emulator as on a
-//! real cluster, so Shoal never sees it; lists split over several ConfigMaps are
-//! another issue's work. Runs on the emulator and on a real cluster.
+//! real cluster, so Shoal never sees it; such a list is split over several
+//! ConfigMaps (`cluster_joblists.rs`). Runs on the emulator and on a real cluster.
 
 mod common;
 

@@ -192,6 +192,34 @@ async fn a_job_list_configmap_reference_must_name_a_configmap_and_a_key() {
             "spec.jobsFrom.configMapKeyRef.key",
             "should match",
         ),
+        (
+            "a ConfigMap and a selector at once",
+            with_spec(
+                "  jobsFrom:\n    configMapKeyRef: {name: jobs, key: config.yml}\n    selector: {matchLabels: {app: streams}, key: config.yml}\n",
+            ),
+            "spec.jobsFrom",
+            "exactly one of configMapKeyRef, configMapKeyRefs and selector",
+        ),
+        (
+            "no ConfigMap at all",
+            with_spec("  jobsFrom: {}\n"),
+            "spec.jobsFrom",
+            "exactly one of configMapKeyRef, configMapKeyRefs and selector",
+        ),
+        (
+            "a selector without labels",
+            with_spec("  jobsFrom:\n    selector: {matchLabels: {}, key: config.yml}\n"),
+            "spec.jobsFrom.selector",
+            "matchLabels needs at least one label",
+        ),
+        (
+            "a part with a bad key",
+            with_spec(
+                "  jobsFrom:\n    configMapKeyRefs:\n    - {name: jobs-a, key: config.yml}\n    - {name: jobs-b, key: \"a/b\"}\n",
+            ),
+            "spec.jobsFrom.configMapKeyRefs[1].key",
+            "should match",
+        ),
     ];
     assert_refused(&env, &cases).await;
     env.finish().await;

@@ -34,8 +34,9 @@ pub struct RevisionRecord {
     pub unavailable: Vec<String>,
     /// Job keys, sorted (empty when `jobsOmitted`).
     pub jobs: Vec<String>,
-    /// The job list was too large to keep in a ConfigMap even compressed; this
-    /// revision cannot be replayed and the slices in the cluster stand for it.
+    /// Written by earlier versions when the job list was too large for one ConfigMap
+    /// even compressed (records are now split over several): this revision cannot be
+    /// replayed and the slices in the cluster stand for it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub jobs_omitted: bool,
     /// `sticky` only: the owner of each job (aligned with `jobs`) as an index into
@@ -58,17 +59,6 @@ pub struct RevisionRecord {
 }
 
 impl RevisionRecord {
-    /// The record without its job list (and so without its assignment), for a list too
-    /// large to keep: the slices in the cluster then stand for the revision.
-    pub fn without_jobs(&self) -> RevisionRecord {
-        RevisionRecord {
-            jobs: Vec::new(),
-            owners: Vec::new(),
-            jobs_omitted: true,
-            ..self.clone()
-        }
-    }
-
     /// Keeps `assignment` (the revision's own) in the record when the strategy needs it
     /// to be replayed (`sticky`).
     pub(super) fn keep_assignment(&mut self, assignment: &Assignment) {
@@ -101,6 +91,108 @@ impl RevisionRecord {
 
 /// The data key of a revision history ConfigMap.
 pub const REVISION_DATA_KEY: &str = "revision.json";
+
+/// Annotation on the first ConfigMap of a split record: the sha256 (hex) of its gzip
+/// stream, every part concatenated in order. A missing, stale or damaged part fails it.
+pub const RECORD_CHECKSUM_ANNOTATION: &str = "shoal.dev/checksum";
+
+/// A revision record as stored: one ConfigMap (plain or gzip text), or a gzip stream
+/// split over several ConfigMaps (`<swarm>-rev-<n>`, then `<swarm>-rev-<n>-part-<i>`),
+/// each under the 1 MiB object limit. A record is never shortened: the owners of a
+/// `sticky` revision are recoverable at every size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredRecord {
+    /// JSON text, small enough to keep as is.
+    Plain(String),
+    /// gzip of the JSON, small enough for one ConfigMap.
+    Gzip(Vec<u8>),
+    /// gzip of the JSON in parts, with the sha256 of the whole stream.
+    Split {
+        /// The parts, in order; part 0 goes in the first ConfigMap.
+        chunks: Vec<Vec<u8>>,
+        /// sha256 (hex) of the concatenated chunks.
+        checksum: String,
+    },
+}
+
+/// How `text` (a serialized record) is stored, given the largest plain text and the
+/// largest binary entry one ConfigMap takes (the controller passes its limits; tests,
+/// small ones).
+pub fn store_record(text: &str, plain_limit: usize, binary_limit: usize) -> StoredRecord {
+    if text.len() <= plain_limit {
+        return StoredRecord::Plain(text.to_owned());
+    }
+    let compressed = crate::reconcile::gzip(text);
+    if compressed.len() <= binary_limit {
+        return StoredRecord::Gzip(compressed);
+    }
+    StoredRecord::Split {
+        checksum: sha256_hex(&compressed),
+        chunks: compressed
+            .chunks(binary_limit.max(1))
+            .map(<[u8]>::to_vec)
+            .collect(),
+    }
+}
+
+/// The ConfigMap holding part `part` of revision `revision`'s record (part 0 is the
+/// record's own ConfigMap, which carries the part count and checksum); pruning deletes
+/// every `<swarm>-rev-<n>-part-*` the Swarm owns.
+pub fn record_part_configmap(swarm: &str, revision: u64, part: usize) -> String {
+    let head = shoal_core::names::revision_configmap(swarm, revision);
+    if part == 0 {
+        head
+    } else {
+        format!("{head}-part-{part}")
+    }
+}
+
+/// The `binaryData` key of part `part` of a split record.
+pub fn record_part_key(part: usize) -> String {
+    format!("{REVISION_DATA_KEY}.gz.part{part}")
+}
+
+/// Reassembles a split record from its parts (`None` where a part's ConfigMap or key is
+/// missing; `names` name each part's ConfigMap in errors). Any missing part, a checksum
+/// that does not match, or a stream that does not decode is an error naming it: a
+/// damaged record is never used.
+pub fn join_record(
+    chunks: &[Option<Vec<u8>>],
+    checksum: &str,
+    names: &dyn Fn(usize) -> String,
+) -> Result<RevisionRecord, String> {
+    let count = chunks.len();
+    let mut stream = Vec::new();
+    for (part, chunk) in chunks.iter().enumerate() {
+        let Some(chunk) = chunk else {
+            return Err(format!(
+                "part {} of {count} (ConfigMap {}) is missing",
+                part + 1,
+                names(part)
+            ));
+        };
+        stream.extend_from_slice(chunk);
+    }
+    if sha256_hex(&stream) != checksum {
+        return Err(format!(
+            "its {count} parts (ConfigMaps {} to {}) do not match the recorded checksum",
+            names(0),
+            names(count.saturating_sub(1))
+        ));
+    }
+    let text = crate::reconcile::gunzip(&stream)
+        .ok_or_else(|| format!("ConfigMap {}: the record is not gzip text", names(0)))?;
+    serde_json::from_str(&text)
+        .map_err(|error| format!("ConfigMap {}: the record does not parse: {error}", names(0)))
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
 
 pub(super) fn revision_record(
     revision: u64,
@@ -201,6 +293,15 @@ pub(super) fn in_force(
     problems: &mut Vec<InputProblem>,
 ) -> InForce {
     let current_revision = obs.status.current_revision;
+    if let Some(why) = obs.damaged_history.get(&current_revision) {
+        problems.push(InputProblem {
+            reason: "HistoryDamaged",
+            message: format!(
+                "Swarm {}: the record of revision {current_revision} in force cannot be used: {why}; the slices in the cluster stand for it until it is written again",
+                obs.swarm
+            ),
+        });
+    }
     let replayed = match obs.history.get(&current_revision) {
         _ if current_revision == 0 => None,
         // Reported by the gate unless the inputs still match it, in which case it is rewritten.
@@ -261,4 +362,94 @@ pub(super) fn prune(
             revision: *revision,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record of `jobs` keys whose JSON is about `jobs * 20` bytes and compresses poorly.
+    fn record(jobs: usize) -> RevisionRecord {
+        RevisionRecord {
+            revision: 7,
+            hash: "h".to_owned(),
+            strategy: StrategySpec::default(),
+            members: vec!["worker-0".to_owned(), "worker-1".to_owned()],
+            unavailable: Vec::new(),
+            jobs: (0..jobs)
+                .map(|i| format!("{:016x}", (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+                .collect(),
+            jobs_omitted: false,
+            owners: (0..jobs).map(|i| (i % 2) as u32).collect(),
+            generated_members: BTreeMap::new(),
+            approval: None,
+            job_settings: JobSettings::new(),
+        }
+    }
+
+    fn name(part: usize) -> String {
+        record_part_configmap("demo", 7, part)
+    }
+
+    fn split(record: &RevisionRecord) -> (Vec<Option<Vec<u8>>>, String) {
+        let text = serde_json::to_string(record).unwrap();
+        match store_record(&text, 1024, 1024) {
+            StoredRecord::Split { chunks, checksum } => {
+                (chunks.into_iter().map(Some).collect(), checksum)
+            }
+            other => panic!("expected a split record, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_record_past_the_limits_is_split_and_joins_back_whole_with_its_owners() {
+        let original = record(2000);
+        let (chunks, checksum) = split(&original);
+        assert!(chunks.len() > 2, "{} parts", chunks.len());
+        assert!(chunks.iter().flatten().all(|chunk| chunk.len() <= 1024));
+        let joined = join_record(&chunks, &checksum, &name).expect("whole");
+        assert_eq!(joined, original);
+        assert_eq!(joined.owners.len(), 2000);
+    }
+
+    #[test]
+    fn small_records_stay_in_one_config_map() {
+        let text = serde_json::to_string(&record(3)).unwrap();
+        assert_eq!(
+            store_record(&text, 1024, 1024),
+            StoredRecord::Plain(text.clone())
+        );
+        assert!(matches!(
+            store_record(&text, 10, 1024 * 1024),
+            StoredRecord::Gzip(_)
+        ));
+    }
+
+    #[test]
+    fn a_missing_part_is_named_and_the_record_not_used() {
+        let (mut chunks, checksum) = split(&record(2000));
+        chunks[2] = None;
+        let error = join_record(&chunks, &checksum, &name).err();
+        let error = error.expect("a record with a part missing is refused");
+        assert!(
+            error.contains("part 3 of")
+                && error.contains("(ConfigMap demo-rev-7-part-2) is missing"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_damaged_part_fails_the_checksum() {
+        let (mut chunks, checksum) = split(&record(2000));
+        if let Some(chunk) = chunks[1].as_mut() {
+            chunk[10] ^= 1;
+        }
+        let error = join_record(&chunks, &checksum, &name).err();
+        let error = error.expect("a damaged record is refused");
+        assert!(
+            error.contains("demo-rev-7 to demo-rev-7-part-")
+                && error.contains("do not match the recorded checksum"),
+            "{error}"
+        );
+    }
 }

@@ -113,13 +113,12 @@ pub(super) fn document_jobs(
 }
 
 /// The job settings of a Swarm: `spec.jobSettings` and the mapping entries of its
-/// `jobsFrom` document (`from_document`, named `document`), checked against `jobs`.
+/// `jobsFrom` documents (`from_documents`: origin, key, weight, dedicated), checked against `jobs`.
 /// Lists every problem, each naming the entry.
 fn job_settings(
     swarm: &str,
     spec: &SwarmSpec,
-    from_document: Vec<(usize, String, Option<u64>, Option<bool>)>,
-    document: Option<&(String, String)>,
+    from_documents: Vec<(String, String, Option<u64>, Option<bool>)>,
     jobs: &JobSet,
 ) -> Result<JobSettings, InputProblem> {
     let inline = spec.job_settings.iter().map(|(key, setting)| {
@@ -130,20 +129,9 @@ fn job_settings(
             setting.dedicated,
         )
     });
-    let written = from_document
-        .into_iter()
-        .map(|(position, key, weight, dedicated)| {
-            let (name, data_key) = document.cloned().unwrap_or_default();
-            (
-                format!("ConfigMap {name} key {data_key} jobs[{position}]"),
-                key,
-                weight,
-                dedicated,
-            )
-        });
     let mut settings = JobSettings::new();
     let mut problems = Vec::new();
-    for (origin, key, weight, dedicated) in inline.chain(written) {
+    for (origin, key, weight, dedicated) in inline.chain(from_documents) {
         let weight = weight.unwrap_or(1);
         let setting = JobSetting {
             weight: u32::try_from(weight).unwrap_or(u32::MAX),
@@ -181,48 +169,89 @@ fn job_settings(
     }
 }
 
-/// Reads the job list of a Swarm: inline keys plus the `jobsFrom` document.
+/// Where a run of the merged job list comes from: a ConfigMap key, from `start` on.
+struct PartOrigin {
+    /// Position in the merged list of the part's first entry.
+    start: usize,
+    /// ConfigMap name.
+    name: String,
+    /// Data key.
+    key: String,
+}
+
+/// Reads the job list of a Swarm: inline keys plus every `jobsFrom` part, merged in order.
 pub fn job_list(swarm: &str, spec: &SwarmSpec, source: &JobSource) -> Result<JobSet, InputProblem> {
     job_list_and_settings(swarm, spec, source).map(|(jobs, _)| jobs)
 }
 
-/// Reads the job list of a Swarm and the weights and dedication given to its jobs.
+/// Reads the job list of a Swarm (inline keys plus every `jobsFrom` part, merged in
+/// order) and the weights and dedication given to its jobs. A missing or unreadable part
+/// is a problem naming it (all such parts are named at once); a key repeated anywhere is
+/// a problem naming both places.
 pub fn job_list_and_settings(
     swarm: &str,
     spec: &SwarmSpec,
     source: &JobSource,
 ) -> Result<(JobSet, JobSettings), InputProblem> {
+    if let Some(from) = &spec.jobs_from
+        && (from.named().is_empty() == from.selector.is_none())
+    {
+        return Err(InputProblem {
+            reason: "JobConfigMapInvalid",
+            message: format!(
+                "Swarm {swarm}: jobsFrom takes exactly one of configMapKeyRef, configMapKeyRefs and selector"
+            ),
+        });
+    }
     let mut keys: Vec<String> = spec.jobs.clone();
+    let mut origins: Vec<PartOrigin> = Vec::new();
+    let mut part_problems: Vec<InputProblem> = Vec::new();
     let mut document_settings = Vec::new();
-    // Where the merged list's entries come from, to name them in errors.
-    let mut from_config_map: Option<(String, String)> = None;
-    match source {
-        JobSource::NotReferenced => {}
-        JobSource::MissingConfigMap { name } => {
-            return Err(InputProblem {
-                reason: "JobConfigMapMissing",
-                message: format!("Swarm {swarm}: jobsFrom ConfigMap {name} does not exist"),
-            });
-        }
-        JobSource::MissingKey { name, key } => {
-            return Err(InputProblem {
-                reason: "JobConfigMapMissing",
-                message: format!("Swarm {swarm}: jobsFrom ConfigMap {name} has no key {key}"),
-            });
-        }
-        JobSource::Text { name, key, text } => {
-            let listed = document_jobs(swarm, name, key, text)?;
-            keys.extend(listed.keys);
-            document_settings = listed.settings;
-            from_config_map = Some((name.clone(), key.clone()));
+    let parts: &[JobSource] = match source {
+        JobSource::Parts(parts) => parts,
+        single => std::slice::from_ref(single),
+    };
+    for part in parts {
+        match read_part(swarm, part) {
+            Ok(None) => {}
+            Ok(Some(listed)) => {
+                origins.push(PartOrigin {
+                    start: keys.len(),
+                    name: listed.name.to_owned(),
+                    key: listed.key.to_owned(),
+                });
+                document_settings.extend(listed.settings.into_iter().map(
+                    |(position, key, weight, dedicated)| {
+                        let origin = format!(
+                            "ConfigMap {} key {} jobs[{position}]",
+                            listed.name, listed.key
+                        );
+                        (origin, key, weight, dedicated)
+                    },
+                ));
+                keys.extend(listed.keys);
+            }
+            Err(problem) => part_problems.push(problem),
         }
     }
-    let inline = spec.jobs.len();
-    let origin = |position: usize| match &from_config_map {
-        Some((name, key)) if position >= inline => {
-            format!("ConfigMap {name} key {key} jobs[{}]", position - inline)
-        }
-        _ => format!("spec.jobs[{position}]"),
+    if let Some(first) = part_problems.first() {
+        return Err(InputProblem {
+            reason: first.reason,
+            message: part_problems
+                .iter()
+                .map(|problem| problem.message.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+        });
+    }
+    let origin = |position: usize| match origins.iter().rev().find(|part| part.start <= position) {
+        Some(part) => format!(
+            "ConfigMap {} key {} jobs[{}]",
+            part.name,
+            part.key,
+            position - part.start
+        ),
+        None => format!("spec.jobs[{position}]"),
     };
     let jobs = JobSet::parse(keys).map_err(|invalid| InputProblem {
         reason: "InvalidJobs",
@@ -238,14 +267,53 @@ pub fn job_list_and_settings(
                 .join("; ")
         ),
     })?;
-    let settings = job_settings(
-        swarm,
-        spec,
-        document_settings,
-        from_config_map.as_ref(),
-        &jobs,
-    )?;
+    let settings = job_settings(swarm, spec, document_settings, &jobs)?;
     Ok((jobs, settings))
+}
+
+/// The keys one ConfigMap of `jobsFrom` lists, and where they come from.
+struct PartKeys<'a> {
+    /// ConfigMap name.
+    name: &'a str,
+    /// Data key.
+    key: &'a str,
+    /// The job keys, as listed.
+    keys: Vec<String>,
+    /// The settings its mapping entries give: (position in the part, key, weight, dedicated).
+    settings: Vec<(usize, String, Option<u64>, Option<bool>)>,
+}
+
+/// The keys one part of `jobsFrom` lists, with the ConfigMap and key they come from;
+/// `None` when the Swarm reads no ConfigMap.
+fn read_part<'a>(swarm: &str, part: &'a JobSource) -> Result<Option<PartKeys<'a>>, InputProblem> {
+    match part {
+        JobSource::NotReferenced => Ok(None),
+        JobSource::MissingConfigMap { name } => Err(InputProblem {
+            reason: "JobConfigMapMissing",
+            message: format!("Swarm {swarm}: jobsFrom ConfigMap {name} does not exist"),
+        }),
+        JobSource::MissingKey { name, key } => Err(InputProblem {
+            reason: "JobConfigMapMissing",
+            message: format!("Swarm {swarm}: jobsFrom ConfigMap {name} has no key {key}"),
+        }),
+        JobSource::NoMatch { selector } => Err(InputProblem {
+            reason: "JobConfigMapMissing",
+            message: format!("Swarm {swarm}: jobsFrom.selector {selector} matches no ConfigMap"),
+        }),
+        JobSource::Parts(_) => Err(InputProblem {
+            reason: "JobConfigMapInvalid",
+            message: format!("Swarm {swarm}: jobsFrom parts nested in parts"),
+        }),
+        JobSource::Text { name, key, text } => {
+            let listed = document_jobs(swarm, name, key, text)?;
+            Ok(Some(PartKeys {
+                name,
+                key,
+                keys: listed.keys,
+                settings: listed.settings,
+            }))
+        }
+    }
 }
 
 /// One problem of a job list, naming where each entry involved comes from.
@@ -396,4 +464,130 @@ pub(super) fn rollout_problem(obs: &Observation) -> Option<InputProblem> {
             obs.swarm
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec_reading(jobs_from: serde_json::Value) -> SwarmSpec {
+        serde_json::from_value(serde_json::json!({ "jobsFrom": jobs_from })).expect("spec")
+    }
+
+    fn part(name: &str, text: &str) -> JobSource {
+        JobSource::Text {
+            name: name.to_owned(),
+            key: "config.yml".to_owned(),
+            text: text.to_owned(),
+        }
+    }
+
+    fn two_refs() -> SwarmSpec {
+        spec_reading(serde_json::json!({"configMapKeyRefs": [
+            {"name": "jobs-a", "key": "config.yml"},
+            {"name": "jobs-b", "key": "config.yml"},
+        ]}))
+    }
+
+    #[test]
+    fn parts_are_merged_in_order() {
+        let source = JobSource::Parts(vec![
+            part("jobs-a", "jobs: [a, b]"),
+            part("jobs-b", "jobs: [c]"),
+        ]);
+        let jobs = job_list("demo", &two_refs(), &source).expect("a valid list");
+        let keys: Vec<&str> = jobs.iter().map(|key| key.as_str()).collect();
+        assert_eq!(keys.len(), 3);
+        for key in ["a", "b", "c"] {
+            assert!(keys.contains(&key), "{key} missing from {keys:?}");
+        }
+    }
+
+    #[test]
+    fn a_key_in_two_parts_is_refused_naming_both_config_maps_and_positions() {
+        let source = JobSource::Parts(vec![
+            part("jobs-a", "jobs: [a, b]"),
+            part("jobs-b", "jobs: [c, b]"),
+        ]);
+        let problem = job_list("demo", &two_refs(), &source).expect_err("a duplicate");
+        assert_eq!(problem.reason, "InvalidJobs");
+        assert!(
+            problem.message.contains(
+                "ConfigMap jobs-b key config.yml jobs[1] \"b\" repeats ConfigMap jobs-a key config.yml jobs[1]"
+            ),
+            "{}",
+            problem.message
+        );
+    }
+
+    #[test]
+    fn every_missing_part_is_named() {
+        let source = JobSource::Parts(vec![
+            JobSource::MissingConfigMap {
+                name: "jobs-a".to_owned(),
+            },
+            part("jobs-b", "jobs: [c]"),
+            JobSource::MissingKey {
+                name: "jobs-c".to_owned(),
+                key: "config.yml".to_owned(),
+            },
+        ]);
+        let problem = job_list("demo", &two_refs(), &source).expect_err("missing parts");
+        assert_eq!(problem.reason, "JobConfigMapMissing");
+        assert!(
+            problem.message.contains("ConfigMap jobs-a does not exist"),
+            "{}",
+            problem.message
+        );
+        assert!(
+            problem
+                .message
+                .contains("ConfigMap jobs-c has no key config.yml"),
+            "{}",
+            problem.message
+        );
+    }
+
+    #[test]
+    fn a_selector_matching_nothing_is_a_problem_naming_the_selector() {
+        let spec = spec_reading(serde_json::json!({"selector": {
+            "matchLabels": {"app": "streams"}, "key": "config.yml"
+        }}));
+        let source = JobSource::NoMatch {
+            selector: "app=streams".to_owned(),
+        };
+        let problem = job_list("demo", &spec, &source).expect_err("no part");
+        assert!(
+            problem.message.contains("app=streams matches no ConfigMap"),
+            "{}",
+            problem.message
+        );
+    }
+
+    #[test]
+    fn a_jobs_from_with_two_forms_or_none_is_refused() {
+        let both = spec_reading(serde_json::json!({
+            "configMapKeyRef": {"name": "jobs-a", "key": "config.yml"},
+            "selector": {"matchLabels": {"app": "streams"}, "key": "config.yml"},
+        }));
+        let none = spec_reading(serde_json::json!({}));
+        for spec in [both, none] {
+            let problem =
+                job_list("demo", &spec, &part("jobs-a", "jobs: [a]")).expect_err("ambiguous");
+            assert!(
+                problem.message.contains("exactly one of"),
+                "{}",
+                problem.message
+            );
+        }
+    }
+
+    #[test]
+    fn the_single_config_map_form_still_reads() {
+        let spec = spec_reading(serde_json::json!({
+            "configMapKeyRef": {"name": "jobs-a", "key": "config.yml"}
+        }));
+        let jobs = job_list("demo", &spec, &part("jobs-a", "jobs: [a, b]")).expect("valid");
+        assert_eq!(jobs.len(), 2);
+    }
 }

@@ -57,7 +57,10 @@ mod restarts;
 mod status;
 
 pub use gate::{MAX_REVISION, approval_value};
-pub use history::{REVISION_DATA_KEY, RevisionRecord, replay};
+pub use history::{
+    RECORD_CHECKSUM_ANNOTATION, REVISION_DATA_KEY, RevisionRecord, StoredRecord, join_record,
+    record_part_configmap, record_part_key, replay, store_record,
+};
 pub use inputs::{DEFAULT_VNODES, job_list, parse_duration, strategy_of};
 pub use instances::{Delivery, PlanForDelivery, deliveries};
 pub use members::{MAX_MEMBERS, member_of_pod};
@@ -79,7 +82,7 @@ pub const WRITTEN_FOR_UID_ANNOTATION: &str = "shoal.dev/written-for-uid";
 /// Annotation on a slice ConfigMap: `revoke` or `grant`, the step that wrote it.
 pub const PHASE_ANNOTATION: &str = "shoal.dev/phase";
 
-/// Where the Swarm's `jobsFrom` ConfigMap stands.
+/// Where the Swarm's `jobsFrom` ConfigMaps stand.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobSource {
     /// The Swarm has no `jobsFrom`.
@@ -104,6 +107,14 @@ pub enum JobSource {
         key: String,
         /// The YAML document (`jobs: [...]`).
         text: String,
+    },
+    /// A list in several ConfigMaps (`configMapKeyRefs`, or a `selector`): each part is
+    /// one of the single-ConfigMap variants above, in merge order.
+    Parts(Vec<JobSource>),
+    /// `jobsFrom.selector` matched no ConfigMap.
+    NoMatch {
+        /// The label selector, `k=v,...`.
+        selector: String,
     },
 }
 
@@ -244,7 +255,7 @@ pub struct Observation {
     pub status: SwarmStatus,
     /// Pools (labelled StatefulSets and Deployments).
     pub pools: Vec<PoolState>,
-    /// The `jobsFrom` ConfigMap.
+    /// The `jobsFrom` ConfigMaps.
     pub job_source: JobSource,
     /// Slice ConfigMaps by member pod name.
     pub slices: BTreeMap<String, SliceObject>,
@@ -252,6 +263,9 @@ pub struct Observation {
     pub leases: BTreeMap<String, LeaseState>,
     /// Revision history by revision (records that failed to parse are absent).
     pub history: BTreeMap<u64, RevisionRecord>,
+    /// Records split over several ConfigMaps that cannot be used (a part missing, a
+    /// checksum mismatch): revision → why, naming the ConfigMaps. Never read as records.
+    pub damaged_history: BTreeMap<u64, String>,
     /// The index ConfigMap's `config.yml`, if any.
     pub index: Option<String>,
     /// ConfigMaps this Swarm owns (a controller ownerReference to its uid): name → uid.

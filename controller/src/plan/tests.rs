@@ -96,6 +96,7 @@ impl Cluster {
                 slices: BTreeMap::new(),
                 leases: BTreeMap::new(),
                 history: BTreeMap::new(),
+                damaged_history: BTreeMap::new(),
                 index: None,
                 owned_config_maps: BTreeMap::new(),
                 foreign_config_maps: BTreeMap::new(),
@@ -716,10 +717,11 @@ fn duplicate_job_keys_degrade_the_swarm_and_keep_the_last_good_revision() {
 fn a_missing_job_configmap_is_named_in_the_degraded_condition() {
     let mut spec = spec(vec![]);
     spec.jobs_from = Some(JobsFrom {
-        config_map_key_ref: ConfigMapKeyRef {
+        config_map_key_ref: Some(ConfigMapKeyRef {
             name: "swarm-jobs".to_owned(),
             key: "config.yml".to_owned(),
-        },
+        }),
+        ..JobsFrom::default()
     });
     let mut cluster = Cluster::new(spec, 2);
     cluster.obs.job_source = JobSource::MissingConfigMap {
@@ -1806,10 +1808,11 @@ fn a_swarm_whose_pools_have_no_member_is_not_ready() {
 fn a_duplicate_key_names_both_entries_and_the_configmap_it_comes_from() {
     let mut spec = spec(vec!["stream:a".to_owned(), "stream:b".to_owned()]);
     spec.jobs_from = Some(JobsFrom {
-        config_map_key_ref: ConfigMapKeyRef {
+        config_map_key_ref: Some(ConfigMapKeyRef {
             name: "streams".to_owned(),
             key: "config.yml".to_owned(),
-        },
+        }),
+        ..JobsFrom::default()
     });
     let source = JobSource::Text {
         name: "streams".to_owned(),
@@ -2687,10 +2690,11 @@ fn automatic_and_budget_revisions_record_the_controller_and_its_policy_as_approv
 fn weighted_source(text: &str) -> (SwarmSpec, JobSource) {
     let mut spec = spec(Vec::new());
     spec.jobs_from = Some(JobsFrom {
-        config_map_key_ref: ConfigMapKeyRef {
+        config_map_key_ref: Some(ConfigMapKeyRef {
             name: "streams".to_owned(),
             key: "config.yml".to_owned(),
-        },
+        }),
+        ..JobsFrom::default()
     });
     let source = JobSource::Text {
         name: "streams".to_owned(),

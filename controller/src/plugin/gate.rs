@@ -9,7 +9,7 @@ use super::preview::{self, Change, DiffReport};
 use super::table::fields;
 use super::{Error, Report, Target};
 use crate::approvers::approval_annotations;
-use crate::crd::{RevisionSummary, Swarm};
+use crate::crd::{JobsFrom, RevisionSummary, Swarm};
 use crate::plan::APPROVE_ANNOTATION;
 
 /// Attempts at an approval when the Swarm keeps changing under it.
@@ -345,7 +345,8 @@ pub struct UndoReport {
     pub namespace: String,
     /// The revision whose job list and strategy come back.
     pub to_revision: u64,
-    /// The `jobsFrom` ConfigMap the Swarm no longer reads (its job list is now inline).
+    /// The `jobsFrom` ConfigMaps the Swarm no longer reads (its job list is now inline),
+    /// as `ConfigMap a`, `ConfigMaps a, b` or `the ConfigMaps labelled k=v`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaced_jobs_from: Option<String>,
     /// What the rollback does, computed before writing.
@@ -358,9 +359,9 @@ impl Report for UndoReport {
             "Swarm {}/{}: job list and strategy rewritten to those of revision {}; the change goes through the approval gate like any edit.\n",
             self.namespace, self.swarm, self.to_revision
         );
-        if let Some(config_map) = &self.replaced_jobs_from {
+        if let Some(config_maps) = &self.replaced_jobs_from {
             out.push_str(&format!(
-                "The job list is now inline in the Swarm (spec.jobs); it no longer reads ConfigMap {config_map} (spec.jobsFrom). Put jobsFrom back to read that ConfigMap again.\n"
+                "The job list is now inline in the Swarm (spec.jobs); it no longer reads {config_maps} (spec.jobsFrom). Put jobsFrom back to read them again.\n"
             ));
         }
         out.push('\n');
@@ -482,11 +483,7 @@ pub async fn undo(
         swarm: swarm.to_owned(),
         namespace: target.namespace.clone(),
         to_revision: revision,
-        replaced_jobs_from: object
-            .spec
-            .jobs_from
-            .as_ref()
-            .map(|from| from.config_map_key_ref.name.clone()),
+        replaced_jobs_from: object.spec.jobs_from.as_ref().map(JobsFrom::describe),
         preview: report,
     })
 }

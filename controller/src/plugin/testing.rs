@@ -44,6 +44,7 @@ pub(crate) fn observation(jobs: usize, pools: Vec<PoolState>) -> Observation {
         slices: BTreeMap::new(),
         leases: BTreeMap::new(),
         history: BTreeMap::new(),
+        damaged_history: BTreeMap::new(),
         index: None,
         owned_config_maps: BTreeMap::new(),
         foreign_config_maps: BTreeMap::new(),

@@ -278,7 +278,10 @@ async fn every_manifest_is_accepted_client_side_and_server_side_and_reads_back()
         .await
         .expect("the example Swarm");
     let jobs_from = swarm.spec.jobs_from.expect("the Swarm reads jobsFrom");
-    assert_eq!(jobs_from.config_map_key_ref.name, "swarm-controller-config");
+    assert_eq!(
+        jobs_from.config_map_key_ref.map(|reference| reference.name),
+        Some("swarm-controller-config".to_owned())
+    );
     cluster.cleanup().await;
 }
 
