@@ -521,6 +521,35 @@ mod tests {
     }
 
     #[test]
+    fn settings_in_any_part_are_read_and_a_bad_one_is_named_by_its_part_and_position() {
+        let source = JobSource::Parts(vec![
+            part("jobs-a", "jobs: [a, {key: b, weight: 3}]"),
+            part(
+                "jobs-b",
+                "jobs: [{key: c, dedicated: true}, {key: d, weight: 0}]",
+            ),
+        ]);
+        let problem = job_list_and_settings("demo", &two_refs(), &source).expect_err("weight 0");
+        assert_eq!(problem.reason, "InvalidJobSettings");
+        assert!(
+            problem
+                .message
+                .contains("ConfigMap jobs-b key config.yml jobs[1] job \"d\": weight 0"),
+            "{}",
+            problem.message
+        );
+        let source = JobSource::Parts(vec![
+            part("jobs-a", "jobs: [a, {key: b, weight: 3}]"),
+            part("jobs-b", "jobs: [{key: c, dedicated: true}, d]"),
+        ]);
+        let (jobs, settings) = job_list_and_settings("demo", &two_refs(), &source).expect("valid");
+        assert_eq!(jobs.len(), 4);
+        assert_eq!(settings.get("b").weight, 3);
+        assert!(settings.get("c").dedicated);
+        assert_eq!(settings.get("d"), JobSetting::default());
+    }
+
+    #[test]
     fn every_missing_part_is_named() {
         let source = JobSource::Parts(vec![
             JobSource::MissingConfigMap {
