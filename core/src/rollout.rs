@@ -202,6 +202,41 @@ pub fn rollout_step(
     }
 }
 
+/// The part a newer target finds in progress, which finishes first (for
+/// rollouts whose half-done part is better finished than left: a Swarm's
+/// restarts, whose revokes must all settle before any grant).
+///
+/// `previous_target` and `previous_active` are what the last decision was
+/// about; `carried` is the part already being finished from an earlier
+/// supersede. A part is carried while it is not done; a part that finishes
+/// is carried no more, and the rollout goes on in its order from the first
+/// part.
+pub fn part_to_finish(
+    target: u64,
+    previous_target: Option<u64>,
+    previous_active: Option<&str>,
+    carried: Option<&str>,
+    progress: &BTreeMap<String, PartProgress>,
+) -> Option<String> {
+    let candidate = if previous_target.is_some_and(|previous| previous != target) {
+        previous_active.or(carried)
+    } else {
+        carried
+    }?;
+    let part = progress.get(candidate)?;
+    (!part.done()).then(|| candidate.to_owned())
+}
+
+/// `order` with `first` (when it is in the order) moved to the front.
+pub fn finishing_first(order: &[String], first: Option<&str>) -> Vec<String> {
+    let Some(first) = first.filter(|first| order.iter().any(|name| name == first)) else {
+        return order.to_vec();
+    };
+    std::iter::once(first.to_owned())
+        .chain(order.iter().filter(|name| *name != first).cloned())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,6 +405,46 @@ mod tests {
         assert_eq!(
             rollout_step(&[], &BTreeMap::new(), false).phase,
             RolloutPhase::Complete
+        );
+    }
+    #[test]
+    fn a_newer_target_finishes_the_part_in_progress_first_then_starts_again_from_the_first() {
+        let half = PartProgress {
+            updated: 1,
+            disrupted: 1,
+            ..untouched(2)
+        };
+        let observed = progress(&[("a", untouched(1)), ("b", half), ("c", untouched(1))]);
+        // Revision 3 arrives while b was updating for revision 2.
+        let carried = part_to_finish(3, Some(2), Some("b"), None, &observed);
+        assert_eq!(carried.as_deref(), Some("b"));
+        let order = finishing_first(&order(&["a", "b", "c"]), carried.as_deref());
+        let step = rollout_step(&order, &observed, false);
+        assert_eq!(states(&step), ["b=Updating", "a=Waiting", "c=Waiting"]);
+        // The next decision (same target) keeps carrying b while it is not done.
+        assert_eq!(
+            part_to_finish(3, Some(3), Some("b"), Some("b"), &observed).as_deref(),
+            Some("b")
+        );
+        // Once b is done it is carried no more: the order starts again from a.
+        let finished = progress(&[("a", untouched(1)), ("b", done(2)), ("c", untouched(1))]);
+        assert_eq!(
+            part_to_finish(3, Some(3), Some("b"), Some("b"), &finished),
+            None
+        );
+        // The same target never carries the active part: the order holds.
+        assert_eq!(part_to_finish(3, Some(3), Some("b"), None, &observed), None);
+    }
+
+    #[test]
+    fn finishing_first_ignores_a_part_no_longer_in_the_order() {
+        assert_eq!(
+            finishing_first(&order(&["a", "b"]), Some("gone")),
+            order(&["a", "b"])
+        );
+        assert_eq!(
+            finishing_first(&order(&["a", "b"]), None),
+            order(&["a", "b"])
         );
     }
 }

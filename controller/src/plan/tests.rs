@@ -51,6 +51,7 @@ fn spec(job_keys: Vec<String>) -> SwarmSpec {
         rollout: RolloutSpec::default(),
         failover: FailoverSpec::default(),
         revision_history_limit: 10,
+        paused: false,
     }
 }
 
