@@ -202,27 +202,23 @@ pub fn rollout_step(
     }
 }
 
-/// The part a newer target finds in progress, which finishes first (for
-/// rollouts whose half-done part is better finished than left: a Swarm's
-/// restarts, whose revokes must all settle before any grant).
+/// The part that was being updated, which stays the active part until it is
+/// done (for rollouts whose half-done part is better finished than left: a
+/// Swarm's restarts, whose revokes must all settle before any grant).
 ///
-/// `previous_target` and `previous_active` are what the last decision was
-/// about; `carried` is the part already being finished from an earlier
-/// supersede. A part is carried while it is not done; a part that finishes
+/// Without it, a part earlier in the order that needs the target again (a
+/// newer target, or a second pass of the same one) would become active while
+/// the part in progress still has members down, and two parts would be
+/// disrupted together. `previous_active` is the part the last decision let
+/// change; `carried` the part it was already finishing. A part that is done
 /// is carried no more, and the rollout goes on in its order from the first
 /// part.
 pub fn part_to_finish(
-    target: u64,
-    previous_target: Option<u64>,
     previous_active: Option<&str>,
     carried: Option<&str>,
     progress: &BTreeMap<String, PartProgress>,
 ) -> Option<String> {
-    let candidate = if previous_target.is_some_and(|previous| previous != target) {
-        previous_active.or(carried)
-    } else {
-        carried
-    }?;
+    let candidate = previous_active.or(carried)?;
     let part = progress.get(candidate)?;
     (!part.done()).then(|| candidate.to_owned())
 }
@@ -407,8 +403,9 @@ mod tests {
             RolloutPhase::Complete
         );
     }
+
     #[test]
-    fn a_newer_target_finishes_the_part_in_progress_first_then_starts_again_from_the_first() {
+    fn the_part_in_progress_finishes_before_an_earlier_part_that_needs_a_newer_target() {
         let half = PartProgress {
             updated: 1,
             disrupted: 1,
@@ -416,24 +413,21 @@ mod tests {
         };
         let observed = progress(&[("a", untouched(1)), ("b", half), ("c", untouched(1))]);
         // Revision 3 arrives while b was updating for revision 2.
-        let carried = part_to_finish(3, Some(2), Some("b"), None, &observed);
+        let carried = part_to_finish(Some("b"), None, &observed);
         assert_eq!(carried.as_deref(), Some("b"));
         let order = finishing_first(&order(&["a", "b", "c"]), carried.as_deref());
         let step = rollout_step(&order, &observed, false);
         assert_eq!(states(&step), ["b=Updating", "a=Waiting", "c=Waiting"]);
-        // The next decision (same target) keeps carrying b while it is not done.
+        // The next decision keeps carrying b while it is not done.
         assert_eq!(
-            part_to_finish(3, Some(3), Some("b"), Some("b"), &observed).as_deref(),
+            part_to_finish(Some("b"), Some("b"), &observed).as_deref(),
             Some("b")
         );
         // Once b is done it is carried no more: the order starts again from a.
         let finished = progress(&[("a", untouched(1)), ("b", done(2)), ("c", untouched(1))]);
-        assert_eq!(
-            part_to_finish(3, Some(3), Some("b"), Some("b"), &finished),
-            None
-        );
-        // The same target never carries the active part: the order holds.
-        assert_eq!(part_to_finish(3, Some(3), Some("b"), None, &observed), None);
+        assert_eq!(part_to_finish(Some("b"), Some("b"), &finished), None);
+        // Nothing was active (the first decision, or a halt): nothing is carried.
+        assert_eq!(part_to_finish(None, None, &observed), None);
     }
 
     #[test]

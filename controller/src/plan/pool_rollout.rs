@@ -23,12 +23,17 @@
 //!   even once the pod is Ready, until a newer revision is applied or the
 //!   Swarm is annotated `shoal.dev/retry-rollout: "<revision>"`; then the
 //!   rollout goes on (and halts again if the pod is still not Ready);
+//! * the pool being restarted **stays the active pool until it is done**,
+//!   even when a pool earlier in the order needs restarts again (a newer
+//!   revision, or the pick-up pass below): two pools are never down together
+//!   because of the rollout;
 //! * a **newer revision supersedes**: the pool that was being restarted
 //!   (`Updating` or `Paused`, not a failed one) finishes first
 //!   (`status.rollout.finishing`: its pending evictions go on until it is
-//!   done), then the order starts again from its first pool, which now
-//!   restarts for the newer revision. Pools not yet started only ever see the
-//!   newer revision. Nothing is reverted.
+//!   done, its pods restarted for whatever their slices now hold), then the
+//!   order starts again from its first pool, which now restarts for the
+//!   newer revision. Pools not yet started only ever see the newer revision.
+//!   Nothing is reverted.
 //!
 //! With revokes before grants (`converge`): a revision whose members both
 //! give jobs away and receive jobs goes through the order twice. First the
@@ -37,7 +42,9 @@
 //! pool by pool. No grant is written until every revoke in every pool has
 //! settled (its pod replaced), so one-owner safety is as before. Then the
 //! pick-up pass: the grants are written to Ready pods, and those pods are
-//! evicted pool by pool, again from the first pool of the order.
+//! evicted pool by pool. The pool released last is still the active pool
+//! when its grants come (its pods were just replaced), so it picks up at once;
+//! then the order starts again from its first pool.
 //! Failed-over members serve nothing, so their eviction (which settles their
 //! revoke) does not wait for their pool's turn, only for a pause or a halt:
 //! were it held by the order, the grants would wait for ever.
@@ -162,15 +169,19 @@ pub(super) fn decide(obs: &Observation, roster: &Roster, inputs: &PoolInputs<'_>
             .find(|pool| pool.state == "Updating" || pool.state == "Paused")
             .map(|pool| pool.name.as_str())
     });
-    let finishing = part_to_finish(
-        inputs.revision,
-        last.map(|last| last.revision),
+    let carried = part_to_finish(
         previous_active,
         last.and_then(|last| last.finishing.as_deref()),
         &progress,
     );
-    let order = finishing_first(&order, finishing.as_deref());
-    let step = rollout_step(&order, &progress, obs.spec.paused);
+    let plain = rollout_step(&order, &progress, obs.spec.paused);
+    let step = rollout_step(
+        &finishing_first(&order, carried.as_deref()),
+        &progress,
+        obs.spec.paused,
+    );
+    // Shown only when it changes what the order alone would do.
+    let finishing = carried.filter(|_| plain.phase != step.phase);
     let halted = match &step.phase {
         RolloutPhase::Failed { part, cause } => Some(RolloutHalt {
             pool: part.clone(),
@@ -184,10 +195,10 @@ pub(super) fn decide(obs: &Observation, roster: &Roster, inputs: &PoolInputs<'_>
     if previous.is_none_or(|previous| previous.message != message) {
         events.extend(transition_event(&step.phase, &message));
     }
-    let pools = step
-        .parts
+    // In the order the user set; a pool carried ahead leaves the others as they are.
+    let pools = order
         .iter()
-        .map(|(name, state)| pool_row(name, state, &progress))
+        .map(|name| pool_row(name, step.state_of(name), &progress))
         .collect();
     PoolDecision {
         status: Some(SwarmRolloutStatus {
@@ -329,13 +340,19 @@ fn transition_event(phase: &RolloutPhase, message: &str) -> Option<PlannedEvent>
     })
 }
 
-/// One row of `status.rollout.pools`.
+/// One row of `status.rollout.pools`. A pool waiting behind a carried pool
+/// may be done already; it is shown so.
 fn pool_row(
     name: &str,
-    state: &PartState,
+    state: Option<&PartState>,
     progress: &BTreeMap<String, PartProgress>,
 ) -> PoolRollout {
     let part = progress.get(name).cloned().unwrap_or_default();
+    let state = match state {
+        Some(PartState::Waiting) | None if part.done() => PartState::Done,
+        Some(state) => state.clone(),
+        None => PartState::Waiting,
+    };
     PoolRollout {
         name: name.to_owned(),
         state: state.to_string(),

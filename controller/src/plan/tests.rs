@@ -2567,3 +2567,5 @@ fn plans_that_cannot_be_read_leave_the_instances_in_the_slices_as_they_are() {
         degraded.message
     );
 }
+
+mod pools;
