@@ -282,9 +282,11 @@ fn past_deadline(
         Some(pod) if !pod.ready => "is not Ready",
         Some(_) => "has a Lease that is not renewed",
     };
+    // No elapsed time in the words: they must stay the same from pass to pass,
+    // or every pass would be a transition with its own Event.
+    let since = since.strftime("%Y-%m-%dT%H:%M:%SZ");
     Some(format!(
-        "pod {name} {what} {}s after it became unavailable (rollout.progressDeadline {}s)",
-        elapsed.as_secs(),
+        "pod {name} {what} since {since}, past rollout.progressDeadline ({}s)",
         deadline.as_secs()
     ))
 }

@@ -195,6 +195,14 @@ fn a_pod_not_ready_past_the_progress_deadline_halts_before_the_next_pool_until_r
         cluster.pool_states(),
         ["a=Failed", "b=Waiting", "c=Waiting"]
     );
+    // A pass later, the pod still not Ready: halted still, no second Event.
+    cluster.obs.now = t0() + SignedDuration::from_secs(90);
+    let (plan, _) = cluster.step_replacing_unready();
+    assert!(
+        !reasons(&plan).contains(&"PoolRestartFailed"),
+        "{:?}",
+        plan.events
+    );
     // It stays halted, without a second Event, even once the pod is Ready.
     cluster.make_every_pod_ready();
     for _ in 0..3 {
