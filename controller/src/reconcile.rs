@@ -525,10 +525,17 @@ pub(crate) async fn observe_pool(
     let pool_name = sts.name_any();
     let spec = sts.spec.as_ref();
     let replicas = spec.and_then(|spec| spec.replicas).unwrap_or(1).max(0) as u32;
+    let observed_generation = sts
+        .status
+        .as_ref()
+        .and_then(|status| status.observed_generation);
     let mut pool = PoolState {
         name: pool_name.clone(),
         replicas,
         pods: BTreeMap::new(),
+        observed_current: sts.metadata.generation.is_none_or(|generation| {
+            observed_generation.is_some_and(|observed| observed >= generation)
+        }),
     };
     let Some(selector) = spec.and_then(|spec| label_selector(&spec.selector)) else {
         // A StatefulSet without a selector has no pods (the API server refuses one anyway).
@@ -960,6 +967,7 @@ mod tests {
                 name: "huge".to_owned(),
                 replicas: 2_000_000_000,
                 pods: BTreeMap::new(),
+                observed_current: true,
             },
             PoolState {
                 name: "small".to_owned(),
@@ -972,6 +980,7 @@ mod tests {
                         deleting: false,
                     },
                 )]),
+                observed_current: true,
             },
         ];
         let names = lease_holders(&pools);

@@ -178,6 +178,20 @@ fn other_jobs() -> Vec<String> {
     (0..12).map(|i| format!("other:{i:03}")).collect()
 }
 
+/// The restarts the `RevisionApproved` Event of `revision` announced.
+async fn planned_restarts(env: &Env, revision: u64) -> usize {
+    let events = env.event_messages().await;
+    let line = events
+        .lines()
+        .find(|line| line.starts_with(&format!("RevisionApproved: applying revision {revision} ")))
+        .unwrap_or_else(|| panic!("no RevisionApproved of revision {revision}: {events}"));
+    line.trim_end()
+        .strip_suffix(" restarts")
+        .and_then(|rest| rest.rsplit(' ').next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no restart count in {line}"))
+}
+
 async fn rollout(env: &Env) -> Option<SwarmRolloutStatus> {
     env.swarm("demo").await.status?.rollout
 }
@@ -235,6 +249,11 @@ async fn pools_restart_in_order_a_pause_holds_them_and_resume_finishes() {
     let done = shoal_ok(&env, &["rollout-status", "swarm/demo", "--timeout", "60s"]).await;
     assert!(done.contains("c Done") && done.contains("b Done"), "{done}");
     assert_eq!(all_jobs(&env.slices("demo").await), other_jobs());
+    eventually("status.rollout Complete", WAIT, || async {
+        (rollout(&env).await?.phase == "Complete").then_some(())
+    })
+    .await;
+    let planned = planned_restarts(&env, 2).await;
     {
         let timeline = timeline.lock().unwrap();
         assert!(timeline.overlaps.is_empty(), "{:?}", timeline.overlaps);
@@ -242,11 +261,15 @@ async fn pools_restart_in_order_a_pause_holds_them_and_resume_finishes() {
         // may still be the active pool when its grants come, and pick up at once).
         let turns = timeline.pools_in_turn();
         assert!(
-            turns == ["c", "a", "b", "c", "a", "b"] || turns == ["c", "a", "b", "c", "a"],
+            turns.starts_with(&["c".to_owned(), "a".to_owned(), "b".to_owned()])
+                && turns.len() <= 6,
             "{turns:?}"
         );
+        // Exactly the restarts the revision announced, each pod at most twice
+        // (release, pick up).
+        assert_eq!(timeline.restarts.len(), planned, "{:?}", timeline.restarted);
         for (pod, times) in &timeline.restarted {
-            assert_eq!(*times, 2, "{pod} restarted {times} times");
+            assert!(*times <= 2, "{pod} restarted {times} times");
         }
     }
     controller.stop().await;

@@ -129,6 +129,10 @@ pub struct PoolState {
     pub replicas: u32,
     /// Its pods by ordinal.
     pub pods: BTreeMap<u32, PodState>,
+    /// The StatefulSet controller has seen its latest spec (`status.observedGeneration`
+    /// is its `metadata.generation`): a pool read otherwise is never taken as done by a
+    /// restart rollout.
+    pub observed_current: bool,
 }
 
 /// A member Lease written by the sidecar.

@@ -6,10 +6,11 @@
 //! `shoal_core::rollout::rollout_step`, the one the plans' update domains
 //! use, over what is observed now:
 //!
-//! * a pool is **done** when none of its members waits for a restart and
+//! * a pool is **done** when none of its members waits for a restart,
 //!   every member is available (pod Ready, Lease live) with its slice
-//!   acknowledged by its own sidecar (when it has one); failed-over members
-//!   do not count;
+//!   acknowledged by its own sidecar (when it has one), and its StatefulSet's
+//!   `status.observedGeneration` is current; failed-over members do not
+//!   count;
 //! * only the **active** pool (the first not done) has pods evicted, within
 //!   `rollout.maxUnavailable` and PodDisruptionBudgets as before; later pools
 //!   wait;
@@ -226,7 +227,7 @@ fn pool_progress(
         .iter()
         .map(|pool| {
             let part = PartProgress {
-                observed_current: true,
+                observed_current: pool.observed_current,
                 ..PartProgress::default()
             };
             (pool.name.clone(), part)

@@ -71,6 +71,7 @@ fn pool(name: &str, replicas: u32) -> PoolState {
                 )
             })
             .collect(),
+        observed_current: true,
     }
 }
 

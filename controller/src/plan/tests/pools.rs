@@ -252,3 +252,26 @@ fn a_newer_revision_finishes_the_pool_in_progress_then_starts_again_from_the_fir
         (0..12).map(|i| format!("third:{i:03}")).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn a_pool_whose_statefulset_has_not_seen_its_latest_spec_is_not_done_and_the_next_pool_waits() {
+    let mut cluster = three_pools(&[], 3);
+    cluster.obs.pools[0].observed_current = false;
+    replace_every_job(&mut cluster);
+    for _ in 0..5 {
+        let (_, evicted) = cluster.step_replacing_unready();
+        assert!(
+            evicted.iter().all(|pod| pool_of(pod) == "a"),
+            "{evicted:?} while StatefulSet a is not observed current"
+        );
+        cluster.make_every_pod_ready();
+    }
+    assert_eq!(
+        cluster.pool_states(),
+        ["a=Updating", "b=Waiting", "c=Waiting"]
+    );
+    cluster.obs.pools[0].observed_current = true;
+    let (_, evicted) = cluster.step_replacing_unready();
+    assert!(evicted.iter().all(|pod| pool_of(pod) == "b"), "{evicted:?}");
+    assert!(!evicted.is_empty());
+}
