@@ -97,8 +97,10 @@ pub async fn set_paused(
 }
 
 /// Judges a Swarm's rollout from its status. Pure. Done needs the revision in
-/// force (as `kubectl shoal wait` judges it) and, under `Restart`, every pool
-/// restarted for it; a halted rollout fails.
+/// force (as `kubectl shoal wait` judges it) and, under `Restart`,
+/// `status.rollout` complete: every pool restarted for it and back (the slices
+/// can be in force while a restarted pod is not back yet); a halted rollout
+/// fails.
 pub fn judge_swarm_rollout(swarm: &Swarm) -> Progress {
     let name = swarm.metadata.name.clone().unwrap_or_default();
     let rollout = swarm
@@ -122,7 +124,11 @@ pub fn judge_swarm_rollout(swarm: &Swarm) -> Progress {
             Some(paused) => Progress::Waiting(format!("Swarm {name}: {}{pools}", paused.message)),
             None => Progress::Waiting(format!("{sentence}{pools}")),
         },
-        Progress::Done(sentence) => Progress::Done(format!("{sentence}{pools}")),
+        // The slices are in force, but pods restarted for them may not be back.
+        Progress::Done(sentence) => match rollout.filter(|rollout| rollout.phase != "Complete") {
+            Some(rollout) => Progress::Waiting(format!("Swarm {name}: {}{pools}", rollout.message)),
+            None => Progress::Done(format!("{sentence}{pools}")),
+        },
     }
 }
 
@@ -223,6 +229,18 @@ mod tests {
             judge_swarm_rollout(&progressing),
             Progress::Waiting(_)
         ));
+        // The slices are in force (Progressing False) but a restarted pod is
+        // not back yet: the rollout is not done.
+        let pods_coming_back = swarm(serde_json::json!({
+            "observedGeneration": 2, "currentRevision": 3, "conditions": conditions(false),
+            "rollout": {"revision": 3, "phase": "Progressing", "message": "restarting pool b",
+                        "pools": pools("Done", "Updating")},
+        }));
+        assert!(
+            matches!(judge_swarm_rollout(&pods_coming_back), Progress::Waiting(_)),
+            "{:?}",
+            judge_swarm_rollout(&pods_coming_back)
+        );
         let done = swarm(serde_json::json!({
             "observedGeneration": 2, "currentRevision": 3, "conditions": conditions(false),
             "rollout": {"revision": 3, "phase": "Complete", "message": "every pool is restarted",
