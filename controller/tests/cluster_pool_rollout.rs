@@ -46,15 +46,7 @@ impl Timeline {
         let uid = pod.uid().unwrap_or_default();
         let ready = !gone
             && pod.metadata.deletion_timestamp.is_none()
-            && pod
-                .status
-                .as_ref()
-                .and_then(|status| status.conditions.as_ref())
-                .is_some_and(|conditions| {
-                    conditions
-                        .iter()
-                        .any(|c| c.type_ == "Ready" && c.status == "True")
-                });
+            && shoal_emulator::sim::is_running_and_ready(pod);
         if gone {
             self.pods.remove(&name);
         } else {
@@ -135,13 +127,12 @@ fn readiness_gate(env: &Env, pool: &'static str, open: Arc<AtomicBool>) {
                     let Ok(Some(pod)) = api.get_opt(&name).await else {
                         continue;
                     };
-                    let status = pod.status.unwrap_or_default();
-                    let ready = status
-                        .conditions
-                        .unwrap_or_default()
-                        .iter()
-                        .any(|c| c.type_ == "Ready" && c.status == "True");
-                    if status.phase.as_deref() == Some("Running") && !ready {
+                    let running = pod
+                        .status
+                        .as_ref()
+                        .and_then(|status| status.phase.as_deref())
+                        == Some("Running");
+                    if running && !shoal_emulator::sim::is_running_and_ready(&pod) {
                         let _ =
                             shoal_emulator::sim::set_pod_ready(&client, &namespace, &name, true)
                                 .await;
