@@ -26,6 +26,7 @@ fn pool(replicas: u32) -> PoolState {
                 (ordinal, pod)
             })
             .collect(),
+        observed_current: true,
     }
 }
 

@@ -99,6 +99,11 @@ pub struct SwarmSpec {
     #[serde(default = "default_revision_history_limit")]
     #[schemars(range(min = 1, max = 1000))]
     pub revision_history_limit: u32,
+    /// While true, a `reload: Restart` rollout is held: no further eviction starts and
+    /// no job is granted (what is in flight completes; `status.rollout` shows the pool
+    /// that waits as `Paused`). `kubectl shoal pause|resume swarm/<name>` sets it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 /// Most job keys listed inline in `spec.jobs` (longer lists belong in `jobsFrom`): a
@@ -332,12 +337,25 @@ pub struct RolloutSpec {
     #[serde(default = "default_max_unavailable")]
     #[schemars(range(min = 1, max = crate::plan::MAX_MEMBERS))]
     pub max_unavailable: u32,
+    /// Restart policy: the pools (StatefulSet names) restarted one at a time, in this
+    /// order; pools not listed follow in byte order. Empty: byte order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1000), inner(length(min = 1, max = 253)))]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
+    pub pool_order: Vec<String>,
+    /// Restart policy: how long a member of the pool being restarted may stay unavailable
+    /// before the rollout halts (`RolloutHalted`), e.g. `90s`, `10m`. Default `10m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
+    pub progress_deadline: Option<String>,
 }
 
 impl Default for RolloutSpec {
     fn default() -> Self {
         RolloutSpec {
             max_unavailable: default_max_unavailable(),
+            pool_order: Vec::new(),
+            progress_deadline: None,
         }
     }
 }
@@ -404,6 +422,57 @@ pub struct SwarmStatus {
     /// The last problem, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Restart policy: where the pool-by-pool restarts of the revision in force stand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<SwarmRolloutStatus>,
+}
+
+/// Where the pool-by-pool restarts of a revision stand (`reload: Restart`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SwarmRolloutStatus {
+    /// The revision whose restarts these are.
+    pub revision: u64,
+    /// `Complete`, `Progressing`, `Paused` or `Halted`.
+    pub phase: String,
+    /// What the rollout does or waits for, in words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Every pool in rollout order with its state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<PoolRollout>,
+    /// A pool an older revision was restarting when this one superseded it: it finishes
+    /// first, then the order starts again from its first pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finishing: Option<String>,
+    /// Why the rollout halted. It stays halted until a newer revision, or the Swarm is
+    /// annotated `shoal.dev/retry-rollout: "<revision>"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halted: Option<RolloutHalt>,
+}
+
+/// One pool of a Swarm's rollout.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolRollout {
+    /// The pool (StatefulSet).
+    pub name: String,
+    /// `Waiting`, `Updating`, `Paused`, `Done` or `Failed`.
+    pub state: String,
+    /// Members restarted (or not needing it) and available / members, e.g. `1/2`.
+    pub ready: String,
+}
+
+/// Why a Swarm's rollout halted.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutHalt {
+    /// The pool.
+    pub pool: String,
+    /// The member pod that did not become Ready.
+    pub pod: String,
+    /// What was observed, in words.
+    pub cause: String,
 }
 
 /// A status condition (the Kubernetes convention).

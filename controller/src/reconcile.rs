@@ -535,11 +535,18 @@ pub(crate) async fn observe_pool(
     let pool_name = sts.name_any();
     let spec = sts.spec.as_ref();
     let replicas = spec.and_then(|spec| spec.replicas).unwrap_or(1).max(0) as u32;
+    let observed_generation = sts
+        .status
+        .as_ref()
+        .and_then(|status| status.observed_generation);
     let mut pool = PoolState {
         name: pool_name.clone(),
         replicas,
         deployment_pods: None,
         pods: BTreeMap::new(),
+        observed_current: sts.metadata.generation.is_none_or(|generation| {
+            observed_generation.is_some_and(|observed| observed >= generation)
+        }),
     };
     let Some(selector) = spec.and_then(|spec| label_selector(&spec.selector)) else {
         // A StatefulSet without a selector has no pods (the API server refuses one anyway).
@@ -589,6 +596,7 @@ pub(crate) async fn observe_deployment_pool(
             replicas,
             pods: BTreeMap::new(),
             deployment_pods: Some(members),
+            observed_current: deployment_observed_current(deployment),
         });
     };
     let params = ListParams::default().labels(&selector);
@@ -625,7 +633,20 @@ pub(crate) async fn observe_deployment_pool(
         replicas,
         pods: BTreeMap::new(),
         deployment_pods: Some(members),
+        observed_current: deployment_observed_current(deployment),
     })
+}
+
+/// The Deployment controller has seen the Deployment's latest spec.
+fn deployment_observed_current(deployment: &Deployment) -> bool {
+    let observed = deployment
+        .status
+        .as_ref()
+        .and_then(|status| status.observed_generation);
+    deployment
+        .metadata
+        .generation
+        .is_none_or(|generation| observed.is_some_and(|observed| observed >= generation))
 }
 
 /// An owner reference list names `kind` with `uid` as the controller.
@@ -1175,6 +1196,7 @@ mod tests {
                 replicas: 2_000_000_000,
                 deployment_pods: None,
                 pods: BTreeMap::new(),
+                observed_current: true,
             },
             PoolState {
                 name: "small".to_owned(),
@@ -1188,6 +1210,7 @@ mod tests {
                         deleting: false,
                     },
                 )]),
+                observed_current: true,
             },
         ];
         let names = lease_holders(&pools);

@@ -202,6 +202,37 @@ pub fn rollout_step(
     }
 }
 
+/// The part that was being updated, which stays the active part until it is
+/// done (for rollouts whose half-done part is better finished than left: a
+/// Swarm's restarts, whose revokes must all settle before any grant).
+///
+/// Without it, a part earlier in the order that needs the target again (a
+/// newer target, or a second pass of the same one) would become active while
+/// the part in progress still has members down, and two parts would be
+/// disrupted together. `previous_active` is the part the last decision let
+/// change; `carried` the part it was already finishing. A part that is done
+/// is carried no more, and the rollout goes on in its order from the first
+/// part.
+pub fn part_to_finish(
+    previous_active: Option<&str>,
+    carried: Option<&str>,
+    progress: &BTreeMap<String, PartProgress>,
+) -> Option<String> {
+    let candidate = previous_active.or(carried)?;
+    let part = progress.get(candidate)?;
+    (!part.done()).then(|| candidate.to_owned())
+}
+
+/// `order` with `first` (when it is in the order) moved to the front.
+pub fn finishing_first(order: &[String], first: Option<&str>) -> Vec<String> {
+    let Some(first) = first.filter(|first| order.iter().any(|name| name == first)) else {
+        return order.to_vec();
+    };
+    std::iter::once(first.to_owned())
+        .chain(order.iter().filter(|name| *name != first).cloned())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,6 +401,44 @@ mod tests {
         assert_eq!(
             rollout_step(&[], &BTreeMap::new(), false).phase,
             RolloutPhase::Complete
+        );
+    }
+
+    #[test]
+    fn the_part_in_progress_finishes_before_an_earlier_part_that_needs_a_newer_target() {
+        let half = PartProgress {
+            updated: 1,
+            disrupted: 1,
+            ..untouched(2)
+        };
+        let observed = progress(&[("a", untouched(1)), ("b", half), ("c", untouched(1))]);
+        // Revision 3 arrives while b was updating for revision 2.
+        let carried = part_to_finish(Some("b"), None, &observed);
+        assert_eq!(carried.as_deref(), Some("b"));
+        let order = finishing_first(&order(&["a", "b", "c"]), carried.as_deref());
+        let step = rollout_step(&order, &observed, false);
+        assert_eq!(states(&step), ["b=Updating", "a=Waiting", "c=Waiting"]);
+        // The next decision keeps carrying b while it is not done.
+        assert_eq!(
+            part_to_finish(Some("b"), Some("b"), &observed).as_deref(),
+            Some("b")
+        );
+        // Once b is done it is carried no more: the order starts again from a.
+        let finished = progress(&[("a", untouched(1)), ("b", done(2)), ("c", untouched(1))]);
+        assert_eq!(part_to_finish(Some("b"), Some("b"), &finished), None);
+        // Nothing was active (the first decision, or a halt): nothing is carried.
+        assert_eq!(part_to_finish(None, None, &observed), None);
+    }
+
+    #[test]
+    fn finishing_first_ignores_a_part_no_longer_in_the_order() {
+        assert_eq!(
+            finishing_first(&order(&["a", "b"]), Some("gone")),
+            order(&["a", "b"])
+        );
+        assert_eq!(
+            finishing_first(&order(&["a", "b"]), None),
+            order(&["a", "b"])
         );
     }
 }

@@ -30,6 +30,7 @@ use shoal_core::slice::{SliceInstance, slice_hash};
 use shoal_core::{Assignment, JobSet, MemberId, Slice};
 
 use super::members::{MemberView, Roster, member_of_pod, members_leaving};
+use super::pool_rollout::{self, PoolDecision, PoolInputs};
 use super::{Observation, Operation, SliceObject, index_text, previous_condition};
 use crate::crd::ReloadPolicy;
 
@@ -50,6 +51,8 @@ pub(super) struct Convergence {
     pub target_slices: BTreeMap<MemberId, Slice>,
     /// Jobs in the target revision.
     pub jobs: u64,
+    /// Restart policy: which pool may be restarted, and `status.rollout`.
+    pub pools: Option<PoolDecision>,
 }
 
 /// Parses a slice ConfigMap's text into jobs, or says what is wrong with it.
@@ -125,6 +128,7 @@ pub(super) fn converge(
     target: Option<&(u64, Assignment)>,
     current_revision: u64,
     instances: &BTreeMap<String, Vec<SliceInstance>>,
+    progress_deadline: Option<Duration>,
 ) -> Convergence {
     let mut convergence = Convergence {
         operations: Vec::new(),
@@ -133,6 +137,7 @@ pub(super) fn converge(
         slice_problems: Vec::new(),
         target_slices: BTreeMap::new(),
         jobs: 0,
+        pools: None,
     };
     let Some((revision, assignment)) = target else {
         return convergence;
@@ -188,7 +193,9 @@ pub(super) fn converge(
     }
     let slices_changing = !revokes.is_empty() || !grants.is_empty();
     convergence.operations.extend(revokes);
-    if unsettled.is_empty() {
+    // A paused Restart rollout grants nothing: a grant is a restart to come.
+    let paused = obs.spec.paused && obs.spec.reload == ReloadPolicy::Restart;
+    if unsettled.is_empty() && !paused {
         for (name, uid, grant, _) in grants {
             written_for.insert(name, uid);
             convergence.operations.push(grant);
@@ -225,7 +232,14 @@ pub(super) fn converge(
         });
     }
     if obs.spec.reload == ReloadPolicy::Restart {
-        restarts(obs, roster, &written_for, &mut convergence);
+        let pools = restarts(
+            obs,
+            roster,
+            &written_for,
+            (revision, observed, progress_deadline),
+            &mut convergence,
+        );
+        convergence.pools = Some(pools);
     }
     index(
         obs,
@@ -517,13 +531,42 @@ fn settled(
 }
 
 /// Restarts (`reload: Restart`): the pod that was running when its slice was written is
-/// evicted, at most `rollout.maxUnavailable` members unavailable at a time.
+/// evicted, one pool at a time (`pool_rollout`), at most `rollout.maxUnavailable` members
+/// unavailable at a time.
 fn restarts(
     obs: &Observation,
     roster: &Roster,
     written_for: &BTreeMap<String, String>,
+    (revision, observed, deadline): (
+        u64,
+        &BTreeMap<String, Result<Slice, String>>,
+        Option<Duration>,
+    ),
     convergence: &mut Convergence,
-) {
+) -> PoolDecision {
+    let needs_restart: BTreeSet<String> = roster
+        .views
+        .iter()
+        .filter(|view| {
+            view.pod.as_ref().is_some_and(|pod| {
+                !pod.deleting
+                    && written_for
+                        .get(&view.name())
+                        .is_some_and(|uid| !uid.is_empty() && uid == &pod.uid)
+            })
+        })
+        .map(MemberView::name)
+        .collect();
+    let pools = pool_rollout::decide(
+        obs,
+        roster,
+        &PoolInputs {
+            revision,
+            needs_restart: &needs_restart,
+            observed,
+            deadline,
+        },
+    );
     let unavailable_now = roster
         .views
         .iter()
@@ -533,24 +576,22 @@ fn restarts(
         (obs.spec.rollout.max_unavailable.max(1) as usize).saturating_sub(unavailable_now);
     for view in &roster.views {
         let Some(pod) = &view.pod else { continue };
-        if pod.deleting {
-            continue;
-        }
-        let needs = written_for
-            .get(&view.name())
-            .is_some_and(|uid| !uid.is_empty() && uid == &pod.uid);
-        if !needs {
+        if !needs_restart.contains(&view.name()) {
             continue;
         }
         convergence.rollout_done = false;
+        if pools.holds_everything() {
+            continue;
+        }
         // A failed-over member is down already: restarting it to drop what it may still
-        // run costs no availability, so it does not wait for the budget.
+        // run costs no availability, so it waits neither for the budget nor for its
+        // pool's turn (its revoke must settle before any grant).
         if view.failed_over {
             convergence.operations.push(Operation::Evict {
                 pod: view.name(),
                 uid: pod.uid.clone(),
             });
-        } else if budget > 0 && pod.ready {
+        } else if budget > 0 && pod.ready && pools.may_restart(&view.id.pool) {
             budget -= 1;
             convergence.operations.push(Operation::Evict {
                 pod: view.name(),
@@ -561,6 +602,7 @@ fn restarts(
     if !convergence.rollout_done {
         convergence.poll_soon();
     }
+    pools
 }
 
 /// The target's slices (with their instances; a slice whose jobs are unchanged keeps its

@@ -9,7 +9,7 @@ use shoal_core::{
     AssignError, Assignment, JobSet, JobSetting, JobSettings, Member, Strategy, reassign_weighted,
 };
 
-use super::{InputProblem, JobSource, Observation};
+use super::{DEFAULT_PROGRESS_DEADLINE, InputProblem, JobSource, Observation};
 use crate::crd::{StrategySpec, StrategyType, SwarmSpec};
 
 /// Default virtual nodes of the ring strategy.
@@ -394,22 +394,48 @@ pub(super) fn failover_after(
     obs: &Observation,
     problems: &mut Vec<InputProblem>,
 ) -> Option<Duration> {
-    let text = obs
-        .spec
-        .failover
-        .after
-        .as_deref()
-        .unwrap_or(DEFAULT_FAILOVER_AFTER);
-    match parse_duration(text) {
-        Ok(after) => Some(after),
-        Err(error) => {
-            problems.push(InputProblem {
-                reason: "InvalidFailover",
-                message: format!("Swarm {}: failover.after: {error}", obs.swarm),
-            });
-            None
-        }
+    let text = obs.spec.failover.after.as_deref();
+    duration_setting(
+        obs,
+        "failover.after",
+        text.unwrap_or(DEFAULT_FAILOVER_AFTER),
+    )
+    .map_err(|problem| problems.push(problem.with_reason("InvalidFailover")))
+    .ok()
+}
+
+/// A duration setting of the spec, parsed, or the problem naming it.
+fn duration_setting(
+    obs: &Observation,
+    setting: &str,
+    text: &str,
+) -> Result<Duration, InputProblem> {
+    parse_duration(text).map_err(|error| InputProblem {
+        reason: "InvalidRollout",
+        message: format!("Swarm {}: {setting}: {error}", obs.swarm),
+    })
+}
+
+impl InputProblem {
+    fn with_reason(self, reason: &'static str) -> Self {
+        InputProblem { reason, ..self }
     }
+}
+
+/// `rollout.progressDeadline` (default [`DEFAULT_PROGRESS_DEADLINE`]), parsed; a bad value
+/// is a problem, and no restart rollout halts on time until it is fixed.
+pub(super) fn progress_deadline(
+    obs: &Observation,
+    problems: &mut Vec<InputProblem>,
+) -> Option<Duration> {
+    let text = obs.spec.rollout.progress_deadline.as_deref();
+    duration_setting(
+        obs,
+        "rollout.progressDeadline",
+        text.unwrap_or(DEFAULT_PROGRESS_DEADLINE),
+    )
+    .map_err(|problem| problems.push(problem))
+    .ok()
 }
 
 /// What the inputs ask for: the job list, the strategy it was assigned with, and the assignment.

@@ -53,6 +53,7 @@ mod inputs;
 mod instances;
 mod members;
 mod ownership;
+mod pool_rollout;
 mod restarts;
 mod status;
 
@@ -65,6 +66,7 @@ pub use inputs::{DEFAULT_VNODES, job_list, parse_duration, strategy_of};
 pub use instances::{Delivery, PlanForDelivery, deliveries};
 pub use members::{MAX_MEMBERS, member_of_pod};
 pub use ownership::unchecked_targets;
+pub use pool_rollout::{DEFAULT_PROGRESS_DEADLINE, RETRY_ROLLOUT_ANNOTATION};
 pub use restarts::PlannedRestart;
 
 /// Annotation approving a pending revision.
@@ -141,6 +143,10 @@ pub struct PoolState {
     /// `Some` for a Deployment pool: its pods (owned through one of its ReplicaSets) by
     /// their generated names. Its members are these pods, not `0..replicas`.
     pub deployment_pods: Option<BTreeMap<String, PodState>>,
+    /// The StatefulSet controller has seen its latest spec (`status.observedGeneration`
+    /// is its `metadata.generation`): a pool read otherwise is never taken as done by a
+    /// restart rollout.
+    pub observed_current: bool,
 }
 
 impl PoolState {
@@ -501,6 +507,7 @@ pub fn plan(obs: &Observation) -> Plan {
     let mut problems: Vec<InputProblem> = Vec::new();
 
     let failover_after = inputs::failover_after(obs, &mut problems);
+    let progress_deadline = inputs::progress_deadline(obs, &mut problems);
     let roster = members::observe_members(obs, failover_after);
     let observed = converge::observed_slices(obs);
     let in_force = history::in_force(obs, &observed, &mut problems);
@@ -547,6 +554,7 @@ pub fn plan(obs: &Observation) -> Plan {
         gate.target.as_ref(),
         obs.status.current_revision,
         &delivery.by_member,
+        progress_deadline,
     );
     let mut status = gate.status;
     status.jobs = convergence.jobs;
@@ -591,6 +599,11 @@ pub fn plan(obs: &Observation) -> Plan {
         &mut events,
         &mut status,
     );
+    if let Some(pools) = convergence.pools {
+        status.conditions.push(pools.condition(obs));
+        status.rollout = pools.status;
+        events.extend(pools.events);
+    }
     Plan {
         operations,
         status,

@@ -52,6 +52,7 @@ fn spec(job_keys: Vec<String>) -> SwarmSpec {
         rollout: RolloutSpec::default(),
         failover: FailoverSpec::default(),
         revision_history_limit: 10,
+        paused: false,
     }
 }
 
@@ -72,6 +73,7 @@ fn pool(name: &str, replicas: u32) -> PoolState {
                 )
             })
             .collect(),
+        observed_current: true,
     }
 }
 
@@ -2916,3 +2918,4 @@ fn a_pending_weighted_revision_reports_the_weight_it_moves() {
 }
 
 mod deployment_pools;
+mod pools;

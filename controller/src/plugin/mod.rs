@@ -13,6 +13,8 @@
 //! * [`slices`]: slice ConfigMaps, one member's jobs.
 //! * [`plans`]: DeploymentPlans: `plans`, `plan`, `instances`, `operations`, `approve-op`,
 //!   and the user operations `relocate`, `stop`, `start`, `restart`.
+//! * [`swarm_rollout`]: a Swarm's pool-by-pool restarts: `pause swarm/<name>`,
+//!   `resume swarm/<name>`, `rollout-status swarm/<name>`.
 //! * [`plan_rollout`]: a plan's ordered rollout: `pause`, `resume`,
 //!   `rollout-status`, `plan-history`, `plan-undo`.
 //!
@@ -57,6 +59,7 @@ pub mod plans;
 pub mod preview;
 pub mod slices;
 pub mod status;
+pub mod swarm_rollout;
 pub mod table;
 #[cfg(test)]
 mod testing;
@@ -72,6 +75,7 @@ use serde::Serialize;
 
 use crate::crd::Swarm;
 use crate::deployment::Verb;
+use swarm_rollout::RolloutObject;
 
 /// `kubectl shoal`: inspect and steer Shoal Swarms.
 #[derive(Parser, Debug, Clone)]
@@ -240,22 +244,26 @@ pub enum Command {
         /// The instance, `<plan>-<n>`.
         instance: String,
     },
-    /// Pause a plan's rollout: no further update is released (sets `spec.paused`).
+    /// Pause a rollout (sets `spec.paused`): a plan releases no further update; a Swarm
+    /// (`swarm/<name>`) restarts no further pod and grants no job.
     Pause {
-        /// The plan.
-        plan: String,
+        /// A DeploymentPlan (`<name>` or `plan/<name>`) or a Swarm (`swarm/<name>`).
+        #[arg(value_parser = swarm_rollout::RolloutObject::parse)]
+        object: swarm_rollout::RolloutObject,
     },
-    /// Resume a paused plan's rollout (clears `spec.paused`).
+    /// Resume a paused rollout (clears `spec.paused`).
     Resume {
-        /// The plan.
-        plan: String,
+        /// A DeploymentPlan (`<name>` or `plan/<name>`) or a Swarm (`swarm/<name>`).
+        #[arg(value_parser = swarm_rollout::RolloutObject::parse)]
+        object: swarm_rollout::RolloutObject,
     },
-    /// Block until the plan's latest deployment is installed everywhere (exit 0),
-    /// printing which update domain is updating, done or waiting; exit 1 on timeout,
-    /// when the rollout halts, or when the plan is Degraded.
+    /// Block until a rollout is done (exit 0), printing which update domain (plan) or
+    /// pool (Swarm) is updating, done or waiting; exit 1 on timeout, when the rollout
+    /// halts, or when the object is Degraded.
     RolloutStatus {
-        /// The plan.
-        plan: String,
+        /// A DeploymentPlan (`<name>` or `plan/<name>`) or a Swarm (`swarm/<name>`).
+        #[arg(value_parser = swarm_rollout::RolloutObject::parse)]
+        object: swarm_rollout::RolloutObject,
         /// Give up after this long, e.g. `90s`, `5m`.
         #[arg(long, default_value = "5m", value_parser = crate::plan::parse_duration)]
         timeout: std::time::Duration,
@@ -380,6 +388,19 @@ pub enum Error {
     /// `wait`: timed out, or the Swarm is Degraded.
     #[error("{0}")]
     Wait(String),
+    /// `pause` / `resume swarm/<name>`: writing `spec.paused` failed.
+    #[error(
+        "setting spec.paused of Swarm {namespace}/{swarm}: {source}{}",
+        hint(source)
+    )]
+    PauseSwarm {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// Cause.
+        source: kube::Error,
+    },
     /// Serializing the report failed.
     #[error("rendering the report as {format}: {message}")]
     Render {
@@ -568,6 +589,25 @@ fn print_now(text: &str) {
     let _ = stdout.flush();
 }
 
+/// `pause` / `resume` of a plan or a Swarm.
+async fn set_paused(
+    target: &Target,
+    object: &RolloutObject,
+    paused: bool,
+    output: OutputFormat,
+) -> Result<String, Error> {
+    match object {
+        RolloutObject::Plan(plan) => render(
+            &plan_rollout::set_paused(target, plan, paused).await?,
+            output,
+        ),
+        RolloutObject::Swarm(swarm) => render(
+            &swarm_rollout::set_paused(target, swarm, paused).await?,
+            output,
+        ),
+    }
+}
+
 /// Runs one command and returns what to print.
 pub async fn run(cli: &Cli) -> Result<String, Error> {
     let target = connect(cli).await?;
@@ -649,19 +689,18 @@ pub async fn run(cli: &Cli) -> Result<String, Error> {
             &plans::operate(&target, plan, Verb::Restart, instance, None).await?,
             cli.output,
         ),
-        Command::Pause { plan } => render(
-            &plan_rollout::set_paused(&target, plan, true).await?,
-            cli.output,
-        ),
-        Command::Resume { plan } => render(
-            &plan_rollout::set_paused(&target, plan, false).await?,
-            cli.output,
-        ),
-        Command::RolloutStatus { plan, timeout } => {
-            plan_rollout::rollout_status(&target, plan, *timeout, |line| {
-                print_now(&format!("{line}\n"))
-            })
-            .await
+        Command::Pause { object } => set_paused(&target, object, true, cli.output).await,
+        Command::Resume { object } => set_paused(&target, object, false, cli.output).await,
+        Command::RolloutStatus { object, timeout } => {
+            let print_line = |line: &str| print_now(&format!("{line}\n"));
+            match object {
+                RolloutObject::Plan(plan) => {
+                    plan_rollout::rollout_status(&target, plan, *timeout, print_line).await
+                }
+                RolloutObject::Swarm(swarm) => {
+                    swarm_rollout::rollout_status(&target, swarm, *timeout, print_line).await
+                }
+            }
         }
         Command::PlanHistory { plan } => {
             render(&plan_rollout::history(&target, plan).await?, cli.output)

@@ -31,6 +31,10 @@ pub struct PoolRow {
     pub pods: usize,
     /// Of those, Ready and not terminating.
     pub ready: usize,
+    /// Restart policy: where the pool stands in the rollout (`Waiting`, `Updating`,
+    /// `Paused`, `Done`, `Failed`), from `status.rollout.pools`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<String>,
 }
 
 /// One member.
@@ -109,6 +113,9 @@ pub struct StatusReport {
     pub strategy: String,
     /// The last problem, in words.
     pub last_error: Option<String>,
+    /// Restart policy: the rollout's phase and message, from `status.rollout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<String>,
     /// `shoal.dev/approve` on the Swarm.
     pub approved: Option<String>,
     /// Annotations the controller refused, with the value refused.
@@ -198,6 +205,10 @@ pub fn report(obs: &Observation, namespace: &str, events: Vec<EventRow>) -> Stat
                 replicas: pool.replicas,
                 pods: pods.len(),
                 ready: pods.iter().filter(|pod| pod.ready && !pod.deleting).count(),
+                rollout: status.rollout.as_ref().and_then(|rollout| {
+                    let row = rollout.pools.iter().find(|row| row.name == pool.name)?;
+                    Some(row.state.clone())
+                }),
             }
         })
         .collect();
@@ -238,6 +249,10 @@ pub fn report(obs: &Observation, namespace: &str, events: Vec<EventRow>) -> Stat
         reload_policy: format!("{:?}", obs.spec.reload),
         strategy: format!("{:?}", obs.spec.strategy.type_).to_lowercase(),
         last_error: status.last_error.clone(),
+        rollout: status
+            .rollout
+            .as_ref()
+            .map(|rollout| format!("{}: {}", rollout.phase, rollout.message)),
         approved: obs.annotations.get(APPROVE_ANNOTATION).cloned(),
         refused_annotations: obs.status.refused_annotations.clone(),
         pools,
@@ -356,6 +371,9 @@ impl Report for StatusReport {
             ("Reload policy", self.reload_policy.clone()),
             ("Last error", optional(self.last_error.as_ref())),
         ];
+        if let Some(rollout) = &self.rollout {
+            pairs.push(("Rollout", rollout.clone()));
+        }
         if let Some(approved) = &self.approved {
             pairs.push(("Approved", format!("{approved} ({APPROVE_ANNOTATION})")));
         }
@@ -398,13 +416,14 @@ impl Report for StatusReport {
         }
 
         out.push_str("\nPools\n");
-        let mut pools = Table::new(["Pool", "Replicas", "Pods", "Ready"]);
+        let mut pools = Table::new(["Pool", "Replicas", "Pods", "Ready", "Rollout"]);
         for pool in &self.pools {
             pools.row([
                 pool.name.clone(),
                 pool.replicas.to_string(),
                 pool.pods.to_string(),
                 pool.ready.to_string(),
+                pool.rollout.clone().unwrap_or_else(|| "-".to_owned()),
             ]);
         }
         out.push_str(&pools.render(&format!(

@@ -24,6 +24,7 @@ pub(crate) fn pool(name: &str, replicas: u32) -> PoolState {
                 (ordinal, pod)
             })
             .collect(),
+        observed_current: true,
     }
 }
 

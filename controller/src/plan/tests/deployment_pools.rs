@@ -25,6 +25,7 @@ fn deployment(pods: &[&str]) -> PoolState {
                 })
                 .collect(),
         ),
+        observed_current: true,
     }
 }
 

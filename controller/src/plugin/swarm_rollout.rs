@@ -1,0 +1,254 @@
+//! The pool-by-pool restarts of a Swarm (`reload: Restart`) from kubectl:
+//! `pause swarm/<name>`, `resume swarm/<name>`, `rollout-status swarm/<name>`.
+//!
+//! The same commands take a DeploymentPlan, by bare name as before or as
+//! `plan/<name>`, the way `kubectl rollout pause deployment/<name>` names its
+//! object. Pause and resume set the Swarm's `spec.paused` (a merge patch:
+//! nothing else changes); `rollout-status` reads the Swarm until its revision
+//! is in force with every pool restarted (exit 0), halted or Degraded (exit 1)
+//! or the time is up (exit 1). `judge_swarm_rollout` is the pure part.
+
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde::Serialize;
+
+use super::wait::{Progress, WaitFor, judge, poll_until};
+use super::{Error, Report, Target, get_swarm};
+use crate::crd::Swarm;
+
+/// The object a rollout command acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RolloutObject {
+    /// A DeploymentPlan: a bare name, `plan/<name>` or `deploymentplan/<name>`.
+    Plan(String),
+    /// A Swarm: `swarm/<name>` (or `swarms/`, `sw/`).
+    Swarm(String),
+}
+
+impl RolloutObject {
+    /// Parses `<kind>/<name>` or a bare plan name (the command-line argument).
+    pub fn parse(text: &str) -> Result<RolloutObject, String> {
+        let Some((kind, name)) = text.split_once('/') else {
+            return Ok(RolloutObject::Plan(text.to_owned()));
+        };
+        if name.is_empty() {
+            return Err(format!("{text:?} names no object: give <kind>/<name>"));
+        }
+        match kind.to_ascii_lowercase().as_str() {
+            "swarm" | "swarms" | "sw" | "swarm.shoal.dev" => {
+                Ok(RolloutObject::Swarm(name.to_owned()))
+            }
+            "plan" | "deploymentplan" | "deploymentplans" | "deploymentplan.shoal.dev" => {
+                Ok(RolloutObject::Plan(name.to_owned()))
+            }
+            other => Err(format!(
+                "{other:?} is not a kind with a rollout: give swarm/<name>, or a DeploymentPlan as <name> or plan/<name>"
+            )),
+        }
+    }
+}
+
+/// `pause | resume swarm/<name>`: what was set.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SwarmPauseReport {
+    /// The Swarm.
+    pub swarm: String,
+    /// `spec.paused` as written.
+    pub paused: bool,
+}
+
+impl Report for SwarmPauseReport {
+    fn table(&self) -> String {
+        if self.paused {
+            format!(
+                "Swarm {} paused: no further pod is restarted and no job granted (`kubectl shoal resume swarm/{}` to go on)\n",
+                self.swarm, self.swarm
+            )
+        } else {
+            format!(
+                "Swarm {} resumed; follow it with `kubectl shoal rollout-status swarm/{}`\n",
+                self.swarm, self.swarm
+            )
+        }
+    }
+}
+
+/// `kubectl shoal pause|resume swarm/<name>`: sets `spec.paused`.
+pub async fn set_paused(
+    target: &Target,
+    name: &str,
+    paused: bool,
+) -> Result<SwarmPauseReport, Error> {
+    get_swarm(target, name).await?;
+    let patch = serde_json::json!({"spec": {"paused": paused}});
+    Api::<Swarm>::namespaced(target.client.clone(), &target.namespace)
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|source| Error::PauseSwarm {
+            swarm: name.to_owned(),
+            namespace: target.namespace.clone(),
+            source,
+        })?;
+    Ok(SwarmPauseReport {
+        swarm: name.to_owned(),
+        paused,
+    })
+}
+
+/// Judges a Swarm's rollout from its status. Pure. Done needs the revision in
+/// force (as `kubectl shoal wait` judges it) and, under `Restart`,
+/// `status.rollout` complete: every pool restarted for it and back (the slices
+/// can be in force while a restarted pod is not back yet); a halted rollout
+/// fails.
+pub fn judge_swarm_rollout(swarm: &Swarm) -> Progress {
+    let name = swarm.metadata.name.clone().unwrap_or_default();
+    let rollout = swarm
+        .status
+        .as_ref()
+        .and_then(|status| status.rollout.as_ref());
+    let pools = rollout.map_or_else(String::new, |rollout| {
+        let rows: Vec<String> = rollout
+            .pools
+            .iter()
+            .map(|pool| format!("{} {} {}", pool.name, pool.state, pool.ready))
+            .collect();
+        format!(" [pools: {}]", rows.join(", "))
+    });
+    if let Some(rollout) = rollout.filter(|rollout| rollout.phase == "Halted") {
+        return Progress::Failed(format!("Swarm {name}: {}{pools}", rollout.message));
+    }
+    match judge(swarm, WaitFor::InForce) {
+        Progress::Failed(sentence) => Progress::Failed(sentence),
+        Progress::Waiting(sentence) => match rollout.filter(|rollout| rollout.phase == "Paused") {
+            Some(paused) => Progress::Waiting(format!("Swarm {name}: {}{pools}", paused.message)),
+            None => Progress::Waiting(format!("{sentence}{pools}")),
+        },
+        // The slices are in force, but pods restarted for them may not be back.
+        Progress::Done(sentence) => match rollout.filter(|rollout| rollout.phase != "Complete") {
+            Some(rollout) => Progress::Waiting(format!("Swarm {name}: {}{pools}", rollout.message)),
+            None => Progress::Done(format!("{sentence}{pools}")),
+        },
+    }
+}
+
+/// `kubectl shoal rollout-status swarm/<name> [--timeout]`.
+pub async fn rollout_status(
+    target: &Target,
+    name: &str,
+    timeout: std::time::Duration,
+    print_line: impl FnMut(&str),
+) -> Result<String, Error> {
+    poll_until(timeout, print_line, || async {
+        Ok(judge_swarm_rollout(&get_swarm(target, name).await?))
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_name_is_a_plan_and_swarm_slash_name_is_a_swarm() {
+        assert_eq!(
+            RolloutObject::parse("web"),
+            Ok(RolloutObject::Plan("web".to_owned()))
+        );
+        assert_eq!(
+            RolloutObject::parse("plan/web"),
+            Ok(RolloutObject::Plan("web".to_owned()))
+        );
+        assert_eq!(
+            RolloutObject::parse("swarm/demo"),
+            Ok(RolloutObject::Swarm("demo".to_owned()))
+        );
+        assert_eq!(
+            RolloutObject::parse("Swarms/demo"),
+            Ok(RolloutObject::Swarm("demo".to_owned()))
+        );
+        let refused = RolloutObject::parse("deployment/web").expect_err("no rollout of its own");
+        assert!(refused.contains("swarm/<name>"), "{refused}");
+        assert!(RolloutObject::parse("swarm/").is_err());
+    }
+
+    fn swarm(status: serde_json::Value) -> Swarm {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "shoal.dev/v1alpha1",
+            "kind": "Swarm",
+            "metadata": {"name": "demo", "generation": 2},
+            "spec": {"jobs": ["a"], "reload": "Restart"},
+            "status": status,
+        }))
+        .expect("a Swarm")
+    }
+
+    fn conditions(progressing: bool) -> serde_json::Value {
+        serde_json::json!([
+            {"type": "Ready", "status": "True", "reason": "Converged"},
+            {"type": "Progressing", "status": if progressing { "True" } else { "False" },
+             "reason": "RollingOut"},
+            {"type": "Degraded", "status": "False", "reason": "AsExpected"},
+        ])
+    }
+
+    #[test]
+    fn rollout_status_waits_while_paused_fails_when_halted_and_is_done_when_every_pool_is() {
+        let pools = |a: &str, b: &str| {
+            serde_json::json!([{"name": "a", "state": a, "ready": "2/2"},
+                               {"name": "b", "state": b, "ready": "0/2"}])
+        };
+        let paused = swarm(serde_json::json!({
+            "observedGeneration": 2, "currentRevision": 3, "conditions": conditions(true),
+            "rollout": {"revision": 3, "phase": "Paused", "message": "revision 3: paused before pool b",
+                        "pools": pools("Done", "Paused")},
+        }));
+        match judge_swarm_rollout(&paused) {
+            Progress::Waiting(sentence) => {
+                assert!(sentence.contains("paused before pool b"), "{sentence}");
+                assert!(sentence.contains("b Paused 0/2"), "{sentence}");
+            }
+            other => panic!("expected waiting, got {other:?}"),
+        }
+        let halted = swarm(serde_json::json!({
+            "observedGeneration": 2, "currentRevision": 3, "conditions": conditions(true),
+            "rollout": {"revision": 3, "phase": "Halted",
+                        "message": "revision 3: halted in pool b: pod b-0 is not Ready",
+                        "pools": pools("Done", "Failed")},
+        }));
+        match judge_swarm_rollout(&halted) {
+            Progress::Failed(sentence) => assert!(sentence.contains("pod b-0"), "{sentence}"),
+            other => panic!("expected failed, got {other:?}"),
+        }
+        let progressing = swarm(serde_json::json!({
+            "observedGeneration": 2, "currentRevision": 3, "conditions": conditions(true),
+            "rollout": {"revision": 3, "phase": "Progressing", "message": "restarting pool b",
+                        "pools": pools("Done", "Updating")},
+        }));
+        assert!(matches!(
+            judge_swarm_rollout(&progressing),
+            Progress::Waiting(_)
+        ));
+        // The slices are in force (Progressing False) but a restarted pod is
+        // not back yet: the rollout is not done.
+        let pods_coming_back = swarm(serde_json::json!({
+            "observedGeneration": 2, "currentRevision": 3, "conditions": conditions(false),
+            "rollout": {"revision": 3, "phase": "Progressing", "message": "restarting pool b",
+                        "pools": pools("Done", "Updating")},
+        }));
+        assert!(
+            matches!(judge_swarm_rollout(&pods_coming_back), Progress::Waiting(_)),
+            "{:?}",
+            judge_swarm_rollout(&pods_coming_back)
+        );
+        let done = swarm(serde_json::json!({
+            "observedGeneration": 2, "currentRevision": 3, "conditions": conditions(false),
+            "rollout": {"revision": 3, "phase": "Complete", "message": "every pool is restarted",
+                        "pools": pools("Done", "Done")},
+        }));
+        match judge_swarm_rollout(&done) {
+            Progress::Done(sentence) => assert!(sentence.contains("b Done"), "{sentence}"),
+            other => panic!("expected done, got {other:?}"),
+        }
+    }
+}
