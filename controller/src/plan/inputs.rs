@@ -483,11 +483,38 @@ pub(super) fn desired(
 /// `rollout.maxUnavailable` of 0 would restart nothing, so under `Restart` the jobs a
 /// revision moves would run nowhere: refused (the schema refuses it too).
 pub(super) fn rollout_problem(obs: &Observation) -> Option<InputProblem> {
-    (obs.spec.rollout.max_unavailable == 0).then(|| InputProblem {
+    if obs.spec.rollout.max_unavailable == 0 {
+        return Some(InputProblem {
+            reason: "InvalidRollout",
+            message: format!(
+                "Swarm {}: rollout.maxUnavailable is 0, but at least one member must be allowed to restart (else the jobs a revision moves would run nowhere); no new revision is applied until it is 1 or more",
+                obs.swarm
+            ),
+        });
+    }
+    restart_of_deployment_pools(obs)
+}
+
+/// `reload: Restart` restarts a member by evicting its pod, which only a StatefulSet gives
+/// back under the same name: a Deployment's replacement is a new member, whose grant
+/// would be restarted in turn, without end. Refused, naming the pools.
+fn restart_of_deployment_pools(obs: &Observation) -> Option<InputProblem> {
+    if obs.spec.reload != crate::crd::ReloadPolicy::Restart {
+        return None;
+    }
+    let deployments: Vec<&str> = obs
+        .pools
+        .iter()
+        .filter(|pool| pool.deployment_pods.is_some())
+        .map(|pool| pool.name.as_str())
+        .collect();
+    (!deployments.is_empty()).then(|| InputProblem {
         reason: "InvalidRollout",
         message: format!(
-            "Swarm {}: rollout.maxUnavailable is 0, but at least one member must be allowed to restart (else the jobs a revision moves would run nowhere); no new revision is applied until it is 1 or more",
-            obs.swarm
+            "Swarm {}: reload: Restart needs StatefulSet pools, but {} {} a Deployment (an evicted Deployment pod comes back as a new member under a new name); use reload: HotReload with Deployment pools; no new revision is applied meanwhile",
+            obs.swarm,
+            deployments.join(", "),
+            if deployments.len() == 1 { "is" } else { "are" }
         ),
     })
 }

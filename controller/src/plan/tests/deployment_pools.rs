@@ -245,3 +245,31 @@ fn a_deleted_pod_never_replaced_loses_its_jobs_after_failover_after() {
     assert_eq!(cluster.slice_of("web-5c9d-aaaaa").len(), 15);
     assert_eq!(all_jobs_once(&cluster), jobs(30));
 }
+
+#[test]
+fn restart_mode_with_a_deployment_pool_is_refused_naming_the_pool_and_nothing_is_evicted() {
+    let mut swarm = spec(jobs(30));
+    swarm.strategy.type_ = StrategyType::Sticky;
+    swarm.reload = ReloadPolicy::Restart;
+    let mut cluster = Cluster::new(swarm, 0);
+    cluster.obs.pools = vec![deployment(&["web-5c9d-aaaaa", "web-5c9d-bbbbb"])];
+    let plan = cluster.step();
+    assert_eq!(plan.applied_revision, None, "no revision applies");
+    assert!(
+        !plan
+            .operations
+            .iter()
+            .any(|operation| matches!(operation, Operation::Evict { .. })),
+        "{:?}",
+        plan.operations
+    );
+    let degraded = cluster.condition("Degraded");
+    assert_eq!(degraded.reason, "InvalidRollout");
+    assert!(
+        degraded
+            .message
+            .contains("reload: Restart needs StatefulSet pools, but web is a Deployment"),
+        "{}",
+        degraded.message
+    );
+}
