@@ -22,27 +22,38 @@ use crate::deployment_plan::{DeploymentPlan, DeploymentPlanStatus, DeploymentRec
 /// The annotation `kubectl rollout` reads as the reason of a change.
 const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
 
-/// `pause | resume`: what was set.
+/// `pause | resume`, of a DeploymentPlan or a Swarm: what was set.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PauseReport {
-    /// The plan.
-    pub plan: String,
+    /// `DeploymentPlan` or `Swarm`.
+    pub kind: &'static str,
+    /// The object's name.
+    pub name: String,
+    /// How the object is named on the command line: `<name>` or `swarm/<name>`.
+    #[serde(skip)]
+    pub argument: String,
     /// `spec.paused` as written.
     pub paused: bool,
+    /// What a pause holds back, in words.
+    #[serde(skip)]
+    pub holds: &'static str,
 }
 
 impl Report for PauseReport {
     fn table(&self) -> String {
+        let PauseReport {
+            kind,
+            name,
+            argument,
+            holds,
+            ..
+        } = self;
         if self.paused {
-            format!(
-                "DeploymentPlan {} paused: no further update is released (`kubectl shoal resume {}` to go on)\n",
-                self.plan, self.plan
-            )
+            format!("{kind} {name} paused: {holds} (`kubectl shoal resume {argument}` to go on)\n")
         } else {
             format!(
-                "DeploymentPlan {} resumed; follow it with `kubectl shoal rollout-status {}`\n",
-                self.plan, self.plan
+                "{kind} {name} resumed; follow it with `kubectl shoal rollout-status {argument}`\n"
             )
         }
     }
@@ -65,8 +76,11 @@ pub async fn set_paused(
             format!("setting spec.paused of DeploymentPlan {name}"),
         ))?;
     Ok(PauseReport {
-        plan: name.to_owned(),
+        kind: "DeploymentPlan",
+        name: name.to_owned(),
+        argument: name.to_owned(),
         paused,
+        holds: "no further update is released",
     })
 }
 

@@ -10,10 +10,10 @@
 
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use serde::Serialize;
 
+use super::plan_rollout::PauseReport;
 use super::wait::{Progress, WaitFor, judge, poll_until};
-use super::{Error, Report, Target, get_swarm};
+use super::{Error, Target, get_swarm};
 use crate::crd::Swarm;
 
 /// The object a rollout command acts on.
@@ -48,38 +48,8 @@ impl RolloutObject {
     }
 }
 
-/// `pause | resume swarm/<name>`: what was set.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct SwarmPauseReport {
-    /// The Swarm.
-    pub swarm: String,
-    /// `spec.paused` as written.
-    pub paused: bool,
-}
-
-impl Report for SwarmPauseReport {
-    fn table(&self) -> String {
-        if self.paused {
-            format!(
-                "Swarm {} paused: no further pod is restarted and no job granted (`kubectl shoal resume swarm/{}` to go on)\n",
-                self.swarm, self.swarm
-            )
-        } else {
-            format!(
-                "Swarm {} resumed; follow it with `kubectl shoal rollout-status swarm/{}`\n",
-                self.swarm, self.swarm
-            )
-        }
-    }
-}
-
 /// `kubectl shoal pause|resume swarm/<name>`: sets `spec.paused`.
-pub async fn set_paused(
-    target: &Target,
-    name: &str,
-    paused: bool,
-) -> Result<SwarmPauseReport, Error> {
+pub async fn set_paused(target: &Target, name: &str, paused: bool) -> Result<PauseReport, Error> {
     get_swarm(target, name).await?;
     let patch = serde_json::json!({"spec": {"paused": paused}});
     Api::<Swarm>::namespaced(target.client.clone(), &target.namespace)
@@ -90,9 +60,12 @@ pub async fn set_paused(
             namespace: target.namespace.clone(),
             source,
         })?;
-    Ok(SwarmPauseReport {
-        swarm: name.to_owned(),
+    Ok(PauseReport {
+        kind: "Swarm",
+        name: name.to_owned(),
+        argument: format!("swarm/{name}"),
         paused,
+        holds: "no further pod is restarted and no job granted",
     })
 }
 
