@@ -260,7 +260,7 @@ pub struct ConfigMapKeyRef {
     "message": "vnodes applies only to the ring strategy"
 }]))]
 pub struct StrategySpec {
-    /// `bounded` (default), `jump`, `ring` or `sticky`.
+    /// `sticky` (default), `bounded`, `jump` or `ring`.
     #[serde(default, rename = "type")]
     pub type_: StrategyType,
     /// Balance factor of `bounded`: slices stay within `ceil((1+epsilon)*k/n)`; 0 means perfectly balanced.
@@ -278,7 +278,6 @@ pub struct StrategySpec {
 #[serde(rename_all = "lowercase")]
 pub enum StrategyType {
     /// Balanced consistent hashing with bounded loads (largest slice `ceil(k/n)` at epsilon 0).
-    #[default]
     Bounded,
     /// Jump consistent hash.
     Jump,
@@ -286,7 +285,8 @@ pub enum StrategyType {
     Ring,
     /// Perfectly balanced (every slice `floor(k/n)` or `ceil(k/n)` jobs), moving exactly the
     /// fewest jobs balance allows from the assignment in force, which it reads from the
-    /// revision history.
+    /// revision history. The default.
+    #[default]
     Sticky,
 }
 

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use shoal_core::{Assignment, JobSet, MemberId, diff};
 
+use shoal_controller::crd::StrategyType;
+
 use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -81,5 +83,106 @@ async fn a_restarted_controller_moves_nothing_and_keeps_moving_exactly_the_lower
     assert_eq!(change.moved.len(), change.lower_bound);
     assert_eq!(change.moved.len(), second["worker-3"].len());
     assert!(third.values().all(|jobs| jobs.len() == 9), "{third:?}");
+    controller.stop().await;
+}
+
+/// A `(jobs, members)` pair for which `bounded` leaves a member under `floor(k/n)`, so
+/// that a switch to `sticky` would move jobs.
+fn bounded_leaves_a_member_short() -> (usize, u32) {
+    use shoal_core::{Member, Strategy, assign};
+    for (jobs, members) in [(100, 7), (50, 7), (40, 6), (60, 7), (30, 4)] {
+        let keys = JobSet::parse(job_keys(jobs)).expect("valid jobs");
+        let pods: Vec<Member> = (0..members).map(|i| Member::new("worker", i)).collect();
+        let bounded = assign(&keys, &pods, &Strategy::Bounded { epsilon: 0.0 }).expect("assigned");
+        if bounded.load_range().0 < jobs / members as usize {
+            return (jobs, members);
+        }
+    }
+    panic!("no candidate leaves a member short under bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swarm_created_under_the_bounded_default_keeps_it_after_the_upgrade_and_a_new_one_is_sticky()
+ {
+    let env = Env::start().await;
+    // The Swarm CRD as released before `sticky` was the default: the same schema with
+    // `bounded` as the strategy default. The API server stores the default it fills in.
+    let current = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../manifests/crd.yaml"
+    ))
+    .expect("the CRD manifest");
+    let released = current
+        .replace(
+            "                default:\n                  type: sticky\n",
+            "                default:\n                  type: bounded\n",
+        )
+        .replace("default: sticky", "default: bounded");
+    assert_ne!(
+        released, current,
+        "the strategy defaults were found and replaced"
+    );
+    let released_path =
+        std::env::temp_dir().join(format!("swarm-crd-bounded-{}.yaml", std::process::id()));
+    std::fs::write(&released_path, &released).expect("a temporary CRD file");
+    env.kubectl(&["apply", "-f", released_path.to_str().expect("a UTF-8 path")])
+        .await;
+    let (jobs, members) = bounded_leaves_a_member_short();
+    // A CRD update takes effect a moment later on a real server: create until the
+    // stored Swarm carries the released default.
+    eventually(
+        "a Swarm stored under the released default",
+        WAIT,
+        || async {
+            env.apply(&swarm_yaml("demo", &job_keys(jobs), "")).await;
+            let stored = env.swarm("demo").await.spec.strategy.type_;
+            if stored == StrategyType::Bounded {
+                return Some(());
+            }
+            env.kubectl(&["delete", "swarm", "demo", "--wait=true"])
+                .await;
+            None
+        },
+    )
+    .await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", members).await;
+    env.ready_pool("worker", members).await;
+    let before = eventually("revision 1 in force", WAIT, || async {
+        let status = env.swarm("demo").await.status?;
+        let slices = env.slices("demo").await;
+        (status.current_revision == 1 && status.phase.as_deref() == Some("Ready")).then_some(slices)
+    })
+    .await;
+
+    // The upgrade: the current CRD, whose default is `sticky`.
+    env.kubectl(&[
+        "apply",
+        "-f",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/crd.yaml"),
+    ])
+    .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let swarm = env.swarm("demo").await;
+    assert_eq!(swarm.spec.strategy.type_, StrategyType::Bounded);
+    let status = swarm.status.expect("status");
+    assert_eq!(
+        (status.current_revision, status.latest_revision),
+        (1, 1),
+        "the upgrade is no new revision: {status:?}"
+    );
+    assert_eq!(env.slices("demo").await, before, "nothing moved");
+
+    // A Swarm created now gets `sticky`.
+    eventually(
+        "a new Swarm stored with the sticky default",
+        WAIT,
+        || async {
+            env.apply(&swarm_yaml("fresh", &job_keys(3), "")).await;
+            (env.swarm("fresh").await.spec.strategy.type_ == StrategyType::Sticky).then_some(())
+        },
+    )
+    .await;
+    let _ = std::fs::remove_file(&released_path);
     controller.stop().await;
 }

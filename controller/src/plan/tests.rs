@@ -868,6 +868,8 @@ fn restart_policy_never_evicts_a_pod_that_started_after_its_slice_was_written() 
 fn a_member_unavailable_past_failover_after_loses_its_jobs_and_gets_them_back() {
     let mut spec = spec(jobs(30));
     spec.failover.after = Some("5m".to_owned());
+    // Getting exactly its own jobs back is a property of the stateless strategies.
+    spec.strategy.type_ = StrategyType::Bounded;
     let mut cluster = Cluster::new(spec, 3);
     cluster.settle();
     let original = cluster.slice_of("worker-1");
@@ -2524,7 +2526,9 @@ fn switching_from_bounded_to_sticky_moves_only_what_perfect_balance_forces() {
     // member under the floor (exactly the bound moves).
     let mut outcomes = BTreeSet::new();
     for (job_count, replicas) in [(30, 3), (30, 4), (27, 4), (100, 7)] {
-        let mut cluster = Cluster::new(spec(jobs(job_count)), replicas);
+        let mut swarm = spec(jobs(job_count));
+        swarm.strategy.type_ = StrategyType::Bounded;
+        let mut cluster = Cluster::new(swarm, replicas);
         cluster.settle();
         let bounded = slices_in_force(&cluster);
         let (floor, ceil) = (
@@ -2769,7 +2773,9 @@ fn a_job_list_entry_that_is_neither_a_key_nor_a_setting_is_refused_naming_the_co
 
 #[test]
 fn weights_under_a_stateless_strategy_are_refused_and_the_slices_in_force_stay() {
-    let mut cluster = Cluster::new(spec(jobs(10)), 2);
+    let mut swarm = spec(jobs(10));
+    swarm.strategy.type_ = StrategyType::Bounded;
+    let mut cluster = Cluster::new(swarm, 2);
     cluster.settle();
     let before = slices_in_force(&cluster).member_jobs();
     cluster.obs.spec.job_settings.insert(

@@ -141,8 +141,52 @@ pub struct SchemaReport {
     pub unknown_fields: Vec<String>,
 }
 
-/// Validates and prunes a custom resource in place.
+/// Fills in the schema's `default`s where a field is absent (or null and not nullable),
+/// as the API server does to every custom resource it is sent, so that what is stored
+/// carries the default of the CRD it was written under. A default inside a defaulted
+/// value applies too; only objects (`properties`, `additionalProperties`) and array items
+/// are walked.
+pub fn apply_schema_defaults(value: &mut Value, schema: &Value) {
+    match value {
+        Value::Object(fields) => {
+            if let Some(properties) = schema["properties"].as_object() {
+                for (name, field_schema) in properties {
+                    let absent = match fields.get(name) {
+                        None => true,
+                        Some(Value::Null) => field_schema["nullable"].as_bool() != Some(true),
+                        Some(_) => false,
+                    };
+                    if absent && let Some(default) = field_schema.get("default") {
+                        fields.insert(name.clone(), default.clone());
+                    }
+                    if let Some(field) = fields.get_mut(name) {
+                        apply_schema_defaults(field, field_schema);
+                    }
+                }
+            }
+            if let Some(values_schema) = schema
+                .get("additionalProperties")
+                .filter(|values| values.is_object())
+            {
+                for field in fields.values_mut() {
+                    apply_schema_defaults(field, values_schema);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for item in items {
+                    apply_schema_defaults(item, item_schema);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Fills in defaults, then validates and prunes a custom resource in place.
 pub fn validate_custom(object: &mut Value, schema: &Value) -> SchemaReport {
+    apply_schema_defaults(object, schema);
     let mut report = SchemaReport::default();
     let Some(fields) = object.as_object_mut() else {
         report.causes.push(cause(
@@ -389,4 +433,60 @@ fn check(value: &mut Value, schema: &Value, path: &str, report: &mut SchemaRepor
         _ => {}
     }
     false
+}
+
+#[cfg(test)]
+mod defaults {
+    use serde_json::json;
+
+    use super::apply_schema_defaults;
+
+    fn schema() -> serde_json::Value {
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "strategy": {"type": "object", "default": {"type": "bounded"}, "properties": {
+                "type": {"type": "string", "default": "bounded"},
+                "epsilon": {"type": "number", "default": 0}
+            }},
+            "limit": {"type": "integer", "default": 10},
+            "note": {"type": "string", "nullable": true, "default": "x"},
+            "items": {"type": "array", "items": {"type": "object", "properties": {
+                "weight": {"type": "integer", "default": 1}
+            }}}
+        }}}})
+    }
+
+    #[test]
+    fn absent_fields_get_their_defaults_and_so_do_fields_inside_a_default() {
+        let mut object = json!({"spec": {"items": [{}, {"weight": 3}]}});
+        apply_schema_defaults(&mut object, &schema());
+        assert_eq!(
+            object,
+            json!({"spec": {
+                "strategy": {"type": "bounded", "epsilon": 0},
+                "limit": 10,
+                "note": "x",
+                "items": [{"weight": 1}, {"weight": 3}]
+            }})
+        );
+    }
+
+    #[test]
+    fn given_values_are_kept_and_a_nullable_null_stays_null() {
+        let mut object =
+            json!({"spec": {"strategy": {"type": "sticky"}, "limit": 3, "note": null}});
+        apply_schema_defaults(&mut object, &schema());
+        assert_eq!(
+            object["spec"]["strategy"],
+            json!({"type": "sticky", "epsilon": 0})
+        );
+        assert_eq!(object["spec"]["limit"], json!(3));
+        assert_eq!(object["spec"]["note"], json!(null));
+    }
+
+    #[test]
+    fn a_null_that_is_not_nullable_is_defaulted() {
+        let mut object = json!({"spec": {"limit": null}});
+        apply_schema_defaults(&mut object, &schema());
+        assert_eq!(object["spec"]["limit"], json!(10));
+    }
 }
