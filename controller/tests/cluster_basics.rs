@@ -221,7 +221,9 @@ async fn a_forced_failover_moves_only_that_members_jobs_and_they_return_afterwar
     let env = Env::start().await;
     let controller = env.start_controller();
     env.pool("worker", "demo", 3).await;
-    env.apply(&swarm_yaml("demo", &job_keys(30), "")).await;
+    // Getting exactly its own jobs back is a property of the stateless strategies.
+    let bounded = "  strategy:\n    type: bounded\n";
+    env.apply(&swarm_yaml("demo", &job_keys(30), bounded)).await;
     let before = eventually("revision 1 in force", WAIT, || async {
         let status = env.swarm("demo").await.status?;
         let slices = env.slices("demo").await;
@@ -326,7 +328,8 @@ async fn a_member_unready_past_failover_after_loses_its_jobs_and_gets_them_back(
         env.set_ready_once_running(pod).await;
     }
     env.ready_pool("worker", 3).await;
-    let failover = "  failover:\n    after: 3s\n";
+    // Getting exactly its own jobs back is a property of the stateless strategies.
+    let failover = "  failover:\n    after: 3s\n  strategy:\n    type: bounded\n";
     env.apply(&swarm_yaml("demo", &job_keys(30), failover))
         .await;
     env.in_force("demo", 1, WAIT).await;

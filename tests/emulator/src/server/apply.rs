@@ -478,6 +478,13 @@ pub fn server_side_apply(
         return Ok((201, store.put(key.clone(), object)));
     };
     let config_set = field_set(&config, resource_type);
+    // A real server compares the applied values with the defaults filled in (the merged
+    // object is defaulted before it is compared with the live one), so a field the
+    // configuration leaves to its default is no conflict.
+    let mut compared = config.clone();
+    if let Some(schema) = &resource_type.schema {
+        super::validation::apply_schema_defaults(&mut compared, schema);
+    }
     let mut list = entries(&old);
     let is_own = |entry: &Entry| {
         entry.manager == context.manager
@@ -487,7 +494,7 @@ pub fn server_side_apply(
     let mut conflicts: Vec<(String, String, FieldPath)> = Vec::new();
     for entry in list.iter().filter(|entry| !is_own(entry)) {
         for path in config_set.intersection(&entry.fields) {
-            if value_at(&old, path) != value_at(&config, path) && value_at(&old, path).is_some() {
+            if value_at(&old, path) != value_at(&compared, path) && value_at(&old, path).is_some() {
                 conflicts.push((
                     entry.manager.clone(),
                     entry.api_version.clone(),
