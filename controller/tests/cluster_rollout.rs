@@ -277,17 +277,7 @@ async fn a_direct_edit_of_the_placement_record_is_put_back_from_the_slices_repor
         "deployment": 7, "state": "installed",
     }]}})
     .to_string();
-    env.kubectl(&[
-        "patch",
-        "dplan",
-        "web",
-        "--subresource=status",
-        "--type=merge",
-        "--field-manager=intruder",
-        "-p",
-        &edit,
-    ])
-    .await;
+    edit_record_as_intruder(&env, &edit).await;
 
     // Put back, and nothing moved meanwhile: the slices hold what they held.
     let slices_seen = std::sync::Mutex::new(Vec::new());
@@ -360,17 +350,7 @@ async fn an_edit_of_the_deployments_record_is_not_delivered_nor_made_the_control
         serde_json::to_value(&plan_status(&env).await.deployments).expect("the record serializes");
     deployments[0]["payloads"][0]["coordinates"]["image"] = "evil:1".into();
     let edit = serde_json::json!({"status": {"deployments": deployments}}).to_string();
-    env.kubectl(&[
-        "patch",
-        "dplan",
-        "web",
-        "--subresource=status",
-        "--type=merge",
-        "--field-manager=intruder",
-        "-p",
-        &edit,
-    ])
-    .await;
+    edit_record_as_intruder(&env, &edit).await;
     let condition = eventually("PlacementRestored False", WAIT, || async {
         let status = plan_status(&env).await;
         status
@@ -419,4 +399,20 @@ async fn an_edit_of_the_deployments_record_is_not_delivered_nor_made_the_control
     );
     controller.stop().await;
     env.finish().await;
+}
+
+/// Edits plan `web`'s status with kubectl under another field manager, as a careless or
+/// hostile user with `update` on the status subresource can.
+async fn edit_record_as_intruder(env: &Env, merge_patch: &str) {
+    env.kubectl(&[
+        "patch",
+        "dplan",
+        "web",
+        "--subresource=status",
+        "--type=merge",
+        "--field-manager=intruder",
+        "-p",
+        merge_patch,
+    ])
+    .await;
 }

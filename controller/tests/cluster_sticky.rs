@@ -65,15 +65,7 @@ async fn a_restarted_controller_moves_nothing_and_keeps_moving_exactly_the_lower
     // Restart: a new controller process state, with only the cluster to go by.
     controller.kill().await;
     let controller = env.start_controller();
-    // Several passes (resync is 5 s in tests) change nothing.
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    let status = env.swarm("demo").await.status.expect("status");
-    assert_eq!(
-        (status.current_revision, status.latest_revision),
-        (2, 2),
-        "{status:?}"
-    );
-    assert_eq!(env.slices("demo").await, second);
+    env.passes_change_nothing("demo", 2, &second).await;
 
     // And its next revision is computed from the recorded assignment: still minimal.
     env.kubectl(&["scale", "statefulset", "worker", "--replicas=3"])
@@ -162,16 +154,11 @@ async fn a_swarm_created_under_the_bounded_default_keeps_it_after_the_upgrade_an
         concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/crd.yaml"),
     ])
     .await;
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    let swarm = env.swarm("demo").await;
-    assert_eq!(swarm.spec.strategy.type_, StrategyType::Bounded);
-    let status = swarm.status.expect("status");
+    env.passes_change_nothing("demo", 1, &before).await;
     assert_eq!(
-        (status.current_revision, status.latest_revision),
-        (1, 1),
-        "the upgrade is no new revision: {status:?}"
+        env.swarm("demo").await.spec.strategy.type_,
+        StrategyType::Bounded
     );
-    assert_eq!(env.slices("demo").await, before, "nothing moved");
 
     // A Swarm created now gets `sticky`.
     eventually(

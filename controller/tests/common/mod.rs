@@ -390,6 +390,25 @@ metadata:
         .await;
     }
 
+    /// Lets the controller make several passes (resync is 5 s in tests) and checks that
+    /// they changed nothing: `revision` is still the one in force and the latest given,
+    /// and the slices are still `slices`.
+    pub async fn passes_change_nothing(
+        &self,
+        swarm: &str,
+        revision: u64,
+        slices: &BTreeMap<String, Vec<String>>,
+    ) {
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        let status = self.swarm(swarm).await.status.expect("status");
+        assert_eq!(
+            (status.current_revision, status.latest_revision),
+            (revision, revision),
+            "no new revision: {status:?}"
+        );
+        assert_eq!(&self.slices(swarm).await, slices, "nothing moved");
+    }
+
     /// Approves the pending revision as a user does with kubectl alone: annotates the
     /// Swarm with the value `status.pendingRevision.approveWith` gives. Returns that value.
     pub async fn approve_pending(&self, swarm: &str) -> String {
