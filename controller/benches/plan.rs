@@ -3,66 +3,20 @@
 //!
 //! `cargo bench -p shoal-controller --bench plan`
 
-use std::collections::BTreeMap;
-
 use criterion::{Criterion, criterion_group, criterion_main};
-use shoal_controller::crd::SwarmSpec;
-use shoal_controller::plan::{
-    JobSource, Observation, Operation, PodState, PoolState, apply_in_memory, plan,
-};
-
-fn pool(replicas: u32) -> PoolState {
-    PoolState {
-        name: "worker".to_owned(),
-        replicas,
-        deployment_pods: None,
-        pods: (0..replicas)
-            .map(|ordinal| {
-                let pod = PodState {
-                    uid: format!("uid-{ordinal}"),
-                    ready: true,
-                    deleting: false,
-                };
-                (ordinal, pod)
-            })
-            .collect(),
-        observed_current: true,
-    }
-}
+use shoal_controller::fixtures;
+use shoal_controller::plan::{Observation, Operation, apply_in_memory, plan};
 
 /// A Swarm converged on `members` members, then scaled to one more.
 fn scaled(members: u32, jobs: usize) -> Observation {
-    let spec: SwarmSpec = serde_json::from_value(serde_json::json!({
-        "jobs": (0..jobs).map(|i| format!("stream:{i:08}")).collect::<Vec<_>>(),
-    }))
-    .expect("valid spec");
-    let mut obs = Observation {
-        swarm: "bench".to_owned(),
-        generation: Some(1),
-        spec,
-        annotations: BTreeMap::new(),
-        status: Default::default(),
-        pools: vec![pool(members)],
-        job_source: JobSource::NotReferenced,
-        slices: BTreeMap::new(),
-        leases: BTreeMap::new(),
-        history: BTreeMap::new(),
-        damaged_history: BTreeMap::new(),
-        index: None,
-        owned_config_maps: BTreeMap::new(),
-        foreign_config_maps: BTreeMap::new(),
-        edited_config_maps: BTreeMap::new(),
-        blocked_evictions: BTreeMap::new(),
-        plans: Ok(Vec::new()),
-        approved_by_policy: false,
-        now: "2026-01-01T00:00:00Z".parse().expect("timestamp"),
-    };
+    let spec = fixtures::spec_with_jobs(fixtures::stream_keys(jobs, 8));
+    let mut obs = fixtures::observation("bench", spec, vec![fixtures::pool("worker", members)]);
     for _ in 0..4 {
         let planned = plan(&obs);
         apply_in_memory(&mut obs, &planned);
         obs.status = planned.status;
     }
-    obs.pools = vec![pool(members + 1)];
+    obs.pools = vec![fixtures::pool("worker", members + 1)];
     obs
 }
 

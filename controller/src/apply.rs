@@ -6,6 +6,10 @@
 //! Swarm does not own yet is created, never applied over: if someone else
 //! took it in the meantime, the create fails and nothing of theirs changes.
 
+use shoal_core::names::{
+    ANNOTATION_CHECKSUM, ANNOTATION_PHASE, ANNOTATION_WRITTEN_FOR_UID, CONTROLLER_FIELD_MANAGER,
+    REVISION_DATA_KEY,
+};
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -17,12 +21,11 @@ use serde_json::json;
 use shoal_core::{MemberId, Slice, format, names};
 use tracing::{info, warn};
 
+use crate::cluster::Context;
 use crate::crd::Swarm;
-use crate::plan::{
-    self, Observation, Operation, PHASE_ANNOTATION, Plan, REVISION_DATA_KEY, RevisionRecord,
-    WRITTEN_FOR_UID_ANNOTATION,
-};
-use crate::reconcile::{Context, Error, FIELD_MANAGER, MAX_PLAIN_BYTES, gzip, publish};
+use crate::plan::{self, Observation, Operation, Plan, RevisionRecord};
+use crate::reconcile::{Error, publish};
+use shoal_core::format::MAX_PLAIN_BYTES;
 
 /// Writes and deletes the ConfigMaps of one Swarm, only those it owns.
 struct ConfigMaps<'a> {
@@ -67,7 +70,7 @@ impl ConfigMaps<'_> {
     async fn write(&self, name: &str, body: serde_json::Value) -> Result<(), WriteFailure> {
         self.ctx.metrics.wrote("configmap");
         if self.owned.contains_key(name) {
-            let params = PatchParams::apply(FIELD_MANAGER).force();
+            let params = PatchParams::apply(CONTROLLER_FIELD_MANAGER).force();
             return self
                 .api
                 .patch(name, &params, &Patch::Apply(body))
@@ -78,7 +81,7 @@ impl ConfigMaps<'_> {
         let object: ConfigMap = serde_json::from_value(body)
             .map_err(|error| WriteFailure::Api(kube::Error::SerdeError(error)))?;
         let params = PostParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
+            field_manager: Some(CONTROLLER_FIELD_MANAGER.to_owned()),
             ..PostParams::default()
         };
         match self.api.create(&params, &object).await {
@@ -132,7 +135,7 @@ pub(crate) fn text_payload(key: &str, text: &str) -> (serde_json::Value, serde_j
     if text.len() <= MAX_PLAIN_BYTES {
         (json!({ key: text }), json!({}))
     } else {
-        let compressed = ByteString(gzip(text));
+        let compressed = ByteString(format::gzip(text));
         (json!({}), json!({ format!("{key}.gz"): compressed }))
     }
 }
@@ -179,10 +182,10 @@ pub async fn apply(
             } => {
                 let annotations = BTreeMap::from([
                     (
-                        WRITTEN_FOR_UID_ANNOTATION.to_owned(),
+                        ANNOTATION_WRITTEN_FOR_UID.to_owned(),
                         written_for_uid.clone(),
                     ),
-                    (PHASE_ANNOTATION.to_owned(), (*phase).to_owned()),
+                    (ANNOTATION_PHASE.to_owned(), (*phase).to_owned()),
                 ]);
                 write_slice(&config_maps, member, slice, annotations, *previous_parts).await?;
                 if !instances_only {
@@ -272,7 +275,7 @@ async fn write_revision(
         plan::StoredRecord::Split { chunks, checksum } => {
             let annotations = BTreeMap::from([
                 (names::ANNOTATION_PARTS.to_owned(), chunks.len().to_string()),
-                (plan::RECORD_CHECKSUM_ANNOTATION.to_owned(), checksum),
+                (ANNOTATION_CHECKSUM.to_owned(), checksum),
             ]);
             for (part, chunk) in chunks.into_iter().enumerate().rev() {
                 writes.push((
@@ -479,7 +482,7 @@ async fn answer_for_write(
         pod: pod.clone(),
         source,
     })?;
-    let found = found.items.first().map(crate::reconcile::pod_state);
+    let found = found.items.first().map(crate::cluster::pools::pod_state);
     let Some(uid) = plan::pod_answering_for_write(written_for_uid, found.as_ref()) else {
         return Ok(());
     };
@@ -490,10 +493,10 @@ async fn answer_for_write(
     let cm_name = names::slice_configmap(&pod);
     config_maps.ctx.metrics.wrote("configmap");
     let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
+        field_manager: Some(CONTROLLER_FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
     };
-    let patch = json!({ "metadata": { "annotations": { WRITTEN_FOR_UID_ANNOTATION: uid } } });
+    let patch = json!({ "metadata": { "annotations": { ANNOTATION_WRITTEN_FOR_UID: uid } } });
     config_maps
         .api
         .patch(&cm_name, &params, &Patch::Merge(patch))
@@ -637,7 +640,7 @@ async fn evict(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reconcile::read_text;
+    use crate::cluster::config_maps::read_text;
 
     #[test]
     fn a_large_slice_is_stored_gzip_compressed_in_binary_data_and_read_back() {

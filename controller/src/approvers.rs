@@ -2,7 +2,7 @@
 //!
 //! Kubernetes records no user on an object, so an approval annotation
 //! (`shoal.dev/approve`) by itself says nothing about who wrote it. The approver
-//! names themself in [`APPROVED_BY_ANNOTATION`] in the same request (`kubectl shoal
+//! names themself in [`ANNOTATION_APPROVED_BY`] in the same request (`kubectl shoal
 //! approve` and `approve-op` learn the name from a SelfSubjectReview and set both),
 //! and the admission policy [`APPROVED_BY_POLICY`] (`manifests/admission/approvers.yaml`)
 //! refuses a request that sets or changes the approval unless that name is the
@@ -26,82 +26,15 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY};
 
 use crate::crd::SwarmStatus;
 use crate::deployment_plan::DeploymentPlanStatus;
 
-/// Annotation naming who set `shoal.dev/approve` (the requester's user name).
-pub const APPROVED_BY_ANNOTATION: &str = "shoal.dev/approved-by";
-
-/// The admission policy (and its binding) that makes [`APPROVED_BY_ANNOTATION`] true.
+/// The admission policy (and its binding) that makes [`ANNOTATION_APPROVED_BY`] true.
 pub const APPROVED_BY_POLICY: &str = "shoal-approved-by";
 
-/// Recorded as the approver of an annotation approval that names nobody.
-pub const UNNAMED_APPROVER: &str = "unknown (no shoal.dev/approved-by)";
-
-/// Who approved a revision or an operation, and when.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ApprovalRecord {
-    /// The user who set `shoal.dev/approve` (as `shoal.dev/approved-by` named them), or
-    /// `shoal-controller (<policy>)` when the approval policy let the change through.
-    pub by: String,
-    /// Whether `by` is known to be true: the controller's own approvals, and a user's
-    /// while the admission policy `shoal-approved-by` was in force. Otherwise `by` is
-    /// only what the annotation claims.
-    pub verified: bool,
-    /// When the controller applied the approval (RFC 3339).
-    pub at: String,
-}
-
-impl ApprovalRecord {
-    /// An approval the controller made itself under the approval policy `policy`
-    /// (`Automatic`, `Budget`, or why no approval was needed).
-    pub fn by_policy(policy: &str, at: &str) -> ApprovalRecord {
-        ApprovalRecord {
-            by: format!("shoal-controller ({policy})"),
-            verified: true,
-            at: at.to_owned(),
-        }
-    }
-
-    /// The approval written in `annotations` (`shoal.dev/approve` with
-    /// `shoal.dev/approved-by`); `policy_in_force` says whether the admission policy
-    /// vouches for the name.
-    pub fn from_annotations(
-        annotations: &BTreeMap<String, String>,
-        policy_in_force: bool,
-        at: &str,
-    ) -> ApprovalRecord {
-        match annotations
-            .get(APPROVED_BY_ANNOTATION)
-            .map(|name| name.trim())
-            .filter(|name| !name.is_empty())
-        {
-            Some(name) => ApprovalRecord {
-                by: name.to_owned(),
-                verified: policy_in_force,
-                at: at.to_owned(),
-            },
-            None => ApprovalRecord {
-                by: UNNAMED_APPROVER.to_owned(),
-                verified: false,
-                at: at.to_owned(),
-            },
-        }
-    }
-
-    /// The approver as tables show it: the name, marked when it is only a claim.
-    pub fn display(&self) -> String {
-        if self.verified || self.by == UNNAMED_APPROVER {
-            self.by.clone()
-        } else {
-            format!("{} (unverified)", self.by)
-        }
-    }
-}
+pub use crate::approval_record::{ApprovalRecord, UNNAMED_APPROVER};
 
 /// Whether the admission policy [`APPROVED_BY_POLICY`] is in force: the policy exists
 /// with `failurePolicy: Fail` (the default) and a binding of it denies. Any failure to
@@ -164,7 +97,7 @@ pub async fn vouched_for(client: &Client, cluster_wide: bool, may_approve: bool)
 pub fn swarm_may_approve(annotations: &BTreeMap<String, String>, status: &SwarmStatus) -> bool {
     let pending = status.pending_revision.as_ref();
     annotations
-        .get(crate::plan::APPROVE_ANNOTATION)
+        .get(ANNOTATION_APPROVE)
         .is_some_and(|value| pending.is_some_and(|pending| value.trim() == pending.approve_with))
 }
 
@@ -175,7 +108,7 @@ pub fn plan_may_approve(
     annotations: &BTreeMap<String, String>,
     status: &DeploymentPlanStatus,
 ) -> bool {
-    let Some(value) = annotations.get(crate::plan::APPROVE_ANNOTATION) else {
+    let Some(value) = annotations.get(ANNOTATION_APPROVE) else {
         return false;
     };
     let settled = |item: &str| {
@@ -196,10 +129,9 @@ pub fn plan_may_approve(
 /// `approver`, the user the API server says the client is ([`approver_name`]). Without
 /// a name the approval goes alone, and the policy, where installed, refuses it saying why.
 pub fn approval_annotations(value: &str, approver: Option<&str>) -> BTreeMap<String, String> {
-    let mut annotations =
-        BTreeMap::from([(crate::plan::APPROVE_ANNOTATION.to_owned(), value.to_owned())]);
+    let mut annotations = BTreeMap::from([(ANNOTATION_APPROVE.to_owned(), value.to_owned())]);
     if let Some(name) = approver {
-        annotations.insert(APPROVED_BY_ANNOTATION.to_owned(), name.to_owned());
+        annotations.insert(ANNOTATION_APPROVED_BY.to_owned(), name.to_owned());
     }
     annotations
 }
@@ -282,7 +214,7 @@ mod tests {
     fn a_named_approver_is_verified_only_while_the_policy_is_in_force() {
         let annotations = BTreeMap::from([
             ("shoal.dev/approve".to_owned(), "4/sha256:abc".to_owned()),
-            (APPROVED_BY_ANNOTATION.to_owned(), "alice".to_owned()),
+            (ANNOTATION_APPROVED_BY.to_owned(), "alice".to_owned()),
         ]);
         let vouched = ApprovalRecord::from_annotations(&annotations, true, "t");
         assert_eq!((vouched.by.as_str(), vouched.verified), ("alice", true));
@@ -296,7 +228,7 @@ mod tests {
     fn an_approval_that_names_nobody_is_recorded_as_unknown_even_with_the_policy() {
         let annotations = BTreeMap::from([
             ("shoal.dev/approve".to_owned(), "4/sha256:abc".to_owned()),
-            (APPROVED_BY_ANNOTATION.to_owned(), "  ".to_owned()),
+            (ANNOTATION_APPROVED_BY.to_owned(), "  ".to_owned()),
         ]);
         let record = ApprovalRecord::from_annotations(&annotations, true, "t");
         assert_eq!(record.by, UNNAMED_APPROVER);

@@ -111,6 +111,10 @@ pub struct SwarmSpec {
 /// what fits in one object.
 pub const MAX_INLINE_JOBS: u32 = 100_000;
 
+/// The most members a Swarm's pools may have in all (the schema bounds `replicas` and
+/// update budgets by it; the planner refuses more, `TooManyMembers`).
+pub const MAX_MEMBERS: u32 = 10_000;
+
 /// A job key has no control characters (the controller refuses them too).
 const JOB_KEY_PATTERN: &str = r"^[^\x00-\x1F\x7F-\x9F]*$";
 
@@ -309,7 +313,7 @@ pub struct ApprovalSpec {
     pub policy: ApprovalPolicy,
     /// Budget: approve alone when at most this many members are disrupted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(max = crate::plan::MAX_MEMBERS))]
+    #[schemars(range(max = MAX_MEMBERS))]
     pub max_disrupted_members: Option<u32>,
     /// Budget: approve alone when at most this many jobs move.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -335,7 +339,7 @@ pub enum ApprovalPolicy {
 pub struct RolloutSpec {
     /// At most this many members unavailable because of restarts (Restart policy); at least 1.
     #[serde(default = "default_max_unavailable")]
-    #[schemars(range(min = 1, max = crate::plan::MAX_MEMBERS))]
+    #[schemars(range(min = 1, max = MAX_MEMBERS))]
     pub max_unavailable: u32,
     /// Restart policy: the pools (StatefulSet names) restarted one at a time, in this
     /// order; pools not listed follow in byte order. Empty: byte order.

@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use kube::CustomResource;
 use schemars::JsonSchema;
 
-use crate::approvers::ApprovalRecord;
+use crate::approval_record::ApprovalRecord;
 use serde::{Deserialize, Serialize};
 use shoal_core::deploy::status::DeploymentStatusDocument;
 

@@ -18,7 +18,7 @@ use std::sync::Mutex;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::plan::LeaseState;
+use crate::observed::LeaseState;
 
 /// How long an entry of a Lease no longer observed is kept.
 const FORGET_AFTER: SignedDuration = SignedDuration::from_hours(1);

@@ -11,15 +11,21 @@
 //! * [`run`]: the whole controller in-process (watches, leader election, metrics server).
 
 pub mod apply;
+pub mod approval_record;
 pub mod approvers;
+pub mod cluster;
 pub mod crd;
 pub mod deployment;
 pub mod deployment_plan;
 pub mod events;
 pub mod eviction;
+pub mod fixtures;
 pub mod lease_clock;
+pub mod managed_fields;
 pub mod metrics;
+pub mod observed;
 pub mod plan;
+pub mod planned;
 pub mod plugin;
 pub mod reconcile;
 pub mod refusals;

@@ -6,44 +6,25 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::ListParams;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
-use shoal_core::{format, names};
+use shoal_core::names::{self, ANNOTATION_CHECKSUM, REVISION_DATA_KEY};
 use tracing::{info, instrument, warn};
 
+use crate::cluster::config_maps::{
+    edited_by, owned_by, owner_description, read_text, slice_object,
+};
+use crate::cluster::is_not_found;
+use crate::cluster::leases::lease_state;
+use crate::cluster::pools::{ListError, observe_deployment_pool, observe_pool};
+pub use crate::cluster::{Context, publish_on};
 use crate::crd::{JobsFrom, Swarm};
 use crate::deployment_plan::DeploymentPlan;
-use crate::events::EventRecorders;
-use crate::metrics::Metrics;
-use crate::plan::{
-    self, JobSource, LeaseState, Observation, PHASE_ANNOTATION, PodState, PoolState,
-    REVISION_DATA_KEY, RevisionRecord, SliceObject, WRITTEN_FOR_UID_ANNOTATION,
-};
-
-/// Field manager of every server-side apply the controller makes.
-pub const FIELD_MANAGER: &str = names::CONTROLLER_FIELD_MANAGER;
-
-/// What the controller needs at hand while reconciling.
-pub struct Context {
-    /// The API client.
-    pub client: Client,
-    /// The client evictions go through: it does not retry a PodDisruptionBudget's 429.
-    pub evictions: Client,
-    /// Evictions a PodDisruptionBudget refused in the last pass, by Swarm
-    /// (`namespace/name`) and pod: what the API server said.
-    pub blocked_evictions: std::sync::Mutex<BTreeMap<String, BTreeMap<String, String>>>,
-    /// Publishes Events.
-    pub events: EventRecorders,
-    /// Prometheus metrics.
-    pub metrics: Arc<Metrics>,
-    /// How the controller runs.
-    pub settings: crate::Settings,
-    /// Member Lease liveness on this controller's clock.
-    pub lease_clock: crate::lease_clock::LeaseClock,
-}
+use crate::managed_fields;
+use crate::observed::{LeaseState, PoolState, SliceObject};
+use crate::plan::{self, JobSource, Observation, RevisionRecord};
 
 /// Why a reconcile failed. One variant per failing step.
 #[derive(Debug, thiserror::Error)]
@@ -229,177 +210,30 @@ impl Error {
     }
 }
 
-fn is_not_found(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 404)
-}
-
-/// Reads everything `plan` needs from the cluster.
+/// Reads everything `plan` needs from the cluster: the pools, the ConfigMaps the Swarm
+/// owns, its `jobsFrom`, the member Leases and the plans delivered through it.
 pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Error> {
     let name = swarm.name_any();
     let namespace = swarm
         .namespace()
         .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
     let selector = format!("{}={name}", names::LABEL_SWARM);
-
-    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &namespace);
-    let statefulsets = sts_api
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(|source| Error::ListPools {
-            kind: "StatefulSets",
-            swarm: name.clone(),
-            source,
-        })?;
-    let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-    let mut pools = Vec::new();
-    for sts in &statefulsets.items {
-        pools.push(observe_pool(&pod_api, &name, sts).await?);
-    }
-    let deployment_api: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
-    let deployments = deployment_api
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(|source| Error::ListPools {
-            kind: "Deployments",
-            swarm: name.clone(),
-            source,
-        })?;
-    let replica_set_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
-    for deployment in &deployments.items {
-        pools.push(observe_deployment_pool(&replica_set_api, &pod_api, &name, deployment).await?);
-    }
-
+    let pools = read_pools(client, &namespace, &name, &selector).await?;
     let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-    let config_maps = cm_api
+    let listed = cm_api
         .list(&ListParams::default().labels(&selector))
         .await
         .map_err(|source| Error::ListConfigMaps {
             swarm: name.clone(),
             source,
         })?;
-    let mut slices = BTreeMap::new();
-    let mut history = BTreeMap::new();
-    let mut index = None;
-    let mut slice_maps: BTreeMap<String, ConfigMap> = BTreeMap::new();
-    // History ConfigMaps, records and parts of split records alike.
-    let mut record_maps: BTreeMap<String, ConfigMap> = BTreeMap::new();
-    let mut owned_config_maps = BTreeMap::new();
-    let mut foreign_config_maps = BTreeMap::new();
-    let mut edited_config_maps = BTreeMap::new();
-    let swarm_uid = swarm.uid().unwrap_or_default();
-    for cm in config_maps.items {
-        // A label proves nothing (anyone may set it): only what this Swarm owns is read.
-        if !owned_by(&cm, &swarm_uid) {
-            foreign_config_maps.insert(cm.name_any(), owner_description(&cm));
-            continue;
-        }
-        owned_config_maps.insert(cm.name_any(), cm.uid().unwrap_or_default());
-        if let Some(editor) = edited_by(&cm) {
-            edited_config_maps.insert(cm.name_any(), editor);
-        }
-        let labels = cm.labels();
-        if labels
-            .get(names::LABEL_REVISION_HISTORY)
-            .map(String::as_str)
-            == Some("true")
-        {
-            if edited_config_maps.contains_key(&cm.name_any()) {
-                // A record someone else changed is no record of what this Swarm decided.
-                continue;
-            }
-            let record = read_text(&cm, REVISION_DATA_KEY)
-                .and_then(|text| serde_json::from_str::<RevisionRecord>(&text).ok());
-            if let Some(record) = record {
-                history.insert(record.revision, record);
-            }
-            record_maps.insert(cm.name_any(), cm);
-        } else if labels.contains_key(names::LABEL_MEMBER) {
-            slice_maps.insert(cm.name_any(), cm);
-        } else if cm.name_any() == names::index_configmap(&name)
-            && !edited_config_maps.contains_key(&cm.name_any())
-        {
-            index = read_text(&cm, names::INDEX_DATA_KEY);
-        }
-    }
-    let mut damaged_history = BTreeMap::new();
-    for (revision, joined) in split_records(&name, &record_maps) {
-        match joined {
-            Ok(record) => {
-                history.insert(revision, record);
-            }
-            Err(why) => {
-                damaged_history.insert(revision, why);
-            }
-        }
-    }
-    for (cm_name, cm) in &slice_maps {
-        let Some(member) = cm.labels().get(names::LABEL_MEMBER) else {
-            continue;
-        };
-        // Parts 1.. of a split slice are read through their first ConfigMap.
-        if *cm_name != names::slice_configmap(member) {
-            continue;
-        }
-        slices.insert(member.clone(), slice_object(member, cm, &slice_maps));
-    }
-
+    let config_maps = SwarmConfigMaps::sort(&name, &swarm.uid().unwrap_or_default(), listed.items);
     let job_source = match &swarm.spec.jobs_from {
         None => JobSource::NotReferenced,
         Some(from) => read_job_sources(&cm_api, from).await?,
     };
-
-    let lease_api: Api<Lease> = Api::namespaced(client.clone(), &namespace);
-    let member_names = lease_holders(&pools);
-    let leases = match member_lease_selector(&member_names) {
-        None => Vec::new(),
-        Some(selector) => {
-            lease_api
-                .list(&ListParams::default().labels(&selector))
-                .await
-                .map_err(|source| Error::ListLeases {
-                    swarm: name.clone(),
-                    source,
-                })?
-                .items
-        }
-    };
-    let mut member_leases = BTreeMap::new();
-    for lease in leases {
-        let Some(pod) = lease.name_any().strip_suffix("-member").map(str::to_owned) else {
-            continue;
-        };
-        if !member_names.contains(&pod) {
-            continue;
-        }
-        member_leases.insert(pod, lease_state(&lease));
-    }
-
-    // Without the DeploymentPlan CRD installed (404) there are no plans: Swarms work alone.
-    // Refused (403: a role without access, such as the plugin's viewer) the instances in
-    // the slices are kept as they are; any other failure fails the pass.
-    let plans = match Api::<DeploymentPlan>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(list) => Ok(list
-            .items
-            .iter()
-            .filter(|plan| plan.spec.swarm == name)
-            .filter_map(plan_for_delivery)
-            .collect()),
-        Err(source) if is_not_found(&source) => Ok(Vec::new()),
-        Err(kube::Error::Api(status)) if status.code == 403 => Err(format!(
-            "listing DeploymentPlans was refused: {}",
-            status.message
-        )),
-        Err(source) => {
-            return Err(Error::ListPlans {
-                swarm: name.clone(),
-                source,
-            });
-        }
-    };
-
+    let leases = read_member_leases(client, &namespace, &name, &pools).await?;
+    let plans = read_plans(client, &namespace, &name).await?;
     Ok(Observation {
         swarm: name,
         generation: swarm.metadata.generation,
@@ -408,20 +242,216 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         status: swarm.status.clone().unwrap_or_default(),
         pools,
         job_source,
-        slices,
-        leases: member_leases,
-        history,
-        damaged_history,
-        index,
-        owned_config_maps,
-        foreign_config_maps,
-        edited_config_maps,
+        slices: config_maps.slices,
+        leases,
+        history: config_maps.history,
+        damaged_history: config_maps.damaged_history,
+        index: config_maps.index,
+        owned_config_maps: config_maps.owned,
+        foreign_config_maps: config_maps.foreign,
+        edited_config_maps: config_maps.edited,
         blocked_evictions: BTreeMap::new(),
         plans,
         // Read by the reconciler (`reconcile`), which knows whether it may look.
         approved_by_policy: false,
         now: jiff::Timestamp::now(),
     })
+}
+
+/// The Swarm's pools: the StatefulSets and the Deployments labelled for it, each with
+/// its pods.
+async fn read_pools(
+    client: &Client,
+    namespace: &str,
+    swarm: &str,
+    selector: &str,
+) -> Result<Vec<PoolState>, Error> {
+    let list_failed = |kind: &'static str| {
+        move |source| Error::ListPools {
+            kind,
+            swarm: swarm.to_owned(),
+            source,
+        }
+    };
+    let statefulsets = Api::<StatefulSet>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(list_failed("StatefulSets"))?;
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut pools = Vec::new();
+    for sts in &statefulsets.items {
+        let pool = observe_pool(&pod_api, sts)
+            .await
+            .map_err(|source| Error::ListPods {
+                swarm: swarm.to_owned(),
+                source,
+            })?;
+        pools.push(pool);
+    }
+    let deployments = Api::<Deployment>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(list_failed("Deployments"))?;
+    let replica_set_api: Api<ReplicaSet> = Api::namespaced(client.clone(), namespace);
+    for deployment in &deployments.items {
+        let pool = observe_deployment_pool(&replica_set_api, &pod_api, deployment)
+            .await
+            .map_err(|ListError { kind, source }| match kind {
+                "pods" => Error::ListPods {
+                    swarm: swarm.to_owned(),
+                    source,
+                },
+                kind => list_failed(kind)(source),
+            })?;
+        pools.push(pool);
+    }
+    Ok(pools)
+}
+
+/// The ConfigMaps labelled for a Swarm, sorted by what they are to it.
+#[derive(Debug, Default)]
+struct SwarmConfigMaps {
+    /// Member (pod name) → its slice, from the ConfigMaps the Swarm owns.
+    slices: BTreeMap<String, SliceObject>,
+    /// Revision → its record, from history ConfigMaps nobody else edited.
+    history: BTreeMap<u64, RevisionRecord>,
+    /// Revision → why its split record cannot be used.
+    damaged_history: BTreeMap<u64, String>,
+    /// The index document, unless someone else edited it.
+    index: Option<String>,
+    /// Name → uid of every ConfigMap the Swarm owns.
+    owned: BTreeMap<String, String>,
+    /// Name → who owns it, of every labelled ConfigMap the Swarm does not own.
+    foreign: BTreeMap<String, String>,
+    /// Name → the field manager that edited its data, of owned ConfigMaps.
+    edited: BTreeMap<String, String>,
+}
+
+impl SwarmConfigMaps {
+    /// Sorts the ConfigMaps labelled for Swarm `swarm` (uid `swarm_uid`). A label proves
+    /// nothing (anyone may set it): only what the Swarm owns is read, and of that, no
+    /// history record or index someone else edited.
+    fn sort(swarm: &str, swarm_uid: &str, config_maps: Vec<ConfigMap>) -> SwarmConfigMaps {
+        let mut sorted = SwarmConfigMaps::default();
+        let mut slice_maps: BTreeMap<String, ConfigMap> = BTreeMap::new();
+        // History ConfigMaps, records and parts of split records alike.
+        let mut record_maps: BTreeMap<String, ConfigMap> = BTreeMap::new();
+        for cm in config_maps {
+            let cm_name = cm.name_any();
+            if !owned_by(&cm, swarm_uid) {
+                sorted.foreign.insert(cm_name, owner_description(&cm));
+                continue;
+            }
+            sorted
+                .owned
+                .insert(cm_name.clone(), cm.uid().unwrap_or_default());
+            let edited = edited_by(&cm);
+            let is_history = cm
+                .labels()
+                .get(names::LABEL_REVISION_HISTORY)
+                .is_some_and(|value| value == "true");
+            if is_history && edited.is_none() {
+                let record = read_text(&cm, REVISION_DATA_KEY)
+                    .and_then(|text| serde_json::from_str::<RevisionRecord>(&text).ok());
+                if let Some(record) = record {
+                    sorted.history.insert(record.revision, record);
+                }
+                record_maps.insert(cm_name.clone(), cm);
+            } else if is_history {
+                // A record someone else changed is no record of what this Swarm decided.
+            } else if cm.labels().contains_key(names::LABEL_MEMBER) {
+                slice_maps.insert(cm_name.clone(), cm);
+            } else if cm_name == names::index_configmap(swarm) && edited.is_none() {
+                sorted.index = read_text(&cm, names::INDEX_DATA_KEY);
+            }
+            if let Some(editor) = edited {
+                sorted.edited.insert(cm_name, editor);
+            }
+        }
+        for (revision, joined) in split_records(swarm, &record_maps) {
+            match joined {
+                Ok(record) => {
+                    sorted.history.insert(revision, record);
+                }
+                Err(why) => {
+                    sorted.damaged_history.insert(revision, why);
+                }
+            }
+        }
+        for (cm_name, cm) in &slice_maps {
+            let Some(member) = cm.labels().get(names::LABEL_MEMBER) else {
+                continue;
+            };
+            // Parts 1.. of a split slice are read through their first ConfigMap.
+            if *cm_name == names::slice_configmap(member) {
+                sorted
+                    .slices
+                    .insert(member.clone(), slice_object(member, cm, &slice_maps));
+            }
+        }
+        sorted
+    }
+}
+
+/// The member Leases of the Swarm's pods, by pod name.
+async fn read_member_leases(
+    client: &Client,
+    namespace: &str,
+    swarm: &str,
+    pools: &[PoolState],
+) -> Result<BTreeMap<String, LeaseState>, Error> {
+    let member_names = lease_holders(pools);
+    let Some(selector) = member_lease_selector(&member_names) else {
+        return Ok(BTreeMap::new());
+    };
+    let leases = Api::<Lease>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::ListLeases {
+            swarm: swarm.to_owned(),
+            source,
+        })?
+        .items;
+    Ok(leases
+        .iter()
+        .filter_map(|lease| {
+            let pod = lease.name_any().strip_suffix("-member")?.to_owned();
+            member_names
+                .contains(&pod)
+                .then(|| (pod, lease_state(lease)))
+        })
+        .collect())
+}
+
+/// The plans naming the Swarm, as delivery reads them. Without the DeploymentPlan CRD
+/// installed (404) there are no plans: Swarms work alone. Refused (403: a role without
+/// access, such as the plugin's viewer) the instances in the slices are kept as they
+/// are; any other failure fails the pass.
+async fn read_plans(
+    client: &Client,
+    namespace: &str,
+    swarm: &str,
+) -> Result<Result<Vec<plan::PlanForDelivery>, String>, Error> {
+    match Api::<DeploymentPlan>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => Ok(Ok(list
+            .items
+            .iter()
+            .filter(|plan| plan.spec.swarm == swarm)
+            .filter_map(plan_for_delivery)
+            .collect())),
+        Err(source) if is_not_found(&source) => Ok(Ok(Vec::new())),
+        Err(kube::Error::Api(status)) if status.code == 403 => Ok(Err(format!(
+            "listing DeploymentPlans was refused: {}",
+            status.message
+        ))),
+        Err(source) => Err(Error::ListPlans {
+            swarm: swarm.to_owned(),
+            source,
+        }),
+    }
 }
 
 /// A plan naming the Swarm, as delivery reads it; `None` while the controller has not
@@ -431,25 +461,12 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
 fn plan_for_delivery(plan: &DeploymentPlan) -> Option<plan::PlanForDelivery> {
     let status = plan.status.clone()?;
     let entries = plan.metadata.managed_fields.as_deref().unwrap_or_default();
-    let status_fields =
-        |entry: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry| {
-            entry
-                .fields_v1
-                .as_ref()
-                .and_then(|fields| fields.0.get("f:status"))
-                .and_then(|owned| owned.as_object())
-                .map(|owned| owned.keys().cloned().collect::<Vec<_>>())
-                .unwrap_or_default()
-        };
-    let written_by_controller = entries.iter().any(|entry| {
-        entry.manager.as_deref() == Some(FIELD_MANAGER) && !status_fields(entry).is_empty()
-    });
-    if !written_by_controller {
+    if !managed_fields::controller_owns(entries, &["status"], &|_| true) {
         return None;
     }
     // The plan controller puts such a record back (`deployment::drift`); meanwhile the
     // slices keep what they hold.
-    let editor = crate::deployment::drift::record_editors(entries)
+    let editor = managed_fields::plan_record_editors(entries)
         .into_values()
         .next();
     Some(plan::PlanForDelivery {
@@ -507,264 +524,6 @@ fn member_lease_selector(members: &std::collections::BTreeSet<String>) -> Option
     Some(format!("{} in ({})", names::LABEL_MEMBER, named.join(",")))
 }
 
-/// A pod as the plan sees it.
-pub(crate) fn pod_state(pod: &Pod) -> PodState {
-    let ready = pod
-        .status
-        .as_ref()
-        .and_then(|status| status.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
-        });
-    PodState {
-        uid: pod.uid().unwrap_or_default(),
-        ready,
-        deleting: pod.metadata.deletion_timestamp.is_some(),
-    }
-}
-
-/// One pool: its `spec.replicas` and its pods by ordinal, listed with the StatefulSet's own
-/// selector (never every pod of the namespace) and kept only if the StatefulSet owns them.
-pub(crate) async fn observe_pool(
-    pods: &Api<Pod>,
-    swarm: &str,
-    sts: &StatefulSet,
-) -> Result<PoolState, Error> {
-    let pool_name = sts.name_any();
-    let spec = sts.spec.as_ref();
-    let replicas = spec.and_then(|spec| spec.replicas).unwrap_or(1).max(0) as u32;
-    let observed_generation = sts
-        .status
-        .as_ref()
-        .and_then(|status| status.observed_generation);
-    let mut pool = PoolState {
-        name: pool_name.clone(),
-        replicas,
-        deployment_pods: None,
-        pods: BTreeMap::new(),
-        observed_current: sts.metadata.generation.is_none_or(|generation| {
-            observed_generation.is_some_and(|observed| observed >= generation)
-        }),
-    };
-    let Some(selector) = spec.and_then(|spec| label_selector(&spec.selector)) else {
-        // A StatefulSet without a selector has no pods (the API server refuses one anyway).
-        return Ok(pool);
-    };
-    let listed = pods
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(|source| Error::ListPods {
-            swarm: swarm.to_owned(),
-            source,
-        })?;
-    let sts_uid = sts.uid().unwrap_or_default();
-    for pod in &listed.items {
-        let owned = pod
-            .owner_references()
-            .iter()
-            .any(|owner| owner.kind == "StatefulSet" && owner.uid == sts_uid);
-        let ordinal = pod
-            .name_any()
-            .strip_prefix(&format!("{pool_name}-"))
-            .and_then(|ordinal| ordinal.parse::<u32>().ok());
-        let (true, Some(ordinal)) = (owned, ordinal) else {
-            continue;
-        };
-        pool.pods.insert(ordinal, pod_state(pod));
-    }
-    Ok(pool)
-}
-
-/// One Deployment pool: its `spec.replicas` and its pods by name. Listed with the
-/// Deployment's own selector (never every pod of the namespace); a pod is kept only if it
-/// is owned (`controller: true`) by a ReplicaSet that the Deployment owns, as the
-/// Deployment controller leaves them: a pod that merely matches the labels is no member.
-pub(crate) async fn observe_deployment_pool(
-    replica_sets: &Api<ReplicaSet>,
-    pods: &Api<Pod>,
-    swarm: &str,
-    deployment: &Deployment,
-) -> Result<PoolState, Error> {
-    let spec = deployment.spec.as_ref();
-    let mut members = BTreeMap::new();
-    let replicas = spec.and_then(|spec| spec.replicas).unwrap_or(1).max(0) as u32;
-    let Some(selector) = spec.and_then(|spec| label_selector(&spec.selector)) else {
-        return Ok(PoolState {
-            name: deployment.name_any(),
-            replicas,
-            pods: BTreeMap::new(),
-            deployment_pods: Some(members),
-            observed_current: deployment_observed_current(deployment),
-        });
-    };
-    let params = ListParams::default().labels(&selector);
-    let deployment_uid = deployment.uid().unwrap_or_default();
-    let owned_sets: std::collections::BTreeSet<String> = replica_sets
-        .list(&params)
-        .await
-        .map_err(|source| Error::ListPools {
-            kind: "ReplicaSets",
-            swarm: swarm.to_owned(),
-            source,
-        })?
-        .items
-        .iter()
-        .filter(|set| controlled_by(set.owner_references(), "Deployment", &deployment_uid))
-        .filter_map(|set| set.uid())
-        .collect();
-    let listed = pods.list(&params).await.map_err(|source| Error::ListPods {
-        swarm: swarm.to_owned(),
-        source,
-    })?;
-    for pod in &listed.items {
-        let owned = pod.owner_references().iter().any(|owner| {
-            owner.kind == "ReplicaSet"
-                && owner.controller == Some(true)
-                && owned_sets.contains(&owner.uid)
-        });
-        if owned {
-            members.insert(pod.name_any(), pod_state(pod));
-        }
-    }
-    Ok(PoolState {
-        name: deployment.name_any(),
-        replicas,
-        pods: BTreeMap::new(),
-        deployment_pods: Some(members),
-        observed_current: deployment_observed_current(deployment),
-    })
-}
-
-/// The Deployment controller has seen the Deployment's latest spec.
-fn deployment_observed_current(deployment: &Deployment) -> bool {
-    let observed = deployment
-        .status
-        .as_ref()
-        .and_then(|status| status.observed_generation);
-    deployment
-        .metadata
-        .generation
-        .is_none_or(|generation| observed.is_some_and(|observed| observed >= generation))
-}
-
-/// An owner reference list names `kind` with `uid` as the controller.
-fn controlled_by(
-    owners: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference],
-    kind: &str,
-    uid: &str,
-) -> bool {
-    owners
-        .iter()
-        .any(|owner| owner.kind == kind && owner.uid == uid && owner.controller == Some(true))
-}
-
-/// A label selector as a list query (`a=b,c in (d,e),!f`), `None` when it selects nothing
-/// expressible (an empty selector would select every pod).
-fn label_selector(
-    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
-) -> Option<String> {
-    let mut terms: Vec<String> = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .map(|(key, value)| format!("{key}={value}"))
-        .collect();
-    for expression in selector.match_expressions.iter().flatten() {
-        let values = expression.values.clone().unwrap_or_default().join(",");
-        terms.push(match expression.operator.as_str() {
-            "In" => format!("{} in ({values})", expression.key),
-            "NotIn" => format!("{} notin ({values})", expression.key),
-            "Exists" => expression.key.clone(),
-            "DoesNotExist" => format!("!{}", expression.key),
-            _ => return None,
-        });
-    }
-    (!terms.is_empty()).then(|| terms.join(","))
-}
-
-/// A member Lease as the plan reads it; `unchanged_since` is left for the caller's clock.
-pub(crate) fn lease_state(lease: &Lease) -> LeaseState {
-    let annotations = lease.annotations();
-    let spec = lease.spec.clone().unwrap_or_default();
-    LeaseState {
-        holder: spec.holder_identity.clone(),
-        pod_uid: lease
-            .owner_references()
-            .iter()
-            .find(|owner| owner.kind == "Pod")
-            .map(|owner| owner.uid.clone()),
-        acked_revision: annotations
-            .get(names::ANNOTATION_ACKED_REVISION)
-            .and_then(|revision| revision.parse().ok()),
-        acked_hash: annotations.get(names::ANNOTATION_ACKED_HASH).cloned(),
-        renew_time: spec.renew_time.map(|time| time.0),
-        duration_seconds: spec.lease_duration_seconds.map(i64::from),
-        version: lease.resource_version().unwrap_or_default(),
-        unchanged_since: None,
-    }
-}
-
-/// Whether this Swarm (by uid) is the ConfigMap's controller owner.
-pub(crate) fn owned_by(cm: &ConfigMap, swarm_uid: &str) -> bool {
-    cm.owner_references().iter().any(|owner| {
-        owner.controller == Some(true) && owner.uid == swarm_uid && owner.kind == "Swarm"
-    })
-}
-
-/// The field manager, other than this controller, that last changed the ConfigMap's data,
-/// if any: server-side field ownership records every writer of each field, so a hand edit
-/// (`kubectl edit`, `patch`, `apply`) shows as its manager owning data fields.
-pub(crate) fn edited_by(cm: &ConfigMap) -> Option<String> {
-    cm.metadata
-        .managed_fields
-        .as_ref()?
-        .iter()
-        .find(|entry| {
-            entry.manager.as_deref() != Some(FIELD_MANAGER)
-                && entry.fields_v1.as_ref().is_some_and(|fields| {
-                    ["f:data", "f:binaryData"].iter().any(|key| {
-                        fields
-                            .0
-                            .get(*key)
-                            .and_then(|owned| owned.as_object())
-                            .is_some_and(|owned| owned.keys().any(|field| is_shoal_data_key(field)))
-                    })
-                })
-        })
-        .map(|entry| {
-            entry
-                .manager
-                .clone()
-                .unwrap_or_else(|| "an unnamed field manager".to_owned())
-        })
-}
-
-/// A data key Shoal writes (`f:<key>` in FieldsV1): other keys a user adds are theirs.
-fn is_shoal_data_key(field: &str) -> bool {
-    let key = field.strip_prefix("f:").unwrap_or(field);
-    [
-        names::SLICE_DATA_KEY,
-        names::INDEX_DATA_KEY,
-        REVISION_DATA_KEY,
-    ]
-    .iter()
-    .any(|ours| key.starts_with(ours))
-}
-
-/// Who owns a ConfigMap, in words, for the OwnershipConflict message.
-fn owner_description(cm: &ConfigMap) -> String {
-    match cm
-        .owner_references()
-        .iter()
-        .find(|owner| owner.controller == Some(true))
-    {
-        Some(owner) => format!("it is owned by {} {}", owner.kind, owner.name),
-        None => "it has no controller owner".to_owned(),
-    }
-}
-
 /// Looks up the ConfigMaps a plan would write that observe did not see (observe lists
 /// this Swarm's ConfigMaps by label, and a label can be removed by hand): one of this
 /// Swarm's becomes owned, anyone else's foreign. Returns whether any was found foreign.
@@ -798,100 +557,6 @@ pub async fn check_targets(
     Ok(taken)
 }
 
-/// Largest text stored uncompressed in a ConfigMap; the API limit is 1 MiB per object.
-pub const MAX_PLAIN_BYTES: usize = 900 * 1024;
-
-/// gzip-compresses text.
-pub fn gzip(text: &str) -> Vec<u8> {
-    use std::io::Write as _;
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    // Writing to a Vec cannot fail.
-    let _ = encoder.write_all(text.as_bytes());
-    encoder.finish().unwrap_or_default()
-}
-
-/// Decompresses gzip text; `None` if it is not gzip-compressed UTF-8.
-pub fn gunzip(bytes: &[u8]) -> Option<String> {
-    use std::io::Read as _;
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(bytes)
-        .read_to_string(&mut text)
-        .ok()?;
-    Some(text)
-}
-
-/// Reads a member's slice ConfigMap (and its parts, if split).
-pub(crate) fn slice_object(
-    member: &str,
-    cm: &ConfigMap,
-    all: &BTreeMap<String, ConfigMap>,
-) -> SliceObject {
-    let annotations = cm.annotations();
-    let parts: usize = annotations
-        .get(names::ANNOTATION_PARTS)
-        .and_then(|parts| parts.parse().ok())
-        .unwrap_or(1)
-        .max(1);
-    let binary = |cm: &ConfigMap, key: &str| -> Option<Vec<u8>> {
-        cm.binary_data
-            .as_ref()?
-            .get(key)
-            .map(|bytes| bytes.0.clone())
-    };
-    let encoded = if parts > 1 {
-        let mut chunks = Vec::new();
-        for part in 0..parts {
-            let chunk = all
-                .get(&names::slice_configmap_part(member, part))
-                .and_then(|cm| binary(cm, &format::part_data_key(part)));
-            match chunk {
-                Some(chunk) => chunks.push(chunk),
-                None => {
-                    return SliceObject {
-                        text: None,
-                        written_for_uid: annotations.get(WRITTEN_FOR_UID_ANNOTATION).cloned(),
-                        phase: annotations.get(PHASE_ANNOTATION).cloned(),
-                        parts,
-                        decode_error: Some(format!(
-                            "part {part} of {parts} ({}) is missing",
-                            names::slice_configmap_part(member, part)
-                        )),
-                    };
-                }
-            }
-        }
-        Some(format::EncodedSlice::Split(chunks))
-    } else if let Some(text) = cm
-        .data
-        .as_ref()
-        .and_then(|data| data.get(names::SLICE_DATA_KEY))
-    {
-        Some(format::EncodedSlice::Plain(text.clone()))
-    } else {
-        binary(cm, names::SLICE_GZIP_DATA_KEY).map(format::EncodedSlice::Gzip)
-    };
-    let (text, decode_error) = match encoded.as_ref().map(format::decode_slice) {
-        None => (None, None),
-        Some(Ok(slice)) => (Some(format::render_slice(&slice)), None),
-        // Plain text that fails to parse is handed over as is; plan names the problem.
-        Some(Err(_)) if matches!(encoded, Some(format::EncodedSlice::Plain(_))) => (
-            cm.data
-                .as_ref()
-                .and_then(|data| data.get(names::SLICE_DATA_KEY))
-                .cloned(),
-            None,
-        ),
-        Some(Err(error)) => (None, Some(error.to_string())),
-    };
-    SliceObject {
-        text,
-        written_for_uid: annotations.get(WRITTEN_FOR_UID_ANNOTATION).cloned(),
-        phase: annotations.get(PHASE_ANNOTATION).cloned(),
-        parts,
-        decode_error,
-    }
-}
-
 /// The records split over several ConfigMaps, reassembled (see `plan::join_record`):
 /// revision → the record, or why it cannot be used. `record_maps` are the Swarm's own
 /// history ConfigMaps (edited ones left out, so a part someone changed is missing).
@@ -918,7 +583,7 @@ fn split_records(
             continue;
         };
         let checksum = annotations
-            .get(plan::RECORD_CHECKSUM_ANNOTATION)
+            .get(ANNOTATION_CHECKSUM)
             .cloned()
             .unwrap_or_default();
         let chunks: Vec<Option<Vec<u8>>> = (0..parts)
@@ -950,43 +615,9 @@ fn split_records(
     records
 }
 
-/// Reads `key` from `data`, or `<key>.gz` from `binaryData`.
-pub(crate) fn read_text(cm: &ConfigMap, key: &str) -> Option<String> {
-    if let Some(text) = cm.data.as_ref().and_then(|data| data.get(key)) {
-        return Some(text.clone());
-    }
-    let compressed = cm.binary_data.as_ref()?.get(&format!("{key}.gz"))?;
-    gunzip(&compressed.0)
-}
-
 /// Publishes an Event about the Swarm.
 pub(crate) async fn publish(ctx: &Context, swarm: &Swarm, warning: bool, reason: &str, note: &str) {
     publish_on(ctx, &swarm.object_ref(&()), warning, reason, note).await;
-}
-
-/// Publishes an Event; failing to do so is logged, never fatal.
-pub async fn publish_on(
-    ctx: &Context,
-    reference: &ObjectReference,
-    warning: bool,
-    reason: &str,
-    note: &str,
-) {
-    let event = Event {
-        type_: if warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: reason.to_owned(),
-        note: Some(note.chars().take(1000).collect()),
-        action: "Reconcile".to_owned(),
-        secondary: None,
-    };
-    ctx.metrics.wrote("event");
-    if let Err(error) = ctx.events.publish(&event, reference).await {
-        warn!(%error, reason, "could not publish Event");
-    }
 }
 
 /// Reads every part of a `jobsFrom`: the ConfigMaps it names, in order, or those its
@@ -1186,7 +817,117 @@ pub fn error_policy(swarm: Arc<Swarm>, error: &Error, ctx: Arc<Context>) -> Acti
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        FieldsV1, ManagedFieldsEntry, ObjectMeta, OwnerReference,
+    };
+
     use super::*;
+    use crate::observed::PodState;
+
+    /// A ConfigMap labelled for Swarm `demo`, owned by the Swarm of uid `owner`.
+    fn labelled(name: &str, owner: &str, labels: &[(&str, &str)], data: (&str, &str)) -> ConfigMap {
+        let mut all_labels = BTreeMap::from([(names::LABEL_SWARM.to_owned(), "demo".to_owned())]);
+        all_labels.extend(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                uid: Some(format!("{name}-uid")),
+                labels: Some(all_labels),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "shoal.dev/v1alpha1".to_owned(),
+                    kind: "Swarm".to_owned(),
+                    name: "demo".to_owned(),
+                    uid: owner.to_owned(),
+                    controller: Some(true),
+                    ..OwnerReference::default()
+                }]),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([(data.0.to_owned(), data.1.to_owned())])),
+            ..ConfigMap::default()
+        }
+    }
+
+    fn edited_by_hand(mut cm: ConfigMap, key: &str) -> ConfigMap {
+        cm.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kubectl-edit".to_owned()),
+            fields_v1: Some(FieldsV1(
+                serde_json::json!({ "f:data": { format!("f:{key}"): {} } }),
+            )),
+            ..ManagedFieldsEntry::default()
+        }]);
+        cm
+    }
+
+    #[test]
+    fn a_labelled_configmap_of_someone_else_is_named_foreign_and_never_read() {
+        let theirs = labelled(
+            "worker-0-slice",
+            "another-swarm",
+            &[(names::LABEL_MEMBER, "worker-0")],
+            (names::SLICE_DATA_KEY, "jobs: []"),
+        );
+        let sorted = SwarmConfigMaps::sort("demo", "demo-uid", vec![theirs]);
+        assert!(sorted.slices.is_empty() && sorted.owned.is_empty());
+        assert_eq!(
+            sorted.foreign.get("worker-0-slice").map(String::as_str),
+            Some("it is owned by Swarm demo")
+        );
+    }
+
+    #[test]
+    fn an_owned_slice_is_read_even_when_edited_and_the_edit_is_named() {
+        let slice = labelled(
+            "worker-0-slice",
+            "demo-uid",
+            &[(names::LABEL_MEMBER, "worker-0")],
+            (names::SLICE_DATA_KEY, "jobs: []"),
+        );
+        let sorted = SwarmConfigMaps::sort(
+            "demo",
+            "demo-uid",
+            vec![edited_by_hand(slice, names::SLICE_DATA_KEY)],
+        );
+        assert_eq!(sorted.slices["worker-0"].text.as_deref(), Some("jobs: []"));
+        assert_eq!(sorted.edited["worker-0-slice"], "kubectl-edit");
+        assert_eq!(sorted.owned["worker-0-slice"], "worker-0-slice-uid");
+    }
+
+    #[test]
+    fn an_edited_history_record_and_index_are_not_read() {
+        let record = labelled(
+            "demo-rev-1",
+            "demo-uid",
+            &[
+                (names::LABEL_REVISION_HISTORY, "true"),
+                (names::LABEL_REVISION, "1"),
+            ],
+            (REVISION_DATA_KEY, "{}"),
+        );
+        let index = labelled(
+            "demo",
+            "demo-uid",
+            &[],
+            (names::INDEX_DATA_KEY, "version: 1"),
+        );
+        let sorted = SwarmConfigMaps::sort(
+            "demo",
+            "demo-uid",
+            vec![
+                edited_by_hand(record, REVISION_DATA_KEY),
+                edited_by_hand(index.clone(), names::INDEX_DATA_KEY),
+            ],
+        );
+        assert!(sorted.history.is_empty() && sorted.damaged_history.is_empty());
+        assert_eq!(sorted.index, None);
+        assert_eq!(sorted.edited.len(), 2);
+        let unedited = SwarmConfigMaps::sort("demo", "demo-uid", vec![index]);
+        assert_eq!(unedited.index.as_deref(), Some("version: 1"));
+    }
 
     #[test]
     fn lease_holders_of_a_pool_scaled_to_two_billion_stop_at_the_member_bound() {

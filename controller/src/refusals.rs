@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::plan::PlannedEvent;
+use crate::planned::PlannedEvent;
 
 /// Records that `annotation` with `value` was refused (`reason`, `note`):
 /// into `refused` always, and a Warning into `events` unless `previous` (the

@@ -19,11 +19,12 @@ use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use shoal_core::names;
 use tracing::{debug, info, warn};
 
+use crate::cluster::{Context, publish_on};
 use crate::crd::Swarm;
 use crate::deployment_plan::DeploymentPlan;
 use crate::events::EventRecorders;
 use crate::metrics::Metrics;
-use crate::reconcile::{Context, error_policy, publish_on, reconcile};
+use crate::reconcile::{error_policy, reconcile};
 use crate::server::{Health, serve};
 use crate::{LeaderElection, Settings};
 

@@ -17,6 +17,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
+use shoal_core::names::ANNOTATION_RETRY_ROLLOUT;
 
 use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
 use plugin_common::{shoal, shoal_ok};
@@ -337,11 +338,7 @@ async fn a_pod_never_ready_halts_the_rollout_before_the_next_pool_until_retried(
         "annotate",
         "swarm",
         "demo",
-        &format!(
-            "{}={}",
-            shoal_controller::plan::RETRY_ROLLOUT_ANNOTATION,
-            halted.revision
-        ),
+        &format!("{}={}", ANNOTATION_RETRY_ROLLOUT, halted.revision),
         "--overwrite",
     ])
     .await;

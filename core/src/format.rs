@@ -574,31 +574,37 @@ pub const MAX_PLAIN_BYTES: usize = 900 * 1024;
 /// this keeps every ConfigMap under the same ~900 KiB on the wire.
 pub const MAX_BINARY_BYTES: usize = MAX_PLAIN_BYTES / 4 * 3;
 
-/// Largest decompressed slice accepted by [`decode_slice`] (guards against a
-/// hand-made gzip bomb).
+/// Largest decompressed text accepted by [`decode_text`] (and so by [`decode_slice`]):
+/// guards against a hand-made gzip bomb in a slice, a history record or the index.
 pub const MAX_DECODED_BYTES: u64 = 512 * 1024 * 1024;
 
-/// How a rendered slice is stored in ConfigMaps.
+/// How a text (a rendered slice, a history record, the index) is stored in ConfigMaps:
+/// the one codec of everything Shoal writes as text.
 ///
-/// * `Plain`: `data["slice.yaml"]` of `<pod>-slice`.
-/// * `Gzip`: `binaryData["slice.yaml.gz"]` of `<pod>-slice`.
-/// * `Split`: the gzip bytes cut into parts; part `i` is
-///   `binaryData["slice.yaml.part<i>"]` of
+/// * `Plain`: the text under its data key (`data["slice.yaml"]` of `<pod>-slice`).
+/// * `Gzip`: its gzip under `binaryData["<key>.gz"]` (`slice.yaml.gz`).
+/// * `Split`: the gzip bytes cut into parts, each in a ConfigMap of its own; for a
+///   slice part `i` is `binaryData["slice.yaml.part<i>"]` of
 ///   [`slice_configmap_part(pod, i)`](crate::names::slice_configmap_part)
 ///   (`<pod>-slice`, `<pod>-slice-1`, …), and the first ConfigMap carries the
-///   annotation [`ANNOTATION_PARTS`](crate::names::ANNOTATION_PARTS) = part count.
+///   annotation [`ANNOTATION_PARTS`](crate::names::ANNOTATION_PARTS) = part count;
+///   a history record also carries [`checksum`] of the parts
+///   ([`ANNOTATION_CHECKSUM`](crate::names::ANNOTATION_CHECKSUM)).
 ///
 /// The sidecar should compare the slice hash (a label or the parsed `hash`),
 /// not the bytes: gzip output may differ between library versions.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EncodedSlice {
-    /// YAML text, small enough for `data`.
+pub enum EncodedText {
+    /// The text, small enough for `data`.
     Plain(String),
-    /// gzip of the YAML, small enough for one `binaryData` entry.
+    /// gzip of the text, small enough for one `binaryData` entry.
     Gzip(Vec<u8>),
-    /// gzip of the YAML in parts, each at most [`MAX_BINARY_BYTES`].
+    /// gzip of the text in parts, each at most the binary limit it was encoded with.
     Split(Vec<Vec<u8>>),
 }
+
+/// A stored slice: the text codec's output for a rendered slice.
+pub type EncodedSlice = EncodedText;
 
 /// The `binaryData` key of part `part` of a split slice.
 pub fn part_data_key(part: usize) -> String {
@@ -628,6 +634,78 @@ pub enum DecodeError {
     Parse(#[from] SliceParseError),
 }
 
+/// gzip-compresses text (default level).
+pub fn gzip(text: &str) -> Vec<u8> {
+    use std::io::Write as _;
+
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing into a Vec cannot fail; a failure would leave an invalid gzip
+    // stream, which decode_text rejects rather than misreads.
+    encoder
+        .write_all(text.as_bytes())
+        .and_then(|()| encoder.finish())
+        .unwrap_or_default()
+}
+
+/// Stores `text`: as is when it fits `plain_limit`, else gzip when that fits
+/// `binary_limit`, else gzip split into parts of at most `binary_limit` bytes.
+pub fn encode_text(text: String, plain_limit: usize, binary_limit: usize) -> EncodedText {
+    if text.len() <= plain_limit {
+        return EncodedText::Plain(text);
+    }
+    let compressed = gzip(&text);
+    let binary_limit = binary_limit.max(1);
+    if compressed.len() <= binary_limit {
+        EncodedText::Gzip(compressed)
+    } else {
+        EncodedText::Split(
+            compressed
+                .chunks(binary_limit)
+                .map(<[u8]>::to_vec)
+                .collect(),
+        )
+    }
+}
+
+/// The text back from its stored form, decompressing at most [`MAX_DECODED_BYTES`].
+pub fn decode_text(encoded: &EncodedText) -> Result<String, DecodeError> {
+    match encoded {
+        EncodedText::Plain(text) => Ok(text.clone()),
+        EncodedText::Gzip(bytes) => gunzip(bytes),
+        EncodedText::Split(parts) if parts.is_empty() => Err(DecodeError::NoParts),
+        EncodedText::Split(parts) => gunzip(&parts.concat()),
+    }
+}
+
+/// Decompresses gzip text, at most [`MAX_DECODED_BYTES`] of it.
+fn gunzip(compressed: &[u8]) -> Result<String, DecodeError> {
+    use std::io::Read as _;
+
+    let mut text = Vec::new();
+    flate2::read::GzDecoder::new(compressed)
+        .take(MAX_DECODED_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(|error| DecodeError::Gzip {
+            message: error.to_string(),
+        })?;
+    if text.len() as u64 > MAX_DECODED_BYTES {
+        return Err(DecodeError::TooLarge);
+    }
+    String::from_utf8(text).map_err(|_| DecodeError::NotText)
+}
+
+/// The checksum of split parts: sha256 (hex) of their concatenation, so a missing,
+/// stale or damaged part shows.
+pub fn checksum(parts: &[Vec<u8>]) -> String {
+    use sha2::{Digest, Sha256};
+
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update(part);
+    }
+    hex::encode(hasher.finalize())
+}
+
 /// Encodes a slice for storage: plain YAML when it fits [`MAX_PLAIN_BYTES`],
 /// else gzip when that fits [`MAX_BINARY_BYTES`], else gzip split into parts.
 pub fn encode_slice(slice: &Slice) -> EncodedSlice {
@@ -640,52 +718,10 @@ pub fn encode_slice_with_limits(
     plain_limit: usize,
     binary_limit: usize,
 ) -> EncodedSlice {
-    use std::io::Write as _;
-
-    let text = render_slice(slice);
-    if text.len() <= plain_limit {
-        return EncodedSlice::Plain(text);
-    }
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    // Writing into a Vec cannot fail; a failure would leave an invalid gzip
-    // stream, which decode_slice rejects rather than misreads.
-    let compressed = encoder
-        .write_all(text.as_bytes())
-        .and_then(|()| encoder.finish())
-        .unwrap_or_default();
-    let binary_limit = binary_limit.max(1);
-    if compressed.len() <= binary_limit {
-        EncodedSlice::Gzip(compressed)
-    } else {
-        EncodedSlice::Split(
-            compressed
-                .chunks(binary_limit)
-                .map(<[u8]>::to_vec)
-                .collect(),
-        )
-    }
+    encode_text(render_slice(slice), plain_limit, binary_limit)
 }
 
 /// Decodes stored slice data and parses (and hash-checks) the slice.
 pub fn decode_slice(encoded: &EncodedSlice) -> Result<Slice, DecodeError> {
-    use std::io::Read as _;
-
-    let compressed: Vec<u8> = match encoded {
-        EncodedSlice::Plain(text) => return Ok(parse_slice(text)?),
-        EncodedSlice::Gzip(bytes) => bytes.clone(),
-        EncodedSlice::Split(parts) if parts.is_empty() => return Err(DecodeError::NoParts),
-        EncodedSlice::Split(parts) => parts.concat(),
-    };
-    let mut text = Vec::new();
-    flate2::read::GzDecoder::new(compressed.as_slice())
-        .take(MAX_DECODED_BYTES + 1)
-        .read_to_end(&mut text)
-        .map_err(|error| DecodeError::Gzip {
-            message: error.to_string(),
-        })?;
-    if text.len() as u64 > MAX_DECODED_BYTES {
-        return Err(DecodeError::TooLarge);
-    }
-    let text = String::from_utf8(text).map_err(|_| DecodeError::NotText)?;
-    Ok(parse_slice(&text)?)
+    Ok(parse_slice(&decode_text(encoded)?)?)
 }

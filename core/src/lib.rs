@@ -17,7 +17,6 @@
 //!   machine, update-domain rollout order.
 //! * [`rollout`]: ordered rollouts, one part (pool or update domain) at a time,
 //!   decided from what is observed: order, pause, failure, supersede.
-//! * [`placement`]: capability-filtered, capacity-bounded placement of plan instances.
 //! * [`format`](mod@format): slice format v1, the seed-compatible index document, large-slice encoding.
 //! * [`names`]: names of cluster objects, labels and annotations.
 //! * [`seed`]: the seed's 27-stream job list, reused by examples and the sandbox.
@@ -32,7 +31,6 @@ pub mod job;
 pub mod log_format;
 pub mod member;
 pub mod names;
-pub mod placement;
 pub mod rollout;
 pub mod seed;
 pub mod slice;

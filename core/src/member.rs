@@ -170,10 +170,9 @@ impl Resources {
 
 /// One member as the strategies see it.
 ///
-/// Job strategies use `id` and `available`. Placement of plan instances
-/// ([`crate::placement`]) also uses `capabilities` and `capacity`; adding
-/// further eligibility rules means filtering the member list, never changing
-/// a strategy.
+/// Job strategies use `id` and `available` (plan instances are placed on
+/// [`crate::deploy::DeployMember`]s); adding further eligibility rules means
+/// filtering the member list, never changing a strategy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Member {
     /// Pool and ordinal (or generated pod name).

@@ -12,8 +12,30 @@ pub const LABEL_MEMBER: &str = "shoal.dev/member";
 pub const LABEL_REVISION: &str = "shoal.dev/revision";
 /// Label marking a revision-history ConfigMap (value `"true"`).
 pub const LABEL_REVISION_HISTORY: &str = "shoal.dev/revision-history";
-/// Annotation on the Swarm approving a revision (value: the revision number).
+/// Annotation approving a pending Swarm revision (`"<revision>/<hash>"`) or DeploymentPlan
+/// operations.
 pub const ANNOTATION_APPROVE: &str = "shoal.dev/approve";
+/// Annotation beside [`ANNOTATION_APPROVE`] naming who set it (the requester's user name).
+pub const ANNOTATION_APPROVED_BY: &str = "shoal.dev/approved-by";
+/// A rollback annotation of earlier releases on the Swarm. It is refused: a standing
+/// annotation kept the rolled-back job list in force only while present, so removing it
+/// silently brought back the change that was rolled back. `kubectl shoal undo` rewrites
+/// the Swarm instead. While the annotation stands, no new revision applies (Degraded,
+/// `RollbackAnnotationRefused`), so removing it changes nothing by itself.
+pub const ANNOTATION_ROLLBACK_TO: &str = "shoal.dev/rollback-to";
+/// Annotation on the Swarm that lets a halted pool rollout of the named revision go on.
+pub const ANNOTATION_RETRY_ROLLOUT: &str = "shoal.dev/retry-rollout";
+/// Annotation on a DeploymentPlan asking for user operations.
+pub const ANNOTATION_OPERATE: &str = "shoal.dev/operate";
+/// Annotation (Kubernetes' own) saying why a spec changed, as `kubectl rollout history` shows it.
+pub const ANNOTATION_CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
+/// Annotation on a slice ConfigMap: the uid of the member pod when the slice was written.
+pub const ANNOTATION_WRITTEN_FOR_UID: &str = "shoal.dev/written-for-uid";
+/// Annotation on a slice ConfigMap: `revoke` or `grant`, the step that wrote it.
+pub const ANNOTATION_PHASE: &str = "shoal.dev/phase";
+/// Annotation on the first ConfigMap of a split history record: the sha256 (hex) of its
+/// gzip stream, every part concatenated in order (`format::checksum`).
+pub const ANNOTATION_CHECKSUM: &str = "shoal.dev/checksum";
 /// Annotation on a member Lease: the revision the sidecar applied.
 pub const ANNOTATION_ACKED_REVISION: &str = "shoal.dev/acked-revision";
 /// Annotation on a member Lease: the hash of the slice the sidecar applied.
@@ -23,6 +45,14 @@ pub const ANNOTATION_ACKED_HASH: &str = "shoal.dev/acked-hash";
 pub const ANNOTATION_INSTANCE_STATES: &str = "shoal.dev/instance-states";
 /// Annotation on the Swarm forcing failover of pods (`"<pod>[,<pod>...]"`).
 pub const ANNOTATION_FAILOVER_NOW: &str = "shoal.dev/failover-now";
+/// Pool annotation holding the members' scored capabilities (`deploy::pool`).
+pub const ANNOTATION_CAPABILITIES: &str = "shoal.dev/capabilities";
+/// Pool annotation holding what each member gives to plan instances (`deploy::pool`).
+pub const ANNOTATION_CAPACITY: &str = "shoal.dev/capacity";
+/// Pool annotation naming the members' update domain (`deploy::pool`).
+pub const ANNOTATION_UPDATE_DOMAIN: &str = "shoal.dev/update-domain";
+/// Label on a DeploymentPlan's status-report ConfigMap: the plan's name.
+pub const LABEL_DEPLOYMENT_PLAN: &str = "shoal.dev/deployment-plan";
 /// Annotation on the first part of a split slice: the number of parts.
 pub const ANNOTATION_PARTS: &str = "shoal.dev/parts";
 /// The field manager of every write the controller makes. A slice whose data another
@@ -34,6 +64,8 @@ pub const SLICE_DATA_KEY: &str = "slice.yaml";
 pub const SLICE_GZIP_DATA_KEY: &str = "slice.yaml.gz";
 /// Data key of the index ConfigMap (the seed-compatible `workloads:` document).
 pub const INDEX_DATA_KEY: &str = "config.yml";
+/// Data key of a revision history ConfigMap (the record, JSON).
+pub const REVISION_DATA_KEY: &str = "revision.json";
 
 /// Name of a member's slice ConfigMap: `<pod>-slice`.
 pub fn slice_configmap(pod: &str) -> String {

@@ -4,10 +4,11 @@
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
+use shoal_core::names::CONTROLLER_FIELD_MANAGER;
 
 use super::{PlanDecision, PlanObservation};
+use crate::cluster::{Context, publish_on};
 use crate::deployment_plan::DeploymentPlan;
-use crate::reconcile::{Context, FIELD_MANAGER, publish_on};
 
 /// Writes the status when it changed, or when someone else wrote its placement
 /// record (the write puts it back and makes it the controller's again, see
@@ -58,7 +59,7 @@ async fn write_status(
     });
     api.patch_status(
         &plan.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
+        &PatchParams::apply(CONTROLLER_FIELD_MANAGER).force(),
         &Patch::Apply(body),
     )
     .await

@@ -22,8 +22,7 @@
 
 use shoal_core::deploy::operation::{ApprovalError, approve};
 use shoal_core::deploy::{FailureReason, Operation, OperationState, operation_hash};
-
-use crate::plan::APPROVE_ANNOTATION;
+use shoal_core::names::ANNOTATION_APPROVE;
 
 /// The value of `shoal.dev/approve` that approves exactly `operation`.
 pub(super) fn approval_value(operation: &Operation) -> String {
@@ -63,12 +62,12 @@ pub(super) fn apply_approvals(
     }
     if value.trim().is_empty() {
         refused.push(format!(
-            "DeploymentPlan {plan}: {APPROVE_ANNOTATION} is empty; it takes `<operation id>/<hash>` items, as status.operations[].approveWith gives them"
+            "DeploymentPlan {plan}: {ANNOTATION_APPROVE} is empty; it takes `<operation id>/<hash>` items, as status.operations[].approveWith gives them"
         ));
     }
     let refused = refused
         .into_iter()
-        .map(|why| format!("DeploymentPlan {plan}: {APPROVE_ANNOTATION}: {why}"))
+        .map(|why| format!("DeploymentPlan {plan}: {ANNOTATION_APPROVE}: {why}"))
         .collect();
     (approved, refused)
 }

@@ -33,9 +33,9 @@ use shoal_core::deploy::{
     FailureReason, InstanceId, Operation, OperationType, PlanRequest, place_plan,
 };
 
-use super::members::member_of_pod;
 use crate::deployment_plan::{InstanceStatus, RolloutStatus, UnplacedInstance};
-use crate::plan::PlannedEvent;
+use crate::observed::ordinal_member;
+use crate::planned::PlannedEvent;
 
 /// What the blue-green step decided.
 #[derive(Debug, Default)]
@@ -73,7 +73,7 @@ pub(super) fn blue_green(
     for entry in entries.iter().filter(|entry| !leaving(entry)) {
         let (Ok(instance), Some(member)) = (
             InstanceId::parse(plan, &entry.name),
-            member_of_pod(&entry.member),
+            ordinal_member(&entry.member),
         ) else {
             continue;
         };

@@ -86,27 +86,27 @@ use shoal_core::deploy::{
     FailureReason, InstanceId, Operation, OperationState, OperationType, PlanRequest,
     operations_for, place_plan,
 };
+use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY, ANNOTATION_OPERATE};
 
 use super::approval::{
     apply_approvals, approval_value, deployment_approval_value, deployment_hash,
 };
 use super::blue_green::blue_green;
-use super::members::{
-    demand, deploy_members, member_of_pod, requirements, reserved_by_others, spec_problem,
-};
+use super::members::{demand, deploy_members, requirements, reserved_by_others, spec_problem};
 use super::ordered::{OrderedInput, check_domain_order, ordered};
 use super::reports::{InstanceReport, MemberReports, trusted_reports};
-use super::requests::{OPERATE_ANNOTATION, RequestContext, take_requests};
+use super::requests::{RequestContext, take_requests};
 use super::rollout::{CanaryInput, canary};
 use super::{MemberPod, PlanDecision, PlanObservation, PoolObservation};
 use super::{history, status};
-use crate::approvers::{APPROVED_BY_ANNOTATION, ApprovalRecord};
+use crate::approval_record::ApprovalRecord;
 use crate::crd::ApprovalPolicy;
 use crate::deployment_plan::{
     DeploymentPlanStatus, DeploymentRecord, InstanceError, InstanceStatus, OperationStatus,
     RolloutStatus, RolloutType, UnplacedInstance,
 };
-use crate::plan::{APPROVE_ANNOTATION, PlannedEvent};
+use crate::observed::ordinal_member;
+use crate::planned::PlannedEvent;
 
 /// How soon to look again while operations are under way (Lease changes
 /// trigger a pass too; this is the fallback).
@@ -578,7 +578,7 @@ impl<'a> Pass<'a> {
     /// The user requests of `shoal.dev/operate` not handled yet become
     /// operations through the gate, or refusals (see `requests`).
     fn take_user_requests(&mut self, placement: &PlanRequest) {
-        let Some(value) = self.obs.annotations.get(OPERATE_ANNOTATION) else {
+        let Some(value) = self.obs.annotations.get(ANNOTATION_OPERATE) else {
             self.handled_requests.clear();
             return;
         };
@@ -660,7 +660,7 @@ impl<'a> Pass<'a> {
 
     /// Step 4: the approval annotation; returns its refusals.
     fn approve_from_annotation(&mut self) -> Vec<String> {
-        let Some(value) = self.obs.annotations.get(APPROVE_ANNOTATION) else {
+        let Some(value) = self.obs.annotations.get(ANNOTATION_APPROVE) else {
             return Vec::new();
         };
         let (approved, refused) = apply_approvals(&self.obs.name, value, &mut self.operations);
@@ -764,7 +764,7 @@ impl<'a> Pass<'a> {
             }
             let (Ok(instance), Some(member)) = (
                 InstanceId::parse(&self.obs.name, &entry.name),
-                member_of_pod(&entry.member),
+                ordinal_member(&entry.member),
             ) else {
                 continue;
             };
@@ -853,7 +853,7 @@ impl<'a> Pass<'a> {
     /// must not lend its id, and so its hash, to a new one).
     fn taken_ids(&self) -> BTreeSet<String> {
         let mut ids: BTreeSet<String> = self.operations.iter().map(|op| op.id.clone()).collect();
-        if let Some(value) = self.obs.annotations.get(APPROVE_ANNOTATION) {
+        if let Some(value) = self.obs.annotations.get(ANNOTATION_APPROVE) {
             ids.extend(
                 value
                     .split(',')
@@ -903,7 +903,7 @@ impl<'a> Pass<'a> {
                 let _ = op.advance(
                     OperationState::PendingApproval,
                     format!(
-                        "waits for approval: kubectl shoal approve-op {} {} (writes {APPROVE_ANNOTATION}={value} with your name in {APPROVED_BY_ANNOTATION})",
+                        "waits for approval: kubectl shoal approve-op {} {} (writes {ANNOTATION_APPROVE}={value} with your name in {ANNOTATION_APPROVED_BY})",
                         self.obs.name, op.id
                     ),
                 );
@@ -1037,7 +1037,7 @@ impl<'a> Pass<'a> {
 fn operation_from_status(plan: &str, status: &OperationStatus) -> Option<Operation> {
     let member = |pod: &Option<String>| match pod {
         None => Some(None),
-        Some(pod) => member_of_pod(pod).map(Some),
+        Some(pod) => ordinal_member(pod).map(Some),
     };
     Some(Operation {
         id: status.id.clone(),

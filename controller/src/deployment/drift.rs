@@ -36,19 +36,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
-
 use super::members::deploy_members;
 use super::{PlanDecision, PlanObservation, status};
 use crate::deployment_plan::InstanceStatus;
-use crate::plan::PlannedEvent;
-use crate::reconcile::FIELD_MANAGER;
+use crate::planned::PlannedEvent;
 
 /// The condition type (and the Event reason) of a put-back placement record.
 pub const PLACEMENT_RESTORED: &str = "PlacementRestored";
-
-/// The status fields that make up the placement record the Swarm delivers from.
-const RECORD_FIELDS: [&str; 2] = ["instances", "deployments"];
 
 /// How soon to look again while the record cannot be put back (a slice being
 /// restored by the Swarm controller, say).
@@ -65,40 +59,7 @@ pub struct HeldInstance {
     pub deployment: u64,
 }
 
-/// The fields of the placement record (`instances`, `deployments`) that a field
-/// manager other than the controller owns while the controller does not, with
-/// that manager. (A field the controller co-owns holds the value it last
-/// applied: any other writer's change would have taken its ownership away.)
-pub fn record_editors(entries: &[ManagedFieldsEntry]) -> BTreeMap<String, String> {
-    let owns = |entry: &ManagedFieldsEntry, field: &str| {
-        entry
-            .fields_v1
-            .as_ref()
-            .and_then(|fields| fields.0.get("f:status"))
-            .and_then(|owned| owned.get(format!("f:{field}")))
-            .is_some()
-    };
-    let mut editors = BTreeMap::new();
-    for field in RECORD_FIELDS {
-        let controller_owns = entries
-            .iter()
-            .any(|entry| entry.manager.as_deref() == Some(FIELD_MANAGER) && owns(entry, field));
-        if controller_owns {
-            continue;
-        }
-        if let Some(editor) = entries
-            .iter()
-            .find(|entry| entry.manager.as_deref() != Some(FIELD_MANAGER) && owns(entry, field))
-        {
-            let manager = editor
-                .manager
-                .clone()
-                .unwrap_or_else(|| "an unnamed field manager".to_owned());
-            editors.insert(field.to_owned(), manager);
-        }
-    }
-    editors
-}
+pub use crate::managed_fields::plan_record_editors as record_editors;
 
 /// The observation with `status.instances` put back from the slices, and the
 /// Warning saying so; `Err` with why when the record cannot be put back.

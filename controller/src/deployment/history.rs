@@ -12,14 +12,11 @@
 use std::collections::BTreeSet;
 
 use shoal_core::deploy::Operation;
+use shoal_core::names::ANNOTATION_CHANGE_CAUSE;
 
 use super::PlanObservation;
-use crate::approvers::ApprovalRecord;
+use crate::approval_record::ApprovalRecord;
 use crate::deployment_plan::{DeploymentRecord, InstanceStatus};
-
-/// The annotation `kubectl rollout`-style tooling (and `kubectl annotate`)
-/// uses to say why a change was made.
-pub const CHANGE_CAUSE_ANNOTATION: &str = "kubernetes.io/change-cause";
 
 /// `status.deployments` after a pass: the records kept from the last status,
 /// plus a record of `latest` (taken now, for fingerprint `hash`) when it has
@@ -66,7 +63,7 @@ fn record_of_spec(obs: &PlanObservation, revision: u64, hash: &str) -> Deploymen
         payloads: deployment.payloads.clone(),
         rollout: deployment.rollout.clone(),
         instances: deployment.instances,
-        change_cause: obs.annotations.get(CHANGE_CAUSE_ANNOTATION).cloned(),
+        change_cause: obs.annotations.get(ANNOTATION_CHANGE_CAUSE).cloned(),
         created: obs.now.to_string(),
         approvals: Vec::new(),
     }

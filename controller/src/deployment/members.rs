@@ -13,6 +13,7 @@ use shoal_core::member::Resources;
 
 use super::PlanObservation;
 use crate::deployment_plan::{Comparator, DeploymentPlanSpec, InstanceStatus};
+use crate::observed::ordinal_member;
 
 /// The Swarm's members as placement sees them: one per existing pod,
 /// available when Ready and not being deleted. A pool annotation that cannot
@@ -91,12 +92,6 @@ pub(super) fn spec_problem(name: &str, spec: &DeploymentPlanSpec) -> Option<Stri
     None
 }
 
-/// A member id from a pod name `<pool>-<ordinal>` as status records it.
-pub(super) fn member_of_pod(pod: &str) -> Option<MemberId> {
-    let (pool, _) = pod.rsplit_once('-')?;
-    MemberId::from_pod_name(pool, pod).ok()
-}
-
 /// The holdings of one plan's `status.instances`: the first entry of each
 /// instance as "in force" and the last as "target", so an instance being
 /// relocated (two entries) holds both members, as `reserved_by` expects.
@@ -112,7 +107,7 @@ fn holdings(
     for entry in instances.iter().filter(|entry| entry.state != "removed") {
         let (Ok(instance), Some(member)) = (
             InstanceId::parse(plan, &entry.name),
-            member_of_pod(&entry.member),
+            ordinal_member(&entry.member),
         ) else {
             continue;
         };

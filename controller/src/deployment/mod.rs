@@ -23,7 +23,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::deployment_plan::{DeploymentPlanSpec, DeploymentPlanStatus};
-use crate::plan::{LeaseState, PlannedEvent};
+use crate::observed::LeaseState;
+use crate::planned::PlannedEvent;
 
 pub mod apply;
 mod approval;
@@ -44,9 +45,8 @@ mod status_document;
 mod tests;
 
 pub use decide::decide;
-pub use history::CHANGE_CAUSE_ANNOTATION;
-pub use reports::{INSTANCE_STATES_ANNOTATION, InstanceReport};
-pub use requests::{OPERATE_ANNOTATION, Verb, parse_request, request_item, request_items};
+pub use reports::InstanceReport;
+pub use requests::{Verb, parse_request, request_item, request_items};
 pub use run::{PlanTask, run, spawn};
 
 /// One pod of a pool, as a plan sees it.

@@ -10,14 +10,16 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
+use shoal_core::names::ANNOTATION_INSTANCE_STATES;
 use shoal_core::{format, names};
 
 use super::drift::{HeldInstance, record_editors};
-use super::reports::INSTANCE_STATES_ANNOTATION;
 use super::{MemberLease, MemberPod, OtherPlan, PlanObservation, PoolObservation};
+use crate::cluster::config_maps::{edited_by, owned_by, slice_object};
+use crate::cluster::leases::lease_state;
+use crate::cluster::pools::observe_pool;
 use crate::crd::Swarm;
 use crate::deployment_plan::DeploymentPlan;
-use crate::reconcile::{edited_by, lease_state, observe_pool, owned_by, slice_object};
 
 /// A read that failed, naming the plan and what was being read.
 #[derive(Debug, thiserror::Error)]
@@ -64,7 +66,7 @@ pub async fn observe(
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let mut pools = Vec::new();
     for sts in &statefulsets.items {
-        let pool = observe_pool(&pods, &swarm, sts)
+        let pool = observe_pool(&pods, sts)
             .await
             .map_err(|error| ObserveError {
                 plan: format!("{namespace}/{name}"),
@@ -116,7 +118,7 @@ pub async fn observe(
                         lease: lease_state(lease),
                         instance_states: lease
                             .annotations()
-                            .get(INSTANCE_STATES_ANNOTATION)
+                            .get(ANNOTATION_INSTANCE_STATES)
                             .cloned(),
                     },
                 );

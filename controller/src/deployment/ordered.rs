@@ -38,7 +38,7 @@ use shoal_core::deploy::{Operation, OperationType, PlanRequest};
 use shoal_core::rollout::{PartProgress, PartState, RolloutPhase, rollout_step};
 
 use crate::deployment_plan::{DomainRollout, InstanceStatus, RolloutStatus};
-use crate::plan::PlannedEvent;
+use crate::planned::PlannedEvent;
 
 /// What the ordered step looks at.
 pub(super) struct OrderedInput<'a> {

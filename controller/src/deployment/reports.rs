@@ -7,10 +7,6 @@ use serde::Deserialize;
 
 use super::{MemberLease, MemberPod};
 
-/// Annotation on a member Lease (`<pod>-member`): a JSON object, instance
-/// name → `{"state": …, "deployment": N, "code"?: …, "message"?: …}`.
-pub const INSTANCE_STATES_ANNOTATION: &str = "shoal.dev/instance-states";
-
 /// One instance's state as its member reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct InstanceReport {
@@ -50,7 +46,7 @@ pub(super) fn trusted_reports(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::LeaseState;
+    use crate::observed::LeaseState;
 
     fn pod() -> MemberPod {
         MemberPod {

@@ -37,15 +37,13 @@ use std::collections::BTreeSet;
 
 use shoal_core::MemberId;
 use shoal_core::deploy::{InstanceId, Operation, OperationType, PlanRequest, place_plan};
+use shoal_core::names::ANNOTATION_OPERATE;
 
-use super::members::member_of_pod;
 use crate::deployment_plan::InstanceStatus;
+use crate::observed::ordinal_member;
 
 /// Most new requests one pass reads; a value with more is refused whole.
 pub const MAX_REQUESTS: usize = 100;
-
-/// The annotation on a plan asking for user operations.
-pub const OPERATE_ANNOTATION: &str = "shoal.dev/operate";
 
 /// What a user asks for one instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,7 +220,7 @@ fn relocation_target(
     let mut request = context.placement.clone();
     match named {
         Some(pod) => {
-            let member = member_of_pod(pod)
+            let member = ordinal_member(pod)
                 .filter(|member| request.members.iter().any(|m| &m.id == member))
                 .ok_or_else(|| format!("{pod:?} is not a member of the plan's Swarm"))?;
             if &member == current {
@@ -300,7 +298,7 @@ pub(super) fn take_requests(
         // Each request may run a placement: a careless or hostile value cannot make
         // the pass spin. Every item counts as handled, so this is said once.
         taken.refusals.push(format!(
-            "DeploymentPlan {}: {OPERATE_ANNOTATION} holds {} new requests; at most {MAX_REQUESTS} are read at once, so none was; write fewer",
+            "DeploymentPlan {}: {ANNOTATION_OPERATE} holds {} new requests; at most {MAX_REQUESTS} are read at once, so none was; write fewer",
             context.plan,
             fresh.len()
         ));
@@ -320,7 +318,7 @@ pub(super) fn take_requests(
                 taken.operations.push(operation);
             }
             Err(why) => taken.refusals.push(format!(
-                "DeploymentPlan {}: {OPERATE_ANNOTATION} request {item:?} refused: {why}",
+                "DeploymentPlan {}: {ANNOTATION_OPERATE} request {item:?} refused: {why}",
                 context.plan
             )),
         }

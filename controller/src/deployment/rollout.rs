@@ -33,7 +33,7 @@ use shoal_core::deploy::canary::choose_canaries;
 use shoal_core::deploy::{FailureReason, InstanceId, Operation, OperationType};
 
 use crate::deployment_plan::{DeploymentRollout, InstanceStatus, RolloutStatus, RolloutType};
-use crate::plan::PlannedEvent;
+use crate::planned::PlannedEvent;
 
 /// What the canary step looks at.
 pub(super) struct CanaryInput<'a> {

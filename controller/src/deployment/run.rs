@@ -20,8 +20,8 @@ use tracing::{debug, warn};
 use super::apply::apply;
 use super::decide;
 use super::observe::{ObserveError, observe};
+use crate::cluster::Context;
 use crate::deployment_plan::DeploymentPlan;
-use crate::reconcile::Context;
 
 /// Why a plan's pass failed.
 #[derive(Debug, thiserror::Error)]

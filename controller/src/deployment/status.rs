@@ -5,13 +5,14 @@ use std::collections::BTreeMap;
 
 use shoal_core::MemberId;
 use shoal_core::deploy::{Operation, OperationState, operation_hash};
+use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY};
 
 use super::PlanObservation;
 use super::approval::approval_value;
-use crate::approvers::{APPROVED_BY_ANNOTATION, ApprovalRecord};
+use crate::approval_record::ApprovalRecord;
 use crate::crd::Condition;
 use crate::deployment_plan::{DeploymentPlanStatus, OperationStatus};
-use crate::plan::{APPROVE_ANNOTATION, PlannedEvent};
+use crate::planned::PlannedEvent;
 
 /// What the conditions and phase are computed from.
 pub(super) struct Counts {
@@ -43,7 +44,7 @@ pub(super) fn set_condition(
     reason: &str,
     message: String,
 ) {
-    let mut condition = crate::plan::condition(type_, value, reason, message);
+    let mut condition = crate::planned::condition(type_, value, reason, message);
     condition.observed_generation = obs.generation;
     condition.last_transition_time = match previous_condition(&obs.status, type_) {
         Some(old) if old.status == condition.status => old.last_transition_time.clone(),
@@ -139,7 +140,7 @@ pub(super) fn record_refusal(
     status: &mut DeploymentPlanStatus,
     events: &mut Vec<PlannedEvent>,
 ) {
-    let Some(value) = obs.annotations.get(APPROVE_ANNOTATION) else {
+    let Some(value) = obs.annotations.get(ANNOTATION_APPROVE) else {
         return;
     };
     if refused.is_empty() {
@@ -147,7 +148,7 @@ pub(super) fn record_refusal(
     }
     crate::refusals::record_refusal(
         &obs.status.refused_annotations,
-        APPROVE_ANNOTATION,
+        ANNOTATION_APPROVE,
         value,
         ("ApprovalRefused", refused.join("; ")),
         &mut status.refused_annotations,
@@ -204,7 +205,7 @@ pub(super) fn conditions(
         (
             "OperationsPending",
             format!(
-                "{pending} operation(s) wait for {APPROVE_ANNOTATION}; see status.operations[].approveWith"
+                "{pending} operation(s) wait for {ANNOTATION_APPROVE}; see status.operations[].approveWith"
             ),
         )
     });
@@ -296,7 +297,7 @@ fn operation_event(plan: &str, op: &Operation, new: bool) -> PlannedEvent {
             false,
             "OperationPending",
             format!(
-                "{what} waits for approval: kubectl shoal approve-op {plan} {} (writes {APPROVE_ANNOTATION}={} with your name in {APPROVED_BY_ANNOTATION})",
+                "{what} waits for approval: kubectl shoal approve-op {plan} {} (writes {ANNOTATION_APPROVE}={} with your name in {ANNOTATION_APPROVED_BY})",
                 op.id,
                 approval_value(op)
             ),

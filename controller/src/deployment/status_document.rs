@@ -29,7 +29,7 @@ use shoal_core::deploy::status::{
 
 use super::{PlanDecision, PlanObservation};
 use crate::deployment_plan::{DeploymentPlanStatus, InstanceStatus};
-use crate::plan::PlannedEvent;
+use crate::planned::PlannedEvent;
 
 /// Puts the documents into the decided status and adds the Events of their
 /// state changes.

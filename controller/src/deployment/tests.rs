@@ -3,10 +3,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
+use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY};
 
 use super::*;
 use crate::deployment_plan::DeploymentPlanSpec;
-use crate::plan::{APPROVE_ANNOTATION, LeaseState};
+use crate::observed::LeaseState;
 
 /// Two pools in two update domains: `gpu` (2 members offering GPU=v100) in
 /// domain `a`, `cpu` (2 members, no GPU) in domain `b`; each member has 4 cores.
@@ -168,7 +169,7 @@ fn entries(obs: &PlanObservation) -> Vec<(String, String, u64, String)> {
 
 fn approve(obs: &mut PlanObservation, value: &str) {
     obs.annotations
-        .insert(APPROVE_ANNOTATION.to_owned(), value.to_owned());
+        .insert(ANNOTATION_APPROVE.to_owned(), value.to_owned());
 }
 
 use crate::deployment_plan::OperationStatus;
@@ -259,7 +260,7 @@ fn a_forged_hash_an_unknown_id_or_garbage_is_refused_with_one_warning_per_value(
         assert_eq!(warnings.len(), 1, "{value}: {:?}", decision.events);
         assert_eq!(warnings[0].reason, "ApprovalRefused");
         assert_eq!(
-            obs.status.refused_annotations.get(APPROVE_ANNOTATION),
+            obs.status.refused_annotations.get(ANNOTATION_APPROVE),
             Some(&value)
         );
         assert!(
@@ -1071,7 +1072,7 @@ fn a_superseded_operation_written_before_the_reason_field_still_reads_as_superse
     assert!(
         obs.status
             .refused_annotations
-            .contains_key(APPROVE_ANNOTATION),
+            .contains_key(ANNOTATION_APPROVE),
         "approving it is refused as superseded"
     );
     assert!(
@@ -1096,10 +1097,8 @@ fn each_approved_operation_and_its_deployment_record_name_who_approved_it_and_ke
     pass(&mut obs);
     let pending = ops_in(&obs, "PENDING_APPROVAL");
     approve(&mut obs, &pending[0].approve_with);
-    obs.annotations.insert(
-        crate::approvers::APPROVED_BY_ANNOTATION.to_owned(),
-        "alice".to_owned(),
-    );
+    obs.annotations
+        .insert(ANNOTATION_APPROVED_BY.to_owned(), "alice".to_owned());
     obs.approved_by_policy = true;
     pass(&mut obs);
     // Bob approves the second operation: the annotation (and its name) is now his.
@@ -1107,10 +1106,8 @@ fn each_approved_operation_and_its_deployment_record_name_who_approved_it_and_ke
         &mut obs,
         &format!("{},{}", pending[0].approve_with, pending[1].approve_with),
     );
-    obs.annotations.insert(
-        crate::approvers::APPROVED_BY_ANNOTATION.to_owned(),
-        "bob".to_owned(),
-    );
+    obs.annotations
+        .insert(ANNOTATION_APPROVED_BY.to_owned(), "bob".to_owned());
     obs.approved_by_policy = false;
     pass(&mut obs);
     let approver_of = |obs: &PlanObservation, id: &str| {

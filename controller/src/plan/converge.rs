@@ -91,7 +91,7 @@ pub(super) fn observed_slices(obs: &Observation) -> BTreeMap<String, Result<Slic
 }
 
 /// The writes this reconcile makes for the slices, as decided member by member.
-#[derive(Default)]
+#[derive(Default, Debug)]
 struct SliceWrites {
     revokes: Vec<Operation>,
     /// Grants: member, pod uid, the write, and the refresh of its instances to make
@@ -120,7 +120,9 @@ struct MemberInputs<'a> {
     held: Result<Option<Slice>, String>,
 }
 
-/// Converges the slices towards `target`.
+/// Converges the slices towards `target`: each member's step decides its writes
+/// ([`member_step`]), then the writes are ordered (revokes, then grants once every revoke
+/// settled, then refreshes and deletions), restarts decided and the index written last.
 pub(super) fn converge(
     obs: &Observation,
     roster: &Roster,
@@ -143,6 +145,55 @@ pub(super) fn converge(
         return convergence;
     };
     let revision = *revision;
+    let mut writes = member_writes(
+        obs,
+        roster,
+        observed,
+        assignment,
+        instances,
+        (revision, current_revision),
+    );
+    let slice_problems = std::mem::take(&mut writes.slice_problems);
+    let (written_for, refreshing) = convergence.schedule(obs, writes);
+    if obs.spec.reload == ReloadPolicy::Restart {
+        let pools = restarts(
+            obs,
+            roster,
+            &written_for,
+            (revision, observed, progress_deadline),
+            &mut convergence,
+        );
+        convergence.pools = Some(pools);
+    }
+    index(
+        obs,
+        observed,
+        assignment,
+        revision,
+        instances,
+        &mut convergence,
+    );
+    if refreshing {
+        // The index goes after the slices it describes (in the next pass; the slice
+        // writes wake the Swarm), never in the same pass as a slice write.
+        convergence
+            .operations
+            .retain(|operation| !matches!(operation, Operation::WriteIndex { .. }));
+    }
+    convergence.slice_problems = slice_problems;
+    convergence.jobs = assignment.jobs().len() as u64;
+    convergence
+}
+
+/// Every member's step, for the members of the target and every member holding a slice.
+fn member_writes(
+    obs: &Observation,
+    roster: &Roster,
+    observed: &BTreeMap<String, Result<Slice, String>>,
+    assignment: &Assignment,
+    instances: &BTreeMap<String, Vec<SliceInstance>>,
+    (revision, current_revision): (u64, u64),
+) -> SliceWrites {
     let by_name = roster.by_name();
     let member_jobs = assignment.member_jobs();
     let target_jobs: BTreeMap<String, &JobSet> = member_jobs
@@ -177,88 +228,7 @@ pub(super) fn converge(
         };
         member_step(obs, &inputs, revision, current_revision, &mut writes);
     }
-    let SliceWrites {
-        revokes,
-        grants,
-        refreshes,
-        deletes,
-        unsettled,
-        waiting_ready,
-        mut written_for,
-        slice_problems,
-    } = writes;
-    if !waiting_ready.is_empty() {
-        convergence.rollout_done = false;
-        convergence.poll_soon();
-    }
-    let slices_changing = !revokes.is_empty() || !grants.is_empty();
-    convergence.operations.extend(revokes);
-    // A paused Restart rollout grants nothing: a grant is a restart to come.
-    let paused = obs.spec.paused && obs.spec.reload == ReloadPolicy::Restart;
-    if unsettled.is_empty() && !paused {
-        for (name, uid, grant, _) in grants {
-            written_for.insert(name, uid);
-            convergence.operations.push(grant);
-        }
-    } else if !grants.is_empty() {
-        convergence.poll_soon();
-        // The jobs wait; the instances need not.
-        convergence
-            .operations
-            .extend(grants.into_iter().filter_map(|(_, _, _, refresh)| refresh));
-    }
-    let refreshing = !refreshes.is_empty()
-        || convergence.operations.iter().any(|operation| {
-            matches!(
-                operation,
-                Operation::WriteSlice {
-                    instances_only: true,
-                    ..
-                }
-            )
-        });
-    convergence.operations.extend(refreshes);
-    if slices_changing || !unsettled.is_empty() {
-        convergence.rollout_done = false;
-    }
-    for name in deletes {
-        let parts = obs
-            .slices
-            .get(&name)
-            .map_or(1, |object| object.parts.max(1));
-        convergence.operations.push(Operation::DeleteSlice {
-            member: name,
-            parts,
-        });
-    }
-    if obs.spec.reload == ReloadPolicy::Restart {
-        let pools = restarts(
-            obs,
-            roster,
-            &written_for,
-            (revision, observed, progress_deadline),
-            &mut convergence,
-        );
-        convergence.pools = Some(pools);
-    }
-    index(
-        obs,
-        observed,
-        assignment,
-        revision,
-        instances,
-        &mut convergence,
-    );
-    if refreshing {
-        // The index goes after the slices it describes (in the next pass; the slice
-        // writes wake the Swarm), never in the same pass as a slice write.
-        convergence
-            .operations
-            .retain(|operation| !matches!(operation, Operation::WriteIndex { .. }));
-    }
-    convergence.slice_problems = slice_problems;
-    convergence.jobs = assignment.jobs().len() as u64;
-    convergence
+    writes
 }
 
 impl Convergence {
@@ -268,10 +238,178 @@ impl Convergence {
                 .map_or(ROLLOUT_POLL, |after| after.min(ROLLOUT_POLL)),
         );
     }
+
+    /// Puts the members' writes in order: revokes; grants only once no revoke is
+    /// unsettled (and not while a Restart rollout is paused), else only the refreshes of
+    /// their instances; refreshes; deletions. Returns the pod each slice answers for, and
+    /// whether any write changes instances only.
+    fn schedule(
+        &mut self,
+        obs: &Observation,
+        writes: SliceWrites,
+    ) -> (BTreeMap<String, String>, bool) {
+        let SliceWrites {
+            revokes,
+            grants,
+            refreshes,
+            deletes,
+            unsettled,
+            waiting_ready,
+            mut written_for,
+            slice_problems: _,
+        } = writes;
+        if !waiting_ready.is_empty() {
+            self.rollout_done = false;
+            self.poll_soon();
+        }
+        let slices_changing = !revokes.is_empty() || !grants.is_empty();
+        self.operations.extend(revokes);
+        // A paused Restart rollout grants nothing: a grant is a restart to come.
+        let paused = obs.spec.paused && obs.spec.reload == ReloadPolicy::Restart;
+        if unsettled.is_empty() && !paused {
+            for (name, uid, grant, _) in grants {
+                written_for.insert(name, uid);
+                self.operations.push(grant);
+            }
+        } else if !grants.is_empty() {
+            self.poll_soon();
+            // The jobs wait; the instances need not.
+            self.operations
+                .extend(grants.into_iter().filter_map(|(_, _, _, refresh)| refresh));
+        }
+        let refreshing = !refreshes.is_empty()
+            || self.operations.iter().any(|operation| {
+                matches!(
+                    operation,
+                    Operation::WriteSlice {
+                        instances_only: true,
+                        ..
+                    }
+                )
+            });
+        self.operations.extend(refreshes);
+        if slices_changing || !unsettled.is_empty() {
+            self.rollout_done = false;
+        }
+        for name in deletes {
+            let parts = obs
+                .slices
+                .get(&name)
+                .map_or(1, |object| object.parts.max(1));
+            self.operations.push(Operation::DeleteSlice {
+                member: name,
+                parts,
+            });
+        }
+        (written_for, refreshing)
+    }
 }
 
-/// Decides what one member's slice needs: a revoke, a grant, a deletion, or nothing;
-/// and whether an earlier revoke of it is still unsettled.
+/// What is wrong with a member's slice ConfigMap, in words: unreadable, changed by
+/// another field manager (`editor`), or deleted after Shoal wrote it.
+fn slice_problems(
+    obs: &Observation,
+    inputs: &MemberInputs<'_>,
+    editor: Option<&str>,
+) -> Vec<String> {
+    let name = inputs.name;
+    let mut problems = Vec::new();
+    if let Err(problem) = &inputs.held {
+        problems.push(problem.clone());
+    }
+    if let Some(editor) = editor {
+        problems.push(format!(
+            "slice ConfigMap {} of member {name} was changed by {editor}",
+            shoal_core::names::slice_configmap(name)
+        ));
+    }
+    if inputs.object.is_none() && inputs.target_jobs.is_some() && written_before(obs, name) {
+        problems.push(format!(
+            "slice ConfigMap {} of member {name} was deleted",
+            shoal_core::names::slice_configmap(name)
+        ));
+    }
+    problems
+}
+
+/// The field manager other than Shoal that changed any ConfigMap of the member's slice.
+fn slice_editor<'a>(
+    obs: &'a Observation,
+    name: &str,
+    object: Option<&SliceObject>,
+) -> Option<&'a str> {
+    (0..object.map_or(1, |object| object.parts.max(1))).find_map(|part| {
+        obs.edited_config_maps
+            .get(&shoal_core::names::slice_configmap_part(name, part))
+            .map(String::as_str)
+    })
+}
+
+/// For a member that left the pools: whether its step ends here (its pod is gone, or it
+/// holds nothing), deleting its slice when the pod is gone. A slice of a pod gone without
+/// a revoke keeps what it held from everyone else until the deletion is observed.
+fn departed_step(inputs: &MemberInputs<'_>, held_jobs: &JobSet, writes: &mut SliceWrites) -> bool {
+    let pod_gone = inputs.view.is_none_or(|view| view.pod.is_none());
+    let holds_nothing = held_jobs.is_empty() && inputs.held.is_ok();
+    if !pod_gone && !holds_nothing {
+        return false;
+    }
+    if pod_gone {
+        let name = inputs.name.to_owned();
+        writes.deletes.push(name.clone());
+        // A pod of this name (a scale back up) reads this slice the moment it starts, and
+        // the member left without revoking (its pod was gone before the controller saw it
+        // go): until the slice is gone, nothing it holds is granted to anyone else.
+        if inputs.object.is_some() && !holds_nothing {
+            writes.unsettled.push(name);
+        }
+    }
+    true
+}
+
+/// The jobs of `held` that `want` keeps; `None` when it keeps them all (no revoke).
+fn kept_jobs(held: &JobSet, want: &JobSet) -> Option<JobSet> {
+    let keep: Vec<String> = held
+        .iter()
+        .filter(|key| want.contains(key.as_str()))
+        .map(|key| key.as_str().to_owned())
+        .collect();
+    (keep.len() != held.len()).then(|| JobSet::parse(keep).unwrap_or_default())
+}
+
+/// The write that brings only the instances of a readable, unedited held slice up to
+/// date, keeping its jobs, revision, phase and the pod it answers for (see the module
+/// docs); `None` when its instances are already the target's.
+fn instances_refresh(
+    obs: &Observation,
+    inputs: &MemberInputs<'_>,
+    member_id: &MemberId,
+    held: &Slice,
+) -> Option<Operation> {
+    let object = inputs.object;
+    (held.instances != inputs.target_instances).then(|| Operation::WriteSlice {
+        member: member_id.clone(),
+        slice: slice_of(
+            obs,
+            inputs.name,
+            held.revision,
+            held.jobs.clone(),
+            inputs.target_instances,
+        ),
+        written_for_uid: object
+            .and_then(|object| object.written_for_uid.clone())
+            .unwrap_or_default(),
+        phase: match object.and_then(|object| object.phase.as_deref()) {
+            Some("revoke") => "revoke",
+            _ => "grant",
+        },
+        previous_parts: object.map_or(0, |object| object.parts),
+        instances_only: true,
+    })
+}
+
+/// Decides what one member's slice needs: a revoke, a grant, a refresh of its instances,
+/// a deletion, or nothing; and whether an earlier revoke of it is still unsettled.
 fn member_step(
     obs: &Observation,
     inputs: &MemberInputs<'_>,
@@ -288,25 +426,10 @@ fn member_step(
         held,
     } = inputs;
     let name = *name;
-    if let Err(problem) = held {
-        writes.slice_problems.push(problem.clone());
-    }
-    let edited_by = (0..object.map_or(1, |object| object.parts.max(1))).find_map(|part| {
-        obs.edited_config_maps
-            .get(&shoal_core::names::slice_configmap_part(name, part))
-    });
-    if let Some(editor) = edited_by {
-        writes.slice_problems.push(format!(
-            "slice ConfigMap {} of member {name} was changed by {editor}",
-            shoal_core::names::slice_configmap(name)
-        ));
-    }
-    if object.is_none() && target_jobs.is_some() && written_before(obs, name) {
-        writes.slice_problems.push(format!(
-            "slice ConfigMap {} of member {name} was deleted",
-            shoal_core::names::slice_configmap(name)
-        ));
-    }
+    let editor = slice_editor(obs, name, *object);
+    writes
+        .slice_problems
+        .extend(slice_problems(obs, inputs, editor));
     let pod_uid = view
         .and_then(|view| view.pod.as_ref())
         .map(|pod| pod.uid.clone())
@@ -326,31 +449,11 @@ fn member_step(
     if revoke_outstanding(obs, *view, *object, held_slice, revision, current_revision) {
         writes.unsettled.push(name.to_owned());
     }
-    if target_jobs.is_none() {
-        // The member left the pools.
-        let pod_gone = view.is_none_or(|view| view.pod.is_none());
-        if pod_gone || held_jobs.is_empty() && held.is_ok() {
-            if pod_gone {
-                writes.deletes.push(name.to_owned());
-                // A pod of this name (a scale back up) reads this slice the moment it
-                // starts, and the member left without revoking (its pod was gone before
-                // the controller saw it go): until the slice is gone, nothing it holds is
-                // granted to anyone else.
-                if object.is_some() && !(held_jobs.is_empty() && held.is_ok()) {
-                    writes.unsettled.push(name.to_owned());
-                }
-            }
-            return;
-        }
+    if target_jobs.is_none() && departed_step(inputs, &held_jobs, writes) {
+        return;
     }
     let previous_parts = object.map_or(0, |object| object.parts);
-    let keep: Vec<String> = held_jobs
-        .iter()
-        .filter(|key| want.contains(key.as_str()))
-        .map(|key| key.as_str().to_owned())
-        .collect();
-    if keep.len() != held_jobs.len() {
-        let reduced = JobSet::parse(keep).unwrap_or_default();
+    if let Some(reduced) = kept_jobs(&held_jobs, want) {
         let slice = slice_of(obs, name, revision, reduced, target_instances);
         writes.written_for.insert(name.to_owned(), pod_uid.clone());
         writes.revokes.push(Operation::WriteSlice {
@@ -364,59 +467,65 @@ fn member_step(
         writes.unsettled.push(name.to_owned());
         return;
     }
-    // An edited slice is written back even when its jobs are the target's, so that what
-    // the member reads is again what Shoal wrote.
-    let held_hash = held_slice
-        .map(|slice| slice.hash.as_str())
-        .filter(|_| edited_by.is_none());
-    if target_jobs.is_some() && held_hash != Some(slice_hash(want, target_instances).as_str()) {
-        // Set only when the held slice is readable, unedited and its instances differ.
-        let refresh = held_slice
-            .filter(|held| held_hash.is_some() && held.instances != *target_instances)
-            .map(|held| Operation::WriteSlice {
-                member: member_id.clone(),
-                slice: slice_of(
-                    obs,
-                    name,
-                    held.revision,
-                    held.jobs.clone(),
-                    target_instances,
-                ),
-                written_for_uid: object
-                    .and_then(|object| object.written_for_uid.clone())
-                    .unwrap_or_default(),
-                phase: match object.and_then(|object| object.phase.as_deref()) {
-                    Some("revoke") => "revoke",
-                    _ => "grant",
-                },
-                previous_parts,
-                instances_only: true,
-            });
-        if held_hash.is_some() && held_jobs == *want {
-            // Only the instances changed: no grant, nothing to wait for.
-            writes.refreshes.extend(refresh);
-            return;
-        }
-        if !grantable(obs, *view) {
-            writes.waiting_ready.push(name.to_owned());
-            writes.refreshes.extend(refresh);
-            return;
-        }
-        let slice = slice_of(obs, name, revision, want.clone(), target_instances);
-        writes.grants.push((
-            name.to_owned(),
-            pod_uid.clone(),
-            Operation::WriteSlice {
-                member: member_id,
-                slice,
-                written_for_uid: pod_uid,
-                phase: "grant",
-                previous_parts,
-                instances_only: false,
-            },
-            refresh,
-        ));
+    grant_step(obs, inputs, revision, (member_id, pod_uid), editor, writes);
+}
+
+/// The grant (or the refresh of its instances alone) a member whose held jobs the target
+/// all keeps may need: nothing when its slice is already the target's; a refresh when only
+/// its instances differ; a grant when its pod may take it, else a wait for its pod with
+/// the refresh meanwhile. An edited slice is written back even when its jobs are the
+/// target's, so that what the member reads is again what Shoal wrote.
+fn grant_step(
+    obs: &Observation,
+    inputs: &MemberInputs<'_>,
+    revision: u64,
+    (member_id, pod_uid): (MemberId, String),
+    editor: Option<&str>,
+    writes: &mut SliceWrites,
+) {
+    let MemberInputs {
+        name,
+        view,
+        target_jobs,
+        target_instances,
+        object,
+        held,
+    } = inputs;
+    let name = *name;
+    let Some(want) = target_jobs else {
+        return;
+    };
+    let held_slice = held.as_ref().ok().and_then(|slice| slice.as_ref());
+    let trusted = held_slice.filter(|_| editor.is_none());
+    let held_hash = trusted.map(|slice| slice.hash.as_str());
+    if held_hash == Some(slice_hash(want, target_instances).as_str()) {
+        return;
     }
+    let refresh = trusted.and_then(|held| instances_refresh(obs, inputs, &member_id, held));
+    if trusted.is_some_and(|held| held.jobs == **want) {
+        // Only the instances changed: no grant, nothing to wait for.
+        writes.refreshes.extend(refresh);
+        return;
+    }
+    if !grantable(obs, *view) {
+        writes.waiting_ready.push(name.to_owned());
+        writes.refreshes.extend(refresh);
+        return;
+    }
+    let slice = slice_of(obs, name, revision, (*want).clone(), target_instances);
+    writes.grants.push((
+        name.to_owned(),
+        pod_uid.clone(),
+        Operation::WriteSlice {
+            member: member_id,
+            slice,
+            written_for_uid: pod_uid,
+            phase: "grant",
+            previous_parts: object.map_or(0, |object| object.parts),
+            instances_only: false,
+        },
+        refresh,
+    ));
 }
 
 /// The slice of `member` at `revision` with `jobs` and `instances`. The instances come
@@ -641,5 +750,163 @@ fn index(
         if obs.index.as_deref() != Some(text.as_str()) {
             convergence.operations.push(Operation::WriteIndex { text });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+    use crate::observed::PodState;
+
+    fn jobs(keys: &[&str]) -> JobSet {
+        JobSet::parse(keys.iter().copied()).expect("valid keys")
+    }
+
+    fn slice_object(text: Option<String>) -> SliceObject {
+        SliceObject {
+            text,
+            written_for_uid: Some("worker-1-uid".to_owned()),
+            phase: Some("revoke".to_owned()),
+            parts: 1,
+            decode_error: None,
+        }
+    }
+
+    fn departed<'a>(
+        object: Option<&'a SliceObject>,
+        view: Option<&'a MemberView>,
+        held: Option<Slice>,
+    ) -> MemberInputs<'a> {
+        MemberInputs {
+            name: "worker-1",
+            view,
+            target_jobs: None,
+            target_instances: &[],
+            object,
+            held: Ok(held),
+        }
+    }
+
+    #[test]
+    fn a_target_that_keeps_every_held_job_revokes_nothing() {
+        assert_eq!(kept_jobs(&jobs(&["a", "b"]), &jobs(&["a", "b", "c"])), None);
+        assert_eq!(kept_jobs(&JobSet::default(), &jobs(&["a"])), None);
+    }
+
+    #[test]
+    fn a_revoke_keeps_only_the_held_jobs_the_target_still_gives() {
+        assert_eq!(
+            kept_jobs(&jobs(&["a", "b", "c"]), &jobs(&["b", "d"])),
+            Some(jobs(&["b"]))
+        );
+    }
+
+    #[test]
+    fn a_departed_member_whose_pod_is_gone_is_deleted_and_holds_its_jobs_until_then() {
+        let object = slice_object(None);
+        let held = Slice::new("demo", "worker-1", 3, jobs(&["a"]));
+        let inputs = departed(Some(&object), None, Some(held.clone()));
+        let mut writes = SliceWrites::default();
+        assert!(departed_step(&inputs, &held.jobs, &mut writes));
+        assert_eq!(writes.deletes, ["worker-1"]);
+        assert_eq!(writes.unsettled, ["worker-1"]);
+    }
+
+    #[test]
+    fn a_departed_member_holding_nothing_is_deleted_without_holding_anyone_back() {
+        let object = slice_object(None);
+        let inputs = departed(Some(&object), None, None);
+        let mut writes = SliceWrites::default();
+        assert!(departed_step(&inputs, &JobSet::default(), &mut writes));
+        assert_eq!(writes.deletes, ["worker-1"]);
+        assert!(writes.unsettled.is_empty());
+    }
+
+    #[test]
+    fn a_departed_member_whose_pod_still_runs_its_jobs_goes_on_to_a_revoke() {
+        let view = MemberView {
+            id: MemberId::new("worker", 1),
+            pod: Some(PodState {
+                uid: "worker-1-uid".to_owned(),
+                ready: true,
+                deleting: true,
+            }),
+            lease: None,
+            unavailable_since: None,
+            failed_over: false,
+        };
+        let held = Slice::new("demo", "worker-1", 3, jobs(&["a"]));
+        let inputs = departed(None, Some(&view), Some(held.clone()));
+        let mut writes = SliceWrites::default();
+        assert!(!departed_step(&inputs, &held.jobs, &mut writes));
+        assert!(writes.deletes.is_empty() && writes.unsettled.is_empty());
+    }
+
+    #[test]
+    fn an_edited_or_unreadable_slice_is_named_as_a_problem() {
+        let mut obs = fixtures::observation(
+            "demo",
+            fixtures::spec_with_jobs(vec!["a".to_owned()]),
+            vec![fixtures::pool("worker", 2)],
+        );
+        obs.edited_config_maps
+            .insert("worker-1-slice".to_owned(), "kubectl-edit".to_owned());
+        let object = slice_object(Some("not a slice".to_owned()));
+        let target = jobs(&["a"]);
+        let inputs = MemberInputs {
+            target_jobs: Some(&target),
+            held: Err("slice of worker-1: no format".to_owned()),
+            ..departed(Some(&object), None, None)
+        };
+        let editor = slice_editor(&obs, "worker-1", Some(&object));
+        assert_eq!(editor, Some("kubectl-edit"));
+        assert_eq!(
+            slice_problems(&obs, &inputs, editor),
+            [
+                "slice of worker-1: no format",
+                "slice ConfigMap worker-1-slice of member worker-1 was changed by kubectl-edit",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_refresh_keeps_the_held_jobs_revision_phase_and_pod() {
+        let obs = fixtures::observation(
+            "demo",
+            fixtures::spec_with_jobs(vec!["a".to_owned()]),
+            vec![fixtures::pool("worker", 2)],
+        );
+        let object = slice_object(None);
+        let held = Slice::new("demo", "worker-1", 3, jobs(&["a"]));
+        let inputs = departed(Some(&object), None, Some(held.clone()));
+        // The held slice already has the target's (no) instances: nothing to refresh.
+        let member = MemberId::new("worker", 1);
+        assert_eq!(instances_refresh(&obs, &inputs, &member, &held), None);
+        let with_instance = Slice {
+            instances: vec![SliceInstance {
+                name: "web-0".to_owned(),
+                plan: "web".to_owned(),
+                deployment: 1,
+                applications: Vec::new(),
+            }],
+            ..held.clone()
+        };
+        let Some(Operation::WriteSlice {
+            slice,
+            written_for_uid,
+            phase,
+            instances_only,
+            ..
+        }) = instances_refresh(&obs, &inputs, &member, &with_instance)
+        else {
+            panic!("a slice holding an instance the target drops is refreshed");
+        };
+        assert_eq!((slice.revision, &slice.jobs), (3, &held.jobs));
+        assert!(slice.instances.is_empty());
+        assert_eq!(
+            (written_for_uid.as_str(), phase, instances_only),
+            ("worker-1-uid", "revoke", true)
+        );
     }
 }

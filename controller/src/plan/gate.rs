@@ -24,17 +24,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY};
 use shoal_core::{Assignment, MemberId, diff};
 
 use super::history::{InForce, revision_record};
 use super::inputs::Desired;
 use super::members::Roster;
 use super::restarts::PlannedRestart;
-use super::{
-    APPROVE_ANNOTATION, InputProblem, Observation, Operation, PlannedEvent, assignment_hash,
-    condition,
-};
-use crate::approvers::ApprovalRecord;
+use super::{InputProblem, Observation, Operation, PlannedEvent, assignment_hash, condition};
+use crate::approval_record::ApprovalRecord;
 use crate::crd::{
     ApprovalPolicy, Condition, PendingRevision, ReloadPolicy, RevisionSummary, SwarmStatus,
 };
@@ -58,7 +56,7 @@ fn parse_approval(text: &str) -> Result<Approval, String> {
     let text = text.trim();
     let malformed = || {
         format!(
-            "{APPROVE_ANNOTATION}={text:?} is not `<revision>/<hash>` (e.g. `4/sha256:…`, as `status.pendingRevision.approveWith` gives it)"
+            "{ANNOTATION_APPROVE}={text:?} is not `<revision>/<hash>` (e.g. `4/sha256:…`, as `status.pendingRevision.approveWith` gives it)"
         )
     };
     let (revision, hash) = text.split_once('/').ok_or_else(malformed)?;
@@ -162,11 +160,11 @@ pub(super) fn decide(
     let mut outcome = GateOutcome::unchanged(obs, in_force);
     // Only numbers published before this pass can be approved; see the module docs.
     let published = outcome.status.latest_revision;
-    let approval = obs.annotations.get(APPROVE_ANNOTATION).map(|text| {
+    let approval = obs.annotations.get(ANNOTATION_APPROVE).map(|text| {
         parse_approval(text).and_then(|approval| {
             if approval.revision > published {
                 Err(format!(
-                    "{APPROVE_ANNOTATION} names revision {}, which does not exist yet (the latest is {published}); an approval never stands for a revision nobody has reviewed, so number {} will not be used",
+                    "{ANNOTATION_APPROVE} names revision {}, which does not exist yet (the latest is {published}); an approval never stands for a revision nobody has reviewed, so number {} will not be used",
                     approval.revision, approval.revision
                 ))
             } else {
@@ -204,7 +202,7 @@ pub(super) fn decide(
 fn burn_named_revision(obs: &Observation, outcome: &mut GateOutcome) {
     let named = obs
         .annotations
-        .get(APPROVE_ANNOTATION)
+        .get(ANNOTATION_APPROVE)
         .and_then(|text| text.trim().split_once('/'))
         .and_then(|(revision, _)| revision.parse::<u64>().ok())
         .filter(|revision| *revision <= MAX_REVISION);
@@ -289,10 +287,8 @@ fn propose(
         Verdict::Waits { reason, because } => {
             let approve_with = approval_value(revision, &desired_hash);
             let command = format!(
-                "`kubectl shoal approve {} --revision {revision}` (or `kubectl annotate swarm {} {APPROVE_ANNOTATION}={approve_with} {}=$(kubectl auth whoami -o jsonpath='{{.status.userInfo.username}}') --overwrite`)",
-                obs.swarm,
-                obs.swarm,
-                crate::approvers::APPROVED_BY_ANNOTATION
+                "`kubectl shoal approve {} --revision {revision}` (or `kubectl annotate swarm {} {ANNOTATION_APPROVE}={approve_with} {}=$(kubectl auth whoami -o jsonpath='{{.status.userInfo.username}}') --overwrite`)",
+                obs.swarm, obs.swarm, ANNOTATION_APPROVED_BY
             );
             let is_new = previous_pending
                 .as_ref()
@@ -473,7 +469,7 @@ fn verdict(obs: &Observation, summary: &RevisionSummary, approved_by_annotation:
     if approved_by_annotation {
         let by = ApprovalRecord::from_annotations(&obs.annotations, obs.approved_by_policy, &now);
         return Verdict::Approved {
-            why: format!("approved by {APPROVE_ANNOTATION} ({})", by.display()),
+            why: format!("approved by {ANNOTATION_APPROVE} ({})", by.display()),
             by,
         };
     }
@@ -571,7 +567,7 @@ fn refused_approval(
         Ok(approval) if Some(&approval) == current.as_ref() => return None,
         Ok(approval) => match &outcome.status.pending_revision {
             Some(pending) if pending.revision == approval.revision => format!(
-                "{APPROVE_ANNOTATION} names revision {} with hash {}, but the pending revision {} has hash {}; approve with {APPROVE_ANNOTATION}={}",
+                "{ANNOTATION_APPROVE} names revision {} with hash {}, but the pending revision {} has hash {}; approve with {ANNOTATION_APPROVE}={}",
                 approval.revision,
                 approval.hash,
                 pending.revision,
@@ -579,11 +575,11 @@ fn refused_approval(
                 pending.approve_with
             ),
             Some(pending) => format!(
-                "{APPROVE_ANNOTATION} names revision {}, which is not pending (the pending revision is {}; approve it with {APPROVE_ANNOTATION}={})",
+                "{ANNOTATION_APPROVE} names revision {}, which is not pending (the pending revision is {}; approve it with {ANNOTATION_APPROVE}={})",
                 approval.revision, pending.revision, pending.approve_with
             ),
             None => format!(
-                "{APPROVE_ANNOTATION} names revision {}, which is not pending (revision {} is in force and nothing waits for approval)",
+                "{ANNOTATION_APPROVE} names revision {}, which is not pending (revision {} is in force and nothing waits for approval)",
                 approval.revision, outcome.status.current_revision
             ),
         },

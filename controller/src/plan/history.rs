@@ -9,12 +9,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+use shoal_core::format::{self, EncodedText};
+use shoal_core::names::REVISION_DATA_KEY;
 use shoal_core::{Assignment, JobSet, JobSettings, Member, MemberId, Slice, assign};
 
 use super::inputs::strategy_of;
 use super::members::member_of_pod;
 use super::{InputProblem, Observation, Operation};
-use crate::approvers::ApprovalRecord;
+use crate::approval_record::ApprovalRecord;
 use crate::crd::StrategySpec;
 
 /// Inputs of one revision, stored as `<swarm>-rev-<n>`.
@@ -89,13 +91,6 @@ impl RevisionRecord {
     }
 }
 
-/// The data key of a revision history ConfigMap.
-pub const REVISION_DATA_KEY: &str = "revision.json";
-
-/// Annotation on the first ConfigMap of a split record: the sha256 (hex) of its gzip
-/// stream, every part concatenated in order. A missing, stale or damaged part fails it.
-pub const RECORD_CHECKSUM_ANNOTATION: &str = "shoal.dev/checksum";
-
 /// A revision record as stored: one ConfigMap (plain or gzip text), or a gzip stream
 /// split over several ConfigMaps (`<swarm>-rev-<n>`, then `<swarm>-rev-<n>-part-<i>`),
 /// each under the 1 MiB object limit. A record is never shortened: the owners of a
@@ -119,19 +114,13 @@ pub enum StoredRecord {
 /// largest binary entry one ConfigMap takes (the controller passes its limits; tests,
 /// small ones).
 pub fn store_record(text: &str, plain_limit: usize, binary_limit: usize) -> StoredRecord {
-    if text.len() <= plain_limit {
-        return StoredRecord::Plain(text.to_owned());
-    }
-    let compressed = crate::reconcile::gzip(text);
-    if compressed.len() <= binary_limit {
-        return StoredRecord::Gzip(compressed);
-    }
-    StoredRecord::Split {
-        checksum: sha256_hex(&compressed),
-        chunks: compressed
-            .chunks(binary_limit.max(1))
-            .map(<[u8]>::to_vec)
-            .collect(),
+    match format::encode_text(text.to_owned(), plain_limit, binary_limit) {
+        EncodedText::Plain(text) => StoredRecord::Plain(text),
+        EncodedText::Gzip(compressed) => StoredRecord::Gzip(compressed),
+        EncodedText::Split(chunks) => StoredRecord::Split {
+            checksum: format::checksum(&chunks),
+            chunks,
+        },
     }
 }
 
@@ -162,7 +151,7 @@ pub fn join_record(
     names: &dyn Fn(usize) -> String,
 ) -> Result<RevisionRecord, String> {
     let count = chunks.len();
-    let mut stream = Vec::new();
+    let mut parts = Vec::with_capacity(count);
     for (part, chunk) in chunks.iter().enumerate() {
         let Some(chunk) = chunk else {
             return Err(format!(
@@ -171,27 +160,19 @@ pub fn join_record(
                 names(part)
             ));
         };
-        stream.extend_from_slice(chunk);
+        parts.push(chunk.clone());
     }
-    if sha256_hex(&stream) != checksum {
+    if format::checksum(&parts) != checksum {
         return Err(format!(
             "its {count} parts (ConfigMaps {} to {}) do not match the recorded checksum",
             names(0),
             names(count.saturating_sub(1))
         ));
     }
-    let text = crate::reconcile::gunzip(&stream)
-        .ok_or_else(|| format!("ConfigMap {}: the record is not gzip text", names(0)))?;
+    let text = format::decode_text(&EncodedText::Split(parts))
+        .map_err(|_| format!("ConfigMap {}: the record is not gzip text", names(0)))?;
     serde_json::from_str(&text)
         .map_err(|error| format!("ConfigMap {}: the record does not parse: {error}", names(0)))
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
 }
 
 pub(super) fn revision_record(

@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
+use shoal_core::names::ANNOTATION_FAILOVER_NOW;
 use shoal_core::{Member, MemberId};
 
-use super::{FAILOVER_NOW_ANNOTATION, LeaseState, Observation, PodState, PoolState};
+use super::{LeaseState, Observation, PodState, PoolState};
 use crate::crd::MemberStatus;
 
 /// A member as the plan sees it.
@@ -35,8 +36,8 @@ impl MemberView {
     }
 }
 
-/// The most members a Swarm's pools may have in all.
-pub const MAX_MEMBERS: u32 = 10_000;
+pub use crate::crd::MAX_MEMBERS;
+pub use crate::observed::member_of_pod;
 
 /// The members of every pool, and when the next failover deadline falls.
 pub(super) struct Roster {
@@ -81,7 +82,7 @@ pub(super) fn observe_members(obs: &Observation, failover_after: Option<Duration
         .collect();
     let forced: BTreeSet<&str> = obs
         .annotations
-        .get(FAILOVER_NOW_ANNOTATION)
+        .get(ANNOTATION_FAILOVER_NOW)
         .map(|pods| {
             pods.split(',')
                 .map(str::trim)
@@ -262,42 +263,4 @@ pub(super) fn members_leaving(
         }
     }
     leaving
-}
-
-/// The member a pod name (of a slice, or of a revision record) stands for: the member of
-/// an observed pool that has this pod, else, for a pod no pool has any more, `<pool>-<ordinal>`
-/// when the name has that shape and a generated name otherwise. Either way its
-/// [`MemberId::pod_name`] is `pod` again, so the slice `<pod>-slice` is the one found.
-pub fn member_of_pod(pools: &[PoolState], pod: &str) -> MemberId {
-    for pool in pools {
-        match &pool.deployment_pods {
-            Some(pods) if pods.contains_key(pod) => {
-                return MemberId::generated(pool.name.clone(), pod);
-            }
-            Some(_) => {}
-            None => {
-                if let Ok(id) = MemberId::from_pod_name(&pool.name, pod) {
-                    return id;
-                }
-            }
-        }
-    }
-    departed_member(pod)
-}
-
-/// The member a pod name stands for with no pool to ask: `<pool>-<ordinal>` when the name
-/// has that shape, else a generated name in the pool its name suggests (a Deployment's
-/// pods are `<deployment>-<template hash>-<suffix>`).
-fn departed_member(pod: &str) -> MemberId {
-    if let Some((pool, _)) = pod.rsplit_once('-')
-        && let Ok(id) = MemberId::from_pod_name(pool, pod)
-    {
-        return id;
-    }
-    let mut parts = pod.rsplitn(3, '-');
-    let pool = match (parts.next(), parts.next(), parts.next()) {
-        (Some(_), Some(_), Some(deployment)) => deployment,
-        _ => pod,
-    };
-    MemberId::generated(pool, pod)
 }

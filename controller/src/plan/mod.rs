@@ -41,6 +41,7 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use shoal_core::format::{Index, render_index, render_slice};
+use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_FAILOVER_NOW, ANNOTATION_ROLLBACK_TO};
 use shoal_core::slice::canonical_hash;
 use shoal_core::{Assignment, JobSet, MemberId, Slice};
 
@@ -59,30 +60,20 @@ mod status;
 
 pub use gate::{MAX_REVISION, approval_value};
 pub use history::{
-    RECORD_CHECKSUM_ANNOTATION, REVISION_DATA_KEY, RevisionRecord, StoredRecord, join_record,
-    record_part_configmap, record_part_key, replay, store_record,
+    RevisionRecord, StoredRecord, join_record, record_part_configmap, record_part_key, replay,
+    store_record,
 };
 pub use inputs::{DEFAULT_VNODES, job_list, parse_duration, strategy_of};
 pub use instances::{Delivery, PlanForDelivery, deliveries};
-pub use members::{MAX_MEMBERS, member_of_pod};
+pub use members::member_of_pod;
 pub use ownership::unchecked_targets;
-pub use pool_rollout::{DEFAULT_PROGRESS_DEADLINE, RETRY_ROLLOUT_ANNOTATION};
+pub use pool_rollout::DEFAULT_PROGRESS_DEADLINE;
 pub use restarts::PlannedRestart;
 
-/// Annotation approving a pending revision.
-pub const APPROVE_ANNOTATION: &str = "shoal.dev/approve";
-/// A rollback annotation of earlier releases. It is refused: a standing annotation kept
-/// the rolled-back job list in force only while present, so removing it silently brought
-/// back the change that was rolled back. `kubectl shoal undo` rewrites the Swarm instead.
-/// While the annotation stands, no new revision applies (Degraded,
-/// `RollbackAnnotationRefused`), so removing it changes nothing by itself.
-pub const ROLLBACK_ANNOTATION: &str = "shoal.dev/rollback-to";
-/// Annotation forcing failover of the named pods (comma separated).
-pub const FAILOVER_NOW_ANNOTATION: &str = "shoal.dev/failover-now";
-/// Annotation on a slice ConfigMap: the uid of the member pod when the slice was written.
-pub const WRITTEN_FOR_UID_ANNOTATION: &str = "shoal.dev/written-for-uid";
-/// Annotation on a slice ConfigMap: `revoke` or `grant`, the step that wrote it.
-pub const PHASE_ANNOTATION: &str = "shoal.dev/phase";
+pub use crate::crd::MAX_MEMBERS;
+pub use crate::observed::{LeaseState, PodState, PoolState, SliceObject};
+pub use crate::planned::PlannedEvent;
+pub(crate) use crate::planned::condition;
 
 /// Where the Swarm's `jobsFrom` ConfigMaps stand.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,132 +109,6 @@ pub enum JobSource {
         /// The label selector, `k=v,...`.
         selector: String,
     },
-}
-
-/// One pod of a pool, as observed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodState {
-    /// Pod uid.
-    pub uid: String,
-    /// Ready condition is True.
-    pub ready: bool,
-    /// Has a deletion timestamp.
-    pub deleting: bool,
-}
-
-/// A StatefulSet or a Deployment labelled for this Swarm.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PoolState {
-    /// StatefulSet (or Deployment) name.
-    pub name: String,
-    /// `spec.replicas`.
-    pub replicas: u32,
-    /// A StatefulSet's pods by ordinal (empty for a Deployment).
-    pub pods: BTreeMap<u32, PodState>,
-    /// `Some` for a Deployment pool: its pods (owned through one of its ReplicaSets) by
-    /// their generated names. Its members are these pods, not `0..replicas`.
-    pub deployment_pods: Option<BTreeMap<String, PodState>>,
-    /// The StatefulSet controller has seen its latest spec (`status.observedGeneration`
-    /// is its `metadata.generation`): a pool read otherwise is never taken as done by a
-    /// restart rollout.
-    pub observed_current: bool,
-}
-
-impl PoolState {
-    /// The pods of the pool's members by name: a StatefulSet's in `0..replicas`, a
-    /// Deployment's that are not terminating.
-    pub fn member_pods(&self) -> Vec<(String, &PodState)> {
-        match &self.deployment_pods {
-            Some(pods) => pods
-                .iter()
-                .filter(|(_, pod)| !pod.deleting)
-                .map(|(name, pod)| (name.clone(), pod))
-                .collect(),
-            None => self
-                .pods
-                .range(..self.replicas)
-                .map(|(ordinal, pod)| (format!("{}-{ordinal}", self.name), pod))
-                .collect(),
-        }
-    }
-
-    /// The pod of this pool named `pod`, if the pool has one.
-    pub fn pod(&self, pod: &str) -> Option<&PodState> {
-        match &self.deployment_pods {
-            Some(pods) => pods.get(pod),
-            None => {
-                let id = MemberId::from_pod_name(&self.name, pod).ok()?;
-                self.pods.get(&id.ordinal()?)
-            }
-        }
-    }
-}
-
-/// A member Lease written by the sidecar.
-///
-/// Nothing in it is taken on its word. Liveness is measured on the controller's own clock:
-/// the Lease counts as renewed whenever it changes, and expires when it has not changed
-/// for its duration (the longest the controller saw), so a `renewTime` moved back or
-/// forward by hand proves nothing. Acknowledgements count only from a Lease held by the
-/// member's pod itself (`holderIdentity`, and the pod uid the sidecar records).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LeaseState {
-    /// `holderIdentity`: the pod name the sidecar writes.
-    pub holder: Option<String>,
-    /// Uid of the pod the Lease belongs to (its ownerReference), if the sidecar records it.
-    pub pod_uid: Option<String>,
-    /// `shoal.dev/acked-revision`.
-    pub acked_revision: Option<u64>,
-    /// `shoal.dev/acked-hash`.
-    pub acked_hash: Option<String>,
-    /// `renewTime`, as written (shown, never trusted).
-    pub renew_time: Option<Timestamp>,
-    /// `leaseDurationSeconds`: the longest the controller has seen for this member.
-    pub duration_seconds: Option<i64>,
-    /// `resourceVersion`: it changes whenever anyone writes the Lease.
-    pub version: String,
-    /// Since when, by the controller's clock, the Lease is as observed now; `None` when
-    /// unknown (a one-off observation, such as a preview): it is then never expired.
-    pub unchanged_since: Option<Timestamp>,
-}
-
-impl LeaseState {
-    /// The Lease has not changed for its duration, as the controller measured it.
-    pub fn expired(&self, now: Timestamp) -> bool {
-        match (self.unchanged_since, self.duration_seconds) {
-            (Some(since), Some(seconds)) => since + SignedDuration::from_secs(seconds) < now,
-            // No measure: a Lease is never called expired on a guess.
-            _ => false,
-        }
-    }
-
-    /// The Lease is the one this pod's own sidecar writes.
-    pub fn speaks_for(&self, pod: &str, pod_uid: &str) -> bool {
-        self.holder.as_deref() == Some(pod)
-            && self.pod_uid.as_deref().is_none_or(|uid| uid == pod_uid)
-    }
-
-    /// The pod's sidecar acknowledged exactly this slice (revision and hash).
-    pub fn acknowledges(&self, pod: &str, pod_uid: &str, revision: u64, hash: &str) -> bool {
-        self.speaks_for(pod, pod_uid)
-            && self.acked_revision == Some(revision)
-            && self.acked_hash.as_deref() == Some(hash)
-    }
-}
-
-/// A slice ConfigMap found in the cluster.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SliceObject {
-    /// The `slice.yaml` text, if the key is present.
-    pub text: Option<String>,
-    /// `shoal.dev/written-for-uid`.
-    pub written_for_uid: Option<String>,
-    /// `shoal.dev/phase`.
-    pub phase: Option<String>,
-    /// ConfigMaps the slice occupies (more than 1 when split into parts).
-    pub parts: usize,
-    /// Why the stored data could not be decoded, if it could not.
-    pub decode_error: Option<String>,
 }
 
 /// Everything `plan` looks at.
@@ -350,17 +215,6 @@ pub enum Operation {
     },
 }
 
-/// An Event to emit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedEvent {
-    /// Warning (true) or Normal.
-    pub warning: bool,
-    /// CamelCase reason.
-    pub reason: String,
-    /// What happened.
-    pub note: String,
-}
-
 /// What `plan` decided.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
@@ -406,17 +260,6 @@ pub fn assignment_hash(assignment: &Assignment) -> String {
     }
 }
 
-pub(crate) fn condition(type_: &str, status: bool, reason: &str, message: String) -> Condition {
-    Condition {
-        type_: type_.to_owned(),
-        status: if status { "True" } else { "False" }.to_owned(),
-        reason: reason.to_owned(),
-        message,
-        last_transition_time: None,
-        observed_generation: None,
-    }
-}
-
 pub(crate) fn previous_condition<'a>(
     status: &'a SwarmStatus,
     type_: &str,
@@ -439,17 +282,17 @@ fn refusals(obs: &Observation, roster: &members::Roster, approval: Option<String
     let mut refusals = Vec::new();
     if let Some(why) = approval {
         refusals.push(Refusal {
-            annotation: APPROVE_ANNOTATION,
+            annotation: ANNOTATION_APPROVE,
             reason: "ApprovalRefused",
             why,
         });
     }
     if !roster.unknown_failover_targets.is_empty() {
         refusals.push(Refusal {
-            annotation: FAILOVER_NOW_ANNOTATION,
+            annotation: ANNOTATION_FAILOVER_NOW,
             reason: "FailoverTargetUnknown",
             why: format!(
-                "Swarm {}: {FAILOVER_NOW_ANNOTATION} names {}, which {} no member of the Swarm's pools (members: {})",
+                "Swarm {}: {ANNOTATION_FAILOVER_NOW} names {}, which {} no member of the Swarm's pools (members: {})",
                 obs.swarm,
                 roster.unknown_failover_targets.join(", "),
                 if roster.unknown_failover_targets.len() == 1 { "is" } else { "are" },
@@ -469,11 +312,11 @@ fn refusals(obs: &Observation, roster: &members::Roster, approval: Option<String
 /// there no new revision applies (it asked for the revision it names to stay in force), so
 /// nothing changes under the user's feet when it is removed after `kubectl shoal undo`.
 fn rollback_problem(obs: &Observation) -> Option<InputProblem> {
-    let value = obs.annotations.get(ROLLBACK_ANNOTATION)?;
+    let value = obs.annotations.get(ANNOTATION_ROLLBACK_TO)?;
     Some(InputProblem {
         reason: "RollbackAnnotationRefused",
         message: format!(
-            "Swarm {}: {ROLLBACK_ANNOTATION}={value} is not read, and no new revision applies while it is there; roll back with `kubectl shoal undo {} --to-revision <revision>`, which rewrites the Swarm's job list and strategy to those of the revision (through the approval gate), then remove the annotation",
+            "Swarm {}: {ANNOTATION_ROLLBACK_TO}={value} is not read, and no new revision applies while it is there; roll back with `kubectl shoal undo {} --to-revision <revision>`, which rewrites the Swarm's job list and strategy to those of the revision (through the approval gate), then remove the annotation",
             obs.swarm, obs.swarm
         ),
     })

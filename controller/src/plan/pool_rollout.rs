@@ -56,6 +56,7 @@ use std::time::Duration;
 use jiff::SignedDuration;
 use shoal_core::Slice;
 use shoal_core::deploy::domains::rollout_order;
+use shoal_core::names::ANNOTATION_RETRY_ROLLOUT;
 use shoal_core::rollout::{
     PartProgress, PartState, RolloutPhase, RolloutStep, finishing_first, part_to_finish,
     rollout_step,
@@ -65,8 +66,6 @@ use super::members::Roster;
 use super::{Observation, PlannedEvent, condition, previous_condition};
 use crate::crd::{Condition, PoolRollout, RolloutHalt, SwarmRolloutStatus};
 
-/// Annotation that lets a halted rollout of the named revision go on.
-pub const RETRY_ROLLOUT_ANNOTATION: &str = "shoal.dev/retry-rollout";
 /// `rollout.progressDeadline` when not set.
 pub const DEFAULT_PROGRESS_DEADLINE: &str = "10m";
 
@@ -137,7 +136,7 @@ pub(super) fn decide(obs: &Observation, roster: &Roster, inputs: &PoolInputs<'_>
         .filter(|previous| previous.revision == inputs.revision);
     let retried = obs
         .annotations
-        .get(RETRY_ROLLOUT_ANNOTATION)
+        .get(ANNOTATION_RETRY_ROLLOUT)
         .is_some_and(|value| value.trim() == inputs.revision.to_string());
     let mut progress = pool_progress(obs, roster, inputs);
     let standing_halt = previous
@@ -322,7 +321,7 @@ fn phase_in_words(swarm: &str, revision: u64, phase: &RolloutPhase) -> (&'static
         RolloutPhase::Failed { part, cause } => (
             "Halted",
             format!(
-                "revision {revision}: halted in pool {part}: {cause}; no pool is restarted until a newer revision or `kubectl annotate swarm {swarm} {RETRY_ROLLOUT_ANNOTATION}={revision} --overwrite`"
+                "revision {revision}: halted in pool {part}: {cause}; no pool is restarted until a newer revision or `kubectl annotate swarm {swarm} {ANNOTATION_RETRY_ROLLOUT}={revision} --overwrite`"
             ),
         ),
     }

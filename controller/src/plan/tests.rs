@@ -2,6 +2,9 @@
 //! applies each plan's operations the way the I/O layer does.
 
 use super::*;
+use shoal_core::names::{
+    ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY, ANNOTATION_FAILOVER_NOW, ANNOTATION_ROLLBACK_TO,
+};
 use std::collections::BTreeSet;
 
 use shoal_core::format::parse_slice;
@@ -15,7 +18,7 @@ use crate::crd::{
 };
 
 fn t0() -> Timestamp {
-    "2026-01-01T00:00:00Z".parse().unwrap()
+    crate::fixtures::epoch()
 }
 
 /// The Lease a member's own sidecar writes: held by its pod, unchanged since `t0()`.
@@ -56,26 +59,7 @@ fn spec(job_keys: Vec<String>) -> SwarmSpec {
     }
 }
 
-fn pool(name: &str, replicas: u32) -> PoolState {
-    PoolState {
-        name: name.to_owned(),
-        replicas,
-        deployment_pods: None,
-        pods: (0..replicas)
-            .map(|ordinal| {
-                (
-                    ordinal,
-                    PodState {
-                        uid: format!("{name}-{ordinal}-uid-a"),
-                        ready: true,
-                        deleting: false,
-                    },
-                )
-            })
-            .collect(),
-        observed_current: true,
-    }
-}
+use crate::fixtures::pool;
 
 /// An in-memory cluster: an observation that operations are applied to.
 struct Cluster {
@@ -87,27 +71,7 @@ struct Cluster {
 impl Cluster {
     fn new(spec: SwarmSpec, replicas: u32) -> Cluster {
         Cluster {
-            obs: Observation {
-                swarm: "demo".to_owned(),
-                generation: Some(1),
-                spec,
-                annotations: BTreeMap::new(),
-                status: SwarmStatus::default(),
-                pools: vec![pool("worker", replicas)],
-                job_source: JobSource::NotReferenced,
-                slices: BTreeMap::new(),
-                leases: BTreeMap::new(),
-                history: BTreeMap::new(),
-                damaged_history: BTreeMap::new(),
-                index: None,
-                owned_config_maps: BTreeMap::new(),
-                foreign_config_maps: BTreeMap::new(),
-                edited_config_maps: BTreeMap::new(),
-                blocked_evictions: BTreeMap::new(),
-                plans: Ok(Vec::new()),
-                approved_by_policy: false,
-                now: t0(),
-            },
+            obs: crate::fixtures::observation("demo", spec, vec![pool("worker", replicas)]),
             writes: Vec::new(),
             evicted: Vec::new(),
         }
@@ -208,7 +172,7 @@ impl Cluster {
     fn approve(&mut self, value: &str) {
         self.obs
             .annotations
-            .insert(APPROVE_ANNOTATION.to_owned(), value.to_owned());
+            .insert(ANNOTATION_APPROVE.to_owned(), value.to_owned());
     }
 
     fn condition(&self, type_: &str) -> Condition {
@@ -913,7 +877,7 @@ fn the_failover_now_annotation_moves_a_members_jobs_at_once() {
     cluster
         .obs
         .annotations
-        .insert(FAILOVER_NOW_ANNOTATION.to_owned(), "worker-2".to_owned());
+        .insert(ANNOTATION_FAILOVER_NOW.to_owned(), "worker-2".to_owned());
     cluster.settle();
     assert!(cluster.slice_of("worker-2").is_empty());
     assert_eq!(all_jobs_once(&cluster), jobs(30));
@@ -1018,7 +982,7 @@ fn the_old_rollback_annotation_is_refused_once_and_changes_nothing() {
     cluster
         .obs
         .annotations
-        .insert(ROLLBACK_ANNOTATION.to_owned(), "1".to_owned());
+        .insert(ANNOTATION_ROLLBACK_TO.to_owned(), "1".to_owned());
     let plan = cluster.step();
     assert!(plan.operations.is_empty(), "{:?}", plan.operations);
     assert_eq!(reasons(&plan), ["RollbackAnnotationRefused"]);
@@ -1036,7 +1000,7 @@ fn a_failover_now_annotation_naming_no_member_is_refused_naming_the_members() {
     let mut cluster = Cluster::new(spec(jobs(10)), 2);
     cluster.settle();
     cluster.obs.annotations.insert(
-        FAILOVER_NOW_ANNOTATION.to_owned(),
+        ANNOTATION_FAILOVER_NOW.to_owned(),
         "worker-1, worker-7".to_owned(),
     );
     let plan = cluster.step();
@@ -2027,7 +1991,7 @@ fn a_standing_rollback_annotation_holds_back_every_new_revision_until_it_is_remo
     cluster
         .obs
         .annotations
-        .insert(ROLLBACK_ANNOTATION.to_owned(), "1".to_owned());
+        .insert(ANNOTATION_ROLLBACK_TO.to_owned(), "1".to_owned());
     cluster.obs.spec.jobs = jobs(14);
     let plans = cluster.settle();
     assert!(plans.iter().all(|plan| plan.applied_revision.is_none()));
@@ -2041,7 +2005,7 @@ fn a_standing_rollback_annotation_holds_back_every_new_revision_until_it_is_remo
     );
     assert_eq!(all_jobs_once(&cluster), jobs(10));
     // Removed: the change waits for approval like any other; nothing applies by itself.
-    cluster.obs.annotations.remove(ROLLBACK_ANNOTATION);
+    cluster.obs.annotations.remove(ANNOTATION_ROLLBACK_TO);
     let plans = cluster.settle();
     assert!(plans.iter().all(|plan| plan.applied_revision.is_none()));
     assert_eq!(all_jobs_once(&cluster), jobs(10));
@@ -2624,7 +2588,7 @@ fn a_plan_whose_record_someone_else_edited_keeps_the_instances_its_members_hold(
 }
 
 /// Who the history record written by `plan` for `revision` says approved it.
-fn recorded_approver(plan: &Plan, revision: u64) -> Option<crate::approvers::ApprovalRecord> {
+fn recorded_approver(plan: &Plan, revision: u64) -> Option<crate::approval_record::ApprovalRecord> {
     plan.operations
         .iter()
         .find_map(|operation| match operation {
@@ -2641,10 +2605,10 @@ fn a_revision_approved_by_annotation_records_the_named_approver_verified_only_un
         let mut cluster = manual(20, 2);
         cluster.step();
         cluster.approve_pending();
-        cluster.obs.annotations.insert(
-            crate::approvers::APPROVED_BY_ANNOTATION.to_owned(),
-            "alice".to_owned(),
-        );
+        cluster
+            .obs
+            .annotations
+            .insert(ANNOTATION_APPROVED_BY.to_owned(), "alice".to_owned());
         cluster.obs.approved_by_policy = policy_in_force;
         let approved = cluster.step();
         assert_eq!(approved.applied_revision, Some(1));
@@ -2662,7 +2626,7 @@ fn a_revision_approved_by_an_annotation_naming_nobody_records_an_unknown_approve
     cluster.approve_pending();
     cluster.obs.approved_by_policy = true;
     let approver = recorded_approver(&cluster.step(), 1).expect("an approver");
-    assert_eq!(approver.by, crate::approvers::UNNAMED_APPROVER);
+    assert_eq!(approver.by, crate::approval_record::UNNAMED_APPROVER);
     assert!(!approver.verified);
 }
 

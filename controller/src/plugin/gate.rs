@@ -4,13 +4,13 @@
 use kube::api::{Api, Patch, PatchParams};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_CHANGE_CAUSE};
 
 use super::preview::{self, Change, DiffReport};
 use super::table::fields;
 use super::{Error, Report, Target};
 use crate::approvers::approval_annotations;
 use crate::crd::{JobsFrom, RevisionSummary, Swarm};
-use crate::plan::APPROVE_ANNOTATION;
 
 /// Attempts at an approval when the Swarm keeps changing under it.
 const APPROVE_ATTEMPTS: usize = 5;
@@ -283,7 +283,7 @@ pub async fn approve(
         }
         // Revision and hash: the approval stands for exactly the plan in the status.
         let value = crate::plan::approval_value(pending.revision, &pending.hash);
-        let annotation = format!("{APPROVE_ANNOTATION}={value}");
+        let annotation = format!("{ANNOTATION_APPROVE}={value}");
         // The approval and who gives it, in one request (policy shoal-approved-by).
         let annotations = approval_annotations(&value, approver.as_deref());
         let patch = json!({
@@ -373,9 +373,6 @@ impl Report for UndoReport {
 /// Largest Swarm `undo` writes: a real API server refuses objects much over 1 MiB.
 const MAX_UNDO_BYTES: usize = 1024 * 1024;
 
-/// The annotation kubectl reads as the reason of a change (`kubectl rollout history`).
-pub const CHANGE_CAUSE_ANNOTATION: &str = "kubernetes.io/change-cause";
-
 /// Rolls back by rewriting the Swarm's job list and strategy to those of a recorded
 /// revision, as `kubectl rollout undo` rewrites a Deployment's template: one write, with
 /// the Swarm's resourceVersion as precondition. The controller then treats it as any edit
@@ -437,7 +434,7 @@ pub async fn undo(
         "metadata": {
             "resourceVersion": object.metadata.resource_version,
             "annotations": {
-                CHANGE_CAUSE_ANNOTATION: format!("kubectl shoal undo {swarm} --to-revision {revision}"),
+                ANNOTATION_CHANGE_CAUSE: format!("kubectl shoal undo {swarm} --to-revision {revision}"),
             },
         },
         "spec": {

@@ -20,17 +20,15 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde::Serialize;
 use shoal_core::deploy::status::DeploymentStatusDocument;
+use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY, ANNOTATION_OPERATE};
 
 use super::table::{Table, fields, short_hash};
 use super::{Report, Target, hint};
-use crate::approvers::{
-    APPROVED_BY_ANNOTATION, ApprovalRecord, approval_annotations, approver_name,
-};
-use crate::deployment::{OPERATE_ANNOTATION, Verb, request_item, request_items};
+use crate::approvers::{ApprovalRecord, approval_annotations, approver_name};
+use crate::deployment::{Verb, request_item, request_items};
 use crate::deployment_plan::{
     DeploymentPlan, DeploymentPlanStatus, InstanceStatus, OperationStatus, UnplacedInstance,
 };
-use crate::plan::APPROVE_ANNOTATION;
 
 /// Why a plan command failed; each names the plan and says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -496,7 +494,7 @@ pub struct ApproveOpReport {
 impl Report for ApproveOpReport {
     fn table(&self) -> String {
         format!(
-            "Annotated DeploymentPlan {} {APPROVE_ANNOTATION}={}{}\nThe controller approves operation {} on its next pass; follow it with `kubectl shoal operations {}`.\n",
+            "Annotated DeploymentPlan {} {ANNOTATION_APPROVE}={}{}\nThe controller approves operation {} on its next pass; follow it with `kubectl shoal operations {}`.\n",
             self.plan,
             self.annotation,
             approved_by_note(self.approved_by.as_deref()),
@@ -509,7 +507,7 @@ impl Report for ApproveOpReport {
 /// ` as <user>` (` shoal.dev/approved-by=<user>`), or nothing when the server did not say.
 pub(super) fn approved_by_note(approver: Option<&str>) -> String {
     approver.map_or_else(String::new, |name| {
-        format!(" {APPROVED_BY_ANNOTATION}={name}")
+        format!(" {ANNOTATION_APPROVED_BY}={name}")
     })
 }
 
@@ -528,7 +526,7 @@ pub struct OperateReport {
 impl Report for OperateReport {
     fn table(&self) -> String {
         format!(
-            "Annotated DeploymentPlan {} {OPERATE_ANNOTATION}={}\nThe controller turns {:?} into an operation through the plan's approval policy on its next pass (or refuses it with a Warning); follow it with `kubectl shoal operations {}`.\n",
+            "Annotated DeploymentPlan {} {ANNOTATION_OPERATE}={}\nThe controller turns {:?} into an operation through the plan's approval policy on its next pass (or refuses it with a Warning); follow it with `kubectl shoal operations {}`.\n",
             self.plan, self.annotation, self.request, self.plan
         )
     }
@@ -568,11 +566,11 @@ pub async fn operate(
     let value = operate_annotation(
         &status,
         plan.annotations()
-            .get(OPERATE_ANNOTATION)
+            .get(ANNOTATION_OPERATE)
             .map(String::as_str),
         &item,
     );
-    let annotations = BTreeMap::from([(OPERATE_ANNOTATION.to_owned(), value.clone())]);
+    let annotations = BTreeMap::from([(ANNOTATION_OPERATE.to_owned(), value.clone())]);
     annotate_plan(target, name, &annotations).await?;
     Ok(OperateReport {
         plan: name.to_owned(),
@@ -714,7 +712,7 @@ pub async fn approve_op(
         name,
         &status,
         plan.annotations()
-            .get(APPROVE_ANNOTATION)
+            .get(ANNOTATION_APPROVE)
             .map(String::as_str),
         id,
     )?;

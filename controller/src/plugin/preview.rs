@@ -15,12 +15,13 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use shoal_core::format::parse_slice;
-use shoal_core::{Assignment, JobSet, diff};
+use shoal_core::names::ANNOTATION_APPROVE;
+use shoal_core::{Assignment, Diff, JobSet, diff};
 
 use super::Report;
 use super::table::{Table, fields};
 use crate::crd::{ApprovalPolicy, ReloadPolicy, RevisionSummary};
-use crate::plan::{self, APPROVE_ANNOTATION, JobSource, Observation, Operation, replay};
+use crate::plan::{self, JobSource, Observation, Operation, replay};
 
 /// A change to preview.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -377,71 +378,144 @@ fn in_force(obs: &Observation) -> Option<Assignment> {
         .ok()
 }
 
+/// The planner's three answers on one observation (see the module docs).
+struct Planned {
+    /// As it is: does the approval gate let the revision through?
+    as_is: plan::Plan,
+    /// With the gate closed: the pending revision and its summary.
+    held: plan::Plan,
+    /// With the gate open: the revision record the controller would write.
+    opened: plan::Plan,
+}
+
+impl Planned {
+    fn of(obs: &Observation) -> Planned {
+        let mut gated = obs.clone();
+        gated.spec.approval.policy = ApprovalPolicy::Manual;
+        gated.annotations.remove(ANNOTATION_APPROVE);
+        let mut open = obs.clone();
+        open.spec.approval.policy = ApprovalPolicy::Automatic;
+        Planned {
+            as_is: plan::plan(obs),
+            held: plan::plan(&gated),
+            opened: plan::plan(&open),
+        }
+    }
+}
+
 /// Previews `change` on an observation of the cluster. Pure: no I/O.
 pub fn preview(
     obs: &mut Observation,
     namespace: &str,
     change: &Change,
 ) -> Result<DiffReport, PreviewError> {
-    let mut notes = Vec::new();
     let description = apply_change(obs, namespace, change)?;
-    let current_revision = obs.status.current_revision;
-
-    let as_is = plan::plan(obs);
-    let mut gated = obs.clone();
-    gated.spec.approval.policy = ApprovalPolicy::Manual;
-    gated.annotations.remove(APPROVE_ANNOTATION);
-    let held = plan::plan(&gated);
-    let mut open = obs.clone();
-    open.spec.approval.policy = ApprovalPolicy::Automatic;
-    let opened = plan::plan(&open);
-
-    let empty_report = |decision: String, notes: Vec<String>| DiffReport {
+    let planned = Planned::of(obs);
+    let mut report = DiffReport {
         swarm: obs.swarm.clone(),
         namespace: namespace.to_owned(),
-        change: description.clone(),
-        current_revision,
+        change: description,
+        current_revision: obs.status.current_revision,
         revision: None,
         summary: None,
         needs_approval: false,
-        decision,
+        decision: String::new(),
         moves: Vec::new(),
         created: Vec::new(),
         deleted: Vec::new(),
         members: Vec::new(),
         restarts: Vec::new(),
-        notes,
+        notes: Vec::new(),
     };
+    let Some(revision) = planned.opened.applied_revision else {
+        no_revision(obs, &planned, &mut report)?;
+        return Ok(report);
+    };
+    let desired = replayed_target(obs, namespace, &planned.opened, revision)?;
+    // As in the planner: with nothing readable in force, every member starts empty.
+    let before = in_force(obs)
+        .or_else(|| Assignment::from_slices(std::iter::empty()).ok())
+        .unwrap_or_else(|| desired.clone());
+    let change = diff(&before, &desired);
+    let summary = summary_of(&planned, revision, &change);
+    report.needs_approval = planned.as_is.applied_revision != Some(revision);
+    report.decision = decision(
+        obs,
+        namespace,
+        &planned.as_is,
+        revision,
+        report.needs_approval,
+    );
+    if let Some(superseded) = summary.supersedes {
+        report.notes.push(format!(
+            "revision {revision} supersedes pending revision {superseded}, which will never apply"
+        ));
+    }
+    report.moves = job_moves(&change);
+    (report.created, report.deleted) = created_and_deleted(&change, &before, &desired);
+    member_rows(obs, &planned.opened, &change, &desired, &mut report);
+    if obs.spec.reload == ReloadPolicy::HotReload && !change.affected.is_empty() {
+        report.notes.push(format!(
+            "reload policy HotReload: no pod restarts; {} members reload their slice in place",
+            change.affected.len()
+        ));
+    }
+    report.revision = Some(revision);
+    report.summary = Some(summary);
+    Ok(report)
+}
 
-    let Some(revision) = opened.applied_revision else {
-        let degraded = opened
-            .status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == "Degraded" && c.status == "True" && c.reason != "SliceEdited");
-        if let Some(degraded) = degraded {
-            return Err(PreviewError::NoRevision {
-                swarm: obs.swarm.clone(),
-                namespace: namespace.to_owned(),
-                reason: degraded.reason.clone(),
-                message: degraded.message.clone(),
-            });
-        }
-        if !as_is.operations.is_empty() {
-            notes.push(format!(
-                "the controller is still applying revision {current_revision}: {} writes to go (`kubectl shoal status {} -n {namespace}` lists them)",
-                as_is.operations.len(),
-                obs.swarm
-            ));
-        }
-        let decision = if current_revision == 0 {
-            "nothing to apply".to_owned()
-        } else {
-            format!(
-                "nothing changes: the inputs give revision {current_revision}, which is in force"
-            )
-        };
-        return Ok(empty_report(decision, notes));
+/// The report when the inputs give no new revision: an error naming why the planner
+/// refuses them (Degraded), else what the controller is still doing.
+fn no_revision(
+    obs: &Observation,
+    planned: &Planned,
+    report: &mut DiffReport,
+) -> Result<(), PreviewError> {
+    let current_revision = obs.status.current_revision;
+    let degraded = planned
+        .opened
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Degraded" && c.status == "True" && c.reason != "SliceEdited");
+    if let Some(degraded) = degraded {
+        return Err(PreviewError::NoRevision {
+            swarm: obs.swarm.clone(),
+            namespace: report.namespace.clone(),
+            reason: degraded.reason.clone(),
+            message: degraded.message.clone(),
+        });
+    }
+    if !planned.as_is.operations.is_empty() {
+        report.notes.push(format!(
+            "the controller is still applying revision {current_revision}: {} writes to go (`kubectl shoal status {} -n {}` lists them)",
+            planned.as_is.operations.len(),
+            obs.swarm,
+            report.namespace
+        ));
+    }
+    report.decision = if current_revision == 0 {
+        "nothing to apply".to_owned()
+    } else {
+        format!("nothing changes: the inputs give revision {current_revision}, which is in force")
+    };
+    Ok(())
+}
+
+/// The assignment of `revision`, replayed from the record the open planner would write:
+/// exactly what the controller would put in force.
+fn replayed_target(
+    obs: &Observation,
+    namespace: &str,
+    opened: &plan::Plan,
+    revision: u64,
+) -> Result<Assignment, PreviewError> {
+    let failed = |message: String| PreviewError::Replay {
+        swarm: obs.swarm.clone(),
+        namespace: namespace.to_owned(),
+        revision,
+        message,
     };
     let record = opened
         .operations
@@ -450,32 +524,23 @@ pub fn preview(
             Operation::WriteRevision(record) if record.revision == revision => Some(record),
             _ => None,
         })
-        .ok_or_else(|| PreviewError::Replay {
-            swarm: obs.swarm.clone(),
-            namespace: namespace.to_owned(),
-            revision,
-            message: "the planner applied it without recording it".to_owned(),
-        })?;
-    let desired = replay(record).map_err(|message| PreviewError::Replay {
-        swarm: obs.swarm.clone(),
-        namespace: namespace.to_owned(),
-        revision,
-        message,
-    })?;
-    // As in the planner: with nothing readable in force, every member starts empty.
-    let before = in_force(obs)
-        .or_else(|| Assignment::from_slices(std::iter::empty()).ok())
-        .unwrap_or_else(|| desired.clone());
-    let change = diff(&before, &desired);
+        .ok_or_else(|| failed("the planner applied it without recording it".to_owned()))?;
+    replay(record).map_err(failed)
+}
 
-    let summary = held
+/// The summary the controller publishes for `revision` (pending, or proposed), else one
+/// counted from the diff.
+fn summary_of(planned: &Planned, revision: u64, change: &Diff) -> RevisionSummary {
+    planned
+        .held
         .status
         .pending_revision
         .as_ref()
         .filter(|pending| pending.revision == revision)
         .map(|pending| pending.summary.clone())
         .or_else(|| {
-            as_is
+            planned
+                .as_is
                 .proposal
                 .as_ref()
                 .filter(|proposal| proposal.revision == revision)
@@ -486,58 +551,65 @@ pub fn preview(
             members_affected: change.affected.len() as u64,
             lower_bound: change.lower_bound as u64,
             ..RevisionSummary::default()
-        });
-    let needs_approval = as_is.applied_revision != Some(revision);
-    let decision = if needs_approval {
+        })
+}
+
+/// What happens to `revision`: it waits for approval (with the plugin's command to give
+/// it), or it applies at once and why.
+fn decision(
+    obs: &Observation,
+    namespace: &str,
+    as_is: &plan::Plan,
+    revision: u64,
+    needs_approval: bool,
+) -> String {
+    if needs_approval {
         let waiting = as_is
             .status
             .conditions
             .iter()
             .find(|c| c.type_ == "AwaitingApproval" && c.status == "True")
-            .map(|c| {
-                // The controller's message ends with the kubectl annotate command; the plugin's is shorter.
-                let message = c.message.as_str();
-                match message.find("; approve with `kubectl annotate") {
-                    Some(cut) => {
-                        // Drop "; approve with `...`", keep whatever follows the closing backtick.
-                        let rest = &message[cut..];
-                        let after = rest
-                            .find('`')
-                            .and_then(|open| {
-                                let close = rest[open + 1..].find('`')?;
-                                Some(&rest[open + 1 + close + 1..])
-                            })
-                            .unwrap_or("");
-                        format!("{}{after}", &message[..cut])
-                    }
-                    None => message.to_owned(),
-                }
-            })
+            .map(|c| without_annotate_command(&c.message))
             .unwrap_or_else(|| format!("revision {revision} waits for approval"));
-        format!(
+        return format!(
             "{waiting}; approve with `kubectl shoal approve {} -n {namespace} --revision {revision}`",
             obs.swarm
-        )
-    } else {
-        match obs.spec.approval.policy {
-            ApprovalPolicy::Automatic => {
-                format!("revision {revision} applies at once (approval policy Automatic)")
-            }
-            ApprovalPolicy::Budget => {
-                format!("revision {revision} applies at once (within the approval budget)")
-            }
-            ApprovalPolicy::Manual => format!(
-                "revision {revision} applies at once (already approved with {APPROVE_ANNOTATION}={revision})"
-            ),
-        }
-    };
-    if let Some(superseded) = summary.supersedes {
-        notes.push(format!(
-            "revision {revision} supersedes pending revision {superseded}, which will never apply"
-        ));
+        );
     }
+    match obs.spec.approval.policy {
+        ApprovalPolicy::Automatic => {
+            format!("revision {revision} applies at once (approval policy Automatic)")
+        }
+        ApprovalPolicy::Budget => {
+            format!("revision {revision} applies at once (within the approval budget)")
+        }
+        ApprovalPolicy::Manual => format!(
+            "revision {revision} applies at once (already approved with {ANNOTATION_APPROVE}={revision})"
+        ),
+    }
+}
 
-    let moves = change
+/// The controller's AwaitingApproval message without its `; approve with `kubectl
+/// annotate …`` part (the plugin gives its own, shorter command), keeping whatever
+/// follows the closing backtick.
+fn without_annotate_command(message: &str) -> String {
+    let Some(cut) = message.find("; approve with `kubectl annotate") else {
+        return message.to_owned();
+    };
+    let rest = &message[cut..];
+    let after = rest
+        .find('`')
+        .and_then(|open| {
+            let close = rest[open + 1..].find('`')?;
+            Some(&rest[open + 1 + close + 1..])
+        })
+        .unwrap_or("");
+    format!("{}{after}", &message[..cut])
+}
+
+/// Every job that changes owner.
+fn job_moves(change: &Diff) -> Vec<JobMove> {
+    change
         .moved
         .iter()
         .map(|moved| JobMove {
@@ -545,66 +617,83 @@ pub fn preview(
             from: moved.from.pod_name(),
             to: moved.to.pod_name(),
         })
-        .collect();
+        .collect()
+}
+
+/// The jobs that appear (no owner `before`) and disappear (no owner in `desired`), each
+/// with its member, by job.
+fn created_and_deleted(
+    change: &Diff,
+    before: &Assignment,
+    desired: &Assignment,
+) -> (Vec<JobPlacement>, Vec<JobPlacement>) {
     let mut created = Vec::new();
     let mut deleted = Vec::new();
     for (member, member_change) in &change.members {
-        for key in &member_change.added {
-            if before.owner_of(key.as_str()).is_none() {
-                created.push(JobPlacement {
-                    job: key.as_str().to_owned(),
-                    member: member.pod_name(),
-                });
-            }
-        }
-        for key in &member_change.removed {
-            if desired.owner_of(key.as_str()).is_none() {
-                deleted.push(JobPlacement {
-                    job: key.as_str().to_owned(),
-                    member: member.pod_name(),
-                });
-            }
-        }
+        let placed = |key: &shoal_core::JobKey| JobPlacement {
+            job: key.as_str().to_owned(),
+            member: member.pod_name(),
+        };
+        created.extend(
+            member_change
+                .added
+                .iter()
+                .filter(|key| before.owner_of(key.as_str()).is_none())
+                .map(placed),
+        );
+        deleted.extend(
+            member_change
+                .removed
+                .iter()
+                .filter(|key| desired.owner_of(key.as_str()).is_none())
+                .map(placed),
+        );
     }
     created.sort_by(|a, b| a.job.cmp(&b.job));
     deleted.sort_by(|a, b| a.job.cmp(&b.job));
+    (created, deleted)
+}
 
+/// The step a member takes: revoke-then-grant order as the controller applies it.
+fn member_step_words(loses: bool, gains: bool, any_revoke: bool) -> &'static str {
+    match (loses, gains) {
+        (false, false) => "unchanged",
+        (true, false) => "revoke",
+        (false, true) if any_revoke => "grant after revokes are acknowledged",
+        (false, true) => "grant",
+        (true, true) => "revoke, then grant",
+    }
+}
+
+/// One row per member the diff names, the planner's restarts, and a note for each
+/// member whose pod does not exist yet.
+fn member_rows(
+    obs: &Observation,
+    opened: &plan::Plan,
+    change: &Diff,
+    desired: &Assignment,
+    report: &mut DiffReport,
+) {
     let pods: BTreeMap<String, &plan::PodState> = obs
         .pools
         .iter()
         .flat_map(plan::PoolState::member_pods)
         .collect();
-    let mut members = Vec::new();
-    let mut restarts = Vec::new();
     let any_revoke = change
         .members
         .values()
         .any(|member_change| !member_change.removed.is_empty());
     for (member, member_change) in &change.members {
         let name = member.pod_name();
-        let gains: Vec<String> = member_change
-            .added
-            .iter()
-            .map(|key| key.as_str().to_owned())
-            .collect();
-        let loses: Vec<String> = member_change
-            .removed
-            .iter()
-            .map(|key| key.as_str().to_owned())
-            .collect();
-        let before_count = member_change.unchanged + loses.len();
-        let after_count = member_change.unchanged + gains.len();
-        let step = match (loses.is_empty(), gains.is_empty()) {
-            (true, true) => "unchanged",
-            (false, true) => "revoke",
-            (true, false) if any_revoke => "grant after revokes are acknowledged",
-            (true, false) => "grant",
-            (false, false) => "revoke, then grant",
+        let keys = |keys: &[shoal_core::JobKey]| -> Vec<String> {
+            keys.iter().map(|key| key.as_str().to_owned()).collect()
         };
+        let gains = keys(&member_change.added);
+        let loses = keys(&member_change.removed);
         // The planner's own restarts: what the summary counts and the controller does.
         let planned = opened.restarts.get(member);
         if let Some(restart) = planned {
-            restarts.push(PodRestart {
+            report.restarts.push(PodRestart {
                 pod: name.clone(),
                 uid: pods.get(&name).map_or_else(
                     || "(created by the StatefulSet)".to_owned(),
@@ -619,42 +708,19 @@ pub fn preview(
             && desired.members().contains(member)
             && planned.is_none()
         {
-            notes.push(format!(
+            report.notes.push(format!(
                 "pod {name} does not exist yet; it starts with its slice"
             ));
         }
-        members.push(MemberChangeRow {
+        report.members.push(MemberChangeRow {
             member: name,
-            before: before_count,
-            after: after_count,
+            before: member_change.unchanged + loses.len(),
+            after: member_change.unchanged + gains.len(),
+            step: member_step_words(!loses.is_empty(), !gains.is_empty(), any_revoke).to_owned(),
             gains,
             loses,
-            step: step.to_owned(),
         });
     }
-    if obs.spec.reload == ReloadPolicy::HotReload && !change.affected.is_empty() {
-        notes.push(format!(
-            "reload policy HotReload: no pod restarts; {} members reload their slice in place",
-            change.affected.len()
-        ));
-    }
-
-    Ok(DiffReport {
-        swarm: obs.swarm.clone(),
-        namespace: namespace.to_owned(),
-        change: description,
-        current_revision,
-        revision: Some(revision),
-        summary: Some(summary),
-        needs_approval,
-        decision,
-        moves,
-        created,
-        deleted,
-        members,
-        restarts,
-        notes,
-    })
 }
 
 fn limited(keys: &[String], limit: usize) -> String {
@@ -758,6 +824,32 @@ impl Report for DiffReport {
 mod tests {
     use super::*;
     use crate::plugin::testing::{converge, observation, owners, pool};
+
+    #[test]
+    fn the_controllers_annotate_command_is_cut_from_the_waiting_message() {
+        assert_eq!(
+            without_annotate_command(
+                "revision 4 waits for approval; approve with `kubectl annotate swarm demo shoal.dev/approve=4/sha256:ab` (policy Manual)"
+            ),
+            "revision 4 waits for approval (policy Manual)"
+        );
+        assert_eq!(
+            without_annotate_command("revision 4 waits for approval"),
+            "revision 4 waits for approval"
+        );
+    }
+
+    #[test]
+    fn a_member_that_only_gains_waits_for_the_revokes_of_others() {
+        assert_eq!(
+            member_step_words(false, true, true),
+            "grant after revokes are acknowledged"
+        );
+        assert_eq!(member_step_words(false, true, false), "grant");
+        assert_eq!(member_step_words(true, true, true), "revoke, then grant");
+        assert_eq!(member_step_words(true, false, true), "revoke");
+        assert_eq!(member_step_words(false, false, true), "unchanged");
+    }
 
     #[test]
     fn the_preview_of_a_scale_is_what_the_planner_then_does() {

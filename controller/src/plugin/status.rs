@@ -10,11 +10,12 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
 use serde::{Deserialize, Serialize};
 use shoal_core::format::parse_slice;
+use shoal_core::names::ANNOTATION_APPROVE;
 
 use super::table::{Table, fields, short_hash};
 use super::{Error, Report, Target};
 use crate::crd::{Condition, PendingRevision};
-use crate::plan::{self, APPROVE_ANNOTATION, Observation, Operation};
+use crate::plan::{self, Observation, Operation};
 
 /// Events shown.
 pub const RECENT_EVENTS: usize = 10;
@@ -253,7 +254,7 @@ pub fn report(obs: &Observation, namespace: &str, events: Vec<EventRow>) -> Stat
             .rollout
             .as_ref()
             .map(|rollout| format!("{}: {}", rollout.phase, rollout.message)),
-        approved: obs.annotations.get(APPROVE_ANNOTATION).cloned(),
+        approved: obs.annotations.get(ANNOTATION_APPROVE).cloned(),
         refused_annotations: obs.status.refused_annotations.clone(),
         pools,
         members,
@@ -375,7 +376,7 @@ impl Report for StatusReport {
             pairs.push(("Rollout", rollout.clone()));
         }
         if let Some(approved) = &self.approved {
-            pairs.push(("Approved", format!("{approved} ({APPROVE_ANNOTATION})")));
+            pairs.push(("Approved", format!("{approved} ({ANNOTATION_APPROVE})")));
         }
         for (annotation, value) in &self.refused_annotations {
             pairs.push((

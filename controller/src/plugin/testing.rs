@@ -5,56 +5,15 @@ use std::collections::BTreeMap;
 
 use shoal_core::format::parse_slice;
 
-use crate::crd::{SwarmSpec, SwarmStatus};
-use crate::plan::{self, JobSource, Observation, PodState, PoolState};
+use crate::fixtures;
+use crate::plan::{self, Observation, PoolState};
 
-/// A pool of `replicas` Ready pods.
-pub(crate) fn pool(name: &str, replicas: u32) -> PoolState {
-    PoolState {
-        name: name.to_owned(),
-        replicas,
-        deployment_pods: None,
-        pods: (0..replicas)
-            .map(|ordinal| {
-                let pod = PodState {
-                    uid: format!("{name}-{ordinal}-uid"),
-                    ready: true,
-                    deleting: false,
-                };
-                (ordinal, pod)
-            })
-            .collect(),
-        observed_current: true,
-    }
-}
+pub(crate) use crate::fixtures::pool;
 
 /// A Swarm `demo` with `jobs` inline jobs over `pools`, never reconciled.
 pub(crate) fn observation(jobs: usize, pools: Vec<PoolState>) -> Observation {
-    let spec: SwarmSpec = serde_json::from_value(serde_json::json!({
-        "jobs": (0..jobs).map(|i| format!("stream:{i:03}")).collect::<Vec<_>>(),
-    }))
-    .unwrap();
-    Observation {
-        swarm: "demo".to_owned(),
-        generation: Some(1),
-        spec,
-        annotations: BTreeMap::new(),
-        status: SwarmStatus::default(),
-        pools,
-        job_source: JobSource::NotReferenced,
-        slices: BTreeMap::new(),
-        leases: BTreeMap::new(),
-        history: BTreeMap::new(),
-        damaged_history: BTreeMap::new(),
-        index: None,
-        owned_config_maps: BTreeMap::new(),
-        foreign_config_maps: BTreeMap::new(),
-        edited_config_maps: BTreeMap::new(),
-        blocked_evictions: BTreeMap::new(),
-        plans: Ok(Vec::new()),
-        approved_by_policy: false,
-        now: "2026-01-01T00:00:00Z".parse().unwrap(),
-    }
+    let spec = fixtures::spec_with_jobs(fixtures::stream_keys(jobs, 3));
+    fixtures::observation("demo", spec, pools)
 }
 
 /// Plans and applies the plan's writes in memory until nothing is left to do.

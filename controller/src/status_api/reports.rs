@@ -14,10 +14,10 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use shoal_core::deploy::status::DeploymentStatusDocument;
+use shoal_core::names::CONTROLLER_FIELD_MANAGER;
 
 use super::problem::Problem;
 use crate::deployment_plan::DeploymentPlan;
-use crate::reconcile::FIELD_MANAGER;
 
 /// Longest client id (a label value's length).
 const MAX_CLIENT_ID: usize = 63;
@@ -128,7 +128,7 @@ pub async fn write(
             name: Some(name.clone()),
             namespace: Some(namespace.clone()),
             labels: Some(BTreeMap::from([(
-                "shoal.dev/deployment-plan".to_owned(),
+                shoal_core::names::LABEL_DEPLOYMENT_PLAN.to_owned(),
                 plan_name.clone(),
             )])),
             owner_references: Some(vec![OwnerReference {
@@ -145,7 +145,7 @@ pub async fn write(
         ..ConfigMap::default()
     };
     let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
+        field_manager: Some(CONTROLLER_FIELD_MANAGER.to_owned()),
         ..PostParams::default()
     };
     match api.create(&params, &map).await {
@@ -185,7 +185,7 @@ async fn patch_in(
         "data": {data_key: text},
     });
     let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
+        field_manager: Some(CONTROLLER_FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
     };
     let name = map.name_any();

@@ -29,12 +29,7 @@ use super::is_label_value;
 use super::placement::DeployMember;
 use crate::member::{MemberId, Resources};
 
-/// Pool annotation holding the members' scored capabilities.
-pub const ANNOTATION_CAPABILITIES: &str = "shoal.dev/capabilities";
-/// Pool annotation holding what each member gives to plan instances.
-pub const ANNOTATION_CAPACITY: &str = "shoal.dev/capacity";
-/// Pool annotation naming the members' update domain.
-pub const ANNOTATION_UPDATE_DOMAIN: &str = "shoal.dev/update-domain";
+pub use crate::names::{ANNOTATION_CAPABILITIES, ANNOTATION_CAPACITY, ANNOTATION_UPDATE_DOMAIN};
 /// The well-known node label holding a node's zone.
 pub const NODE_ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 

@@ -2,11 +2,11 @@
 //! start, restart, each through the gate, each request handled once.
 
 use super::*;
-use crate::deployment::OPERATE_ANNOTATION;
+use shoal_core::names::ANNOTATION_OPERATE;
 
 fn operate(obs: &mut PlanObservation, value: &str) {
     obs.annotations
-        .insert(OPERATE_ANNOTATION.to_owned(), value.to_owned());
+        .insert(ANNOTATION_OPERATE.to_owned(), value.to_owned());
 }
 
 fn entry(obs: &PlanObservation, name: &str) -> Vec<(String, String)> {

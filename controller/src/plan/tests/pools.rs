@@ -1,6 +1,7 @@
 //! Restarts one pool at a time (`pool_rollout`): order, pause, halt, supersede.
 
 use super::*;
+use shoal_core::names::ANNOTATION_RETRY_ROLLOUT;
 
 /// Three pools of two members under `Restart`, converged on 12 jobs; pools
 /// listed in `obs.pools` in byte order, `poolOrder` as given.
@@ -216,7 +217,7 @@ fn a_pod_not_ready_past_the_progress_deadline_halts_before_the_next_pool_until_r
     cluster
         .obs
         .annotations
-        .insert(RETRY_ROLLOUT_ANNOTATION.to_owned(), revision.to_string());
+        .insert(ANNOTATION_RETRY_ROLLOUT.to_owned(), revision.to_string());
     cluster.settle();
     assert_eq!(cluster.rollout().phase, "Complete");
     assert_eq!(cluster.condition("RolloutHalted").status, "False");
