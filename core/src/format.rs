@@ -669,26 +669,31 @@ pub fn encode_text(text: String, plain_limit: usize, binary_limit: usize) -> Enc
 
 /// The text back from its stored form, decompressing at most [`MAX_DECODED_BYTES`].
 pub fn decode_text(encoded: &EncodedText) -> Result<String, DecodeError> {
+    decode_text_within(encoded, MAX_DECODED_BYTES)
+}
+
+/// [`decode_text`] with the bound given (tests use a small one).
+fn decode_text_within(encoded: &EncodedText, bound: u64) -> Result<String, DecodeError> {
     match encoded {
         EncodedText::Plain(text) => Ok(text.clone()),
-        EncodedText::Gzip(bytes) => gunzip(bytes),
+        EncodedText::Gzip(bytes) => gunzip(bytes, bound),
         EncodedText::Split(parts) if parts.is_empty() => Err(DecodeError::NoParts),
-        EncodedText::Split(parts) => gunzip(&parts.concat()),
+        EncodedText::Split(parts) => gunzip(&parts.concat(), bound),
     }
 }
 
-/// Decompresses gzip text, at most [`MAX_DECODED_BYTES`] of it.
-fn gunzip(compressed: &[u8]) -> Result<String, DecodeError> {
+/// Decompresses gzip text, at most `bound` bytes of it.
+fn gunzip(compressed: &[u8], bound: u64) -> Result<String, DecodeError> {
     use std::io::Read as _;
 
     let mut text = Vec::new();
     flate2::read::GzDecoder::new(compressed)
-        .take(MAX_DECODED_BYTES + 1)
+        .take(bound.saturating_add(1))
         .read_to_end(&mut text)
         .map_err(|error| DecodeError::Gzip {
             message: error.to_string(),
         })?;
-    if text.len() as u64 > MAX_DECODED_BYTES {
+    if text.len() as u64 > bound {
         return Err(DecodeError::TooLarge);
     }
     String::from_utf8(text).map_err(|_| DecodeError::NotText)
@@ -724,4 +729,73 @@ pub fn encode_slice_with_limits(
 /// Decodes stored slice data and parses (and hash-checks) the slice.
 pub fn decode_slice(encoded: &EncodedSlice) -> Result<Slice, DecodeError> {
     Ok(parse_slice(&decode_text(encoded)?)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(bytes: usize) -> String {
+        (0..bytes)
+            .map(|i| char::from(b'a' + (i * 7 % 26) as u8))
+            .collect()
+    }
+
+    #[test]
+    fn a_text_is_stored_plain_then_gzip_then_split_and_read_back_alike() {
+        let long = text(4000);
+        let plain = encode_text(long.clone(), 4000, 10_000);
+        assert!(matches!(plain, EncodedText::Plain(_)));
+        let gzip = encode_text(long.clone(), 100, 10_000);
+        assert!(matches!(gzip, EncodedText::Gzip(_)));
+        let split = encode_text(long.clone(), 100, 16);
+        let EncodedText::Split(parts) = &split else {
+            panic!("a stream longer than the binary limit is split: {split:?}");
+        };
+        assert!(parts.len() > 1 && parts.iter().all(|part| part.len() <= 16));
+        for encoded in [plain, gzip, split] {
+            assert_eq!(decode_text(&encoded).as_deref(), Ok(long.as_str()));
+        }
+    }
+
+    #[test]
+    fn a_stream_that_decompresses_past_the_bound_is_refused() {
+        let encoded = EncodedText::Gzip(gzip(&"0".repeat(10_000)));
+        assert_eq!(
+            decode_text_within(&encoded, 9_999),
+            Err(DecodeError::TooLarge)
+        );
+        assert_eq!(
+            decode_text_within(&encoded, 10_000).map(|text| text.len()),
+            Ok(10_000)
+        );
+    }
+
+    #[test]
+    fn split_parts_without_any_part_or_with_a_damaged_one_do_not_decode() {
+        assert_eq!(
+            decode_text(&EncodedText::Split(Vec::new())),
+            Err(DecodeError::NoParts)
+        );
+        let EncodedText::Split(mut parts) = encode_text(text(4000), 0, 16) else {
+            panic!("split expected");
+        };
+        parts.remove(1);
+        assert!(decode_text(&EncodedText::Split(parts)).is_err());
+    }
+
+    #[test]
+    fn the_checksum_covers_the_parts_joined_whatever_the_cut() {
+        let stream = gzip(&text(1000));
+        let halves = stream.split_at(stream.len() / 2);
+        assert_eq!(
+            checksum(&[halves.0.to_vec(), halves.1.to_vec()]),
+            checksum(std::slice::from_ref(&stream))
+        );
+        assert_ne!(
+            checksum(&[stream.clone()]),
+            checksum(&[stream[1..].to_vec()])
+        );
+        assert_eq!(checksum(&[stream]).len(), 64);
+    }
 }

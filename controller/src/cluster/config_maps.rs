@@ -7,9 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use shoal_core::format;
-use shoal_core::names::{
-    self, ANNOTATION_PARTS, ANNOTATION_PHASE, ANNOTATION_WRITTEN_FOR_UID, REVISION_DATA_KEY,
-};
+use shoal_core::names::{self, ANNOTATION_PHASE, ANNOTATION_WRITTEN_FOR_UID, REVISION_DATA_KEY};
 
 use crate::observed::SliceObject;
 

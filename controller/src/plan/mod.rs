@@ -39,7 +39,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use shoal_core::format::{Index, render_index, render_slice};
 use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_FAILOVER_NOW, ANNOTATION_ROLLBACK_TO};
 use shoal_core::slice::canonical_hash;
