@@ -2,12 +2,13 @@
 //! applies each plan's operations the way the I/O layer does.
 
 use super::*;
+use std::collections::BTreeSet;
+
+use jiff::SignedDuration;
+use shoal_core::format::parse_slice;
 use shoal_core::names::{
     ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY, ANNOTATION_FAILOVER_NOW, ANNOTATION_ROLLBACK_TO,
 };
-use std::collections::BTreeSet;
-
-use shoal_core::format::parse_slice;
 use shoal_core::{Member, Strategy, assign};
 
 use super::gate::approval_value;
