@@ -483,36 +483,28 @@ fn grant_step(
     editor: Option<&str>,
     writes: &mut SliceWrites,
 ) {
-    let MemberInputs {
-        name,
-        view,
-        target_jobs,
-        target_instances,
-        object,
-        held,
-    } = inputs;
-    let name = *name;
-    let Some(want) = target_jobs else {
+    let (name, target_instances) = (inputs.name, inputs.target_instances);
+    let Some(want) = inputs.target_jobs else {
         return;
     };
-    let held_slice = held.as_ref().ok().and_then(|slice| slice.as_ref());
+    let held_slice = inputs.held.as_ref().ok().and_then(|slice| slice.as_ref());
     let trusted = held_slice.filter(|_| editor.is_none());
     let held_hash = trusted.map(|slice| slice.hash.as_str());
     if held_hash == Some(slice_hash(want, target_instances).as_str()) {
         return;
     }
     let refresh = trusted.and_then(|held| instances_refresh(obs, inputs, &member_id, held));
-    if trusted.is_some_and(|held| held.jobs == **want) {
+    if trusted.is_some_and(|held| held.jobs == *want) {
         // Only the instances changed: no grant, nothing to wait for.
         writes.refreshes.extend(refresh);
         return;
     }
-    if !grantable(obs, *view) {
+    if !grantable(obs, inputs.view) {
         writes.waiting_ready.push(name.to_owned());
         writes.refreshes.extend(refresh);
         return;
     }
-    let slice = slice_of(obs, name, revision, (*want).clone(), target_instances);
+    let slice = slice_of(obs, name, revision, want.clone(), target_instances);
     writes.grants.push((
         name.to_owned(),
         pod_uid.clone(),
@@ -521,7 +513,7 @@ fn grant_step(
             slice,
             written_for_uid: pod_uid,
             phase: "grant",
-            previous_parts: object.map_or(0, |object| object.parts),
+            previous_parts: inputs.object.map_or(0, |object| object.parts),
             instances_only: false,
         },
         refresh,
