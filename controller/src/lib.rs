@@ -4,6 +4,7 @@
 //! * [`crd`]: the `Swarm` custom resource.
 //! * [`deployment_plan`]: the `DeploymentPlan` custom resource.
 //! * [`deployment`]: the DeploymentPlan controller (observe, pure decide, apply, run).
+//! * [`limits`]: the size budgets every list, map and string of both CRDs is bounded by.
 //! * [`plan`]: the pure decision (approval gate, revoke-then-grant, restarts, status, Events).
 //! * [`reconcile`]: observe → plan → apply against the API.
 //! * [`plugin`]: `kubectl shoal` (binary `kubectl-shoal`), reusing observe and plan.
@@ -18,6 +19,7 @@ pub mod deployment_plan;
 pub mod events;
 pub mod eviction;
 pub mod lease_clock;
+pub mod limits;
 pub mod metrics;
 pub mod plan;
 pub mod plugin;
