@@ -323,11 +323,21 @@ async fn write_index(config_maps: &ConfigMaps<'_>, text: &str) -> Result<(), Err
 /// The status, as a merge patch with explicit nulls: fields that became absent (a
 /// pending revision that was applied, a refusal no longer standing) are removed outright.
 async fn write_status(swarm: &Swarm, plan: &Plan, ctx: &Context) -> Result<(), Error> {
-    if swarm.status.as_ref() == Some(&plan.status) {
+    // Cut to the schema's bounds first (text from users), so that the comparison sees
+    // what would be stored and the server never refuses the write whole.
+    let (fitted, cuts) = crate::limits::fit_status(&plan.status);
+    if !cuts.is_empty() {
+        warn!(
+            swarm = %swarm.name_any(),
+            cut = %cuts.join(", "),
+            "status cut to the Swarm schema's bounds"
+        );
+    }
+    if swarm.status.as_ref() == Some(&fitted) {
         return Ok(());
     }
     let name = swarm.name_any();
-    let mut status = serde_json::to_value(&plan.status).unwrap_or_else(|_| json!({}));
+    let mut status = serde_json::to_value(&fitted).unwrap_or_else(|_| json!({}));
     if let Some(fields) = status.as_object_mut() {
         for optional in [
             "observedGeneration",

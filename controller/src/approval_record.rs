@@ -17,12 +17,14 @@ pub const UNNAMED_APPROVER: &str = "unknown (no shoal.dev/approved-by)";
 pub struct ApprovalRecord {
     /// The user who set `shoal.dev/approve` (as `shoal.dev/approved-by` named them), or
     /// `shoal-controller (<policy>)` when the approval policy let the change through.
+    #[schemars(length(max = crate::limits::MAX_APPROVER))]
     pub by: String,
     /// Whether `by` is known to be true: the controller's own approvals, and a user's
     /// while the admission policy `shoal-approved-by` was in force. Otherwise `by` is
     /// only what the annotation claims.
     pub verified: bool,
     /// When the controller applied the approval (RFC 3339).
+    #[schemars(length(max = crate::limits::MAX_TIMESTAMP))]
     pub at: String,
 }
 
@@ -50,8 +52,10 @@ impl ApprovalRecord {
             .map(|name| name.trim())
             .filter(|name| !name.is_empty())
         {
+            // A user's text: cut to the schema's bound here, so that the record
+            // compares equal to the one stored.
             Some(name) => ApprovalRecord {
-                by: name.to_owned(),
+                by: crate::limits::clip(name, crate::limits::MAX_APPROVER),
                 verified: policy_in_force,
                 at: at.to_owned(),
             },

@@ -13,6 +13,8 @@ use kube::CustomResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::limits;
+
 /// What a Swarm shards and how.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
@@ -59,7 +61,7 @@ pub struct SwarmSpec {
     /// Job keys listed inline. Combined with `jobsFrom`; a key may appear only once overall.
     /// Each key is 1 to 253 bytes without control characters.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = MAX_INLINE_JOBS), inner(length(min = 1, max = 253), pattern(JOB_KEY_PATTERN)))]
+    #[schemars(length(max = MAX_INLINE_JOBS), inner(length(min = 1, max = limits::MAX_JOB_KEY), pattern(JOB_KEY_PATTERN)))]
     #[schemars(extend("x-kubernetes-list-type" = "set"))]
     pub jobs: Vec<String>,
     /// A job list read from ConfigMap keys holding YAML documents `jobs: [...]`: one
@@ -219,9 +221,11 @@ impl JobsFrom {
 }]))]
 pub struct JobConfigMapSelector {
     /// Labels every part carries (all must match; at least one).
+    #[schemars(extend("maxProperties" = limits::MAX_MATCH_LABELS))]
+    #[schemars(extend("additionalProperties" = {"type": "string", "maxLength": limits::MAX_LABEL}))]
     pub match_labels: BTreeMap<String, String>,
     /// Data key holding `jobs: [...]` in each part.
-    #[schemars(length(min = 1, max = 253), pattern(CONFIG_MAP_KEY_PATTERN))]
+    #[schemars(length(min = 1, max = limits::MAX_NAME), pattern(CONFIG_MAP_KEY_PATTERN))]
     pub key: String,
 }
 
@@ -249,10 +253,10 @@ impl JobConfigMapSelector {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 pub struct ConfigMapKeyRef {
     /// ConfigMap name (in the Swarm's namespace).
-    #[schemars(length(min = 1, max = 253), pattern(DNS_SUBDOMAIN_PATTERN))]
+    #[schemars(length(min = 1, max = limits::MAX_NAME), pattern(DNS_SUBDOMAIN_PATTERN))]
     pub name: String,
     /// Data key holding `jobs: [...]`.
-    #[schemars(length(min = 1, max = 253), pattern(CONFIG_MAP_KEY_PATTERN))]
+    #[schemars(length(min = 1, max = limits::MAX_NAME), pattern(CONFIG_MAP_KEY_PATTERN))]
     pub key: String,
 }
 
@@ -344,13 +348,13 @@ pub struct RolloutSpec {
     /// Restart policy: the pools (StatefulSet names) restarted one at a time, in this
     /// order; pools not listed follow in byte order. Empty: byte order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 1000), inner(length(min = 1, max = 253)))]
+    #[schemars(length(max = limits::MAX_POOL_ORDER), inner(length(min = 1, max = limits::MAX_NAME)))]
     #[schemars(extend("x-kubernetes-list-type" = "set"))]
     pub pool_order: Vec<String>,
     /// Restart policy: how long a member of the pool being restarted may stay unavailable
     /// before the rollout halts (`RolloutHalted`), e.g. `90s`, `10m`. Default `10m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
+    #[schemars(length(max = limits::MAX_DURATION), pattern(DURATION_PATTERN))]
     pub progress_deadline: Option<String>,
 }
 
@@ -376,7 +380,7 @@ pub struct FailoverSpec {
     /// its jobs move to the other members, e.g. `30s`, `5m`, `1h`. Default `5m`. A member
     /// is granted jobs only while its pod is Ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32), pattern(DURATION_PATTERN))]
+    #[schemars(length(max = limits::MAX_DURATION), pattern(DURATION_PATTERN))]
     pub after: Option<String>,
 }
 
@@ -386,6 +390,7 @@ pub struct FailoverSpec {
 pub struct SwarmStatus {
     /// Ready, Progressing, AwaitingApproval, Degraded.
     #[serde(default)]
+    #[schemars(length(max = limits::MAX_CONDITIONS))]
     pub conditions: Vec<Condition>,
     /// The Swarm generation this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -395,6 +400,7 @@ pub struct SwarmStatus {
     pub current_revision: u64,
     /// Assignment hash of the revision in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_HASH))]
     pub current_hash: Option<String>,
     /// A computed revision waiting for approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -407,24 +413,31 @@ pub struct SwarmStatus {
     /// Annotations the controller refused, with the value refused (e.g. an approval that
     /// names no pending revision). Each refusal is announced by one Warning Event.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = limits::MAX_REFUSED_ANNOTATIONS))]
+    #[schemars(extend("additionalProperties" = {"type": "string", "maxLength": limits::MAX_ENTRY_MESSAGE}))]
     pub refused_annotations: BTreeMap<String, String>,
     /// When the inputs of the revision being applied were first seen changed (RFC 3339), for the change-to-applied metric.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_TIMESTAMP))]
     pub changed_at: Option<String>,
     /// Per-member state.
     #[serde(default)]
+    #[schemars(length(max = limits::MAX_STATUS_MEMBERS))]
     pub members: Vec<MemberStatus>,
     /// Members ready / members, e.g. `2/2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_WORD))]
     pub ready: Option<String>,
     /// Jobs in the revision in force.
     #[serde(default)]
     pub jobs: u64,
     /// `Pending`, `AwaitingApproval`, `Progressing`, `Ready` or `Degraded`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_WORD))]
     pub phase: Option<String>,
     /// The last problem, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_MESSAGE))]
     pub last_error: Option<String>,
     /// Restart policy: where the pool-by-pool restarts of the revision in force stand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -438,16 +451,20 @@ pub struct SwarmRolloutStatus {
     /// The revision whose restarts these are.
     pub revision: u64,
     /// `Complete`, `Progressing`, `Paused` or `Halted`.
+    #[schemars(length(max = limits::MAX_WORD))]
     pub phase: String,
     /// What the rollout does or waits for, in words.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = limits::MAX_MESSAGE))]
     pub message: String,
     /// Every pool in rollout order with its state.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_ROLLOUT_POOLS))]
     pub pools: Vec<PoolRollout>,
     /// A pool an older revision was restarting when this one superseded it: it finishes
     /// first, then the order starts again from its first pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_NAME))]
     pub finishing: Option<String>,
     /// Why the rollout halted. It stays halted until a newer revision, or the Swarm is
     /// annotated `shoal.dev/retry-rollout: "<revision>"`.
@@ -460,10 +477,13 @@ pub struct SwarmRolloutStatus {
 #[serde(rename_all = "camelCase")]
 pub struct PoolRollout {
     /// The pool (StatefulSet).
+    #[schemars(length(max = limits::MAX_NAME))]
     pub name: String,
     /// `Waiting`, `Updating`, `Paused`, `Done` or `Failed`.
+    #[schemars(length(max = limits::MAX_WORD))]
     pub state: String,
     /// Members restarted (or not needing it) and available / members, e.g. `1/2`.
+    #[schemars(length(max = limits::MAX_WORD))]
     pub ready: String,
 }
 
@@ -472,10 +492,13 @@ pub struct PoolRollout {
 #[serde(rename_all = "camelCase")]
 pub struct RolloutHalt {
     /// The pool.
+    #[schemars(length(max = limits::MAX_NAME))]
     pub pool: String,
     /// The member pod that did not become Ready.
+    #[schemars(length(max = limits::MAX_NAME))]
     pub pod: String,
     /// What was observed, in words.
+    #[schemars(length(max = limits::MAX_ENTRY_MESSAGE))]
     pub cause: String,
 }
 
@@ -485,16 +508,21 @@ pub struct RolloutHalt {
 pub struct Condition {
     /// `Ready`, `Progressing`, `AwaitingApproval` or `Degraded`.
     #[serde(rename = "type")]
+    #[schemars(length(max = limits::MAX_CONDITION_TYPE))]
     pub type_: String,
     /// `True`, `False` or `Unknown`.
+    #[schemars(length(max = limits::MAX_WORD))]
     pub status: String,
     /// One CamelCase word.
+    #[schemars(length(max = limits::MAX_REASON))]
     pub reason: String,
     /// What happened, in words.
     #[serde(default)]
+    #[schemars(length(max = limits::MAX_MESSAGE))]
     pub message: String,
     /// When `status` last changed (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_TIMESTAMP))]
     pub last_transition_time: Option<String>,
     /// Generation the condition was set for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -508,9 +536,11 @@ pub struct PendingRevision {
     /// Its number; approve with `shoal.dev/approve: "<revision>/<hash>"`.
     pub revision: u64,
     /// Assignment hash of this revision; an approval must name it.
+    #[schemars(length(max = limits::MAX_HASH))]
     pub hash: String,
     /// The value of `shoal.dev/approve` that approves exactly this revision.
     #[serde(default)]
+    #[schemars(length(max = limits::MAX_APPROVE_VALUE))]
     pub approve_with: String,
     /// What applying it would do.
     pub summary: RevisionSummary,
@@ -555,8 +585,10 @@ pub struct RevisionSummary {
 #[serde(rename_all = "camelCase")]
 pub struct MemberStatus {
     /// Pod name.
+    #[schemars(length(max = limits::MAX_NAME))]
     pub name: String,
     /// StatefulSet name.
+    #[schemars(length(max = limits::MAX_NAME))]
     pub pool: String,
     /// Pod Ready.
     pub ready: bool,
@@ -564,12 +596,14 @@ pub struct MemberStatus {
     pub slice_size: u64,
     /// Hash of the member's target slice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_HASH))]
     pub slice_hash: Option<String>,
     /// Revision acknowledged on the member Lease, if a sidecar runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acked_revision: Option<u64>,
     /// Since when the member is unavailable (RFC 3339); drives failover.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_TIMESTAMP))]
     pub unavailable_since: Option<String>,
     /// The member's jobs were moved away because it was unavailable too long.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

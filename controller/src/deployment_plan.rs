@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use shoal_core::deploy::status::DeploymentStatusDocument;
 
 use crate::crd::{ApprovalSpec, Condition};
+use crate::limits;
 
 /// Replicated applications placed on the members of a Swarm, changed only through approved operations.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -82,14 +83,14 @@ use crate::crd::{ApprovalSpec, Condition};
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentPlanSpec {
     /// The Swarm (same namespace) whose members may run this plan's instances.
-    #[schemars(length(min = 1, max = 253), pattern(crate::crd::DNS_SUBDOMAIN_PATTERN))]
+    #[schemars(length(min = 1, max = limits::MAX_NAME), pattern(crate::crd::DNS_SUBDOMAIN_PATTERN))]
     pub swarm: String,
     /// The applications every instance runs.
-    #[schemars(length(min = 1, max = 32))]
+    #[schemars(length(min = 1, max = limits::MAX_APPLICATIONS))]
     pub applications: Vec<Application>,
     /// Capabilities a member must offer to run an instance; all must hold.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 32))]
+    #[schemars(length(max = limits::MAX_REQUIREMENTS))]
     pub requirements: Vec<CapabilityRequirement>,
     /// At most this many instances of this plan on one member.
     #[serde(default = "one")]
@@ -102,12 +103,12 @@ pub struct DeploymentPlanSpec {
     pub approval: ApprovalSpec,
     /// How many finished operations are kept in `status.operations`.
     #[serde(default = "default_operation_history_limit")]
-    #[schemars(range(min = 1, max = 1000))]
+    #[schemars(range(min = 1, max = limits::MAX_OPERATION_HISTORY))]
     pub operation_history_limit: u32,
     /// How many deployment revisions `status.deployments` keeps beyond those still in use
     /// by an instance or an open operation (the newest ones are kept).
     #[serde(default = "default_deployment_history_limit")]
-    #[schemars(range(min = 1, max = 100))]
+    #[schemars(range(min = 1, max = limits::MAX_DEPLOYMENT_HISTORY))]
     pub deployment_history_limit: u32,
     /// Rolling: while true, no further `UPDATE` is released (the active update domain is
     /// held; instances already updated stay as they are). Scaling still applies.
@@ -135,14 +136,16 @@ fn default_deployment_history_limit() -> u32 {
 #[serde(rename_all = "camelCase")]
 pub struct Application {
     /// Name, unique within the plan (a DNS label).
-    #[schemars(length(min = 1, max = 63), pattern(DNS_LABEL_PATTERN))]
+    #[schemars(length(min = 1, max = limits::MAX_LABEL), pattern(DNS_LABEL_PATTERN))]
     pub name: String,
     /// What one instance of the application takes from its member, in the units of the
     /// pools' `shoal.dev/capacity` annotation, e.g. `{cores: 1, memory: 512}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = limits::MAX_RESOURCES))]
     pub resources: BTreeMap<String, u64>,
     /// Ports the application listens on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_PORTS))]
     pub ports: Vec<Port>,
 }
 
@@ -174,12 +177,12 @@ pub enum Protocol {
 pub struct CapabilityRequirement {
     /// The capability type, e.g. `GPU`.
     #[serde(rename = "type")]
-    #[schemars(length(min = 1, max = 63))]
+    #[schemars(length(min = 1, max = limits::MAX_LABEL))]
     pub type_: String,
     /// How the member's capabilities of that type compare with `names`.
     pub comparator: Comparator,
     /// Capability names of that type, e.g. `nvidia-v100`.
-    #[schemars(length(min = 1, max = 32))]
+    #[schemars(length(min = 1, max = limits::MAX_REQUIREMENTS), inner(length(min = 1, max = limits::MAX_NAME)))]
     pub names: Vec<String>,
 }
 
@@ -201,11 +204,12 @@ pub enum Comparator {
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentSpec {
     /// How many instances.
-    #[schemars(range(min = 0, max = 10000))]
+    #[schemars(range(min = 0, max = shoal_core::deploy::placement::MAX_INSTANCES))]
     pub instances: u32,
     /// Payload coordinates per application (e.g. `image`, `version`, `config`); an
     /// application not listed has none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_APPLICATIONS))]
     pub payloads: Vec<Payload>,
     /// How a changed payload reaches the instances.
     #[serde(default)]
@@ -217,9 +221,12 @@ pub struct DeploymentSpec {
 #[serde(rename_all = "camelCase")]
 pub struct Payload {
     /// The application's name.
+    #[schemars(length(max = limits::MAX_LABEL))]
     pub application: String,
     /// Coordinates handed to the instance (as environment variables in exec mode).
     #[serde(default)]
+    #[schemars(extend("maxProperties" = limits::MAX_COORDINATES))]
+    #[schemars(extend("additionalProperties" = {"type": "string", "maxLength": limits::MAX_COORDINATE_VALUE}))]
     pub coordinates: BTreeMap<String, String>,
 }
 
@@ -242,7 +249,7 @@ pub struct DeploymentRollout {
     pub type_: RolloutType,
     /// Canary: how many instances take the new payload first (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 10000))]
+    #[schemars(range(min = 1, max = shoal_core::deploy::placement::MAX_INSTANCES))]
     pub canary_instances: Option<u32>,
     /// Canary: once every canary reports installed, the rest follow after this many
     /// seconds (through the approval policy). Unset: the rest wait for approval.
@@ -253,7 +260,7 @@ pub struct DeploymentRollout {
     /// at a time (the next starts when every instance of the previous one reports
     /// installed); domains not listed follow in byte order. Empty: byte order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 256))]
+    #[schemars(length(max = limits::MAX_DOMAIN_ORDER), inner(length(max = limits::MAX_NAME)))]
     pub domain_order: Vec<String>,
 }
 
@@ -275,6 +282,7 @@ pub enum RolloutType {
 pub struct DeploymentPlanStatus {
     /// Ready, Progressing, AwaitingApproval, Degraded.
     #[serde(default)]
+    #[schemars(length(max = limits::MAX_CONDITIONS))]
     pub conditions: Vec<Condition>,
     /// The plan generation this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -288,9 +296,11 @@ pub struct DeploymentPlanStatus {
     /// Fingerprint of the `spec.deployment` and `spec.applications` that
     /// `latestDeployment` was given for: a change of either is a new revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_HASH))]
     pub deployment_hash: Option<String>,
     /// Instances installed / desired, e.g. `2/3`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_WORD))]
     pub ready: Option<String>,
     /// Operations waiting for approval.
     #[serde(default)]
@@ -299,43 +309,54 @@ pub struct DeploymentPlanStatus {
     /// latest deployment awaiting approval, `deployment-<revision>/<hash>` (the hash covers
     /// exactly those operations). A plain string: server-side apply removes it cleanly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_APPROVE_VALUE))]
     pub approve_deployment_with: Option<String>,
     /// Each instance: where it runs and how it is doing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_PLAN_INSTANCES))]
     pub instances: Vec<InstanceStatus>,
     /// The deployment revisions, oldest first: what each one deploys. A record is kept
     /// while an instance or an open operation uses its revision, and the newest
     /// `spec.deploymentHistoryLimit` records are kept besides. Members receive the
     /// payload coordinates of an instance's revision from here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_DEPLOYMENT_RECORDS))]
     pub deployments: Vec<DeploymentRecord>,
     /// Instances that fit on no member, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_UNPLACED))]
     pub unplaced: Vec<UnplacedInstance>,
     /// Operations, newest last: open ones and up to `operationHistoryLimit` finished ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_OPERATIONS))]
     pub operations: Vec<OperationStatus>,
     /// Annotations the controller refused, with the value refused.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = limits::MAX_REFUSED_ANNOTATIONS))]
+    #[schemars(extend("additionalProperties" = {"type": "string", "maxLength": limits::MAX_ENTRY_MESSAGE}))]
     pub refused_annotations: BTreeMap<String, String>,
     /// The requests of the `shoal.dev/operate` annotation already handled (accepted as
     /// an operation or refused with a Warning): each request is handled once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_HANDLED_REQUESTS), inner(length(max = limits::MAX_REQUEST_TEXT)))]
     pub handled_requests: Vec<String>,
     /// The canary or blue-green rollout of the latest deployment, when its rollout is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
     /// `Pending`, `AwaitingApproval`, `Progressing`, `Ready` or `Degraded`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_WORD))]
     pub phase: Option<String>,
     /// The last problem, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_MESSAGE))]
     pub last_error: Option<String>,
     /// One deployment status document (Margo `DeploymentStatus`) per deployment
     /// revision in use or recent, oldest first: overall state, one entry per
     /// application, errors. The same document `GET
     /// /api/v1/deployments/{deploymentId}/status` serves.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_DEPLOYMENT_RECORDS))]
     pub deployment_status: Vec<DeploymentStatusDocument>,
 }
 
@@ -355,9 +376,11 @@ pub struct DeploymentRecord {
     /// The revision number.
     pub revision: u64,
     /// The fingerprint (`status.deploymentHash`) the revision was taken for.
+    #[schemars(length(max = limits::MAX_HASH))]
     pub hash: String,
     /// `spec.deployment.payloads` as they were.
     #[serde(default)]
+    #[schemars(length(max = limits::MAX_APPLICATIONS))]
     pub payloads: Vec<Payload>,
     /// `spec.deployment.rollout` as it was.
     #[serde(default)]
@@ -367,12 +390,15 @@ pub struct DeploymentRecord {
     pub instances: u32,
     /// The plan's `kubernetes.io/change-cause` annotation when the revision was taken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_CHANGE_CAUSE))]
     pub change_cause: Option<String>,
     /// When the revision was taken (RFC 3339).
+    #[schemars(length(max = limits::MAX_TIMESTAMP))]
     pub created: String,
     /// Who approved operations of this revision: each approver once, first approval
     /// first (`shoal-controller (Automatic)` for the policy's own approvals).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_APPROVALS))]
     pub approvals: Vec<ApprovalRecord>,
 }
 
@@ -386,18 +412,23 @@ pub struct RolloutStatus {
     /// runs), `Promoted` (the rest may follow), `Halted` (a canary failed: nothing more
     /// until the next deployment). Blue-green: `Deploying`, `Switching` (the old set is
     /// removed through the gate), `Complete`, `Halted` (a new copy failed).
+    #[schemars(length(max = limits::MAX_WORD))]
     pub phase: String,
     /// The canary instances, chosen when the rollout started.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_CANARIES), inner(length(max = limits::MAX_INSTANCE_NAME)))]
     pub canaries: Vec<String>,
     /// When every canary was first seen installed (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_TIMESTAMP))]
     pub canaries_installed_at: Option<String>,
     /// What the rollout waits for, in words.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = limits::MAX_MESSAGE))]
     pub message: String,
     /// Rolling: every update domain in rollout order with its state.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_STATUS_DOMAINS))]
     pub domains: Vec<DomainRollout>,
 }
 
@@ -406,13 +437,17 @@ pub struct RolloutStatus {
 #[serde(rename_all = "camelCase")]
 pub struct DomainRollout {
     /// The update domain.
+    #[schemars(length(max = limits::MAX_NAME))]
     pub name: String,
     /// `Waiting`, `Updating`, `Paused`, `Done` or `Failed`.
+    #[schemars(length(max = limits::MAX_WORD))]
     pub state: String,
     /// Its instances installed at the rolled-out deployment / its instances, e.g. `1/2`.
+    #[schemars(length(max = limits::MAX_WORD))]
     pub installed: String,
     /// Why it failed, if it did.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = limits::MAX_ENTRY_MESSAGE))]
     pub cause: String,
 }
 
@@ -421,17 +456,21 @@ pub struct DomainRollout {
 #[serde(rename_all = "camelCase")]
 pub struct InstanceStatus {
     /// `<plan>-<n>`: a stable logical replica that outlives its placement.
+    #[schemars(length(max = limits::MAX_INSTANCE_NAME))]
     pub name: String,
     /// The member (pod) it is placed on.
+    #[schemars(length(max = limits::MAX_NAME))]
     pub member: String,
     /// That member's update domain.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = limits::MAX_NAME))]
     pub update_domain: String,
     /// The deployment revision whose payload it runs.
     pub deployment: u64,
     /// `pending`, `installing`, `installed`, `removing`, `removed` or `failed`; `stopped`
     /// (a user stopped it: placement and capacity kept, not running) or `restarting` (a
     /// user restart: not running until its member reports it gone, then `pending`).
+    #[schemars(length(max = limits::MAX_WORD))]
     pub state: String,
     /// Why it failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -456,12 +495,15 @@ impl InstanceStatus {
 #[serde(rename_all = "camelCase")]
 pub struct InstanceError {
     /// A short machine-readable code, e.g. `ExitCode1`.
+    #[schemars(length(max = limits::MAX_ERROR_CODE))]
     pub code: String,
     /// Who reported it, e.g. the member's pod name.
     #[serde(default)]
+    #[schemars(length(max = limits::MAX_NAME))]
     pub source: String,
     /// What happened, in words.
     #[serde(default)]
+    #[schemars(length(max = limits::MAX_ENTRY_MESSAGE))]
     pub message: String,
 }
 
@@ -470,8 +512,10 @@ pub struct InstanceError {
 #[serde(rename_all = "camelCase")]
 pub struct UnplacedInstance {
     /// The instance.
+    #[schemars(length(max = limits::MAX_INSTANCE_NAME))]
     pub name: String,
     /// Why it fits nowhere, naming the requirement, resource or limit.
+    #[schemars(length(max = limits::MAX_ENTRY_MESSAGE))]
     pub reason: String,
 }
 
@@ -480,44 +524,57 @@ pub struct UnplacedInstance {
 #[serde(rename_all = "camelCase")]
 pub struct OperationStatus {
     /// `<type>-<instance>-r<deployment>` (with `.2`, `.3`… on a repeat): never given twice within the plan.
+    #[schemars(length(max = limits::MAX_OPERATION_ID))]
     pub id: String,
     /// `CREATE`, `UPDATE`, `RELOCATE`, `STOP`, `RESTART` or `DELETE`.
     #[serde(rename = "type")]
+    #[schemars(length(max = limits::MAX_WORD))]
     pub type_: String,
     /// The instance it acts on.
+    #[schemars(length(max = limits::MAX_INSTANCE_NAME))]
     pub instance: String,
     /// The member the instance leaves (RELOCATE, STOP, DELETE) or runs on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_NAME))]
     pub from_member: Option<String>,
     /// The member the instance goes to (CREATE, RELOCATE).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_NAME))]
     pub to_member: Option<String>,
     /// The deployment revision it belongs to.
     pub deployment: u64,
     /// `PENDING`, `PENDING_APPROVAL`, `APPROVED`, `SUCCEEDED` or `FAILED`.
+    #[schemars(length(max = limits::MAX_WORD))]
     pub state: String,
     /// Hash of what the operation does; an approval must name it.
+    #[schemars(length(max = limits::MAX_HASH))]
     pub hash: String,
     /// The value of `shoal.dev/approve` that approves exactly this operation.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = limits::MAX_APPROVE_VALUE))]
     pub approve_with: String,
     /// What happened, in words.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = limits::MAX_ENTRY_MESSAGE))]
     pub message: String,
     /// Why a `FAILED` operation failed: `Superseded` (a newer deployment replaced it
     /// before approval), `Withdrawn` (no longer needed), `Reported` (its member reported
     /// the instance failed; the code is in `errorCode`) or `TargetLeft` (the member it went
     /// to left).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_WORD))]
     pub reason: Option<String>,
     /// The member's error code of a `Reported` failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_ERROR_CODE))]
     pub error_code: Option<String>,
     /// The `shoal.dev/operate` request it was made for, when a user asked for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_REQUEST_TEXT))]
     pub request: Option<String>,
     /// When `state` last changed (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_TIMESTAMP))]
     pub last_transition_time: Option<String>,
     /// Who approved it and when, once approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -4,6 +4,7 @@
 //! * [`crd`]: the `Swarm` custom resource.
 //! * [`deployment_plan`]: the `DeploymentPlan` custom resource.
 //! * [`deployment`]: the DeploymentPlan controller (observe, pure decide, apply, run).
+//! * [`limits`]: the size budgets every list, map and string of both CRDs is bounded by.
 //! * [`plan`]: the pure decision (approval gate, revoke-then-grant, restarts, status, Events).
 //! * [`reconcile`]: observe → plan → apply against the API.
 //! * [`plugin`]: `kubectl shoal` (binary `kubectl-shoal`), reusing observe and plan.
@@ -21,6 +22,7 @@ pub mod events;
 pub mod eviction;
 pub mod fixtures;
 pub mod lease_clock;
+pub mod limits;
 pub mod managed_fields;
 pub mod metrics;
 pub mod observed;

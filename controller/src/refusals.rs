@@ -18,14 +18,17 @@ pub fn record_refusal(
     refused: &mut BTreeMap<String, String>,
     events: &mut Vec<PlannedEvent>,
 ) {
-    if previous.get(annotation).map(String::as_str) != Some(value) {
+    // Recorded as the status keeps it (cut to the schema's bound), so that a standing
+    // long value compares equal to the one recorded and is not announced again.
+    let value = crate::limits::clip(value, crate::limits::MAX_ENTRY_MESSAGE);
+    if previous.get(annotation) != Some(&value) {
         events.push(PlannedEvent {
             warning: true,
             reason: reason.to_owned(),
             note,
         });
     }
-    refused.insert(annotation.to_owned(), value.to_owned());
+    refused.insert(annotation.to_owned(), value);
 }
 
 #[cfg(test)]

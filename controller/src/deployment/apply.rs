@@ -8,7 +8,7 @@ use shoal_core::names::CONTROLLER_FIELD_MANAGER;
 
 use super::{PlanDecision, PlanObservation};
 use crate::cluster::{Context, publish_on};
-use crate::deployment_plan::DeploymentPlan;
+use crate::deployment_plan::{DeploymentPlan, DeploymentPlanStatus};
 
 /// Writes the status when it changed, or when someone else wrote its placement
 /// record (the write puts it back and makes it the controller's again, see
@@ -21,8 +21,18 @@ pub async fn apply(
     decision: &PlanDecision,
 ) -> Result<(), kube::Error> {
     let taking_back = !obs.record_editors.is_empty() && !decision.leave_edited_record;
-    if decision.status != obs.status || taking_back {
-        write_status(&ctx.client, plan, obs, decision).await?;
+    // Cut to the schema's bounds first (text from users and members), so that the
+    // comparison sees what would be stored and the server never refuses the write whole.
+    let (status, cuts) = crate::limits::fit_status(&decision.status);
+    if !cuts.is_empty() {
+        tracing::warn!(
+            plan = %plan.name_any(),
+            cut = %cuts.join(", "),
+            "status cut to the DeploymentPlan schema's bounds"
+        );
+    }
+    if status != obs.status || taking_back {
+        write_status(&ctx.client, plan, obs, decision, &status).await?;
         ctx.metrics.wrote("status");
     }
     let reference = plan.object_ref(&());
@@ -37,10 +47,11 @@ async fn write_status(
     plan: &DeploymentPlan,
     obs: &PlanObservation,
     decision: &PlanDecision,
+    status: &DeploymentPlanStatus,
 ) -> Result<(), kube::Error> {
     let namespace = plan.namespace().unwrap_or_default();
     let api: Api<DeploymentPlan> = Api::namespaced(client.clone(), &namespace);
-    let mut status = serde_json::to_value(&decision.status).map_err(kube::Error::SerdeError)?;
+    let mut status = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
     if let Some(fields) = status.as_object_mut() {
         for field in obs.record_editors.keys() {
             if decision.leave_edited_record {

@@ -17,6 +17,7 @@ use shoal_core::names::ANNOTATION_CHANGE_CAUSE;
 use super::PlanObservation;
 use crate::approval_record::ApprovalRecord;
 use crate::deployment_plan::{DeploymentRecord, InstanceStatus};
+use crate::limits::{MAX_APPROVALS, MAX_CHANGE_CAUSE, MAX_DEPLOYMENT_RECORDS, clip};
 
 /// `status.deployments` after a pass: the records kept from the last status,
 /// plus a record of `latest` (taken now, for fingerprint `hash`) when it has
@@ -46,12 +47,16 @@ pub(super) fn deployment_records(
         .collect();
     let limit = obs.spec.deployment_history_limit.max(1) as usize;
     let newest_kept = records.len().saturating_sub(limit);
-    records
+    let kept: Vec<DeploymentRecord> = records
         .into_iter()
         .enumerate()
         .filter(|(index, record)| *index >= newest_kept || in_use.contains(&record.revision))
         .map(|(_, record)| record)
-        .collect()
+        .collect();
+    // The schema's bound: past it the oldest go, even in use (an instance whose record
+    // is gone is reported, `plan::instances`), never the write refused whole.
+    let over = kept.len().saturating_sub(MAX_DEPLOYMENT_RECORDS as usize);
+    kept.into_iter().skip(over).collect()
 }
 
 /// The record of `revision`, taken from the spec as observed now.
@@ -63,7 +68,10 @@ fn record_of_spec(obs: &PlanObservation, revision: u64, hash: &str) -> Deploymen
         payloads: deployment.payloads.clone(),
         rollout: deployment.rollout.clone(),
         instances: deployment.instances,
-        change_cause: obs.annotations.get(ANNOTATION_CHANGE_CAUSE).cloned(),
+        change_cause: obs
+            .annotations
+            .get(ANNOTATION_CHANGE_CAUSE)
+            .map(|cause| clip(cause, MAX_CHANGE_CAUSE)),
         created: obs.now.to_string(),
         approvals: Vec::new(),
     }
@@ -86,7 +94,9 @@ pub(super) fn record_approvals<'a>(
             .approvals
             .iter()
             .any(|earlier| earlier.by == approval.by && earlier.verified == approval.verified);
-        if !known {
+        // Each approver once, and at most `MAX_APPROVALS` of them: later ones are
+        // still recorded on their operations (`status.operations[].approval`).
+        if !known && record.approvals.len() < MAX_APPROVALS as usize {
             record.approvals.push(approval.clone());
         }
     }

@@ -41,9 +41,10 @@ use shoal_core::names::ANNOTATION_OPERATE;
 
 use crate::deployment_plan::InstanceStatus;
 use crate::observed::ordinal_member;
+use crate::limits::{MAX_HANDLED_REQUESTS, MAX_REQUEST_TEXT, clip};
 
 /// Most new requests one pass reads; a value with more is refused whole.
-pub const MAX_REQUESTS: usize = 100;
+pub const MAX_REQUESTS: usize = crate::limits::MAX_REQUESTS as usize;
 
 /// What a user asks for one instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,10 +262,21 @@ fn relocation_target(
     }
 }
 
+/// The requests of `value` the controller reads and remembers as handled: the first
+/// [`MAX_HANDLED_REQUESTS`], each cut to [`MAX_REQUEST_TEXT`] characters (the bounds of
+/// `status.handledRequests`; a request that long names no instance and is refused).
+fn read_items(value: &str) -> Vec<String> {
+    request_items(value)
+        .into_iter()
+        .take(MAX_HANDLED_REQUESTS as usize)
+        .map(|item| clip(&item, MAX_REQUEST_TEXT))
+        .collect()
+}
+
 /// The requests of `value` not yet handled (per `handled`), in order.
 pub(super) fn unhandled(value: &str, handled: &[String]) -> Vec<String> {
     let handled: BTreeSet<&str> = handled.iter().map(String::as_str).collect();
-    request_items(value)
+    read_items(value)
         .into_iter()
         .filter(|item| !handled.contains(item.as_str()))
         .collect()
@@ -290,10 +302,18 @@ pub(super) fn take_requests(
     handled: &[String],
 ) -> TakenRequests {
     let mut taken = TakenRequests {
-        handled: request_items(value),
+        handled: read_items(value),
         ..TakenRequests::default()
     };
     let fresh = unhandled(value, handled);
+    let written = request_items(value).len();
+    if written > MAX_HANDLED_REQUESTS as usize && !fresh.is_empty() {
+        // Said once: the next pass finds every request it reads handled.
+        taken.refusals.push(format!(
+            "DeploymentPlan {}: {ANNOTATION_OPERATE} holds {written} requests; only the first {MAX_HANDLED_REQUESTS} are read, the rest are ignored; remove handled requests from the annotation",
+            context.plan
+        ));
+    }
     if fresh.len() > MAX_REQUESTS {
         // Each request may run a placement: a careless or hostile value cannot make
         // the pass spin. Every item counts as handled, so this is said once.
@@ -310,7 +330,15 @@ pub(super) fn take_requests(
             operations: &operations,
             ..*context
         };
-        let decided = parse_request(&item).and_then(|request| operation_for(&context, &request));
+        // `read_items` cut it: what is left is not what the user wrote.
+        let cut = item.chars().count() == MAX_REQUEST_TEXT as usize && item.ends_with('…');
+        let decided = if cut {
+            Err(format!(
+                "longer than {MAX_REQUEST_TEXT} characters (no instance and member names are that long)"
+            ))
+        } else {
+            parse_request(&item).and_then(|request| operation_for(&context, &request))
+        };
         match decided {
             Ok(mut operation) => {
                 operation.request = Some(item);

@@ -106,6 +106,16 @@ pub fn overall_state(states: impl IntoIterator<Item = DeploymentState>) -> Deplo
     }
 }
 
+/// Longest text of a status document as a plan's status keeps it (a message, a source,
+/// an id), in characters: the bound of its CRD schema (`shoal_controller::limits`).
+pub const MAX_DOCUMENT_TEXT: u32 = 1024;
+
+/// Longest word of a status document (a state, a code, an `apiVersion`, a `kind`).
+pub const MAX_DOCUMENT_WORD: u32 = 128;
+
+/// Most components of one status document: one per plan application.
+pub const MAX_DOCUMENT_COMPONENTS: u32 = 32;
+
 /// An error: a short machine-readable code, who saw it, and what happened.
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
@@ -113,12 +123,15 @@ pub fn overall_state(states: impl IntoIterator<Item = DeploymentState>) -> Deplo
 pub struct StatusError {
     /// A short machine-readable code, e.g. `ExitCode1`.
     #[serde(default)]
+    #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_WORD)))]
     pub code: String,
     /// Who reported it (an instance and its member, an agent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_TEXT)))]
     pub source: Option<String>,
     /// What happened, in words. (`Error` is read too: the draft's example 4 spells it so.)
     #[serde(default, alias = "Error")]
+    #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_TEXT)))]
     pub message: String,
 }
 
@@ -128,6 +141,7 @@ pub struct StatusError {
 #[serde(rename_all = "camelCase")]
 pub struct OverallStatus {
     /// `pending`, `installing`, `installed`, `removing`, `removed` or `failed`.
+    #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_WORD)))]
     pub state: String,
     /// Why it failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -140,8 +154,10 @@ pub struct OverallStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ComponentStatus {
     /// The component's name.
+    #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_TEXT)))]
     pub name: String,
     /// `pending`, `installing`, `installed`, `removing`, `removed` or `failed`.
+    #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_WORD)))]
     pub state: String,
     /// Why it failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,22 +174,28 @@ pub struct ComponentStatus {
 pub struct DeploymentStatusDocument {
     /// `deployment.margo/v1alpha1` when Shoal writes it; any value accepted on input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_WORD)))]
     pub api_version: Option<String>,
     /// `DeploymentStatus` when Shoal writes it; any value accepted on input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_WORD)))]
     pub kind: Option<String>,
     /// The deployment's id: a UUID derived from the plan's uid and the revision.
+    #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_TEXT)))]
     pub deployment_id: String,
     /// The device (agent) reporting, when one reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_TEXT)))]
     pub device_id: Option<String>,
     /// The manifest version the document reflects: the plan's deployment revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_TEXT)))]
     pub adopted_manifest_version: Option<String>,
     /// The overall state.
     pub status: OverallStatus,
     /// One entry per component.
     #[serde(default)]
+    #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_COMPONENTS)))]
     pub components: Vec<ComponentStatus>,
 }
 

@@ -292,3 +292,55 @@ fn a_flood_of_requests_is_refused_whole_once_and_nothing_is_done() {
     assert!(obs.status.operations.iter().all(|op| op.request.is_none()));
     assert!(refusals(&pass(&mut obs)).is_empty(), "said once");
 }
+
+#[test]
+fn a_value_with_more_requests_than_the_status_remembers_is_read_up_to_its_bound_and_said_once() {
+    use crate::limits::MAX_HANDLED_REQUESTS;
+    let mut obs = settled(1, "Automatic");
+    let written = MAX_HANDLED_REQUESTS as usize + 500;
+    let flood: Vec<String> = (0..written)
+        .map(|n| format!("restart web-0 #{n}"))
+        .collect();
+    operate(&mut obs, &flood.join(","));
+    let decision = pass(&mut obs);
+    assert_eq!(
+        obs.status.handled_requests.len(),
+        MAX_HANDLED_REQUESTS as usize,
+        "status.handledRequests stays within the schema's maxItems"
+    );
+    let refused = refusals(&decision);
+    assert!(
+        refused
+            .iter()
+            .any(|why| why.contains(&format!("holds {written} requests; only the first"))),
+        "{refused:?}"
+    );
+    assert!(obs.status.operations.iter().all(|op| op.request.is_none()));
+    assert!(refusals(&pass(&mut obs)).is_empty(), "said once");
+}
+
+#[test]
+fn a_request_longer_than_the_status_keeps_is_refused_once_and_remembered_cut() {
+    use crate::limits::MAX_REQUEST_TEXT;
+    let mut obs = settled(1, "Automatic");
+    let long = format!(
+        "restart web-0 #{}",
+        "x".repeat(2 * MAX_REQUEST_TEXT as usize)
+    );
+    operate(&mut obs, &long);
+    let first = refusals(&pass(&mut obs));
+    assert!(
+        obs.status
+            .handled_requests
+            .iter()
+            .all(|item| item.chars().count() <= MAX_REQUEST_TEXT as usize),
+        "every handled request within the schema's maxLength"
+    );
+    assert_eq!(obs.status.handled_requests.len(), 1);
+    assert!(
+        first.len() == 1 && first[0].contains("longer than"),
+        "{first:?}"
+    );
+    assert!(obs.status.operations.iter().all(|op| op.request.is_none()));
+    assert!(refusals(&pass(&mut obs)).is_empty(), "handled once");
+}
