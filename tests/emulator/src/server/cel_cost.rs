@@ -139,6 +139,8 @@ pub(super) struct Estimate {
     pub max_cost: u64,
     /// The type the expression evaluates to.
     pub result: Arc<Decl>,
+    /// Whether it reads `oldSelf` (a transition rule).
+    pub transition: bool,
 }
 
 /// Estimates `expression` with `self` (and `oldSelf`) of type `root`, the type
@@ -151,11 +153,13 @@ pub(super) fn estimate(expression: &str, root: &Arc<Decl>) -> Result<Estimate, R
         root: root.clone(),
         ranges: Vec::new(),
         accumulators: Vec::new(),
+        transition: false,
     };
     let node = coster.cost(&parsed)?;
     Ok(Estimate {
         max_cost: node.cost,
         result: node.ty,
+        transition: coster.transition,
     })
 }
 
@@ -194,6 +198,8 @@ struct Coster {
     ranges: Vec<Range>,
     /// Accumulators of the comprehensions being costed, innermost last.
     accumulators: Vec<(String, Arc<Decl>)>,
+    /// Whether `oldSelf` was read.
+    transition: bool,
 }
 
 /// The result of a function's own cost: what it costs beyond its target, and the
@@ -360,7 +366,7 @@ impl Coster {
         }
     }
 
-    fn ident(&self, name: &str) -> Result<Node, Refusal> {
+    fn ident(&mut self, name: &str) -> Result<Node, Refusal> {
         // An iteration variable's path is its range's, one level down.
         if let Some(range) = self
             .ranges
@@ -395,6 +401,7 @@ impl Coster {
         {
             ty.clone()
         } else if name == "self" || name == "oldSelf" {
+            self.transition |= name == "oldSelf";
             self.root.clone()
         } else if TYPE_IDENTIFIERS.contains(&name) {
             Decl::plain(Kind::Type)

@@ -15,6 +15,10 @@
 //! then `.properties[<name>]`, `.items`, `.additionalProperties`, and
 //! `.x-kubernetes-validations[<i>].rule`. A rule the estimator does not understand
 //! is refused (see [`super::cel_cost`]), never let through uncosted.
+//!
+//! With the costs, as the server does, a transition rule (one reading `oldSelf`)
+//! is refused below the items of a list other than `x-kubernetes-list-type: map`,
+//! whose items the server cannot match with the old object's.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -82,14 +86,20 @@ impl Total {
         self.most_expensive.push((path, cost));
         // Stable: of equal costs, the rule met first stays first.
         self.most_expensive
-            .sort_by(|left, right| right.1.cmp(&left.1));
+            .sort_by_key(|(_, cost)| std::cmp::Reverse(*cost));
         self.most_expensive.truncate(MOST_EXPENSIVE_SHOWN);
     }
 }
 
 fn check_schema(schema: &Value, base: &str, causes: &mut Vec<Cause>) {
     let mut total = Total::default();
-    walk(schema, base, Some(1), true, &mut total, causes);
+    let place = Place {
+        path: base,
+        cardinality: Some(1),
+        root: true,
+        uncorrelatable: None,
+    };
+    walk(schema, place, &mut total, causes);
     if total.cost > STATIC_ESTIMATED_CRD_COST_LIMIT {
         for (path, _) in &total.most_expensive {
             causes.push(forbidden(
@@ -109,22 +119,44 @@ fn check_schema(schema: &Value, base: &str, causes: &mut Vec<Cause>) {
     }
 }
 
-/// Visits `schema` at `path`: its rules, then its map values, properties and items,
-/// in the server's order. `cardinality` is how often the node can occur in one
-/// object, `None` when a list or map above it is unbounded.
-fn walk(
-    schema: &Value,
-    path: &str,
+/// Where a schema node is in its CRD, as the checks of its rules need it.
+#[derive(Clone, Copy)]
+struct Place<'a> {
+    path: &'a str,
+    /// How often the node can occur in one object; `None` when a list or map
+    /// above it is unbounded.
     cardinality: Option<u64>,
     root: bool,
-    total: &mut Total,
-    causes: &mut Vec<Cause>,
-) {
-    if let Some(rules) = schema["x-kubernetes-validations"].as_array() {
-        check_rules(schema, rules, path, cardinality, root, total, causes);
+    /// The highest list above the node whose items a server cannot match with
+    /// the old object's (any list but `x-kubernetes-list-type: map`): no rule
+    /// below it may read `oldSelf`.
+    uncorrelatable: Option<&'a str>,
+}
+
+impl<'a> Place<'a> {
+    /// A child node at `path`, occurring `cardinality` times.
+    fn child<'b>(&self, path: &'b str, cardinality: Option<u64>) -> Place<'b>
+    where
+        'a: 'b,
+    {
+        Place {
+            path,
+            cardinality,
+            root: false,
+            uncorrelatable: self.uncorrelatable,
+        }
     }
-    let children = cardinality.and_then(|cardinality| {
-        max_elements(schema).map(|factor| multiply_with_overflow_guard(cardinality, factor))
+}
+
+/// Visits `schema` at `path`: its rules, then its map values, properties and items,
+/// in the server's order.
+fn walk(schema: &Value, place: Place<'_>, total: &mut Total, causes: &mut Vec<Cause>) {
+    let path = place.path;
+    if let Some(rules) = schema["x-kubernetes-validations"].as_array() {
+        check_rules(schema, rules, place, total, causes);
+    }
+    let cardinality = place.cardinality.and_then(|cardinality| {
+        max_elements(schema).map(|factor| cardinality.saturating_mul(factor))
     });
     if let Some(values) = schema
         .get("additionalProperties")
@@ -132,9 +164,7 @@ fn walk(
     {
         walk(
             values,
-            &format!("{path}.additionalProperties"),
-            children,
-            false,
+            place.child(&format!("{path}.additionalProperties"), cardinality),
             total,
             causes,
         );
@@ -143,35 +173,34 @@ fn walk(
         for (name, property) in properties {
             walk(
                 property,
-                &format!("{path}.properties[{name}]"),
-                children,
-                false,
+                place.child(&format!("{path}.properties[{name}]"), cardinality),
                 total,
                 causes,
             );
         }
     }
+    // Items are matched with the old object's only in a list of type map.
+    let uncorrelatable = match schema["x-kubernetes-list-type"].as_str() {
+        Some("map") => place.uncorrelatable,
+        _ => place.uncorrelatable.or(Some(path)),
+    };
     match schema.get("items") {
         Some(items @ Value::Object(_)) => {
-            walk(
-                items,
-                &format!("{path}.items"),
-                children,
-                false,
-                total,
-                causes,
-            );
+            let items_path = format!("{path}.items");
+            let place = Place {
+                uncorrelatable,
+                ..place.child(&items_path, cardinality)
+            };
+            walk(items, place, total, causes);
         }
         Some(Value::Array(schemas)) => {
             for (index, items) in schemas.iter().enumerate() {
-                walk(
-                    items,
-                    &format!("{path}.items[{index}]"),
-                    children,
-                    false,
-                    total,
-                    causes,
-                );
+                let items_path = format!("{path}.items[{index}]");
+                let place = Place {
+                    uncorrelatable,
+                    ..place.child(&items_path, cardinality)
+                };
+                walk(items, place, total, causes);
             }
         }
         _ => {}
@@ -181,12 +210,16 @@ fn walk(
 fn check_rules(
     schema: &Value,
     rules: &[Value],
-    path: &str,
-    cardinality: Option<u64>,
-    root: bool,
+    place: Place<'_>,
     total: &mut Total,
     causes: &mut Vec<Cause>,
 ) {
+    let Place {
+        path,
+        cardinality,
+        root,
+        uncorrelatable,
+    } = place;
     let embedded = schema["x-kubernetes-embedded-resource"].as_bool() == Some(true);
     let Some(self_type) = schema_decl(schema, root || embedded) else {
         causes.push(cause(
@@ -214,7 +247,7 @@ fn check_rules(
                     ));
                 }
                 Ok(estimate) => {
-                    let cost = multiply_with_overflow_guard(estimate.max_cost, cardinality);
+                    let cost = estimate.max_cost.saturating_mul(cardinality);
                     if cost > STATIC_ESTIMATED_COST_LIMIT {
                         causes.push(forbidden(
                             &format!("{rule_path}.rule"),
@@ -222,6 +255,15 @@ fn check_rules(
                         ));
                     }
                     total.observe(format!("{rule_path}.rule"), cost);
+                    if estimate.transition
+                        && let Some(within) = uncorrelatable
+                    {
+                        causes.push(invalid(
+                            &format!("{rule_path}.rule"),
+                            expression,
+                            &format!("oldSelf cannot be used on the uncorrelatable portion of the schema within {within}"),
+                        ));
+                    }
                 }
                 Err(refusal) => {
                     causes.push(refused(&format!("{rule_path}.rule"), expression, refusal))
@@ -259,12 +301,6 @@ fn check_rules(
             Err(refusal) => causes.push(refused(&field, message_expression, refusal)),
         }
     }
-}
-
-/// `baseCost * cardinality`, or the largest value when that overflows (0 for a
-/// rule that costs nothing).
-fn multiply_with_overflow_guard(cost: u64, cardinality: u64) -> u64 {
-    cost.checked_mul(cardinality).unwrap_or(u64::MAX)
 }
 
 /// How many times each child of `schema` can occur per occurrence of `schema`:
@@ -693,6 +729,44 @@ mod tests {
             "{}",
             causes[0].message
         );
+    }
+
+    #[test]
+    fn a_transition_rule_is_refused_below_list_items_the_server_cannot_match_with_old_ones() {
+        let named = |list_type: Option<&str>| {
+            let mut list = json!({"type": "array", "items": {"type": "object",
+                "properties": {"name": {"type": "string", "maxLength": 10,
+                    "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}}});
+            if let Some(list_type) = list_type {
+                list["x-kubernetes-list-type"] = json!(list_type);
+                list["x-kubernetes-list-map-keys"] = json!(["name"]);
+                list["items"]["required"] = json!(["name"]);
+            }
+            crd(
+                json!({"type": "object", "properties": {"spec": {"type": "object",
+                "properties": {"outer": {"type": "array", "maxItems": 4, "items": {
+                    "type": "object", "required": ["key"],
+                    "properties": {"key": {"type": "string"}, "l": list}}}}}}}),
+            )
+        };
+        let field = "spec.validation.openAPIV3Schema.properties[spec].properties[outer].items.properties[l].items.properties[name].x-kubernetes-validations[0].rule";
+        // The highest such list is named, whatever the lists below it are.
+        assert_eq!(
+            listed(&check(&named(Some("map")))),
+            listed(&check(&named(None)))
+        );
+        assert_eq!(
+            listed(&check(&named(None))),
+            vec![format!(
+                "{field}: Invalid value: \"self == oldSelf\": oldSelf cannot be used on the uncorrelatable portion of the schema within spec.validation.openAPIV3Schema.properties[spec].properties[outer]"
+            )]
+        );
+        let mut outer_map = named(Some("map"));
+        let outer = &mut outer_map["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+            ["spec"]["properties"]["outer"];
+        outer["x-kubernetes-list-type"] = json!("map");
+        outer["x-kubernetes-list-map-keys"] = json!(["key"]);
+        assert_eq!(listed(&check(&outer_map)), Vec::<String>::new());
     }
 
     #[test]
