@@ -769,6 +769,355 @@ mod tests {
         assert_eq!(listed(&check(&outer_map)), Vec::<String>::new());
     }
 
+    /// Where a probe's node sits: at the root, as `spec.l`, as the items of a
+    /// list `spec.l` of at most so many, or of a list without `maxItems`.
+    #[derive(Clone, Copy)]
+    enum Under {
+        Root,
+        Spec,
+        Items(u64),
+        Unbounded,
+    }
+
+    /// Rules applied with `kubectl apply --dry-run=server` to a real kube-apiserver
+    /// v1.28.7 (tag, place, node schema, rule, messageExpression) and what it
+    /// answered, without the advice that ends each cost message (`None`: accepted).
+    #[allow(clippy::type_complexity)]
+    const PROBES: &[(&str, Under, &str, &str, &str, Option<&[&str]>)] = &[
+        (
+            "rootmeta",
+            Under::Root,
+            r#"{"type": "object", "properties": {"spec": {"type": "object", "properties": {"a": {"type": "string"}}}}}"#,
+            "self.metadata.name.matches('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa')",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 1.006634x",
+            ]),
+        ),
+        (
+            "rootkind",
+            Under::Root,
+            r#"{"type": "object", "properties": {"spec": {"type": "object", "properties": {"a": {"type": "string"}}}}}"#,
+            "self.kind == 'x' && self.apiVersion != 'y' && self.metadata.generateName == 'z'",
+            "",
+            None,
+        ),
+        (
+            "values",
+            Under::Items(1000000),
+            r#"{"type": "object", "properties": {"m": {"type": "object", "maxProperties": 10, "additionalProperties": {"type": "string", "maxLength": 5}}}}"#,
+            "self.m.all(k, self.m[k] == 'abc')",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 8.3x",
+            ]),
+        ),
+        (
+            "inlist",
+            Under::Items(10000),
+            r#"{"type": "object", "properties": {"l": {"type": "array", "maxItems": 1000, "items": {"type": "string"}}}}"#,
+            "'a' in self.l",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 1.002000x",
+            ]),
+        ),
+        (
+            "inmap",
+            Under::Items(3000000),
+            r#"{"type": "object", "properties": {"m": {"type": "object", "maxProperties": 10, "additionalProperties": {"type": "string", "maxLength": 5}}}}"#,
+            "'a' in self.m",
+            "",
+            None,
+        ),
+        (
+            "unbmap",
+            Under::Items(30),
+            r#"{"type": "object", "additionalProperties": {"type": "object", "properties": {"x": {"type": "integer"}}}}"#,
+            "self.all(k, has(self[k].x))",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 8.3x",
+            ]),
+        ),
+        (
+            "unbmap2",
+            Under::Items(10),
+            r#"{"type": "object", "additionalProperties": {"type": "integer"}}"#,
+            "self.all(k, self[k] > 0)",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 3.1x",
+            ]),
+        ),
+        (
+            "mapall",
+            Under::Items(2),
+            r#"{"type": "object", "properties": {"l": {"type": "array", "maxItems": 100, "items": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}}}}}}"#,
+            "self.l.map(x, x.name).all(n, n == 'a')",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x",
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema",
+                "spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x",
+            ]),
+        ),
+        (
+            "filter",
+            Under::Items(50000),
+            r#"{"type": "object", "properties": {"l": {"type": "array", "maxItems": 100, "items": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}}}}}}"#,
+            "self.l.filter(x, x.name.startsWith('a')).size() < 3",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 8.1x",
+            ]),
+        ),
+        (
+            "map3",
+            Under::Items(50000),
+            r#"{"type": "object", "properties": {"l": {"type": "array", "maxItems": 100, "items": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}}}}}}"#,
+            "self.l.map(x, x.name != 'b', x.name).size() < 3",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 8.6x",
+            ]),
+        ),
+        (
+            "existsone",
+            Under::Items(10000),
+            r#"{"type": "object", "properties": {"l": {"type": "array", "maxItems": 100, "items": {"type": "string", "maxLength": 20}}}}"#,
+            "self.l.exists_one(x, x == 'a')",
+            "",
+            None,
+        ),
+        (
+            "contains",
+            Under::Items(100000),
+            r#"{"type": "object", "properties": {"a": {"type": "string", "maxLength": 100}, "b": {"type": "string", "maxLength": 50}}}"#,
+            "self.a.contains(self.b)",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 8.0x",
+            ]),
+        ),
+        (
+            "ends",
+            Under::Items(500000),
+            r#"{"type": "object", "properties": {"a": {"type": "string", "maxLength": 100}, "b": {"type": "string", "maxLength": 50}}}"#,
+            "self.a.endsWith(self.b) || self.a.startsWith('xyz')",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 1.350000x",
+            ]),
+        ),
+        (
+            "lower",
+            Under::Items(300000),
+            r#"{"type": "object", "properties": {"a": {"type": "string", "maxLength": 100}}}"#,
+            "self.a.lowerAscii() == 'abc' && self.a.trim().size() > 2",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 2.6x",
+            ]),
+        ),
+        (
+            "substr",
+            Under::Items(200000),
+            r#"{"type": "object", "properties": {"a": {"type": "string", "maxLength": 100}}}"#,
+            "self.a.upperAscii().substring(1) == 'abc'",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 1.7x",
+            ]),
+        ),
+        (
+            "intstr",
+            Under::Items(10),
+            r#"{"type": "object", "properties": {"a": {"x-kubernetes-int-or-string": true}}}"#,
+            "type(self.a) == string ? self.a.matches('^[0-9]+%$') : self.a < 100",
+            "",
+            None,
+        ),
+        (
+            "embedded",
+            Under::Items(1000000),
+            r#"{"type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true, "properties": {"spec": {"type": "object", "properties": {"a": {"type": "string"}}}}}"#,
+            "self.metadata.name == 'a' && self.spec.a == 'b'",
+            "",
+            None,
+        ),
+        (
+            "transition",
+            Under::Unbounded,
+            r#"{"type": "object", "properties": {"name": {"type": "string", "maxLength": 30}}}"#,
+            "self.name == oldSelf.name",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 1.7x",
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Invalid value: \"self.name == oldSelf.name\": oldSelf cannot be used on the uncorrelatable portion of the schema within spec.validation.openAPIV3Schema.properties[spec].properties[l]",
+            ]),
+        ),
+        (
+            "nestedlist",
+            Under::Items(1),
+            r#"{"type": "object", "properties": {"l": {"type": "array", "maxItems": 50, "items": {"type": "array", "items": {"type": "string", "maxLength": 10}}}}}"#,
+            "self.l.all(i, i.all(s, s.size() < 5))",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 31.5x",
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema",
+                "spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of 3.1x",
+            ]),
+        ),
+        (
+            "listadd",
+            Under::Items(50000),
+            r#"{"type": "object", "properties": {"a": {"type": "array", "maxItems": 20, "items": {"type": "string", "maxLength": 4}}, "b": {"type": "array", "maxItems": 30, "items": {"type": "string", "maxLength": 4}}}}"#,
+            "(self.a + self.b).exists(x, x == 'q')",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 1.280000x",
+            ]),
+        ),
+        (
+            "strcat",
+            Under::Items(200000),
+            r#"{"type": "object", "properties": {"a": {"type": "string", "maxLength": 100}, "b": {"type": "string", "maxLength": 50}}}"#,
+            "self.a + '-' + self.b != 'x'",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 2.1x",
+            ]),
+        ),
+        (
+            "ternary",
+            Under::Items(1000000),
+            r#"{"type": "object", "properties": {"a": {"type": "string", "maxLength": 100}, "b": {"type": "string", "maxLength": 50}}}"#,
+            "(has(self.a) ? self.a : self.b) == 'hello world'",
+            "",
+            None,
+        ),
+        (
+            "dates",
+            Under::Items(1000000),
+            r#"{"type": "object", "properties": {"t": {"type": "string", "format": "date-time"}, "d": {"type": "string", "format": "duration"}, "day": {"type": "string", "format": "date"}, "by": {"type": "string", "format": "byte", "maxLength": 8}}}"#,
+            "self.t < timestamp('2020-01-01T00:00:00Z') && self.d > duration('1s') && self.day == self.day && self.by.size() > 1",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 1.8x",
+            ]),
+        ),
+        (
+            "lits",
+            Under::Items(500000),
+            r#"{"type": "object", "properties": {"a": {"type": "integer"}}}"#,
+            "self.a in [1, 2, 3] && {'x': 1}['x'] == self.a",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 2.4x",
+            ]),
+        ),
+        (
+            "msgexpr",
+            Under::Items(3000000),
+            r#"{"type": "object", "properties": {"a": {"type": "string", "maxLength": 100}}}"#,
+            "self.a != 'x'",
+            "'bad ' + self.a",
+            None,
+        ),
+        (
+            "unbounded-in-map",
+            Under::Unbounded,
+            r#"{"type": "object", "properties": {"m": {"type": "object", "additionalProperties": {"type": "object", "properties": {"q": {"type": "string"}}}}}}"#,
+            "self.m.all(k, self.m[k].q == k)",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x",
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema",
+                "spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x",
+            ]),
+        ),
+        (
+            "sets",
+            Under::Items(100),
+            r#"{"type": "object", "properties": {"l": {"type": "array", "maxItems": 1000, "x-kubernetes-list-type": "set", "items": {"type": "string", "maxLength": 63}}}}"#,
+            "self.l.all(x, x.matches('^[a-z]+$'))",
+            "",
+            None,
+        ),
+        (
+            "dyncmp",
+            Under::Items(10),
+            r#"{"type": "object", "properties": {"a": {"x-kubernetes-int-or-string": true}, "b": {"x-kubernetes-int-or-string": true}}}"#,
+            "self.a < self.b",
+            "",
+            None,
+        ),
+        (
+            "dynadd",
+            Under::Items(10),
+            r#"{"type": "object", "properties": {"a": {"x-kubernetes-int-or-string": true}, "b": {"x-kubernetes-int-or-string": true}}}"#,
+            "self.a + self.b == self.b",
+            "",
+            None,
+        ),
+        (
+            "negate",
+            Under::Items(1000000),
+            r#"{"type": "object", "properties": {"a": {"type": "integer"}, "d": {"type": "number"}}}"#,
+            "-self.a < 0 && self.d * 2.0 > 1.0 && self.a % 2 == 0 && int(self.d) == self.a && double(self.a) == self.d && string(self.a) == 'x'",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 2.6x",
+            ]),
+        ),
+        (
+            "bytesconv",
+            Under::Items(1000000),
+            r#"{"type": "object", "properties": {"a": {"type": "string", "maxLength": 100}, "by": {"type": "string", "format": "byte", "maxLength": 64}}}"#,
+            "bytes(self.a) == self.by && string(self.by) == self.a",
+            "",
+            Some(&[
+                "spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 6.9x",
+            ]),
+        ),
+    ];
+
+    #[test]
+    fn each_kind_of_expression_costs_what_a_real_v1_28_7_server_says() {
+        for (tag, under, node, rule, message, expected) in PROBES {
+            let mut node: Value = serde_json::from_str(node).expect("a probe's schema is JSON");
+            let mut validation = json!({"rule": rule});
+            if !message.is_empty() {
+                validation["messageExpression"] = json!(message);
+            }
+            node["x-kubernetes-validations"] = json!([validation]);
+            let in_spec = |inner: Value| {
+                json!({"type": "object", "properties": {"spec": {"type": "object",
+                    "properties": {"l": inner}}}})
+            };
+            let schema = match *under {
+                Under::Root => node,
+                Under::Spec => in_spec(node),
+                Under::Items(max_items) => {
+                    in_spec(json!({"type": "array", "maxItems": max_items, "items": node}))
+                }
+                Under::Unbounded => in_spec(json!({"type": "array", "items": node})),
+            };
+            let advice = format!(" {HINT}");
+            let answered: Vec<String> = listed(&check(&crd(schema)))
+                .into_iter()
+                .map(|cause| cause.trim_end_matches(&advice).to_owned())
+                .collect();
+            let expected: Vec<String> = expected
+                .unwrap_or_default()
+                .iter()
+                .map(|cause| (*cause).to_owned())
+                .collect();
+            assert_eq!(answered, expected, "probe {tag}: {rule}");
+        }
+    }
+
     #[test]
     fn the_factor_is_printed_as_the_server_prints_it() {
         let factor = |cost| {
