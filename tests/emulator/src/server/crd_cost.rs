@@ -769,12 +769,11 @@ mod tests {
         assert_eq!(listed(&check(&outer_map)), Vec::<String>::new());
     }
 
-    /// Where a probe's node sits: at the root, as `spec.l`, as the items of a
-    /// list `spec.l` of at most so many, or of a list without `maxItems`.
+    /// Where a probe's node sits: at the root, as the items of a list `spec.l` of
+    /// at most so many, or of a list without `maxItems`.
     #[derive(Clone, Copy)]
     enum Under {
         Root,
-        Spec,
         Items(u64),
         Unbounded,
     }
@@ -1098,7 +1097,6 @@ mod tests {
             };
             let schema = match *under {
                 Under::Root => node,
-                Under::Spec => in_spec(node),
                 Under::Items(max_items) => {
                     in_spec(json!({"type": "array", "maxItems": max_items, "items": node}))
                 }
