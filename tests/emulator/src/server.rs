@@ -13,6 +13,8 @@ mod admission;
 mod apply;
 mod auth;
 mod binding;
+mod cel_cost;
+mod crd_cost;
 mod discovery;
 mod errors;
 mod events;

@@ -734,3 +734,78 @@ async fn a_transition_rule_compares_with_the_old_value_on_update_only() {
     let stored = gadgets.get("g").await.expect("get");
     assert_eq!(stored.data["spec"]["name"], "first");
 }
+
+/// The DeploymentPlan CRD as it was before its schema was bounded (issue 29).
+const UNBOUNDED_PLAN_CRD: &str = "tests/fixtures/deploymentplan-crd-unbounded.yaml";
+
+/// What a real kube-apiserver v1.28.7 answers to that CRD, word for word.
+const UNBOUNDED_PLAN_REASON: &str = "spec.validation.openAPIV3Schema.properties[status].properties[deployments].items.properties[rollout].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 1.153434x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)";
+
+#[tokio::test]
+async fn a_crd_whose_rule_costs_more_than_a_real_server_allows_is_refused_on_create_and_update_with_the_servers_reason()
+ {
+    let server = ApiServer::start().await.expect("server starts");
+    let client = server.client().await.expect("client");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(UNBOUNDED_PLAN_CRD);
+    let text = std::fs::read_to_string(&path).expect("the fixture is readable");
+    let fixture: Value = serde_saphyr::from_str(&text).expect("the fixture is YAML");
+    let crd: CustomResourceDefinition =
+        serde_json::from_value(fixture.clone()).expect("the fixture is a CRD");
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    let message = invalid_message(crds.create(&PostParams::default(), &crd).await);
+    assert_eq!(
+        message,
+        format!(
+            "CustomResourceDefinition.apiextensions.k8s.io \"deploymentplans.shoal.dev\" is invalid: {UNBOUNDED_PLAN_REASON}"
+        )
+    );
+    // kubectl prints it as it does for a real server.
+    let output = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig_path())
+        .args(["apply", "--dry-run=server", "-f"])
+        .arg(&path)
+        .output()
+        .await
+        .expect("kubectl runs");
+    assert!(!output.status.success(), "kubectl apply succeeded");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim(),
+        format!(
+            "The CustomResourceDefinition \"deploymentplans.shoal.dev\" is invalid: {UNBOUNDED_PLAN_REASON}"
+        )
+    );
+    assert!(
+        crds.get_opt("deploymentplans.shoal.dev")
+            .await
+            .expect("get")
+            .is_none(),
+        "the refused CRD is not stored"
+    );
+    // Bounded, the list makes the rule cheap enough (11 per item, 100 items);
+    // an update taking the bound away again is refused for the same reason.
+    let mut bounded = fixture;
+    bounded["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+        ["deployments"]["maxItems"] = json!(100);
+    let bounded: CustomResourceDefinition = serde_json::from_value(bounded).expect("a CRD");
+    let stored = crds
+        .create(&PostParams::default(), &bounded)
+        .await
+        .expect("the bounded CRD is accepted");
+    let mut unbounded = crd;
+    unbounded.metadata.resource_version = stored.metadata.resource_version;
+    let message = invalid_message(
+        crds.replace(
+            "deploymentplans.shoal.dev",
+            &PostParams::default(),
+            &unbounded,
+        )
+        .await,
+    );
+    assert_eq!(
+        message,
+        format!(
+            "CustomResourceDefinition.apiextensions.k8s.io \"deploymentplans.shoal.dev\" is invalid: {UNBOUNDED_PLAN_REASON}"
+        )
+    );
+}

@@ -575,14 +575,8 @@ pub fn create_object(
     let mut causes = validation::validate_name(&name, resource_type.name_rule);
     causes.extend(validation::validate_labels(&object));
     causes.extend(limits::validate_sizes(resource_type, &object));
-    if resource_type.resource == "customresourcedefinitions"
-        && let Err(problems) = super::registry::crd_types(&object)
-    {
-        causes.extend(problems.into_iter().map(|(field, message)| Cause {
-            reason: "FieldValueInvalid".into(),
-            field,
-            message,
-        }));
+    if resource_type.resource == "customresourcedefinitions" {
+        causes.extend(crd_problems(&object));
     }
     validate_custom_schema(
         resource_type,
@@ -658,6 +652,21 @@ pub fn create_object(
         return Ok(lifecycle::crd_created(store, &key));
     }
     Ok(stored)
+}
+
+/// What a real server refuses in a CustomResourceDefinition, on create and update
+/// alike: what makes it unservable, and CEL rules over their cost limits.
+fn crd_problems(crd: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if let Err(problems) = super::registry::crd_types(crd) {
+        causes.extend(problems.into_iter().map(|(field, message)| Cause {
+            reason: "FieldValueInvalid".into(),
+            field,
+            message,
+        }));
+    }
+    causes.extend(super::crd_cost::check(crd));
+    causes
 }
 
 fn validate_custom_schema(
@@ -851,14 +860,8 @@ pub fn update_object(
         apply_defaults(resource_type, &mut defaulted);
         causes.extend(super::binding::forbidden_spec_change(old, &defaulted));
     }
-    if resource_type.resource == "customresourcedefinitions"
-        && let Err(problems) = super::registry::crd_types(&new)
-    {
-        causes.extend(problems.into_iter().map(|(field, message)| Cause {
-            reason: "FieldValueInvalid".into(),
-            field,
-            message,
-        }));
+    if resource_type.resource == "customresourcedefinitions" {
+        causes.extend(crd_problems(&new));
     }
     validate_custom_schema(
         resource_type,

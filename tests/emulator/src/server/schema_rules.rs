@@ -7,7 +7,8 @@
 //! `<path>: Invalid value: "<value>": <path> in body should match '<pattern>'`.
 //! CEL runs with the environment the admission policies use (admission.rs).
 //! Not done: ratcheting of unchanged invalid values, rules on list items matched
-//! to old items (`oldSelf` under arrays), cost limits.
+//! to old items (`oldSelf` under arrays), runtime cost limits. The static cost
+//! check at CRD create/update is `crd_cost.rs`.
 
 use std::sync::Arc;
 

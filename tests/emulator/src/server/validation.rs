@@ -10,7 +10,8 @@ use super::registry::NameRule;
 const SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const LABEL_MESSAGE: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
-fn cause(reason: &str, field: &str, message: String) -> Cause {
+/// One field-level problem.
+pub(super) fn cause(reason: &str, field: &str, message: String) -> Cause {
     Cause {
         reason: reason.to_owned(),
         field: field.to_owned(),
