@@ -242,7 +242,10 @@ fn shipped_swarms() -> Vec<(String, String)> {
     }
     for document in documents::documents() {
         let text = documents::read(&document);
-        for (index, block) in documents::code_blocks(&text, "yaml").into_iter().enumerate() {
+        for (index, block) in documents::code_blocks(&text, "yaml")
+            .into_iter()
+            .enumerate()
+        {
             if block.contains("kind: Swarm\n") {
                 swarms.push((
                     format!("{} yaml block {index}", document.display()),

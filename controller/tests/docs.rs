@@ -160,11 +160,17 @@ fn every_relative_link_and_anchor_in_the_readme_and_the_book_resolves() {
         for (line, target) in links(&read(&document)) {
             checked += 1;
             if let Some(problem) = broken_link(&document, &target) {
-                broken.push(format!("{}:{line}: ({target}): {problem}", document.display()));
+                broken.push(format!(
+                    "{}:{line}: ({target}): {problem}",
+                    document.display()
+                ));
             }
         }
     }
-    assert!(checked > 50, "only {checked} links found: is the parser broken?");
+    assert!(
+        checked > 50,
+        "only {checked} links found: is the parser broken?"
+    );
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
@@ -224,14 +230,20 @@ fn words_after(text: &str, prefix: &str) -> Vec<(usize, String)> {
 #[test]
 fn every_kubectl_shoal_command_the_documents_name_exists() {
     let commands = plugin_subcommands();
-    assert!(commands.contains("diff"), "not the plugin's help: {commands:?}");
+    assert!(
+        commands.contains("diff"),
+        "not the plugin's help: {commands:?}"
+    );
     let mut unknown = Vec::new();
     let mut seen = 0;
     for document in documents() {
         for (line, word) in words_after(&read(&document), "kubectl shoal ") {
             seen += 1;
             if !commands.contains(&word) {
-                unknown.push(format!("{}:{line}: kubectl shoal {word}", document.display()));
+                unknown.push(format!(
+                    "{}:{line}: kubectl shoal {word}",
+                    document.display()
+                ));
             }
         }
     }
@@ -277,9 +289,9 @@ fn unknown_cargo_target(line: &str, packages: &[(String, PathBuf)]) -> Option<St
             .iter()
             .position(|word| *word == flag)
             .and_then(|at| words.get(at + 1))
-            .map(|word| word.trim_matches(|c| c == '`' || c == ','))
+            .map(|word| word.trim_matches(|c| "`,;:.)".contains(c)))
     };
-    let package = after("-p")?;
+    let package = after("-p").filter(|package| !package.starts_with('<'))?;
     let Some((_, dir)) = packages.iter().find(|(name, _)| name == package) else {
         return Some(format!("no package {package}"));
     };
@@ -287,7 +299,10 @@ fn unknown_cargo_target(line: &str, packages: &[(String, PathBuf)]) -> Option<St
         if let Some(target) = after(flag) {
             let file = dir.join(folder).join(format!("{target}.rs"));
             if !root().join(&file).is_file() {
-                return Some(format!("{package} has no {flag} {target} ({})", file.display()));
+                return Some(format!(
+                    "{package} has no {flag} {target} ({})",
+                    file.display()
+                ));
             }
         }
     }
@@ -302,8 +317,18 @@ fn the_cargo_command_checker_knows_packages_and_targets() {
         unknown_cargo_target("cargo test -p shoal-sandbox --test manifests", &packages),
         None
     );
+    assert_eq!(
+        unknown_cargo_target("(`cargo run -p shoal-sandbox`; its tour", &packages),
+        None
+    );
+    assert_eq!(
+        unknown_cargo_target("cargo test -p <package>", &packages),
+        None
+    );
     assert!(unknown_cargo_target("cargo run -p shoal-nothing", &packages).is_some());
-    assert!(unknown_cargo_target("cargo test -p shoal-controller --test nothing", &packages).is_some());
+    assert!(
+        unknown_cargo_target("cargo test -p shoal-controller --test nothing", &packages).is_some()
+    );
     assert!(unknown_cargo_target("cargo bench -p shoal-core --bench nothing", &packages).is_some());
 }
 
@@ -335,7 +360,13 @@ fn every_cargo_package_test_and_bench_the_documents_name_exists() {
 fn documented_reasons() -> BTreeSet<String> {
     let page = read(Path::new("docs/src/reference/events-conditions.md"));
     page.lines()
-        .flat_map(|line| line.split('`').skip(1).step_by(2).map(str::to_owned).collect::<Vec<_>>())
+        .flat_map(|line| {
+            line.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
         .filter(|word| {
             word.chars().next().is_some_and(|c| c.is_ascii_uppercase())
                 && word.chars().all(|c| c.is_ascii_alphanumeric())
@@ -348,7 +379,10 @@ fn sources(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).expect("a source directory").filter_map(Result::ok) {
+        for entry in std::fs::read_dir(&dir)
+            .expect("a source directory")
+            .filter_map(Result::ok)
+        {
             let path = entry.path();
             if path.is_dir() {
                 pending.push(path);

@@ -147,7 +147,12 @@ fn field_sections(out: &mut String, path: &str, schema: &Value, required: bool) 
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             let expression = rule.get("rule").and_then(Value::as_str).unwrap_or_default();
-            let _ = writeln!(out, "- {} (`{}`)", escape(message), expression.replace('`', "'"));
+            let _ = writeln!(
+                out,
+                "- {} (`{}`)",
+                escape(message),
+                expression.replace('`', "'")
+            );
         }
         out.push('\n');
     }
@@ -163,7 +168,12 @@ fn children(out: &mut String, path: &str, schema: &Value) {
             .map(|names| names.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         for (name, property) in properties {
-            field_sections(out, &format!("{path}.{name}"), property, required.contains(&name.as_str()));
+            field_sections(
+                out,
+                &format!("{path}.{name}"),
+                property,
+                required.contains(&name.as_str()),
+            );
         }
     }
     if let Some(items) = schema.get("items") {
@@ -177,7 +187,8 @@ fn children(out: &mut String, path: &str, schema: &Value) {
 /// The field reference page of the CRD in `manifest` (relative to the root).
 fn crd_page(manifest: &str) -> String {
     let text = documents::read(Path::new(manifest));
-    let crd: Value = serde_saphyr::from_str(&text).unwrap_or_else(|error| panic!("{manifest}: {error}"));
+    let crd: Value =
+        serde_saphyr::from_str(&text).unwrap_or_else(|error| panic!("{manifest}: {error}"));
     let names = &crd["spec"]["names"];
     let kind = names["kind"].as_str().expect("a kind");
     let group = crd["spec"]["group"].as_str().expect("a group");
@@ -304,7 +315,9 @@ fn the_deployment_plan_field_reference_matches_the_crd() {
 fn the_plugin_reference_matches_its_help() {
     let sections = help_sections(env!("CARGO_BIN_EXE_kubectl-shoal"), "kubectl shoal");
     assert!(
-        sections.iter().any(|(heading, _)| heading == "kubectl shoal diff"),
+        sections
+            .iter()
+            .any(|(heading, _)| heading == "kubectl shoal diff"),
         "{sections:?}"
     );
     let page = command_page(
@@ -337,7 +350,10 @@ fn the_sidecar_reference_matches_its_help() {
     let help = shoal_worker::Settings::command()
         .render_long_help()
         .to_string();
-    assert!(help.contains("--pod-name"), "not the sidecar's help:\n{help}");
+    assert!(
+        help.contains("--pod-name"),
+        "not the sidecar's help:\n{help}"
+    );
     let page = command_page(
         "shoal-worker",
         "The sidecar's own help (`shoal-worker --help`). Every flag also reads the \

@@ -129,7 +129,11 @@ fn the_user_documents_leave_out_only_the_contributing_chapter() {
             .iter()
             .any(|page| page.ends_with("docs/src/how-to/troubleshooting.md"))
     );
-    assert!(!users.iter().any(|page| page.starts_with("docs/src/contributing")));
+    assert!(
+        !users
+            .iter()
+            .any(|page| page.starts_with("docs/src/contributing"))
+    );
     assert!(
         documents::documents()
             .iter()
