@@ -228,7 +228,8 @@ async fn a_job_list_configmap_reference_must_name_a_configmap_and_a_key() {
 }
 
 /// The Swarms of `manifests/example`, the sandbox demo and the examples of the README and
-/// the book, each applied into the test namespace.
+/// the book (whole Swarms, and `spec:` fragments completed into one), each applied into
+/// the test namespace.
 fn shipped_swarms() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut swarms = Vec::new();
@@ -246,11 +247,16 @@ fn shipped_swarms() -> Vec<(String, String)> {
             .into_iter()
             .enumerate()
         {
+            let origin = format!("{} yaml block {index}", document.display());
             if block.contains("kind: Swarm\n") {
-                swarms.push((
-                    format!("{} yaml block {index}", document.display()),
-                    block.to_owned(),
-                ));
+                swarms.push((origin, block.to_owned()));
+            } else if block.starts_with("spec:\n") {
+                // A fragment of a Swarm's spec: whole, under a name of its own.
+                let name = format!("fragment-{}", swarms.len());
+                let whole = format!(
+                    "apiVersion: shoal.dev/v1alpha1\nkind: Swarm\nmetadata:\n  name: {name}\n{block}"
+                );
+                swarms.push((origin, whole));
             }
         }
     }
