@@ -412,3 +412,26 @@ fn every_event_and_condition_reason_the_reference_names_is_one_the_controller_em
          {unknown:?}"
     );
 }
+
+#[test]
+fn every_include_in_the_book_names_a_file_that_exists() {
+    let mut includes = 0;
+    let mut missing = Vec::new();
+    for page in book_pages() {
+        for line in read(&page).lines() {
+            if let Some(included) = documents::included_path(line) {
+                includes += 1;
+                let path = normalize(&page.parent().unwrap_or(Path::new("")).join(included));
+                if path.starts_with("..") || !root().join(&path).is_file() {
+                    missing.push(format!("{}: {line}", page.display()));
+                }
+            }
+        }
+    }
+    assert!(includes >= 1, "the design page includes ARCHITECTURE.md");
+    assert!(
+        missing.is_empty(),
+        "includes of missing files:\n{}",
+        missing.join("\n")
+    );
+}
