@@ -61,7 +61,7 @@ k() {
 require() {
   local program
   for program in "$@"; do
-    command -v "$program" >/dev/null 2>&1 || die "$program is not installed or not on PATH (see README.md, "Running Shoal on a real cluster", prerequisites)"
+    command -v "$program" >/dev/null 2>&1 || die "$program is not installed or not on PATH (see docs/src/how-to/install-minikube.md, prerequisites)"
   done
 }
 

@@ -22,7 +22,7 @@ struct Cli {
     #[arg(long, env = "SHOAL_METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
     metrics_address: SocketAddr,
     /// Address of the deployment status REST endpoint (`/api/v1/deployments/...`,
-    /// plain HTTP: put TLS in front of it, see the README); unset: not served.
+    /// plain HTTP: put TLS in front of it); unset: not served.
     #[arg(long, env = "SHOAL_STATUS_API_ADDRESS")]
     status_api_address: Option<SocketAddr>,
     /// Name of the leader election Lease; empty disables leader election.

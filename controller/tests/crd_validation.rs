@@ -1,9 +1,11 @@
 //! The Swarm CRD's schema (OpenAPI bounds, patterns, `x-kubernetes-list-type: set` and
 //! CEL rules) refuses what can be checked before the controller sees it: `kubectl apply`
 //! fails with a message naming the field, and nothing is stored. Every Swarm shipped as
-//! an example (manifests, the sandbox demo, the README) still applies.
+//! an example (manifests, the sandbox demo, the README and the book) still applies.
 
 mod common;
+#[path = "support/documents.rs"]
+mod documents;
 
 use std::path::Path;
 
@@ -225,8 +227,9 @@ async fn a_job_list_configmap_reference_must_name_a_configmap_and_a_key() {
     env.finish().await;
 }
 
-/// The Swarms of `manifests/example`, the sandbox demo and the README's examples, each
-/// applied into the test namespace.
+/// The Swarms of `manifests/example`, the sandbox demo and the examples of the README and
+/// the book (whole Swarms, and `spec:` fragments completed into one), each applied into
+/// the test namespace.
 fn shipped_swarms() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut swarms = Vec::new();
@@ -238,11 +241,23 @@ fn shipped_swarms() -> Vec<(String, String)> {
             .unwrap_or_else(|error| panic!("reading {file}: {error}"));
         swarms.push((file.to_owned(), text));
     }
-    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md is readable");
-    for (index, block) in readme.split("```yaml\n").skip(1).enumerate() {
-        let block = block.split("```").next().unwrap_or_default();
-        if block.contains("kind: Swarm\n") {
-            swarms.push((format!("README.md yaml block {index}"), block.to_owned()));
+    for document in documents::documents() {
+        let text = documents::read(&document);
+        for (index, block) in documents::code_blocks(&text, "yaml")
+            .into_iter()
+            .enumerate()
+        {
+            let origin = format!("{} yaml block {index}", document.display());
+            if block.contains("kind: Swarm\n") {
+                swarms.push((origin, block.to_owned()));
+            } else if block.starts_with("spec:\n") {
+                // A fragment of a Swarm's spec: whole, under a name of its own.
+                let name = format!("fragment-{}", swarms.len());
+                let whole = format!(
+                    "apiVersion: shoal.dev/v1alpha1\nkind: Swarm\nmetadata:\n  name: {name}\n{block}"
+                );
+                swarms.push((origin, whole));
+            }
         }
     }
     swarms
@@ -264,7 +279,7 @@ async fn every_example_swarm_still_applies() {
     let swarms = shipped_swarms();
     assert!(
         swarms.len() >= 3,
-        "expected the example, the demo and a README Swarm: {swarms:?}"
+        "expected the example, the demo and the documents' Swarms: {swarms:?}"
     );
     let mut failures = Vec::new();
     for (origin, yaml) in &swarms {

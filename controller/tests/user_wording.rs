@@ -1,8 +1,13 @@
 //! What a user reads speaks of Shoal's own concepts: no names of the documents Shoal was
 //! designed from (`kubectl explain swarm.spec` shows the CRD's descriptions verbatim).
+//! Users read the README, the book outside its contributing chapter, the CRDs, the help
+//! texts and the shipped manifests.
 
 use std::path::Path;
 use std::process::Command;
+
+#[path = "support/documents.rs"]
+mod documents;
 
 /// Words that only make sense inside the project's history.
 const INTERNAL_WORDS: [&str; 4] = ["seed 0", "k8s-swarm", "mrds", "seed-compatible"];
@@ -115,32 +120,34 @@ fn the_sidecar_help_uses_no_internal_names() {
     assert_no_internal_words(&[("shoal-worker --help".to_owned(), help)]);
 }
 
-/// The README's sections for users: everything except the sections from
-/// `## Tests and benchmarks` on (tests, benchmarks, layout), which are for
-/// engineers working on Shoal.
-fn readme_user_sections(readme: &str) -> &str {
-    readme
-        .split("\n## Tests and benchmarks")
-        .next()
-        .unwrap_or_default()
+#[test]
+fn the_user_documents_leave_out_only_the_contributing_chapter() {
+    let users: Vec<std::path::PathBuf> = documents::user_documents();
+    assert!(users.iter().any(|page| page.ends_with("README.md")));
+    assert!(
+        users
+            .iter()
+            .any(|page| page.ends_with("docs/src/how-to/troubleshooting.md"))
+    );
+    assert!(
+        !users
+            .iter()
+            .any(|page| page.starts_with("docs/src/contributing"))
+    );
+    assert!(
+        documents::documents()
+            .iter()
+            .any(|page| page.ends_with("docs/src/contributing/tests.md")),
+        "the contributing chapter is a document too"
+    );
 }
 
 #[test]
-fn the_readme_user_sections_stop_before_the_engineers_sections() {
-    let readme = read("README.md");
-    let user = readme_user_sections(&readme);
-    assert!(user.contains("## Running Shoal on a real cluster"));
-    assert!(user.contains("## Troubleshooting"));
-    assert!(!user.contains("## Layout"));
-}
-
-#[test]
-fn the_readme_user_sections_and_shipped_manifests_use_no_internal_names() {
-    let readme = read("README.md");
-    let mut texts = vec![(
-        "README.md (sections for users)".to_owned(),
-        readme_user_sections(&readme).to_owned(),
-    )];
+fn the_readme_the_book_for_users_and_shipped_manifests_use_no_internal_names() {
+    let mut texts: Vec<(String, String)> = documents::user_documents()
+        .into_iter()
+        .map(|page| (page.display().to_string(), documents::read(&page)))
+        .collect();
     for file in [
         "manifests/kustomization.yaml",
         "manifests/example/jobs.yaml",

@@ -1864,6 +1864,7 @@ fn a_bare_number_approval_is_recognised_as_stale() {
 #[test]
 fn no_shipped_document_manifest_or_script_suggests_approving_by_number_alone() {
     let mut files = shipped_files("README.md", &[".md"]);
+    files.extend(shipped_files("docs/src", &[".md"]));
     files.extend(shipped_files("ARCHITECTURE.md", &[".md"]));
     files.extend(shipped_files("manifests", &[".yaml"]));
     files.extend(shipped_files("minikube", &[".sh"]));

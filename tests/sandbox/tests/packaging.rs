@@ -14,6 +14,10 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+/// The README and the book's pages (one definition, shared with the controller's tests).
+#[path = "../../../controller/tests/support/documents.rs"]
+mod book;
+
 const CHART: &str = "chart/shoal";
 /// The namespace of the cluster-wide install, which the chart takes from its release.
 const INSTALL_NAMESPACE: &str = "shoal-system";
@@ -303,11 +307,20 @@ fn the_license_is_the_full_apache_2_text_and_cargo_says_so() {
 #[test]
 fn no_document_advises_putting_target_debug_on_the_path() {
     // `kubectl plugin list` fails on target/debug/kubectl-shoal.d (not executable).
-    for document in [
+    let mut documents: Vec<String> = [
         "README.md",
         "worker/README.md",
         "controller/src/plugin/mod.rs",
-    ] {
+    ]
+    .map(str::to_owned)
+    .into();
+    documents.extend(
+        book::book_pages()
+            .iter()
+            .map(|page| page.display().to_string()),
+    );
+    assert!(documents.len() > 10, "the book has no pages: {documents:?}");
+    for document in &documents {
         let text = read(document);
         for advice in [
             "target/debug:$PATH",
