@@ -7,8 +7,9 @@
 
 use serde_json::Value;
 
-/// Schema paths that may stay unbounded, each with the reason. Paths are written as
-/// the walk names them (`.spec.jobs[]`, `.status.refusedAnnotations{}`).
+/// Schema paths that may stay unbounded, each as `(path, why)`, the path as the walk
+/// names it (`.spec.jobs[]`, `.status.refusedAnnotations{}`). Empty: nothing needs it
+/// (map keys cannot carry a bound in a structural schema, and the walk does not ask).
 const ALLOWED: &[(&str, &str)] = &[];
 
 /// Where `schema` (at `path`) lacks a bound, appended to `found`.
@@ -108,14 +109,4 @@ fn the_walk_finds_an_unbounded_list_map_and_string() {
             ".map{}: string without maxLength",
         ]
     );
-}
-
-#[test]
-fn every_allow_list_entry_gives_a_reason() {
-    for (place, reason) in ALLOWED {
-        assert!(
-            reason.split_whitespace().count() >= 4,
-            "{place}: say why it may stay unbounded"
-        );
-    }
 }

@@ -793,7 +793,7 @@ mod tests {
             checksum(std::slice::from_ref(&stream))
         );
         assert_ne!(
-            checksum(&[stream.clone()]),
+            checksum(std::slice::from_ref(&stream)),
             checksum(&[stream[1..].to_vec()])
         );
         assert_eq!(checksum(&[stream]).len(), 64);
