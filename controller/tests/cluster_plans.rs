@@ -921,10 +921,7 @@ async fn an_approval_of_a_deployment_written_before_it_exists_is_refused_and_the
     warning_with(&env, "ApprovalRefused", "which does not exist yet").await;
     let refused = eventually("the refusal in the status", WAIT, || async {
         let status = status(&env, "web").await;
-        status
-            .refused_annotations
-            .get("shoal.dev/approve")
-            .cloned()
+        status.refused_annotations.get("shoal.dev/approve").cloned()
     })
     .await;
     assert_eq!(refused, in_advance);
@@ -995,7 +992,13 @@ async fn two_concurrent_approve_ops_are_both_handled_and_impossible_requests_exi
 
     // Impossible requests: refused before anything is written, exit non-zero.
     let before = env
-        .kubectl(&["get", "dplan", "web", "-o", "jsonpath={.metadata.annotations}"])
+        .kubectl(&[
+            "get",
+            "dplan",
+            "web",
+            "-o",
+            "jsonpath={.metadata.annotations}",
+        ])
         .await;
     let no_instance = shoal(&env, &["stop", "web", "web-9"]).await;
     assert!(!no_instance.success, "{no_instance:?}");
@@ -1016,7 +1019,13 @@ async fn two_concurrent_approve_ops_are_both_handled_and_impossible_requests_exi
     let no_operation = shoal(&env, &["approve-op", "web", "create-web-9-r1-99"]).await;
     assert!(!no_operation.success, "{no_operation:?}");
     let after = env
-        .kubectl(&["get", "dplan", "web", "-o", "jsonpath={.metadata.annotations}"])
+        .kubectl(&[
+            "get",
+            "dplan",
+            "web",
+            "-o",
+            "jsonpath={.metadata.annotations}",
+        ])
         .await;
     assert_eq!(before, after, "an impossible request wrote something");
     controller.stop().await;

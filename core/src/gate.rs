@@ -313,9 +313,7 @@ fn parse_item(grammar: Grammar, text: &str) -> Result<Approval, Refusal> {
     let subject = match grammar {
         Grammar::Swarm => Subject::Revision(name.parse().map_err(|_| malformed(None))?),
         Grammar::Plan => match name.strip_prefix(DEPLOYMENT_PREFIX) {
-            Some(revision) => {
-                Subject::Deployment(revision.parse().map_err(|_| malformed(None))?)
-            }
+            Some(revision) => Subject::Deployment(revision.parse().map_err(|_| malformed(None))?),
             None if name.is_empty() || name.chars().any(char::is_whitespace) => {
                 return Err(malformed(None));
             }
@@ -538,7 +536,9 @@ mod tests {
                 panic!("{text} approved in advance")
             };
             assert!(
-                refusal.to_string().contains("which does not exist yet (the latest is 4)"),
+                refusal
+                    .to_string()
+                    .contains("which does not exist yet (the latest is 4)"),
                 "{refusal}"
             );
             assert_eq!(burn(4, [&refusal]), 5, "{text}");
@@ -556,8 +556,8 @@ mod tests {
 
     #[test]
     fn an_approval_used_before_is_used_up_and_not_refused() {
-        let approval = one(Grammar::Plan, &format!("create-web-0-r1-3/{}", hash('a')))
-            .expect("valid");
+        let approval =
+            one(Grammar::Plan, &format!("create-web-0-r1-3/{}", hash('a'))).expect("valid");
         let approved = Standing::Approved { hash: hash('a') };
         assert_eq!(judge(&approval, 9, approved), Judgement::UsedUp);
         assert_eq!(judge(&approval, 9, Standing::Forgotten), Judgement::UsedUp);

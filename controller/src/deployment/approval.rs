@@ -41,7 +41,10 @@ pub(super) struct Counters {
 
 /// The value of `shoal.dev/approve` that approves exactly `operation`.
 pub(super) fn approval_value(operation: &Operation) -> String {
-    gate::approval_value(&operation_subject(&operation.id), &operation_hash(operation))
+    gate::approval_value(
+        &operation_subject(&operation.id),
+        &operation_hash(operation),
+    )
 }
 
 fn operation_subject(id: &str) -> Subject {
@@ -61,10 +64,13 @@ pub(super) fn burnt(value: Option<&str>, published: Counters) -> Counters {
     for item in gate::parse(Grammar::Plan, value) {
         let refusal = match item {
             Err(refusal) => refusal,
-            Ok(approval) => match gate::published_before(&approval, published_of(&approval.subject, published)) {
-                Err(refusal) => refusal,
-                Ok(()) => continue,
-            },
+            Ok(approval) => {
+                match gate::published_before(&approval, published_of(&approval.subject, published))
+                {
+                    Err(refusal) => refusal,
+                    Ok(()) => continue,
+                }
+            }
         };
         let counter = match &refusal {
             Refusal::Malformed { text, .. } if text.starts_with(gate::DEPLOYMENT_PREFIX) => {

@@ -727,10 +727,7 @@ impl<'a> Pass<'a> {
                 // plan (a hand edit of the status) never places an instance where
                 // placement would not.
                 if let Some(op) = self.operations.iter_mut().find(|op| op.id == id) {
-                    let _ = op.fail(
-                        FailureReason::Unfit,
-                        format!("not carried out: {why}"),
-                    );
+                    let _ = op.fail(FailureReason::Unfit, format!("not carried out: {why}"));
                 }
                 continue;
             }

@@ -745,7 +745,11 @@ fn operation_ids_are_never_given_twice_even_after_the_history_forgot_them() {
     let waiting = ops_in(&obs, "PENDING_APPROVAL");
     assert_eq!(waiting.len(), 1, "{:?}", obs.status.operations);
     assert!(waiting[0].approval.is_none(), "{:?}", waiting[0]);
-    assert!(obs.status.instances.is_empty(), "{:?}", obs.status.instances);
+    assert!(
+        obs.status.instances.is_empty(),
+        "{:?}",
+        obs.status.instances
+    );
     assert!(decision.events.iter().all(|event| !event.warning));
 }
 

@@ -12,7 +12,7 @@ use crate::approvers::approval_annotations;
 use crate::crd::{JobsFrom, RevisionSummary, Swarm};
 use crate::plan::APPROVE_ANNOTATION;
 
-use super::annotate::{ATTEMPTS as APPROVE_ATTEMPTS, AnnotateError, annotate_guarded};
+use super::annotate::{ATTEMPTS as APPROVE_ATTEMPTS, AnnotateError, annotate_guarded, is_conflict};
 
 /// Why `approve` or `undo` refused or failed.
 #[derive(Debug, thiserror::Error)]

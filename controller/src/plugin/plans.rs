@@ -16,8 +16,8 @@
 
 use std::collections::BTreeMap;
 
-use kube::ResourceExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use serde::Serialize;
 use shoal_core::deploy::status::DeploymentStatusDocument;
@@ -926,6 +926,28 @@ mod tests {
             approval_annotation("web", &status, Some("a/sha256:a,c/sha256:c,junk"), "b")
                 .expect("b waits");
         assert_eq!(value, "a/sha256:a,b/sha256:b");
+    }
+
+    #[test]
+    fn a_user_operation_on_an_instance_the_plan_does_not_have_is_refused_naming_those_it_has() {
+        let mut status = status(Vec::new());
+        let refused = check_instance("web", &status, "web-9").unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("has no instance \"web-9\" (its instances: none)"),
+            "{refused}"
+        );
+        status.instances = serde_json::from_value(serde_json::json!([
+            {"name": "web-0", "member": "east-0", "updateDomain": "east", "deployment": 1, "state": "installed"},
+        ]))
+        .expect("instances");
+        assert!(check_instance("web", &status, "web-0").is_ok());
+        let refused = check_instance("web", &status, "web-1").unwrap_err();
+        assert!(
+            refused.to_string().contains("(its instances: web-0)"),
+            "{refused}"
+        );
     }
 
     #[test]

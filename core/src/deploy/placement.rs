@@ -496,7 +496,11 @@ fn after_reservation(member: &DeployMember, reserved: &BTreeMap<MemberId, Resour
 /// approved and put in force, so an operation it did not plan (a hand edit
 /// of the status) never places an instance where placement would not.
 pub fn unfit_for(request: &PlanRequest, member: &MemberId) -> Option<String> {
-    let Some(candidate) = request.members.iter().find(|candidate| &candidate.id == member) else {
+    let Some(candidate) = request
+        .members
+        .iter()
+        .find(|candidate| &candidate.id == member)
+    else {
         return Some(format!("{member} is not a member of the Swarm"));
     };
     let catalogue = match Catalogue::build(
