@@ -1032,3 +1032,50 @@ async fn two_concurrent_approve_ops_are_both_handled_and_impossible_requests_exi
     controller.stop().await;
     env.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guarded_write_that_loses_a_race_reads_again_and_keeps_the_other_writers_request() {
+    use kube::ResourceExt;
+    use shoal_controller::deployment::OPERATE_ANNOTATION;
+    use shoal_controller::plugin::annotate::annotate_guarded;
+    use shoal_controller::plugin::plans::operate_annotation;
+
+    let env = Env::start().await;
+    env.install_plan_crd().await;
+    env.apply(&plan_yaml("web", 1, "nginx:1.25", "v100", "Manual"))
+        .await;
+    let api: Api<DeploymentPlan> = Api::namespaced(env.client.clone(), &env.namespace);
+    let runtime = tokio::runtime::Handle::current();
+    let mut reads = 0;
+    annotate_guarded(&api, "web", |plan: &DeploymentPlan| {
+        reads += 1;
+        if reads == 1 {
+            // Another user writes between this command's read and its write.
+            tokio::task::block_in_place(|| {
+                runtime.block_on(env.kubectl(&[
+                    "annotate",
+                    "dplan",
+                    "web",
+                    "shoal.dev/operate=stop web-0 #theirs",
+                    "--overwrite",
+                ]))
+            });
+        }
+        let status = plan.status.clone().unwrap_or_default();
+        let current = plan.annotations().get(OPERATE_ANNOTATION).cloned();
+        let value = operate_annotation(&status, current.as_deref(), "restart web-0 #mine");
+        Ok::<_, String>((BTreeMap::from([(OPERATE_ANNOTATION.to_owned(), value)]), ()))
+    })
+    .await
+    .expect("written on the second attempt");
+    assert_eq!(reads, 2, "the conflict made it read again");
+    let written = api.get("web").await.expect("the plan");
+    assert_eq!(
+        written
+            .annotations()
+            .get(OPERATE_ANNOTATION)
+            .map(String::as_str),
+        Some("stop web-0 #theirs, restart web-0 #mine")
+    );
+    env.finish().await;
+}
