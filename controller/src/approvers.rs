@@ -111,11 +111,17 @@ pub fn plan_may_approve(
     let Some(value) = annotations.get(ANNOTATION_APPROVE) else {
         return false;
     };
+    // An item naming an operation past PENDING_APPROVAL, or a deployment item its
+    // revision's record judged already, can approve nothing more.
     let settled = |item: &str| {
         status
             .operations
             .iter()
             .any(|op| op.approve_with == item && op.state != "PENDING_APPROVAL")
+            || status.deployments.iter().any(|record| {
+                record.approved_with.iter().any(|used| used == item)
+                    || record.refused_with.iter().any(|refused| refused == item)
+            })
     };
     value
         .split(',')

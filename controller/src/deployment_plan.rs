@@ -293,6 +293,15 @@ pub struct DeploymentPlanStatus {
     /// The highest deployment revision number given so far.
     #[serde(default)]
     pub latest_deployment: u64,
+    /// Every deployment number up to this one was given or burnt (by an approval that
+    /// named it before it existed); the next revision takes a higher one. Never lowered.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub deployment_counter: u64,
+    /// Every operation number up to this one was given or burnt; an operation id ends in
+    /// its number (`create-web-0-r3-7`), so an id is never given twice, even after the
+    /// history that held it was pruned. Never lowered.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub operation_counter: u64,
     /// Fingerprint of the `spec.deployment` and `spec.applications` that
     /// `latestDeployment` was given for: a change of either is a new revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -400,6 +409,14 @@ pub struct DeploymentRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = limits::MAX_APPROVALS))]
     pub approvals: Vec<ApprovalRecord>,
+    /// `deployment-<revision>/<hash>` approvals of this revision that approved its
+    /// waiting operations: used up, they approve nothing more.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approved_with: Vec<String>,
+    /// `deployment-<revision>/<hash>` approvals of this revision refused when first read:
+    /// they stay refused, even when the set they name waits later.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_with: Vec<String>,
 }
 
 /// Where a canary or blue-green rollout of one deployment revision stands.
@@ -523,7 +540,9 @@ pub struct UnplacedInstance {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationStatus {
-    /// `<type>-<instance>-r<deployment>` (with `.2`, `.3`… on a repeat): never given twice within the plan.
+    /// `<type>-<instance>-r<deployment>-<number>`, the number from `status.operationCounter`
+    /// (ids given before numbers: `<type>-<instance>-r<deployment>`, `.2`… on a repeat): never
+    /// given twice within the plan.
     #[schemars(length(max = limits::MAX_OPERATION_ID))]
     pub id: String,
     /// `CREATE`, `UPDATE`, `RELOCATE`, `STOP`, `RESTART` or `DELETE`.
@@ -579,6 +598,11 @@ pub struct OperationStatus {
     /// Who approved it and when, once approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalRecord>,
+}
+
+/// Serde: leave a zero counter out (status written before counters existed reads as 0).
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// The CRD as YAML, exactly as written to `manifests/crd-deploymentplan.yaml`.

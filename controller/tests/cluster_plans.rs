@@ -670,14 +670,7 @@ async fn a_user_stops_and_starts_an_instance_with_the_plugin_through_the_manual_
 
     // A request that cannot be done is refused with a Warning naming it.
     shoal_ok(&env, &["start", "web", "web-0"]).await;
-    eventually("an OperationRequestRefused Warning", WAIT, || async {
-        let events = env.event_messages().await;
-        events
-            .lines()
-            .any(|line| line.starts_with("OperationRequestRefused") && line.contains("start web-0"))
-            .then_some(())
-    })
-    .await;
+    warning_with(&env, "OperationRequestRefused", "start web-0").await;
 
     let printed = shoal_ok(&env, &["stop", "web", "web-0"]).await;
     assert!(printed.contains("shoal.dev/operate"), "{printed}");
@@ -897,6 +890,145 @@ async fn a_blue_green_deployment_comes_up_beside_the_old_set_and_the_switch_is_a
         .then_some(())
     })
     .await;
+    controller.stop().await;
+    env.finish().await;
+}
+
+/// Waits for a Warning `reason` whose note contains `text`; returns the events.
+async fn warning_with(env: &Env, reason: &str, text: &str) -> String {
+    let what = format!("a {reason} Warning saying {text:?}");
+    eventually(&what, WAIT, || async {
+        let events = env.event_messages().await;
+        events
+            .lines()
+            .any(|line| line.starts_with(reason) && line.contains(text))
+            .then_some(events)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_of_a_deployment_written_before_it_exists_is_refused_and_the_next_payload_waits_for_review()
+ {
+    let env = Env::start().await;
+    env.install_plan_crd().await;
+    let controller = env.start_controller();
+    settled_plan(&env, 2, "Automatic").await;
+    patch_plan(&env, r#"{"spec":{"approval":{"policy":"Manual"}}}"#).await;
+    // Revision 2 does not exist: an approval of it, computed in advance.
+    let in_advance = format!("deployment-2/sha256:{}", "0".repeat(64));
+    annotate_approval(&env, &in_advance).await;
+    warning_with(&env, "ApprovalRefused", "which does not exist yet").await;
+    let refused = eventually("the refusal in the status", WAIT, || async {
+        let status = status(&env, "web").await;
+        status.refused_annotations.get("shoal.dev/approve").cloned()
+    })
+    .await;
+    assert_eq!(refused, in_advance);
+    // An editor changes the payload: a new revision, which waits for review.
+    patch_plan(
+        &env,
+        r#"{"spec":{"deployment":{"payloads":[{"application":"nginx","coordinates":{"image":"evil:latest"}}]}}}"#,
+    )
+    .await;
+    // (A Rolling rollout releases one update domain at a time.)
+    let waiting = eventually("an UPDATE waits for approval", WAIT, || async {
+        let status = status(&env, "web").await;
+        let updates = ops(&status, "PENDING_APPROVAL")
+            .into_iter()
+            .filter(|op| op.type_ == "UPDATE")
+            .count();
+        (updates >= 1).then_some(status)
+    })
+    .await;
+    assert_eq!(
+        waiting.latest_deployment, 3,
+        "number 2 was named in advance and is never given"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let now = status(&env, "web").await;
+    assert!(ops(&now, "APPROVED").is_empty(), "{:?}", now.operations);
+    assert!(
+        now.instances.iter().all(|entry| entry.deployment == 1),
+        "{:?}",
+        now.instances
+    );
+    controller.stop().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_concurrent_approve_ops_are_both_handled_and_impossible_requests_exit_non_zero() {
+    let env = Env::start().await;
+    env.install_plan_crd().await;
+    let controller = env.start_controller();
+    settled_plan(&env, 1, "Automatic").await;
+    patch_plan(&env, r#"{"spec":{"approval":{"policy":"Manual"}}}"#).await;
+    scale_plan(&env, "web", 3).await;
+    let creates = eventually("two CREATEs wait for approval", WAIT, || async {
+        let waiting = ops(&status(&env, "web").await, "PENDING_APPROVAL");
+        (waiting.len() == 2).then_some(waiting)
+    })
+    .await;
+    // Two users at once, each by the real plugin.
+    let first_args = ["approve-op", "web", creates[0].id.as_str()];
+    let second_args = ["approve-op", "web", creates[1].id.as_str()];
+    let (first, second) = tokio::join!(shoal(&env, &first_args), shoal(&env, &second_args));
+    for run in [&first, &second] {
+        assert!(run.success, "{run:?}");
+    }
+    eventually("both CREATEs approved", WAIT, || async {
+        let status = status(&env, "web").await;
+        creates
+            .iter()
+            .all(|create| {
+                status
+                    .operations
+                    .iter()
+                    .any(|op| op.id == create.id && op.state != "PENDING_APPROVAL")
+            })
+            .then_some(())
+    })
+    .await;
+
+    // Impossible requests: refused before anything is written, exit non-zero.
+    let before = env
+        .kubectl(&[
+            "get",
+            "dplan",
+            "web",
+            "-o",
+            "jsonpath={.metadata.annotations}",
+        ])
+        .await;
+    let no_instance = shoal(&env, &["stop", "web", "web-9"]).await;
+    assert!(!no_instance.success, "{no_instance:?}");
+    assert!(
+        no_instance.stderr.contains("has no instance \"web-9\""),
+        "{}",
+        no_instance.stderr
+    );
+    let no_member = shoal(&env, &["relocate", "web", "web-0", "--to", "nowhere-0"]).await;
+    assert!(!no_member.success, "{no_member:?}");
+    assert!(
+        no_member
+            .stderr
+            .contains("\"nowhere-0\" is not a member of Swarm demo"),
+        "{}",
+        no_member.stderr
+    );
+    let no_operation = shoal(&env, &["approve-op", "web", "create-web-9-r1-99"]).await;
+    assert!(!no_operation.success, "{no_operation:?}");
+    let after = env
+        .kubectl(&[
+            "get",
+            "dplan",
+            "web",
+            "-o",
+            "jsonpath={.metadata.annotations}",
+        ])
+        .await;
+    assert_eq!(before, after, "an impossible request wrote something");
     controller.stop().await;
     env.finish().await;
 }

@@ -26,6 +26,7 @@ pub mod assignment;
 pub mod deploy;
 pub mod diff;
 pub mod format;
+pub mod gate;
 pub mod hash;
 pub mod job;
 pub mod log_format;

@@ -252,29 +252,23 @@ fn types_and_states_read_back_from_their_names_and_serde() {
 }
 
 #[test]
-fn a_repeated_operation_gets_an_id_no_earlier_operation_has() {
-    let relocate = |from: &str, to: &str| {
+fn a_numbered_operation_ends_in_its_number_and_its_hash_differs_from_every_other_number() {
+    let relocate = || {
         Operation::planned(
             OperationType::Relocate,
             web(2),
-            Some(id(from, 0)),
-            Some(id(to, 0)),
+            Some(id("a", 0)),
+            Some(id("b", 0)),
             3,
         )
     };
-    let mut history = std::collections::BTreeSet::new();
-    let first = relocate("a", "b").with_unique_id(&history);
-    assert_eq!(first.id, "relocate-web-2-r3");
-    history.insert(first.id.clone());
-    let second = relocate("b", "c").with_unique_id(&history);
-    assert_eq!(second.id, "relocate-web-2-r3.2");
-    history.insert(second.id.clone());
-    let third = relocate("c", "a").with_unique_id(&history);
-    assert_eq!(third.id, "relocate-web-2-r3.3");
-    assert_ne!(
-        operation_hash(&first),
-        operation_hash(&relocate("a", "b").with_unique_id(&history))
-    );
+    let first = relocate().numbered(7);
+    assert_eq!(first.id, "relocate-web-2-r3-7");
+    assert_eq!(shoal_core::gate::operation_number(&first.id), Some(7));
+    // The same change planned again (after the first left the history) is another proposal.
+    let again = relocate().numbered(8);
+    assert_ne!(first.id, again.id);
+    assert_ne!(operation_hash(&first), operation_hash(&again));
 }
 
 /// Operations of revision 1 on web-0..web-3, in the given states.

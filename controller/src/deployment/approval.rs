@@ -1,79 +1,263 @@
-//! Approvals of single operations: `shoal.dev/approve: <operation-id>/<hash>[,…]`
-//! on the plan.
+//! A plan's approvals (`shoal.dev/approve: <operation-id>/<hash>[,…]` and
+//! `deployment-<revision>/<hash>` items), judged by the one gate the
+//! Swarm uses too (`shoal_core::gate`): this module only says where each
+//! subject stands in the plan.
 //!
-//! Each item approves exactly the `PENDING_APPROVAL` operation with that id
-//! whose hash ([`operation_hash`]) is the one named, through
-//! `shoal_core::deploy::operation::approve`. An item naming an operation
-//! that was approved already (by this annotation in an earlier pass, or by
-//! the policy) changes nothing and is not refused, so the annotation may
-//! stay. Every other item (malformed, unknown id, a hash that is not that
-//! operation's, an operation that is not awaiting approval such as a
-//! superseded one) is refused; the refusals of one annotation value are one
+//! * `<operation id>/<hash>` approves exactly the `PENDING_APPROVAL`
+//!   operation with that id and hash. An item naming an operation approved
+//!   before (or one whose record left the history: its number is never given
+//!   again) is used up: it approves nothing and is not refused, so the
+//!   annotation may stay. An operation withdrawn or superseded, an id the
+//!   plan never had, a hash that is not the operation's: refused.
+//! * `deployment-<revision>/<hash>` approves every operation of that
+//!   revision awaiting approval at once, when `<hash>` is [`deployment_hash`]
+//!   of exactly those operations (`status.approveDeploymentWith`). Such a set
+//!   can grow after the item was written (scaling adds operations to the
+//!   revision), so an item is judged once, in the first pass that reads it:
+//!   its revision's record keeps it (`approvedWith` or `refusedWith`), and it
+//!   is used up or stays refused while it stands.
+//! * Numbers: an operation id ends in its number (`status.operationCounter`)
+//!   and a deployment revision is one (`status.deploymentCounter`). An item
+//!   naming a number above the counter as it was before this pass is refused
+//!   and the number burnt ([`burnt`]), before this pass gives any number, so
+//!   an approval written in advance never approves what comes next.
+//!
+//! Every refusal is one line; the refusals of one annotation value are one
 //! Warning (see `decide`).
-//!
-//! An item `deployment-<revision>/<hash>` approves at once every operation
-//! of that deployment revision awaiting approval, when `<hash>` is
-//! [`deployment_hash`] of exactly those operations (as
-//! `status.approveDeploymentWith` gives it): if the set changed
-//! since it was reviewed, the hash differs and the item is refused. When
-//! none of that revision's operations waits any more, the item approves
-//! nothing and is not refused. The Swarm's gate parses `<revision>/<hash>`;
-//! operation ids are another grammar, so the parsing here is its own.
 
-use shoal_core::deploy::operation::{ApprovalError, approve};
 use shoal_core::deploy::{FailureReason, Operation, OperationState, operation_hash};
-use shoal_core::names::ANNOTATION_APPROVE;
+use shoal_core::gate::{self, Approval, Grammar, Judgement, Refusal, Standing, Subject};
+
+use crate::deployment_plan::DeploymentRecord;
+
+/// The latest numbers published, of deployment revisions and of operations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Counters {
+    /// Every deployment number up to this one was given or burnt.
+    pub deployments: u64,
+    /// Every operation number up to this one was given or burnt.
+    pub operations: u64,
+}
 
 /// The value of `shoal.dev/approve` that approves exactly `operation`.
 pub(super) fn approval_value(operation: &Operation) -> String {
-    format!("{}/{}", operation.id, operation_hash(operation))
+    gate::approval_value(
+        &operation_subject(&operation.id),
+        &operation_hash(operation),
+    )
 }
 
-/// Applies the approval annotation `value` to `operations`; returns the
-/// indices approved now and why the other items were refused (empty when
-/// none was).
+fn operation_subject(id: &str) -> Subject {
+    Subject::Operation {
+        id: id.to_owned(),
+        number: gate::operation_number(id),
+    }
+}
+
+/// The counters after the refusals of `value` burnt the numbers they name
+/// above `published` (see the module docs). Call before the pass gives numbers.
+pub(super) fn burnt(value: Option<&str>, published: Counters) -> Counters {
+    let mut counters = published;
+    let Some(value) = value else {
+        return counters;
+    };
+    for item in gate::parse(Grammar::Plan, value) {
+        let refusal = match item {
+            Err(refusal) => refusal,
+            Ok(approval) => {
+                match gate::published_before(&approval, published_of(&approval.subject, published))
+                {
+                    Err(refusal) => refusal,
+                    Ok(()) => continue,
+                }
+            }
+        };
+        let counter = match &refusal {
+            Refusal::Malformed { text, .. } if text.starts_with(gate::DEPLOYMENT_PREFIX) => {
+                &mut counters.deployments
+            }
+            Refusal::Future {
+                approval:
+                    Approval {
+                        subject: Subject::Deployment(_),
+                        ..
+                    },
+                ..
+            } => &mut counters.deployments,
+            _ => &mut counters.operations,
+        };
+        *counter = gate::burn(*counter, [&refusal]);
+    }
+    counters
+}
+
+fn published_of(subject: &Subject, published: Counters) -> u64 {
+    match subject {
+        Subject::Deployment(_) => published.deployments,
+        _ => published.operations,
+    }
+}
+
+/// What the approval annotation did in this pass.
+#[derive(Debug, Default)]
+pub(super) struct Judged {
+    /// Indices of the operations approved now.
+    pub approved: Vec<usize>,
+    /// Why each refused item was refused, one line each.
+    pub refused: Vec<String>,
+    /// `deployment-<revision>/<hash>` items judged now for the first time:
+    /// (revision, item, approved).
+    pub deployment_items: Vec<(u64, String, bool)>,
+}
+
+/// Applies the approval annotation `value` to `operations`, with the
+/// counters as published before this pass and the deployment records
+/// (which remember the deployment items judged before).
 pub(super) fn apply_approvals(
     plan: &str,
     value: &str,
     operations: &mut [Operation],
-) -> (Vec<usize>, Vec<String>) {
-    let mut approved = Vec::new();
-    let mut refused = Vec::new();
-    for item in value
-        .split(',')
-        .map(str::trim)
-        .filter(|item| !item.is_empty())
-    {
-        let whole = item
-            .strip_prefix(DEPLOYMENT_PREFIX)
-            .and_then(|rest| rest.split_once('/'));
-        if let Some((revision, hash)) = whole {
-            match approve_deployment(item, revision, hash, operations) {
-                Ok(indices) => approved.extend(indices),
-                Err(why) => refused.push(why),
+    published: Counters,
+    records: &[DeploymentRecord],
+) -> Judged {
+    let mut judged = Judged::default();
+    for item in gate::parse(Grammar::Plan, value) {
+        let approval = match item {
+            Ok(approval) => approval,
+            Err(refusal) => {
+                judged.refused.push(refusal.to_string());
+                continue;
             }
-            continue;
-        }
-        match approve_one(item, operations) {
-            Ok(Some(index)) => approved.push(index),
-            Ok(None) => {}
-            Err(why) => refused.push(why),
+        };
+        let numbers = published_of(&approval.subject, published);
+        let judgement = match &approval.subject {
+            Subject::Deployment(revision) => {
+                let record = records.iter().find(|record| record.revision == *revision);
+                let standing = deployment_standing(&approval, *revision, operations, record);
+                let first_time = record.is_none_or(|record| {
+                    !record.approved_with.contains(&approval.text)
+                        && !record.refused_with.contains(&approval.text)
+                });
+                let judgement = gate::judge(&approval, numbers, standing);
+                if first_time && record.is_some() {
+                    judged.deployment_items.push((
+                        *revision,
+                        approval.text.clone(),
+                        judgement == Judgement::Approves,
+                    ));
+                }
+                if judgement == Judgement::Approves {
+                    judged
+                        .approved
+                        .extend(approve_deployment(*revision, operations));
+                }
+                judgement
+            }
+            Subject::Operation { id, .. } => {
+                let position = operations.iter().position(|op| op.id == *id);
+                let standing = position.map_or_else(
+                    || {
+                        if approval.subject.number().is_some() {
+                            Standing::Forgotten
+                        } else {
+                            Standing::Unknown
+                        }
+                    },
+                    |index| operation_standing(&operations[index]),
+                );
+                let judgement = gate::judge(&approval, numbers, standing);
+                if let (Judgement::Approves, Some(index)) = (&judgement, position)
+                    && operations[index]
+                        .advance(OperationState::Approved, "approved by shoal.dev/approve")
+                        .is_ok()
+                {
+                    judged.approved.push(index);
+                }
+                judgement
+            }
+            Subject::Revision(_) => continue,
+        };
+        if let Judgement::Refused(refusal) = judgement {
+            judged.refused.push(refusal.to_string());
         }
     }
-    if value.trim().is_empty() {
-        refused.push(format!(
-            "DeploymentPlan {plan}: {ANNOTATION_APPROVE} is empty; it takes `<operation id>/<hash>` items, as status.operations[].approveWith gives them"
-        ));
-    }
-    let refused = refused
+    judged.refused = judged
+        .refused
         .into_iter()
-        .map(|why| format!("DeploymentPlan {plan}: {ANNOTATION_APPROVE}: {why}"))
+        .map(|why| format!("DeploymentPlan {plan}: {why}"))
         .collect();
-    (approved, refused)
+    judged
 }
 
-/// Prefix of an item approving a whole deployment revision.
-const DEPLOYMENT_PREFIX: &str = "deployment-";
+/// Where one operation stands for the gate.
+fn operation_standing(op: &Operation) -> Standing {
+    let hash = operation_hash(op);
+    match op.state {
+        OperationState::PendingApproval => Standing::Pending {
+            approve_with: approval_value(op),
+            hash,
+        },
+        OperationState::Approved | OperationState::Succeeded => Standing::Approved { hash },
+        // Failed after it was approved (reported, or its member left): used up.
+        OperationState::Failed
+            if matches!(
+                op.reason,
+                Some(FailureReason::Reported { .. } | FailureReason::TargetLeft)
+            ) =>
+        {
+            Standing::Approved { hash }
+        }
+        OperationState::Failed | OperationState::Pending => Standing::Closed {
+            why: format!(
+                "it is {}{}",
+                op.state,
+                if op.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", op.message)
+                }
+            ),
+        },
+    }
+}
+
+/// Where a deployment item stands: used up or refused when its revision's
+/// record judged it before, else the set of that revision's operations
+/// awaiting approval now.
+fn deployment_standing(
+    approval: &Approval,
+    revision: u64,
+    operations: &[Operation],
+    record: Option<&DeploymentRecord>,
+) -> Standing {
+    if let Some(record) = record {
+        if record.approved_with.contains(&approval.text) {
+            return Standing::Approved {
+                hash: approval.hash.clone(),
+            };
+        }
+        if record.refused_with.contains(&approval.text) {
+            return Standing::Closed {
+                why: "it was refused when first read, and an approval of a set of operations counts only for the set waiting when it is read".to_owned(),
+            };
+        }
+    }
+    match deployment_hash(operations, revision) {
+        Some(hash) => Standing::Pending {
+            approve_with: deployment_approval_value(revision, &hash),
+            hash,
+        },
+        None => Standing::Closed {
+            why: if record.is_some() {
+                format!("no operation of deployment {revision} waits for approval")
+            } else {
+                format!(
+                    "the plan keeps no record of deployment {revision}: it is not the latest and nothing of it waits"
+                )
+            },
+        },
+    }
+}
 
 /// The hash of the operations of `revision` awaiting approval (their ids and
 /// hashes), `None` when none waits.
@@ -93,27 +277,11 @@ pub(super) fn deployment_hash(operations: &[Operation], revision: u64) -> Option
 
 /// The value of `shoal.dev/approve` approving every waiting operation of `revision`.
 pub(super) fn deployment_approval_value(revision: u64, hash: &str) -> String {
-    format!("{DEPLOYMENT_PREFIX}{revision}/{hash}")
+    gate::approval_value(&Subject::Deployment(revision), hash)
 }
 
-/// A `deployment-<revision>/<hash>` item: the indices approved now.
-fn approve_deployment(
-    item: &str,
-    revision: &str,
-    hash: &str,
-    operations: &mut [Operation],
-) -> Result<Vec<usize>, String> {
-    let revision: u64 = revision
-        .parse()
-        .map_err(|_| format!("{item:?} is not `deployment-<revision>/<hash>`"))?;
-    let Some(expected) = deployment_hash(operations, revision) else {
-        return Ok(Vec::new());
-    };
-    if expected != hash {
-        return Err(format!(
-            "{item:?}: the operations of deployment {revision} awaiting approval are not those reviewed (their hash is {expected}); review them again"
-        ));
-    }
+/// Approves every operation of `revision` awaiting approval; their indices.
+fn approve_deployment(revision: u64, operations: &mut [Operation]) -> Vec<usize> {
     let mut approved = Vec::new();
     for (index, op) in operations.iter_mut().enumerate() {
         if op.revision == revision
@@ -128,48 +296,5 @@ fn approve_deployment(
             approved.push(index);
         }
     }
-    Ok(approved)
-}
-
-/// One `<id>/<hash>` item: `Ok(Some(index))` approved now, `Ok(None)`
-/// approved before, `Err(why)` refused.
-fn approve_one(item: &str, operations: &mut [Operation]) -> Result<Option<usize>, String> {
-    let (id, hash) = item.split_once('/').ok_or_else(|| {
-        format!(
-            "{item:?} is not `<operation id>/<hash>` (as status.operations[].approveWith gives it)"
-        )
-    })?;
-    let Some(position) = operations.iter().position(|operation| operation.id == id) else {
-        return Err(format!(
-            "{item:?} names operation {id:?}, which the plan does not have"
-        ));
-    };
-    let operation = &operations[position];
-    if operation_hash(operation) != hash {
-        return Err(format!(
-            "{item:?}: {hash:?} is not the hash of operation {id} (it is {}); an approval must name the operation as it was reviewed",
-            operation_hash(operation)
-        ));
-    }
-    let superseded = operation.reason == Some(FailureReason::Superseded);
-    if matches!(
-        operation.state,
-        OperationState::Approved | OperationState::Succeeded | OperationState::Failed
-    ) && !superseded
-    {
-        return Ok(None);
-    }
-    approve(operations, hash, "approved by shoal.dev/approve")
-        .map(Some)
-        .map_err(|error| match error {
-            ApprovalError::NotAwaitingApproval { id, state } => format!(
-                "operation {id} is {state}{}, not awaiting approval",
-                if superseded {
-                    format!(" ({})", operations[position].message)
-                } else {
-                    String::new()
-                }
-            ),
-            other => format!("{item:?}: {other}"),
-        })
+    approved
 }

@@ -10,7 +10,8 @@
 //! 2. **Deployment revision.** A change of `spec.applications` or of
 //!    `spec.deployment` other than its instance count (a fingerprint kept in
 //!    `status.deploymentHash`; scaling is not a new revision)
-//!    takes the next number after `status.latestDeployment`; numbers are
+//!    takes the next number after `status.latestDeployment` and
+//!    `status.deploymentCounter` (numbers burnt by approvals); numbers are
 //!    never reused. Operations of older revisions not approved yet fail as
 //!    superseded (`deploy::operation::supersede`), so nothing waits on them.
 //!    The revision's record (payloads, rollout, instance count, change
@@ -23,8 +24,12 @@
 //!    member reports the instance `removed`, or no longer reports it, or the
 //!    member is gone. A target member that leaves fails its operation. Every
 //!    failure carries its cause as a field (`FailureReason`: `Superseded`,
-//!    `Withdrawn`, `Reported` with the code, `TargetLeft`).
-//! 4. **Approvals** named by `shoal.dev/approve` (see `approval`).
+//!    `Withdrawn`, `Reported` with the code, `TargetLeft`, `Unfit`).
+//! 4. **Approvals** named by `shoal.dev/approve`, judged by the one gate
+//!    (`shoal_core::gate`; see `approval`) against the numbers published
+//!    before this pass. Numbers an approval names before they exist are
+//!    burnt first (before step 2 gives a revision number, before step 6
+//!    numbers operations), so it never approves what comes next.
 //!    User operations (`shoal.dev/operate`, see `requests`) become
 //!    operations through the gate of step 6, each request once. An approved
 //!    `STOP` makes the entry `stopped` (placement and capacity kept; it
@@ -49,13 +54,18 @@
 //!    update domain at a time, in `rollout.domainOrder`, and none while
 //!    `spec.paused`; see `ordered`. With two entries of one instance outside a relocation,
 //!    the newer deployment's is in force.
-//! 6. **Gate.** `Automatic`: approved at once. `Manual`: every operation
+//! 6. **Gate.** Each new operation takes the next number
+//!    (`status.operationCounter`; its id ends in it, so no id is given
+//!    twice). `Automatic`: approved at once. `Manual`: every operation
 //!    waits for approval. `Budget`: a `CREATE` disrupts nothing and is
 //!    approved at once; `UPDATE`/`RELOCATE`/`DELETE` disrupt the member they
 //!    leave or change, and are approved at once when the new ones together
 //!    disrupt at most `maxDisruptedMembers` members (default 0), else they
 //!    all wait. (`maxMovedJobs` is about jobs and does not apply.)
-//! 7. **The placement in force moves on approval.** `CREATE`: a `pending`
+//! 7. **The placement in force moves on approval**, once placement's rule
+//!    is checked again for the target (`shoal_core::deploy::unfit_for`: a
+//!    member meeting every requirement; else the operation fails `Unfit`
+//!    and places nothing). `CREATE`: a `pending`
 //!    entry on the new member. `UPDATE`: the entry takes the new deployment,
 //!    `pending`. `RELOCATE` (make-before-break): a `pending` entry on the new
 //!    member is added *beside* the old one, which keeps running; only when
@@ -89,7 +99,7 @@ use shoal_core::deploy::{
 use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY, ANNOTATION_OPERATE};
 
 use super::approval::{
-    apply_approvals, approval_value, deployment_approval_value, deployment_hash,
+    Counters, apply_approvals, approval_value, burnt, deployment_approval_value, deployment_hash,
 };
 use super::blue_green::blue_green;
 use super::members::{demand, deploy_members, requirements, reserved_by_others, spec_problem};
@@ -157,7 +167,7 @@ fn decide_from_record(obs: &PlanObservation) -> PlanDecision {
         Ok(members) => members,
         Err(problem) => return degraded(obs, problem),
     };
-    let mut pass = Pass::new(obs);
+    let mut pass = Pass::new(obs, members.clone());
     pass.take_revision();
     pass.finish_from_reports();
     pass.refresh_instance_states();
@@ -313,10 +323,20 @@ struct Pass<'a> {
     requeue_after: Option<Duration>,
     /// Green copies of a blue-green rollout that fit nowhere.
     green_unplaced: Vec<UnplacedInstance>,
+    /// The numbers published before this pass (what an approval may name).
+    published: Counters,
+    /// The numbers given or burnt so far, this pass included.
+    counters: Counters,
+    /// `deployment-<revision>/<hash>` items judged for the first time in this pass:
+    /// (revision, item, approved); their records keep them.
+    deployment_items: Vec<(u64, String, bool)>,
+    /// The Swarm's members as placement sees them, for the check of every
+    /// operation put in force (see `apply_approved`).
+    members: Vec<shoal_core::deploy::DeployMember>,
 }
 
 impl<'a> Pass<'a> {
-    fn new(obs: &'a PlanObservation) -> Pass<'a> {
+    fn new(obs: &'a PlanObservation, members: Vec<shoal_core::deploy::DeployMember>) -> Pass<'a> {
         let operations = obs
             .status
             .operations
@@ -328,6 +348,11 @@ impl<'a> Pass<'a> {
             .iter()
             .flat_map(PoolObservation::members)
             .collect();
+        let published = published_counters(&obs.status);
+        let counters = burnt(
+            obs.annotations.get(ANNOTATION_APPROVE).map(String::as_str),
+            published,
+        );
         let reports = pods
             .iter()
             .filter_map(|(name, pod)| {
@@ -355,6 +380,10 @@ impl<'a> Pass<'a> {
             rollout: None,
             requeue_after: None,
             green_unplaced: Vec::new(),
+            published,
+            counters,
+            deployment_items: Vec::new(),
+            members,
         }
     }
 
@@ -362,7 +391,10 @@ impl<'a> Pass<'a> {
     fn take_revision(&mut self) {
         let fingerprint = fingerprint(self.obs);
         if self.deployment_hash != fingerprint || self.latest == 0 {
-            self.latest += 1;
+            // Past every number given or burnt: an approval that named a number before
+            // it existed never names this revision.
+            self.latest = self.latest.max(self.counters.deployments) + 1;
+            self.counters.deployments = self.latest;
             self.deployment_hash = fingerprint;
             supersede(&mut self.operations, self.latest);
         }
@@ -658,23 +690,30 @@ impl<'a> Pass<'a> {
         decision.planned
     }
 
-    /// Step 4: the approval annotation; returns its refusals.
+    /// Step 4: the approval annotation, through the gate; returns its refusals.
     fn approve_from_annotation(&mut self) -> Vec<String> {
         let Some(value) = self.obs.annotations.get(ANNOTATION_APPROVE) else {
             return Vec::new();
         };
-        let (approved, refused) = apply_approvals(&self.obs.name, value, &mut self.operations);
+        let judged = apply_approvals(
+            &self.obs.name,
+            value,
+            &mut self.operations,
+            self.published,
+            &self.obs.status.deployments,
+        );
         let by = ApprovalRecord::from_annotations(
             &self.obs.annotations,
             self.obs.approved_by_policy,
             &self.obs.now.to_string(),
         );
-        for index in approved {
+        for index in judged.approved {
             let id = self.operations[index].id.clone();
             self.approved_now.insert(id.clone(), by.clone());
             self.to_put_in_force.push(id);
         }
-        refused
+        self.deployment_items = judged.deployment_items;
+        judged.refused
     }
 
     /// Step 7 for every operation approved in this pass.
@@ -683,6 +722,15 @@ impl<'a> Pass<'a> {
             let Some(operation) = self.operations.iter().find(|op| op.id == id).cloned() else {
                 continue;
             };
+            if let Some(why) = self.unfit_target(&operation) {
+                // Placement re-checked at approval: an operation the controller did not
+                // plan (a hand edit of the status) never places an instance where
+                // placement would not.
+                if let Some(op) = self.operations.iter_mut().find(|op| op.id == id) {
+                    let _ = op.fail(FailureReason::Unfit, format!("not carried out: {why}"));
+                }
+                continue;
+            }
             let instance = operation.instance.to_string();
             let from = operation.from.as_ref().map(MemberId::pod_name);
             let to = operation.to.as_ref().map(MemberId::pod_name);
@@ -738,6 +786,30 @@ impl<'a> Pass<'a> {
                 .map(|instance| instance.ordinal)
                 .unwrap_or(u32::MAX)
         });
+    }
+
+    /// Why the member `operation` puts its instance on cannot hold it now (see
+    /// `shoal_core::deploy::unfit_for`); `None` when it can, or when it puts the
+    /// instance nowhere new (DELETE, STOP, RESTART).
+    fn unfit_target(&self, operation: &Operation) -> Option<String> {
+        if !matches!(
+            operation.operation_type,
+            OperationType::Create | OperationType::Update | OperationType::Relocate
+        ) {
+            return None;
+        }
+        let Some(to) = operation.to.as_ref() else {
+            return Some(format!(
+                "{} {} names no member to go to",
+                operation.operation_type, operation.id
+            ));
+        };
+        let request = PlanRequest {
+            members: self.members.clone(),
+            requirements: requirements(&self.obs.spec),
+            ..PlanRequest::new(self.obs.name.clone(), 0)
+        };
+        shoal_core::deploy::unfit_for(&request, to)
     }
 
     /// The placement in force: instance → (member, deployment revision). A
@@ -848,25 +920,9 @@ impl<'a> Pass<'a> {
         self.add_through_gate(fresh);
     }
 
-    /// Ids a new operation must not take: those in the history, and those a
-    /// standing approval names (an operation whose record left the history
-    /// must not lend its id, and so its hash, to a new one).
-    fn taken_ids(&self) -> BTreeSet<String> {
-        let mut ids: BTreeSet<String> = self.operations.iter().map(|op| op.id.clone()).collect();
-        if let Some(value) = self.obs.annotations.get(ANNOTATION_APPROVE) {
-            ids.extend(
-                value
-                    .split(',')
-                    .filter_map(|item| item.trim().split_once('/'))
-                    .map(|(id, _)| id.to_owned()),
-            );
-        }
-        ids
-    }
-
-    /// Step 6: new operations get unique ids and go through the approval policy.
+    /// Step 6: new operations get the next numbers (their ids end in them, so no id is
+    /// given twice) and go through the approval policy.
     fn add_through_gate(&mut self, fresh: Vec<Operation>) {
-        let mut ids = self.taken_ids();
         let policy = self.obs.spec.approval.policy;
         let budget = self.obs.spec.approval.max_disrupted_members.unwrap_or(0) as usize;
         let disrupted: BTreeSet<&MemberId> = fresh
@@ -877,8 +933,8 @@ impl<'a> Pass<'a> {
         let within_budget = disrupted.len() <= budget;
         let mut new_ops = Vec::new();
         for op in fresh {
-            let mut op = op.with_unique_id(&ids);
-            ids.insert(op.id.clone());
+            self.counters.operations = self.counters.operations.saturating_add(1);
+            let mut op = op.numbered(self.counters.operations);
             let reviewed = self.must_review.contains(&op.instance);
             let approved_now = !reviewed
                 && match policy {
@@ -951,6 +1007,8 @@ impl<'a> Pass<'a> {
                 self.latest
             },
             latest_deployment: self.latest,
+            deployment_counter: self.counters.deployments,
+            operation_counter: self.counters.operations,
             deployment_hash: Some(self.deployment_hash.clone()),
             ready: Some(format!("{}/{}", counts.installed, counts.desired)),
             pending_operations: counts.pending as u32,
@@ -993,6 +1051,7 @@ impl<'a> Pass<'a> {
             Some((op.revision, approval))
         });
         history::record_approvals(&mut records, approved);
+        history::record_deployment_items(&mut records, &self.deployment_items);
         records
     }
 
@@ -1029,6 +1088,25 @@ impl<'a> Pass<'a> {
                     .is_some_and(|member| member == entry.member)
             })
             .map(|entry| entry.state.as_str())
+    }
+}
+
+/// The numbers an approval may name in this pass: those of the last status, and
+/// never below a number it shows in use (a status written before the counters).
+fn published_counters(status: &DeploymentPlanStatus) -> Counters {
+    let operations = status
+        .operations
+        .iter()
+        .filter_map(|op| shoal_core::gate::operation_number(&op.id))
+        .chain([status.operation_counter])
+        .max()
+        .unwrap_or(0);
+    Counters {
+        deployments: status
+            .deployment_counter
+            .max(status.latest_deployment)
+            .max(status.current_deployment),
+        operations,
     }
 }
 

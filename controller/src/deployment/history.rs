@@ -74,6 +74,8 @@ fn record_of_spec(obs: &PlanObservation, revision: u64, hash: &str) -> Deploymen
             .map(|cause| clip(cause, MAX_CHANGE_CAUSE)),
         created: obs.now.to_string(),
         approvals: Vec::new(),
+        approved_with: Vec::new(),
+        refused_with: Vec::new(),
     }
 }
 
@@ -98,6 +100,31 @@ pub(super) fn record_approvals<'a>(
         // still recorded on their operations (`status.operations[].approval`).
         if !known && record.approvals.len() < MAX_APPROVALS as usize {
             record.approvals.push(approval.clone());
+        }
+    }
+}
+
+/// Keeps the `deployment-<revision>/<hash>` items judged for the first time in this
+/// pass (`(revision, item, approved)`) in their revisions' records: an approved one is
+/// used up, a refused one stays refused (see `approval`).
+pub(super) fn record_deployment_items(
+    records: &mut [DeploymentRecord],
+    items: &[(u64, String, bool)],
+) {
+    for (revision, item, approved) in items {
+        let Some(record) = records
+            .iter_mut()
+            .find(|record| record.revision == *revision)
+        else {
+            continue;
+        };
+        let list = if *approved {
+            &mut record.approved_with
+        } else {
+            &mut record.refused_with
+        };
+        if !list.contains(item) {
+            list.push(item.clone());
         }
     }
 }

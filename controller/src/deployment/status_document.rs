@@ -215,6 +215,8 @@ mod tests {
             change_cause: None,
             created: "2026-11-24T00:00:00Z".into(),
             approvals: Vec::new(),
+            approved_with: Vec::new(),
+            refused_with: Vec::new(),
         }
     }
 

@@ -696,7 +696,7 @@ fn other_plans_of_the_swarm_reserve_capacity_on_their_members() {
 }
 
 #[test]
-fn a_standing_approval_never_approves_a_later_operation_that_would_reuse_a_forgotten_id() {
+fn operation_ids_are_never_given_twice_even_after_the_history_forgot_them() {
     let mut obs = observation(spec(1, "Manual", "nginx:1"));
     obs.spec.operation_history_limit = 1;
     obs.pools = pools(1, 0);
@@ -712,14 +712,11 @@ fn a_standing_approval_never_approves_a_later_operation_that_would_reuse_a_forgo
         serde_json::json!({"web-0": {"state": "installed", "deployment": 1}}),
     );
     pass(&mut obs);
-    // Scale to 0 and approve the DELETE, the CREATE's approval still standing beside it.
+    // Scale to 0 and approve the DELETE alone, as `approve-op` writes it.
     obs.spec.deployment.instances = 0;
     pass(&mut obs);
     let delete = ops_in(&obs, "PENDING_APPROVAL")[0].clone();
-    approve(
-        &mut obs,
-        &format!("{},{}", create.approve_with, delete.approve_with),
-    );
+    approve(&mut obs, &delete.approve_with);
     pass(&mut obs);
     report(&mut obs, &member, serde_json::json!({}));
     pass(&mut obs);
@@ -739,15 +736,22 @@ fn a_standing_approval_never_approves_a_later_operation_that_would_reuse_a_forgo
         .find(|op| op.type_ == "CREATE")
         .expect("a new CREATE")
         .clone();
-    assert_ne!(new_create.id, create.id);
+    assert_ne!(new_create.id, create.id, "an id was given twice");
+    assert_ne!(new_create.approve_with, create.approve_with);
     assert_eq!(new_create.state, "PENDING_APPROVAL", "{new_create:?}");
-    pass(&mut obs);
-    assert_eq!(
-        ops_in(&obs, "PENDING_APPROVAL").len(),
-        1,
+    // The old approval, written again (a script, a copy), approves nothing and
+    // records no approver: it is used up.
+    approve(&mut obs, &create.approve_with);
+    let decision = pass(&mut obs);
+    let waiting = ops_in(&obs, "PENDING_APPROVAL");
+    assert_eq!(waiting.len(), 1, "{:?}", obs.status.operations);
+    assert!(waiting[0].approval.is_none(), "{:?}", waiting[0]);
+    assert!(
+        obs.status.instances.is_empty(),
         "{:?}",
-        obs.status.operations
+        obs.status.instances
     );
+    assert!(decision.events.iter().all(|event| !event.warning));
 }
 
 #[test]
@@ -1088,6 +1092,7 @@ fn a_superseded_operation_written_before_the_reason_field_still_reads_as_superse
 mod blue_green;
 mod canary;
 mod drift;
+mod gate;
 mod ordered;
 mod user_operations;
 

@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY};
+use shoal_core::gate::{self, Approval, Grammar, Judgement, Refusal, Standing, Subject};
 use shoal_core::{Assignment, MemberId, diff};
 
 use super::history::{InForce, revision_record};
@@ -38,37 +38,26 @@ use crate::crd::{
 };
 
 /// The largest revision number Shoal gives (the largest integer JSON tools read exactly).
-pub const MAX_REVISION: u64 = (1 << 53) - 1;
+pub const MAX_REVISION: u64 = gate::MAX_NUMBER;
 
 /// The value of `shoal.dev/approve` that approves exactly this revision.
 pub fn approval_value(revision: u64, hash: &str) -> String {
-    format!("{revision}/{hash}")
+    gate::approval_value(&Subject::Revision(revision), hash)
 }
 
-/// An approval annotation, parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Approval {
-    revision: u64,
-    hash: String,
-}
-
-fn parse_approval(text: &str) -> Result<Approval, String> {
-    let text = text.trim();
-    let malformed = || {
-        format!(
-            "{ANNOTATION_APPROVE}={text:?} is not `<revision>/<hash>` (e.g. `4/sha256:…`, as `status.pendingRevision.approveWith` gives it)"
-        )
-    };
-    let (revision, hash) = text.split_once('/').ok_or_else(malformed)?;
-    let revision = revision.parse::<u64>().map_err(|_| malformed())?;
-    let digest = hash.strip_prefix("sha256:").ok_or_else(malformed)?;
-    if digest.len() != 64 || !digest.bytes().all(|byte| byte.is_ascii_hexdigit()) {
-        return Err(malformed());
-    }
-    Ok(Approval {
-        revision,
-        hash: hash.to_owned(),
-    })
+/// The Swarm's approval annotation, read by the one gate (`shoal_core::gate`): a Swarm's
+/// value is exactly one approval.
+fn parse_approval(text: &str) -> Result<Approval, Refusal> {
+    gate::parse(Grammar::Swarm, text)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| {
+            Err(Refusal::Malformed {
+                text: text.to_owned(),
+                grammar: Grammar::Swarm,
+                number: None,
+            })
+        })
 }
 
 /// What the gate decided.
@@ -161,19 +150,11 @@ pub(super) fn decide(
     // Only numbers published before this pass can be approved; see the module docs.
     let published = outcome.status.latest_revision;
     let approval = obs.annotations.get(ANNOTATION_APPROVE).map(|text| {
-        parse_approval(text).and_then(|approval| {
-            if approval.revision > published {
-                Err(format!(
-                    "{ANNOTATION_APPROVE} names revision {}, which does not exist yet (the latest is {published}); an approval never stands for a revision nobody has reviewed, so number {} will not be used",
-                    approval.revision, approval.revision
-                ))
-            } else {
-                Ok(approval)
-            }
-        })
+        parse_approval(text)
+            .and_then(|approval| gate::published_before(&approval, published).map(|()| approval))
     });
-    if let Some(Err(_)) = &approval {
-        burn_named_revision(obs, &mut outcome);
+    if let Some(Err(refusal)) = &approval {
+        outcome.status.latest_revision = gate::burn(outcome.status.latest_revision, [refusal]);
     }
     match desired {
         Err(problem) => problems.push(problem),
@@ -195,20 +176,6 @@ pub(super) fn decide(
     }
     outcome.refused_approval = refused_approval(obs, approval, &mut outcome);
     outcome
-}
-
-/// An approval naming a number not given yet uses that number up, so that no later plan
-/// can get it (numbers beyond [`MAX_REVISION`] are never given anyway).
-fn burn_named_revision(obs: &Observation, outcome: &mut GateOutcome) {
-    let named = obs
-        .annotations
-        .get(ANNOTATION_APPROVE)
-        .and_then(|text| text.trim().split_once('/'))
-        .and_then(|(revision, _)| revision.parse::<u64>().ok())
-        .filter(|revision| *revision <= MAX_REVISION);
-    if let Some(named) = named {
-        outcome.status.latest_revision = outcome.status.latest_revision.max(named);
-    }
 }
 
 /// The desired assignment differs from (or equals) the revision in force: put it in
@@ -251,8 +218,17 @@ fn propose(
     };
     let (summary, restarts) = summarize(obs, roster, in_force, &desired, supersedes);
     outcome.restarts = restarts;
-    let approved_by_annotation = approval
-        .is_some_and(|approval| approval.revision == revision && approval.hash == desired_hash);
+    let approved_by_annotation = approval.is_some_and(|approval| {
+        approval.subject == Subject::Revision(revision)
+            && gate::judge(
+                approval,
+                revision,
+                Standing::Pending {
+                    hash: desired_hash.clone(),
+                    approve_with: approval_value(revision, &desired_hash),
+                },
+            ) == Judgement::Approves
+    });
     let verdict = verdict(obs, &summary, approved_by_annotation);
     outcome.proposal = Some(PendingRevision {
         revision,
@@ -555,35 +531,50 @@ fn put_in_force(
 /// revision in force is refused; returns why.
 fn refused_approval(
     obs: &Observation,
-    approval: Option<Result<Approval, String>>,
+    approval: Option<Result<Approval, Refusal>>,
     outcome: &mut GateOutcome,
 ) -> Option<String> {
-    let current = outcome.status.current_hash.as_deref().map(|hash| Approval {
-        revision: outcome.status.current_revision,
-        hash: hash.to_owned(),
-    });
-    let why = match approval? {
-        Err(why) => why,
-        Ok(approval) if Some(&approval) == current.as_ref() => return None,
-        Ok(approval) => match &outcome.status.pending_revision {
-            Some(pending) if pending.revision == approval.revision => format!(
-                "{ANNOTATION_APPROVE} names revision {} with hash {}, but the pending revision {} has hash {}; approve with {ANNOTATION_APPROVE}={}",
-                approval.revision,
-                approval.hash,
-                pending.revision,
-                pending.hash,
-                pending.approve_with
-            ),
-            Some(pending) => format!(
-                "{ANNOTATION_APPROVE} names revision {}, which is not pending (the pending revision is {}; approve it with {ANNOTATION_APPROVE}={})",
-                approval.revision, pending.revision, pending.approve_with
-            ),
-            None => format!(
-                "{ANNOTATION_APPROVE} names revision {}, which is not pending (revision {} is in force and nothing waits for approval)",
-                approval.revision, outcome.status.current_revision
-            ),
-        },
+    let refusal = match approval? {
+        Err(refusal) => refusal,
+        Ok(approval) => {
+            let Subject::Revision(named) = approval.subject else {
+                return None;
+            };
+            let status = &outcome.status;
+            let standing = match (&status.current_hash, &status.pending_revision) {
+                (Some(current), _)
+                    if named == status.current_revision && *current == approval.hash =>
+                {
+                    Standing::Approved {
+                        hash: current.clone(),
+                    }
+                }
+                (_, Some(pending)) if pending.revision == named => Standing::Pending {
+                    hash: pending.hash.clone(),
+                    approve_with: pending.approve_with.clone(),
+                },
+                (_, Some(pending)) => Standing::Closed {
+                    why: format!(
+                        "the pending revision is {}; approve it with {ANNOTATION_APPROVE}={}",
+                        pending.revision, pending.approve_with
+                    ),
+                },
+                (_, None) => Standing::Closed {
+                    why: format!(
+                        "revision {} is in force and nothing waits for approval",
+                        status.current_revision
+                    ),
+                },
+            };
+            // Judged after this pass put it in force (or kept it waiting): numbers up to
+            // the latest are published by now.
+            match gate::judge(&approval, status.latest_revision, standing) {
+                Judgement::Refused(refusal) => refusal,
+                Judgement::Approves | Judgement::UsedUp => return None,
+            }
+        }
     };
+    let why = refusal.to_string();
     if let Some(awaiting) = &mut outcome.awaiting {
         awaiting.message.push_str(&format!("; refused: {why}"));
     }

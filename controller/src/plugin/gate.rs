@@ -12,8 +12,7 @@ use super::{Error, Report, Target};
 use crate::approvers::approval_annotations;
 use crate::crd::{JobsFrom, RevisionSummary, Swarm};
 
-/// Attempts at an approval when the Swarm keeps changing under it.
-const APPROVE_ATTEMPTS: usize = 5;
+use super::annotate::{ATTEMPTS as APPROVE_ATTEMPTS, AnnotateError, annotate_guarded, is_conflict};
 
 /// Why `approve` or `undo` refused or failed.
 #[derive(Debug, thiserror::Error)]
@@ -231,15 +230,12 @@ impl Report for ApprovalReport {
     }
 }
 
-fn is_conflict(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 409)
-}
-
 /// Approves the pending revision (or exactly `revision`, which must be the pending one).
 ///
 /// The annotation is written with the Swarm's resourceVersion as a
-/// precondition, so it lands only if the pending revision checked is still the
-/// one in the status; on a conflict the check is made again.
+/// precondition (`annotate::annotate_guarded`, as every changing command), so
+/// it lands only if the pending revision checked is still the one in the
+/// status; on a conflict the check is made again.
 pub async fn approve(
     target: &Target,
     swarm: &str,
@@ -247,17 +243,16 @@ pub async fn approve(
 ) -> Result<ApprovalReport, Error> {
     let api: Api<Swarm> = Api::namespaced(target.client.clone(), &target.namespace);
     let approver = crate::approvers::approver_name(&target.client).await;
-    for _ in 0..APPROVE_ATTEMPTS {
-        let object = super::get_swarm(target, swarm).await?;
+    let namespace = target.namespace.clone();
+    let written = annotate_guarded(&api, swarm, |object: &Swarm| {
         let status = object.status.clone().unwrap_or_default();
         let Some(pending) = status.pending_revision.clone() else {
             return Err(GateError::NothingPending {
                 swarm: swarm.to_owned(),
-                namespace: target.namespace.clone(),
+                namespace: namespace.clone(),
                 current: status.current_revision,
                 policy: format!("{:?}", object.spec.approval.policy),
-            }
-            .into());
+            });
         };
         if let Some(requested) = revision
             && requested != pending.revision
@@ -274,65 +269,59 @@ pub async fn approve(
             };
             return Err(GateError::NotPending {
                 swarm: swarm.to_owned(),
-                namespace: target.namespace.clone(),
+                namespace: namespace.clone(),
                 requested,
                 pending: pending.revision,
                 why,
-            }
-            .into());
+            });
         }
         // Revision and hash: the approval stands for exactly the plan in the status.
         let value = crate::plan::approval_value(pending.revision, &pending.hash);
         let annotation = format!("{ANNOTATION_APPROVE}={value}");
-        // The approval and who gives it, in one request (policy shoal-approved-by).
-        let annotations = approval_annotations(&value, approver.as_deref());
-        let patch = json!({
-            "metadata": {
-                "resourceVersion": object.metadata.resource_version,
-                "annotations": annotations,
-            }
-        });
-        match api
-            .patch(swarm, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
-            Ok(_) => {
-                let mut notes = Vec::new();
-                if object.metadata.generation != status.observed_generation {
-                    notes.push(format!(
-                        "the Swarm changed since the controller last looked (generation {}, observed {}); if the change gives another assignment, revision {} is superseded and this approval is ignored",
-                        object.metadata.generation.unwrap_or_default(),
-                        status.observed_generation.unwrap_or_default(),
-                        pending.revision
-                    ));
-                }
-                return Ok(ApprovalReport {
-                    swarm: swarm.to_owned(),
-                    namespace: target.namespace.clone(),
-                    revision: pending.revision,
-                    summary: pending.summary,
-                    annotation,
-                    approved_by: approver,
-                    notes,
-                });
-            }
-            Err(error) if is_conflict(&error) => continue,
-            Err(source) => {
-                return Err(GateError::Annotate {
-                    swarm: swarm.to_owned(),
-                    namespace: target.namespace.clone(),
-                    annotation,
-                    source,
-                }
-                .into());
-            }
+        let mut notes = Vec::new();
+        if object.metadata.generation != status.observed_generation {
+            notes.push(format!(
+                "the Swarm changed since the controller last looked (generation {}, observed {}); if the change gives another assignment, revision {} is superseded and this approval is ignored",
+                object.metadata.generation.unwrap_or_default(),
+                status.observed_generation.unwrap_or_default(),
+                pending.revision
+            ));
         }
+        // The approval and who gives it, in one request (policy shoal-approved-by).
+        Ok((
+            approval_annotations(&value, approver.as_deref()),
+            ApprovalReport {
+                swarm: swarm.to_owned(),
+                namespace: namespace.clone(),
+                revision: pending.revision,
+                summary: pending.summary,
+                annotation,
+                approved_by: approver.clone(),
+                notes,
+            },
+        ))
+    })
+    .await;
+    match written {
+        Ok(report) => Ok(report),
+        Err(AnnotateError::Refused(error)) => Err(error.into()),
+        Err(AnnotateError::NotFound) => Err(Error::SwarmNotFound {
+            swarm: swarm.to_owned(),
+            namespace: target.namespace.clone(),
+        }),
+        Err(AnnotateError::Api(source)) => Err(GateError::Annotate {
+            swarm: swarm.to_owned(),
+            namespace: target.namespace.clone(),
+            annotation: ANNOTATION_APPROVE.to_owned(),
+            source,
+        }
+        .into()),
+        Err(AnnotateError::KeptChanging) => Err(GateError::KeptChanging {
+            swarm: swarm.to_owned(),
+            namespace: target.namespace.clone(),
+        }
+        .into()),
     }
-    Err(GateError::KeptChanging {
-        swarm: swarm.to_owned(),
-        namespace: target.namespace.clone(),
-    }
-    .into())
 }
 
 /// What `undo` did.

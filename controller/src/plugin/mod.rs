@@ -35,7 +35,7 @@
 //! kubectl shoal undo demo [--to-revision 2]       # rewrites the job list and strategy; through the approval gate
 //! kubectl shoal slices demo [worker-1]
 //! kubectl shoal plans | plan web | instances web | operations web
-//! kubectl shoal approve-op web create-web-0-r1
+//! kubectl shoal approve-op web create-web-0-r1-1
 //! ```
 //!
 //! `--kubeconfig`, `KUBECONFIG` (a list of files), `--context` and `-n` work as
@@ -52,6 +52,7 @@
 //! `restart` patch on deploymentplans (in `shoal-approver`: each writes one
 //! annotation, `approve-op` the approver's name beside it).
 
+pub mod annotate;
 pub mod gate;
 pub mod history;
 pub mod plan_rollout;

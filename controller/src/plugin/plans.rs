@@ -9,19 +9,21 @@
 //! kubectl shoal plan web                       # applications, deployments, instance and operation summaries
 //! kubectl shoal instances web                  # where each instance runs, its state and error; unplaced ones
 //! kubectl shoal operations web                 # the operation history with states
-//! kubectl shoal approve-op web create-web-0-r1 # annotates shoal.dev/approve with the operation's id/hash
+//! kubectl shoal approve-op web create-web-0-r1-1 # annotates shoal.dev/approve with the operation's id/hash
 //! kubectl shoal relocate web web-1 --to pool-b-0 # annotates shoal.dev/operate: relocate web-1 to pool-b-0 #<tag>
 //! kubectl shoal stop web web-1                 # stop / start / restart one instance the same way
 //! ```
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use serde::Serialize;
 use shoal_core::deploy::status::DeploymentStatusDocument;
 use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY, ANNOTATION_OPERATE};
 
+use super::annotate::{AnnotateError, annotate_guarded};
 use super::table::{Table, fields, short_hash};
 use super::{Report, Target, hint};
 use crate::approvers::{ApprovalRecord, approval_annotations, approver_name};
@@ -62,6 +64,43 @@ pub enum PlansError {
         plan: String,
         /// The id given.
         id: String,
+    },
+    /// `relocate | stop | start | restart`: the plan has no such instance.
+    #[error(
+        "DeploymentPlan {plan} has no instance {instance:?} (its instances: {known}); list them with `kubectl shoal instances {plan}`"
+    )]
+    UnknownInstance {
+        /// The plan.
+        plan: String,
+        /// The instance given.
+        instance: String,
+        /// The plan's instances, in words.
+        known: String,
+    },
+    /// `relocate --to`: the member is not one of the plan's Swarm.
+    #[error(
+        "DeploymentPlan {plan}: {member:?} is not a member of Swarm {swarm} (its members: {known}); name a pod of one of its pools"
+    )]
+    UnknownMember {
+        /// The plan.
+        plan: String,
+        /// The member given.
+        member: String,
+        /// The plan's Swarm.
+        swarm: String,
+        /// The Swarm's members, in words.
+        known: String,
+    },
+    /// The plan kept changing while writing the annotation.
+    #[error(
+        "DeploymentPlan {plan} changed {attempts} times while writing {annotation}; nothing was written: run the command again",
+        attempts = super::annotate::ATTEMPTS
+    )]
+    KeptChanging {
+        /// The plan.
+        plan: String,
+        /// The annotation.
+        annotation: String,
     },
     /// `approve-op`: the operation does not wait for approval.
     #[error(
@@ -550,8 +589,11 @@ pub fn operate_annotation(
 
 /// `kubectl shoal relocate | stop | start | restart <plan> <instance>`:
 /// annotates the plan with the request, tagged with the time so that it is
-/// a new request even when worded as an earlier one. The controller checks
-/// it (and says why it refuses it); here only the plan must exist.
+/// a new request even when worded as an earlier one. What can be checked
+/// here is checked before writing (the instance is the plan's, the member
+/// is the Swarm's); the controller checks the rest and says why it refuses.
+/// The write is guarded (`annotate`): a request written meanwhile by
+/// someone else is kept.
 pub async fn operate(
     target: &Target,
     name: &str,
@@ -560,22 +602,130 @@ pub async fn operate(
     to: Option<&str>,
 ) -> Result<OperateReport, PlansError> {
     let plan = get_plan(target, name).await?;
-    let status = plan.status.clone().unwrap_or_default();
+    if let Some(member) = to {
+        check_member(target, &plan, member).await?;
+    }
     let tag = jiff::Timestamp::now().as_millisecond().to_string();
     let item = request_item(verb, instance, to, &tag);
-    let value = operate_annotation(
-        &status,
-        plan.annotations()
-            .get(ANNOTATION_OPERATE)
-            .map(String::as_str),
-        &item,
-    );
-    let annotations = BTreeMap::from([(ANNOTATION_OPERATE.to_owned(), value.clone())]);
-    annotate_plan(target, name, &annotations).await?;
+    let written = annotate_guarded(&plans_api(target), name, |plan: &DeploymentPlan| {
+        let status = plan.status.clone().unwrap_or_default();
+        check_instance(name, &status, instance)?;
+        let value = operate_annotation(
+            &status,
+            plan.annotations()
+                .get(ANNOTATION_OPERATE)
+                .map(String::as_str),
+            &item,
+        );
+        let annotations = BTreeMap::from([(ANNOTATION_OPERATE.to_owned(), value.clone())]);
+        Ok((annotations, value))
+    })
+    .await;
+    let value = guarded(target, name, ANNOTATION_OPERATE, written)?;
     Ok(OperateReport {
         plan: name.to_owned(),
         request: item,
         annotation: value,
+    })
+}
+
+/// The plan has `instance` in its status, or the error naming those it has. Pure.
+pub fn check_instance(
+    plan: &str,
+    status: &DeploymentPlanStatus,
+    instance: &str,
+) -> Result<(), PlansError> {
+    if status.instances.iter().any(|entry| entry.name == instance) {
+        return Ok(());
+    }
+    let mut known: Vec<&str> = status
+        .instances
+        .iter()
+        .map(|entry| entry.name.as_str())
+        .collect();
+    known.dedup();
+    Err(PlansError::UnknownInstance {
+        plan: plan.to_owned(),
+        instance: instance.to_owned(),
+        known: words(&known),
+    })
+}
+
+/// `a, b, c`, or `none`.
+fn words(items: &[&str]) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// `member` is a pod of one of the plan's Swarm's StatefulSet pools
+/// (`<pool>-<ordinal>`, ordinal below the pool's replicas), or the error
+/// naming the members there are.
+async fn check_member(
+    target: &Target,
+    plan: &DeploymentPlan,
+    member: &str,
+) -> Result<(), PlansError> {
+    let swarm = plan.spec.swarm.clone();
+    let pools: Api<StatefulSet> = Api::namespaced(target.client.clone(), &target.namespace);
+    let selector = format!("{}={swarm}", shoal_core::names::LABEL_SWARM);
+    let pools = pools
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(api_error(
+            target,
+            format!("listing the pools of Swarm {swarm}"),
+        ))?
+        .items;
+    let members: Vec<String> = pools
+        .iter()
+        .flat_map(|pool| {
+            let replicas = pool
+                .spec
+                .as_ref()
+                .and_then(|spec| spec.replicas)
+                .unwrap_or(1)
+                .max(0);
+            let name = pool.name_any();
+            (0..replicas).map(move |ordinal| format!("{name}-{ordinal}"))
+        })
+        .collect();
+    if members.iter().any(|known| known == member) {
+        return Ok(());
+    }
+    let known: Vec<&str> = members.iter().map(String::as_str).collect();
+    Err(PlansError::UnknownMember {
+        plan: plan.name_any(),
+        member: member.to_owned(),
+        swarm,
+        known: words(&known),
+    })
+}
+
+/// The result of a guarded write, as this command's error.
+fn guarded<T>(
+    target: &Target,
+    plan: &str,
+    annotation: &str,
+    written: Result<T, AnnotateError<PlansError>>,
+) -> Result<T, PlansError> {
+    written.map_err(|error| match error {
+        AnnotateError::Refused(error) => error,
+        AnnotateError::NotFound => PlansError::NotFound {
+            plan: plan.to_owned(),
+            namespace: target.namespace.clone(),
+        },
+        AnnotateError::Api(source) => PlansError::Api {
+            what: format!("annotating DeploymentPlan {plan} with {annotation}"),
+            namespace: target.namespace.clone(),
+            source,
+        },
+        AnnotateError::KeptChanging => PlansError::KeptChanging {
+            plan: plan.to_owned(),
+            annotation: annotation.to_owned(),
+        },
     })
 }
 
@@ -590,23 +740,6 @@ pub(super) fn api_error(target: &Target, what: String) -> impl FnOnce(kube::Erro
         namespace,
         source,
     }
-}
-
-/// Sets one annotation of the plan (a merge patch: nothing else changes).
-async fn annotate_plan(
-    target: &Target,
-    name: &str,
-    annotations: &BTreeMap<String, String>,
-) -> Result<(), PlansError> {
-    let patch = serde_json::json!({"metadata": {"annotations": annotations}});
-    plans_api(target)
-        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .map_err(api_error(
-            target,
-            format!("annotating DeploymentPlan {name}"),
-        ))?;
-    Ok(())
 }
 
 /// Reads one plan, with an error that says how to find it when it is missing.
@@ -700,25 +833,29 @@ pub fn approval_annotation(
 }
 
 /// `kubectl shoal approve-op <plan> <id>`: annotates the plan with the
-/// operation's `approveWith` value (refused unless it waits for approval).
+/// operation's `approveWith` value (refused unless it waits for approval),
+/// keeping the items of others still waiting; the write is guarded
+/// (`annotate`), so a concurrent `approve-op` is merged, not lost.
 pub async fn approve_op(
     target: &Target,
     name: &str,
     id: &str,
 ) -> Result<ApproveOpReport, PlansError> {
-    let plan = get_plan(target, name).await?;
-    let status = plan.status.clone().unwrap_or_default();
-    let (value, _) = approval_annotation(
-        name,
-        &status,
-        plan.annotations()
-            .get(ANNOTATION_APPROVE)
-            .map(String::as_str),
-        id,
-    )?;
     let approver = approver_name(&target.client).await;
-    let annotations = approval_annotations(&value, approver.as_deref());
-    annotate_plan(target, name, &annotations).await?;
+    let written = annotate_guarded(&plans_api(target), name, |plan: &DeploymentPlan| {
+        let status = plan.status.clone().unwrap_or_default();
+        let (value, _) = approval_annotation(
+            name,
+            &status,
+            plan.annotations()
+                .get(ANNOTATION_APPROVE)
+                .map(String::as_str),
+            id,
+        )?;
+        Ok((approval_annotations(&value, approver.as_deref()), value))
+    })
+    .await;
+    let value = guarded(target, name, ANNOTATION_APPROVE, written)?;
     Ok(ApproveOpReport {
         plan: name.to_owned(),
         operation: id.to_owned(),
@@ -787,6 +924,28 @@ mod tests {
             approval_annotation("web", &status, Some("a/sha256:a,c/sha256:c,junk"), "b")
                 .expect("b waits");
         assert_eq!(value, "a/sha256:a,b/sha256:b");
+    }
+
+    #[test]
+    fn a_user_operation_on_an_instance_the_plan_does_not_have_is_refused_naming_those_it_has() {
+        let mut status = status(Vec::new());
+        let refused = check_instance("web", &status, "web-9").unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("has no instance \"web-9\" (its instances: none)"),
+            "{refused}"
+        );
+        status.instances = serde_json::from_value(serde_json::json!([
+            {"name": "web-0", "member": "east-0", "updateDomain": "east", "deployment": 1, "state": "installed"},
+        ]))
+        .expect("instances");
+        assert!(check_instance("web", &status, "web-0").is_ok());
+        let refused = check_instance("web", &status, "web-1").unwrap_err();
+        assert!(
+            refused.to_string().contains("(its instances: web-0)"),
+            "{refused}"
+        );
     }
 
     #[test]

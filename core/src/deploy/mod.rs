@@ -35,7 +35,7 @@ pub use domains::{next_domain, rollout_order};
 pub use operation::{
     FailureReason, Operation, OperationState, OperationType, operation_hash, operations_for,
 };
-pub use placement::{DeployMember, InstanceId, PlanPlacement, PlanRequest, place_plan};
+pub use placement::{DeployMember, InstanceId, PlanPlacement, PlanRequest, place_plan, unfit_for};
 pub use pool::{PoolDeclaration, member_update_domain};
 
 /// Text naming none of an enumeration's values (a comparator, an operation

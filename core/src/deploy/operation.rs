@@ -57,8 +57,9 @@
 //! `Superseded` (a newer deployment revision replaced it before approval),
 //! `Withdrawn` (the plan no longer needs it), `Reported { code }` (its member
 //! reported the instance failed, with the member's error code), `TargetLeft`
-//! (the member it went to left before reporting). [`Operation::fail`] sets
-//! both.
+//! (the member it went to left before reporting), `Unfit` (its target
+//! could not hold the instance when it was approved). [`Operation::fail`]
+//! sets both.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -249,10 +250,13 @@ pub enum FailureReason {
     },
     /// The member it went to left before reporting the instance installed.
     TargetLeft,
+    /// When it was approved, its target member could not hold the instance
+    /// (not a member, or a requirement it does not meet): it never ran.
+    Unfit,
 }
 
 impl FailureReason {
-    /// `Superseded`, `Withdrawn`, `Reported` or `TargetLeft`, as
+    /// `Superseded`, `Withdrawn`, `Reported`, `TargetLeft` or `Unfit`, as
     /// `status.operations[].reason` writes it.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -260,6 +264,7 @@ impl FailureReason {
             FailureReason::Withdrawn => "Withdrawn",
             FailureReason::Reported { .. } => "Reported",
             FailureReason::TargetLeft => "TargetLeft",
+            FailureReason::Unfit => "Unfit",
         }
     }
 
@@ -281,6 +286,7 @@ impl FailureReason {
                 code: code.unwrap_or_default().to_owned(),
             }),
             "TargetLeft" => Some(FailureReason::TargetLeft),
+            "Unfit" => Some(FailureReason::Unfit),
             _ => None,
         }
     }
@@ -324,7 +330,7 @@ pub struct Operation {
 impl Operation {
     /// A `PENDING` operation with the id `<type>-<instance>-r<revision>`
     /// (type in lower case, e.g. `relocate-web-2-r3`);
-    /// [`Operation::with_unique_id`] makes it unique within a history.
+    /// [`Operation::numbered`] makes it unique within the plan.
     pub fn planned(
         operation_type: OperationType,
         instance: InstanceId,
@@ -349,19 +355,14 @@ impl Operation {
         }
     }
 
-    /// The same operation with an id no operation of `history` has: its own
-    /// id when free, else the id with `.2`, `.3`, … appended. A plan can
-    /// need the same kind of operation on one instance twice within one
-    /// deployment revision (a relocated instance's new member fails too), and
-    /// an approval must never match the earlier one.
-    pub fn with_unique_id(mut self, history: &BTreeSet<String>) -> Operation {
-        if history.contains(&self.id) {
-            let base = std::mem::take(&mut self.id);
-            self.id = (2u64..)
-                .map(|n| format!("{base}.{n}"))
-                .find(|candidate| !history.contains(candidate))
-                .unwrap_or(base);
-        }
+    /// The same operation with its number appended to its id:
+    /// `<type>-<instance>-r<revision>-<number>` (e.g. `create-web-0-r3-7`).
+    /// The number comes from a counter the plan keeps in its status and is
+    /// never given twice, so neither is an id, even after the history that
+    /// held it was pruned: an approval naming an earlier operation can never
+    /// match a later one (see `crate::gate`).
+    pub fn numbered(mut self, number: u64) -> Operation {
+        self.id = format!("{}-{number}", self.id);
         self
     }
 

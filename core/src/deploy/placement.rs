@@ -488,6 +488,51 @@ fn after_reservation(member: &DeployMember, reserved: &BTreeMap<MemberId, Resour
     remaining
 }
 
+/// Why `member` cannot hold an instance of the plan `request` describes,
+/// in words; `None` when it can. The rule placement itself applies to every
+/// member: it must be one of `request.members` and meet every requirement
+/// (capacity and the per-member limit are weighed by [`place_plan`]). The
+/// controller checks an operation's target with it when the operation is
+/// approved and put in force, so an operation it did not plan (a hand edit
+/// of the status) never places an instance where placement would not.
+pub fn unfit_for(request: &PlanRequest, member: &MemberId) -> Option<String> {
+    let Some(candidate) = request
+        .members
+        .iter()
+        .find(|candidate| &candidate.id == member)
+    else {
+        return Some(format!("{member} is not a member of the Swarm"));
+    };
+    let catalogue = match Catalogue::build(
+        request
+            .members
+            .iter()
+            .map(|member| (&member.id, &member.capabilities)),
+    ) {
+        Ok(catalogue) => catalogue,
+        Err(conflict) => return Some(conflict.to_string()),
+    };
+    let requirements = match resolve_all(&request.requirements, &catalogue) {
+        Ok(requirements) => requirements,
+        Err(error) => return Some(error.to_string()),
+    };
+    requirements
+        .iter()
+        .find(|requirement| !requirement.is_met_by(&candidate.capabilities))
+        .map(|requirement| {
+            let offers = candidate.capabilities.to_string();
+            format!(
+                "{member} does not meet the requirement {} (it offers {})",
+                requirement.requirement,
+                if offers.is_empty() {
+                    "no capabilities".to_owned()
+                } else {
+                    offers
+                }
+            )
+        })
+}
+
 /// Places the instances of one plan by the rules of the module docs. Fails
 /// only on input that cannot be evaluated (see [`PlanError`]); instances
 /// that fit nowhere are reported in [`PlanPlacement::unplaced`].
