@@ -241,31 +241,14 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
     let selector = format!("{}={name}", names::LABEL_SWARM);
 
-    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &namespace);
-    let statefulsets = sts_api
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(|source| Error::ListPools {
-            kind: "StatefulSets",
-            swarm: name.clone(),
-            source,
-        })?;
+    let (statefulsets, deployments) = list_pools(client, &namespace, &name).await?;
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let mut pools = Vec::new();
-    for sts in &statefulsets.items {
+    for sts in &statefulsets {
         pools.push(observe_pool(&pod_api, &name, sts).await?);
     }
-    let deployment_api: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
-    let deployments = deployment_api
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(|source| Error::ListPools {
-            kind: "Deployments",
-            swarm: name.clone(),
-            source,
-        })?;
     let replica_set_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
-    for deployment in &deployments.items {
+    for deployment in &deployments {
         pools.push(observe_deployment_pool(&replica_set_api, &pod_api, &name, deployment).await?);
     }
 
@@ -525,6 +508,75 @@ pub(crate) fn pod_state(pod: &Pod) -> PodState {
     }
 }
 
+/// The StatefulSets and Deployments labelled for Swarm `swarm`: its pools.
+async fn list_pools(
+    client: &Client,
+    namespace: &str,
+    swarm: &str,
+) -> Result<(Vec<StatefulSet>, Vec<Deployment>), Error> {
+    let list = ListParams::default().labels(&format!("{}={swarm}", names::LABEL_SWARM));
+    let failed = |kind: &'static str| {
+        move |source| Error::ListPools {
+            kind,
+            swarm: swarm.to_owned(),
+            source,
+        }
+    };
+    let statefulsets = Api::<StatefulSet>::namespaced(client.clone(), namespace)
+        .list(&list)
+        .await
+        .map_err(failed("StatefulSets"))?;
+    let deployments = Api::<Deployment>::namespaced(client.clone(), namespace)
+        .list(&list)
+        .await
+        .map_err(failed("Deployments"))?;
+    Ok((statefulsets.items, deployments.items))
+}
+
+/// A pool's `spec.replicas` as the controller reads it (absent: 1, as the API server
+/// defaults it).
+fn replicas_of(replicas: Option<i32>) -> u32 {
+    replicas.unwrap_or(1).max(0) as u32
+}
+
+/// The inputs outside the Swarm that its status records (`status.observedInputs`), read
+/// now: what `kubectl shoal wait` compares with the status, without the rest of an
+/// observation (pods, slices, Leases are the controller's to judge).
+pub async fn observe_inputs(
+    swarm: &Swarm,
+    client: &Client,
+) -> Result<crate::crd::ObservedInputs, Error> {
+    let name = swarm.name_any();
+    let namespace = swarm
+        .namespace()
+        .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
+    let (statefulsets, deployments) = list_pools(client, &namespace, &name).await?;
+    let mut pools: Vec<(String, u32)> = statefulsets
+        .iter()
+        .map(|sts| {
+            let replicas = sts.spec.as_ref().and_then(|spec| spec.replicas);
+            (sts.name_any(), replicas_of(replicas))
+        })
+        .collect();
+    pools.extend(deployments.iter().map(|deployment| {
+        let replicas = deployment.spec.as_ref().and_then(|spec| spec.replicas);
+        (deployment.name_any(), replicas_of(replicas))
+    }));
+    let job_source = match &swarm.spec.jobs_from {
+        None => JobSource::NotReferenced,
+        Some(from) => {
+            let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+            read_job_sources(&cm_api, from).await?
+        }
+    };
+    Ok(plan::observed_inputs(
+        pools
+            .iter()
+            .map(|(pool, replicas)| (pool.as_str(), *replicas)),
+        &job_source,
+    ))
+}
+
 /// One pool: its `spec.replicas` and its pods by ordinal, listed with the StatefulSet's own
 /// selector (never every pod of the namespace) and kept only if the StatefulSet owns them.
 pub(crate) async fn observe_pool(
@@ -534,7 +586,7 @@ pub(crate) async fn observe_pool(
 ) -> Result<PoolState, Error> {
     let pool_name = sts.name_any();
     let spec = sts.spec.as_ref();
-    let replicas = spec.and_then(|spec| spec.replicas).unwrap_or(1).max(0) as u32;
+    let replicas = replicas_of(spec.and_then(|spec| spec.replicas));
     let observed_generation = sts
         .status
         .as_ref()
@@ -589,7 +641,7 @@ pub(crate) async fn observe_deployment_pool(
 ) -> Result<PoolState, Error> {
     let spec = deployment.spec.as_ref();
     let mut members = BTreeMap::new();
-    let replicas = spec.and_then(|spec| spec.replicas).unwrap_or(1).max(0) as u32;
+    let replicas = replicas_of(spec.and_then(|spec| spec.replicas));
     let Some(selector) = spec.and_then(|spec| label_selector(&spec.selector)) else {
         return Ok(PoolState {
             name: deployment.name_any(),
@@ -1133,6 +1185,7 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
             pending: plan.status.pending_revision.is_some(),
             phase: plan.status.phase.as_deref(),
             revision_in_force: plan.status.current_revision,
+            unowned_jobs: plan.status.unowned_jobs,
         },
     );
     let converged = plan

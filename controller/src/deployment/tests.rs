@@ -1088,6 +1088,7 @@ mod blue_green;
 mod canary;
 mod drift;
 mod ordered;
+mod reports;
 mod user_operations;
 
 #[test]
