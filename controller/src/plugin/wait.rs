@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use super::{Error, OutputFormat, Target, get_swarm, render, status};
 use crate::crd::{ObservedInputs, Swarm};
+use crate::plan::APPROVE_ANNOTATION;
 
 /// The exit code of `kubectl shoal wait` when the controller has seen the current inputs
 /// and the revision computed from them waits for approval (1 is an error, a timeout or a
@@ -117,6 +118,20 @@ pub fn judge(swarm: &Swarm, inputs: Option<&ObservedInputs>, waiting_for: WaitFo
         ));
     }
     if let Some(pending) = &status.pending_revision {
+        // Approved already (`kubectl shoal approve` just ran): the controller has not yet
+        // applied the approval, an input like any other.
+        if swarm
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(APPROVE_ANNOTATION))
+            == Some(&pending.approve_with)
+        {
+            return Progress::Waiting(format!(
+                "Swarm {name}: revision {} is approved; waiting for the controller to apply it",
+                pending.revision
+            ));
+        }
         return Progress::AwaitingApproval(format!(
             "Swarm {name}: revision {} waits for approval (kubectl shoal approve {name} --revision {})",
             pending.revision, pending.revision
@@ -301,9 +316,16 @@ mod tests {
             approve_with: "4/sha256:x".to_owned(),
             summary: RevisionSummary::default(),
         });
+        let mut approved = swarm(2, pending.clone());
         assert!(matches!(
             judge(&swarm(2, pending), None, WaitFor::InForce),
             Progress::AwaitingApproval(text) if text.contains("revision 4 waits for approval")
+        ));
+        approved.metadata.annotations =
+            Some([(APPROVE_ANNOTATION.to_owned(), "4/sha256:x".to_owned())].into());
+        assert!(matches!(
+            judge(&approved, None, WaitFor::InForce),
+            Progress::Waiting(text) if text.contains("revision 4 is approved")
         ));
         let mut progressing = settled();
         progressing.conditions[1] = condition("Progressing", "True", "Applying");
