@@ -431,6 +431,11 @@ pub struct SwarmStatus {
     /// Jobs in the revision in force.
     #[serde(default)]
     pub jobs: u64,
+    /// Jobs of the revision in force owned by no member of the pools now (their owner left
+    /// the pools and the revision that re-homes them is not in force yet). The Swarm is not
+    /// Ready while any is.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unowned_jobs: u64,
     /// `Pending`, `AwaitingApproval`, `Progressing`, `Ready` or `Degraded`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = limits::MAX_WORD))]
@@ -439,9 +444,31 @@ pub struct SwarmStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = limits::MAX_MESSAGE))]
     pub last_error: Option<String>,
+    /// The inputs outside the Swarm this status was computed from (pool sizes, the
+    /// `jobsFrom` documents): a scale or a job list change does not move the Swarm's
+    /// generation, so `kubectl shoal wait` compares these with what it reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_inputs: Option<ObservedInputs>,
     /// Restart policy: where the pool-by-pool restarts of the revision in force stand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<SwarmRolloutStatus>,
+}
+
+/// What a Swarm's status was computed from besides its spec.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedInputs {
+    /// Each pool (StatefulSet or Deployment labelled for the Swarm) with its `spec.replicas`.
+    #[serde(default)]
+    pub pools: BTreeMap<String, u32>,
+    /// Fingerprint of the `jobsFrom` ConfigMaps as read (names, keys, documents; absent
+    /// without `jobsFrom`): `plan::observed_inputs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_sources: Option<String>,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// Where the pool-by-pool restarts of a revision stand (`reload: Restart`).

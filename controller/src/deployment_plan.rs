@@ -75,6 +75,12 @@ use crate::limits;
     ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(
+        name = "Rollout",
+        type_ = "string",
+        description = "where the rollout of the latest deployment stands: Paused is the user's pause only (spec.paused); CanaryWait a canary's pause; Halted a failure",
+        json_path = ".status.rollout.phase"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -110,8 +116,11 @@ pub struct DeploymentPlanSpec {
     #[serde(default = "default_deployment_history_limit")]
     #[schemars(range(min = 1, max = limits::MAX_DEPLOYMENT_HISTORY))]
     pub deployment_history_limit: u32,
-    /// Rolling: while true, no further `UPDATE` is released (the active update domain is
-    /// held; instances already updated stay as they are). Scaling still applies.
+    /// The user's pause, for every rollout type: while true, no further `UPDATE` is released
+    /// (Rolling: the active update domain is held; Canary: the canaries and the rest; BlueGreen:
+    /// no green copy is started and no switch made). Instances already updated stay as they
+    /// are; operations already approved go on; scaling still applies. `status.rollout.phase`
+    /// is `Paused` while it holds a rollout.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
 }
@@ -360,6 +369,10 @@ pub struct DeploymentPlanStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = limits::MAX_MESSAGE))]
     pub last_error: Option<String>,
+    /// Member reports the controller did not act on: a report is evidence of an approved
+    /// change, never a change (see `deployment::reports`).
+    #[serde(default, skip_serializing_if = "IgnoredReports::is_empty")]
+    pub ignored_reports: IgnoredReports,
     /// One deployment status document (Margo `DeploymentStatus`) per deployment
     /// revision in use or recent, oldest first: overall state, one entry per
     /// application, errors. The same document `GET
@@ -376,6 +389,44 @@ impl DeploymentPlanStatus {
             .iter()
             .find(|record| record.revision == revision)
     }
+}
+
+/// Member reports (`shoal.dev/instance-states`) that no approved operation allows, and so
+/// changed nothing: the instance stays as it was (delivered, if it was).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct IgnoredReports {
+    /// How many distinct reports were ignored over the plan's life (each counted, and
+    /// announced by a Warning `ReportIgnored`, when first seen).
+    #[serde(default)]
+    pub count: u64,
+    /// The reports ignored now, by member and instance (at most
+    /// `deployment::reports::MAX_LISTED_IGNORED`; the rest are ignored too, not listed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub current: Vec<IgnoredReport>,
+}
+
+impl IgnoredReports {
+    /// Nothing was ever ignored.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0 && self.current.is_empty()
+    }
+}
+
+/// One member report the controller ignored.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IgnoredReport {
+    /// The member (pod) whose Lease carries the report.
+    pub member: String,
+    /// The instance it names.
+    pub instance: String,
+    /// The state it reports, as written.
+    pub state: String,
+    /// The deployment revision it reports.
+    pub deployment: u64,
+    /// Why it changes nothing, in words.
+    pub why: String,
 }
 
 /// What one deployment revision deploys, as `spec.deployment` was when the revision was taken.
@@ -425,10 +476,12 @@ pub struct DeploymentRecord {
 pub struct RolloutStatus {
     /// The deployment revision rolled out.
     pub deployment: u64,
-    /// Canary: `Canary` (the canaries take it), `Paused` (they are installed and the pause
-    /// runs), `Promoted` (the rest may follow), `Halted` (a canary failed: nothing more
-    /// until the next deployment). Blue-green: `Deploying`, `Switching` (the old set is
-    /// removed through the gate), `Complete`, `Halted` (a new copy failed).
+    /// Canary: `Canary` (the canaries take it), `CanaryWait` (they are installed and
+    /// `pauseSeconds` runs), `Promoted` (the rest may follow), `Halted` (a canary failed:
+    /// nothing more until the next deployment). Blue-green: `Deploying`, `Switching` (the
+    /// old set is removed through the gate), `Complete`, `Halted` (a new copy failed).
+    /// Rolling: `Progressing`, `Complete`, `Halted`. Every type: `Paused` while the user's
+    /// pause (`spec.paused`) holds it, and only then.
     #[schemars(length(max = limits::MAX_WORD))]
     pub phase: String,
     /// The canary instances, chosen when the rollout started.

@@ -86,6 +86,8 @@ pub struct Metrics {
     pub swarm_phase: Family<PhaseLabels, Gauge>,
     /// The revision in force of each Swarm.
     pub revision_in_force: Family<SwarmLabels, Gauge>,
+    /// Jobs of each Swarm's revision in force that no member of its pools owns.
+    pub unowned_jobs: Family<SwarmLabels, Gauge>,
     /// 1 while this replica reconciles (holds the leader Lease, or runs without leader
     /// election), 0 while it stands by.
     pub leader: Gauge,
@@ -112,6 +114,7 @@ impl Metrics {
             change_to_applied: change_to_applied.clone(),
             swarm_phase: Family::default(),
             revision_in_force: Family::default(),
+            unowned_jobs: Family::default(),
             leader: Gauge::default(),
             build_info: Family::default(),
             registry: Mutex::new(Registry::default()),
@@ -178,6 +181,11 @@ impl Metrics {
             metrics.revision_in_force.clone(),
         );
         registry.register(
+            "unowned_jobs",
+            "Jobs of each Swarm's revision in force that no member of its pools owns (their owner left)",
+            metrics.unowned_jobs.clone(),
+        );
+        registry.register(
             "leader",
             "1 while this replica reconciles (leader or no leader election), 0 on standby",
             metrics.leader.clone(),
@@ -216,6 +224,9 @@ impl Metrics {
         self.revision_in_force
             .get_or_create(&labels)
             .set(i64::try_from(state.revision_in_force).unwrap_or(i64::MAX));
+        self.unowned_jobs
+            .get_or_create(&labels)
+            .set(i64::try_from(state.unowned_jobs).unwrap_or(i64::MAX));
         for phase in PHASES {
             self.swarm_phase
                 .get_or_create(&PhaseLabels {
@@ -242,6 +253,7 @@ impl Metrics {
                 pending: false,
                 phase: None,
                 revision_in_force: 0,
+                unowned_jobs: 0,
             },
         );
         every_family.wrote("configmap");
@@ -277,6 +289,8 @@ pub struct SwarmGauges<'a> {
     pub phase: Option<&'a str>,
     /// `status.currentRevision`.
     pub revision_in_force: u64,
+    /// `status.unownedJobs`.
+    pub unowned_jobs: u64,
 }
 
 /// The metric names of an OpenMetrics/Prometheus text exposition: the name of every sample
@@ -326,12 +340,14 @@ mod tests {
                 pending: true,
                 phase: Some("AwaitingApproval"),
                 revision_in_force: 3,
+                unowned_jobs: 4,
             },
         );
         let text = metrics.encode();
         for line in [
             "shoal_pending_approvals{namespace=\"team-a\",swarm=\"demo\"} 1",
             "shoal_revision_in_force{namespace=\"team-a\",swarm=\"demo\"} 3",
+            "shoal_unowned_jobs{namespace=\"team-a\",swarm=\"demo\"} 4",
             "shoal_swarm_phase{namespace=\"team-a\",swarm=\"demo\",phase=\"AwaitingApproval\"} 1",
             "shoal_swarm_phase{namespace=\"team-a\",swarm=\"demo\",phase=\"Ready\"} 0",
         ] {
@@ -359,6 +375,7 @@ mod tests {
             "shoal_pending_approvals",
             "shoal_swarm_phase",
             "shoal_revision_in_force",
+            "shoal_unowned_jobs",
             "shoal_reconcile_errors_total",
             "shoal_api_writes_total",
             "shoal_leader",

@@ -524,6 +524,75 @@ fn member_lease_selector(members: &std::collections::BTreeSet<String>) -> Option
     Some(format!("{} in ({})", names::LABEL_MEMBER, named.join(",")))
 }
 
+/// The StatefulSets and Deployments labelled for Swarm `swarm`: its pools.
+async fn list_pools(
+    client: &Client,
+    namespace: &str,
+    swarm: &str,
+) -> Result<(Vec<StatefulSet>, Vec<Deployment>), Error> {
+    let list = ListParams::default().labels(&format!("{}={swarm}", names::LABEL_SWARM));
+    let failed = |kind: &'static str| {
+        move |source| Error::ListPools {
+            kind,
+            swarm: swarm.to_owned(),
+            source,
+        }
+    };
+    let statefulsets = Api::<StatefulSet>::namespaced(client.clone(), namespace)
+        .list(&list)
+        .await
+        .map_err(failed("StatefulSets"))?;
+    let deployments = Api::<Deployment>::namespaced(client.clone(), namespace)
+        .list(&list)
+        .await
+        .map_err(failed("Deployments"))?;
+    Ok((statefulsets.items, deployments.items))
+}
+
+/// A pool's `spec.replicas` as the controller reads it (absent: 1, as the API server
+/// defaults it).
+fn replicas_of(replicas: Option<i32>) -> u32 {
+    replicas.unwrap_or(1).max(0) as u32
+}
+
+/// The inputs outside the Swarm that its status records (`status.observedInputs`), read
+/// now: what `kubectl shoal wait` compares with the status, without the rest of an
+/// observation (pods, slices, Leases are the controller's to judge).
+pub async fn observe_inputs(
+    swarm: &Swarm,
+    client: &Client,
+) -> Result<crate::crd::ObservedInputs, Error> {
+    let name = swarm.name_any();
+    let namespace = swarm
+        .namespace()
+        .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
+    let (statefulsets, deployments) = list_pools(client, &namespace, &name).await?;
+    let mut pools: Vec<(String, u32)> = statefulsets
+        .iter()
+        .map(|sts| {
+            let replicas = sts.spec.as_ref().and_then(|spec| spec.replicas);
+            (sts.name_any(), replicas_of(replicas))
+        })
+        .collect();
+    pools.extend(deployments.iter().map(|deployment| {
+        let replicas = deployment.spec.as_ref().and_then(|spec| spec.replicas);
+        (deployment.name_any(), replicas_of(replicas))
+    }));
+    let job_source = match &swarm.spec.jobs_from {
+        None => JobSource::NotReferenced,
+        Some(from) => {
+            let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+            read_job_sources(&cm_api, from).await?
+        }
+    };
+    Ok(plan::observed_inputs(
+        pools
+            .iter()
+            .map(|(pool, replicas)| (pool.as_str(), *replicas)),
+        &job_source,
+    ))
+}
+
 /// Looks up the ConfigMaps a plan would write that observe did not see (observe lists
 /// this Swarm's ConfigMaps by label, and a label can be removed by hand): one of this
 /// Swarm's becomes owned, anyone else's foreign. Returns whether any was found foreign.
@@ -764,6 +833,7 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
             pending: plan.status.pending_revision.is_some(),
             phase: plan.status.phase.as_deref(),
             revision_in_force: plan.status.current_revision,
+            unowned_jobs: plan.status.unowned_jobs,
         },
     );
     let converged = plan

@@ -953,6 +953,56 @@ async fn an_approval_of_a_deployment_written_before_it_exists_is_refused_and_the
         "{:?}",
         now.instances
     );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_report_that_no_operation_allows_changes_nothing_and_is_reported_once() {
+    let env = Env::start().await;
+    env.install_plan_crd().await;
+    let controller = env.start_controller();
+    let (uids, members) = settled_plan(&env, 1, "Automatic").await;
+    let member = members["web-0"].clone();
+    for (value, count) in [("removed", 1), ("stopped", 2)] {
+        report_instance_states(
+            &env,
+            &member,
+            &uids[&member],
+            &member,
+            serde_json::json!({"web-0": {"state": value, "deployment": 1}}),
+        )
+        .await;
+        let status = eventually("the report is listed as ignored", WAIT, || async {
+            let status = status(&env, "web").await;
+            (status.ignored_reports.count == count).then_some(status)
+        })
+        .await;
+        assert_eq!(status.instances.len(), 1, "{:?}", status.instances);
+        assert_eq!(status.instances[0].state, "installed");
+        assert!(status.operations.iter().all(|op| op.type_ == "CREATE"));
+        let (_, instances) = delivered(&env, &member).await;
+        assert!(
+            instances.iter().any(|instance| instance.name == "web-0"),
+            "web-0 is still delivered to {member}: {instances:?}"
+        );
+        let events = eventually("a ReportIgnored Warning", WAIT, || async {
+            let events = env.event_messages().await;
+            let line = format!("\"{value}\"");
+            events
+                .lines()
+                .any(|l| l.starts_with("ReportIgnored") && l.contains(&member) && l.contains(&line))
+                .then_some(events)
+        })
+        .await;
+        assert_eq!(
+            events
+                .lines()
+                .filter(|l| l.starts_with("ReportIgnored") && l.contains(&format!("\"{value}\"")))
+                .count(),
+            1,
+            "{events}"
+        );
+    }
+    let detail = shoal_ok(&env, &["plan", "web"]).await;
+    assert!(detail.contains("ReportsIgnored"), "{detail}");
     controller.stop().await;
     env.finish().await;
 }
@@ -1029,6 +1079,59 @@ async fn two_concurrent_approve_ops_are_both_handled_and_impossible_requests_exi
         ])
         .await;
     assert_eq!(before, after, "an impossible request wrote something");
+
+async fn kubectl_shoal_pause_holds_a_canary_rollout_and_the_status_says_it_is_the_users_pause() {
+    let env = Env::start().await;
+    env.install_plan_crd().await;
+    let controller = env.start_controller();
+    let (_, members) = settled_plan(&env, 2, "Automatic").await;
+    shoal_ok(&env, &["pause", "web"]).await;
+    patch_plan(&env, r#"{"spec":{"deployment":{"payloads":[{"application":"nginx","coordinates":{"image":"nginx:1.27"}}],"rollout":{"type":"Canary","canaryInstances":1,"pauseSeconds":1}}}}"#).await;
+    let paused = eventually("the rollout reads Paused", WAIT, || async {
+        let status = status(&env, "web").await;
+        (status.latest_deployment == 2 && status.rollout.as_ref()?.phase == "Paused")
+            .then_some(status)
+    })
+    .await;
+    assert!(
+        paused
+            .rollout
+            .as_ref()
+            .is_some_and(|r| r.message.contains("paused by the user")),
+        "{:?}",
+        paused.rollout
+    );
+    // Several passes later still no UPDATE, and every instance runs deployment 1.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let still = status(&env, "web").await;
+    assert!(
+        still.operations.iter().all(|op| op.type_ != "UPDATE"),
+        "{:?}",
+        still.operations
+    );
+    assert!(still.instances.iter().all(|entry| entry.deployment == 1));
+    for member in members.values() {
+        let (_, instances) = delivered(&env, member).await;
+        assert!(instances.iter().all(|instance| instance.deployment == 1));
+    }
+    let listed = env.kubectl(&["get", "dplan", "web"]).await;
+    assert!(
+        listed.contains("ROLLOUT") && listed.contains("Paused"),
+        "{listed}"
+    );
+    shoal_ok(&env, &["resume", "web"]).await;
+    eventually("the canary's UPDATE once resumed", WAIT, || async {
+        let status = status(&env, "web").await;
+        (status.rollout.as_ref()?.phase == "Canary"
+            && status
+                .operations
+                .iter()
+                .filter(|op| op.type_ == "UPDATE")
+                .count()
+                == 1)
+            .then_some(())
+    })
+    .await;
     controller.stop().await;
     env.finish().await;
 }

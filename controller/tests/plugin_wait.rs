@@ -14,7 +14,8 @@ use tokio::io::AsyncReadExt;
 const WAIT: Duration = Duration::from_secs(30);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wait_returns_once_the_revision_is_in_force_and_times_out_while_one_waits_for_approval() {
+async fn wait_returns_once_the_revision_is_in_force_and_exits_3_at_once_while_one_waits_for_approval()
+ {
     let env = Env::start().await;
     let controller = env.start_controller();
     env.pool("worker", "demo", 2).await;
@@ -28,7 +29,8 @@ async fn wait_returns_once_the_revision_is_in_force_and_times_out_while_one_wait
         done.stdout
     );
 
-    // A revision that waits for approval keeps `wait` waiting until the timeout.
+    // A revision that waits for approval ends the wait with its own exit code, once the
+    // controller has seen the change.
     env.apply(&swarm_yaml(
         "demo",
         &job_keys(9),
@@ -36,18 +38,23 @@ async fn wait_returns_once_the_revision_is_in_force_and_times_out_while_one_wait
     ))
     .await;
     let started = std::time::Instant::now();
-    let timed_out = shoal(&env, &["wait", "demo", "--timeout=3s"]).await;
-    assert!(!timed_out.success, "{}", timed_out.stdout);
+    let awaiting = shoal(&env, &["wait", "demo", "--timeout=30s"]).await;
+    assert_eq!(
+        awaiting.code,
+        Some(3),
+        "{}{}",
+        awaiting.stdout,
+        awaiting.stderr
+    );
     assert!(
-        started.elapsed() >= Duration::from_secs(2),
-        "gave up after {:?}",
+        started.elapsed() < Duration::from_secs(25),
+        "took {:?}",
         started.elapsed()
     );
     assert!(
-        timed_out.stderr.contains("timed out after 3s waiting")
-            && timed_out.stderr.contains("waits for approval"),
+        awaiting.stderr.contains("revision 2 waits for approval"),
         "{}",
-        timed_out.stderr
+        awaiting.stderr
     );
 
     shoal_ok(&env, &["approve", "demo"]).await;
@@ -60,6 +67,48 @@ async fn wait_returns_once_the_revision_is_in_force_and_times_out_while_one_wait
         "{}",
         approved.stdout
     );
+    controller.stop().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_after_a_scale_waits_until_the_controller_has_seen_it_and_its_revision_is_in_force() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    env.apply(&swarm_yaml("demo", &job_keys(6), "")).await;
+    let first = shoal(&env, &["wait", "demo", "--timeout=30s"]).await;
+    assert!(first.success, "{}{}", first.stdout, first.stderr);
+    // The controller is down, so it cannot have seen the scale: the status still reads
+    // "revision 1 in force" at the Swarm's (unchanged) generation.
+    controller.stop().await;
+    env.kubectl(&["scale", "statefulset", "worker", "--replicas=3"])
+        .await;
+    let unseen = shoal(&env, &["wait", "demo", "--timeout=3s"]).await;
+    assert!(
+        !unseen.success,
+        "wait returned before the controller saw the scale: {}",
+        unseen.stdout
+    );
+    assert_eq!(unseen.code, Some(1));
+    assert!(
+        unseen
+            .stderr
+            .contains("pool worker has 3 replicas (the controller last saw 2)"),
+        "{}",
+        unseen.stderr
+    );
+    let controller = env.start_controller();
+    let seen = shoal(&env, &["wait", "demo", "--timeout=60s"]).await;
+    assert!(seen.success, "{}{}", seen.stdout, seen.stderr);
+    assert!(
+        seen.stdout
+            .contains("Swarm demo: revision 2 is in force (6 jobs"),
+        "{}",
+        seen.stdout
+    );
+    let slices = env.slices("demo").await;
+    assert_eq!(slices.len(), 3, "{slices:?}");
     controller.stop().await;
     env.finish().await;
 }

@@ -14,7 +14,7 @@ async fn main() -> std::process::ExitCode {
         Err(error) => {
             // Every message already names its cause; printing the source chain would repeat it.
             eprintln!("error: {error}");
-            std::process::ExitCode::FAILURE
+            std::process::ExitCode::from(error.exit_code())
         }
     }
 }

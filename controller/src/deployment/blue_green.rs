@@ -23,6 +23,12 @@
 //! the next deployment revision (retrying would fail again on the same
 //! report).
 //!
+//! **Paused** (`spec.paused`, `kubectl shoal pause`: the user's pause, and
+//! only it): no green copy is started and no switch is made while it holds a
+//! rollout in `Deploying` or `Switching`; operations already approved go on,
+//! and the message says where the rollout stood. A halted rollout stays
+//! `Halted`.
+//!
 //! A new revision while one is rolling out starts over from what runs: the
 //! entries of the superseded revision are blue too.
 
@@ -33,6 +39,7 @@ use shoal_core::deploy::{
     FailureReason, InstanceId, Operation, OperationType, PlanRequest, place_plan,
 };
 
+use super::rollout::RolloutInput;
 use crate::deployment_plan::{InstanceStatus, RolloutStatus, UnplacedInstance};
 use crate::observed::ordinal_member;
 use crate::planned::PlannedEvent;
@@ -60,14 +67,19 @@ fn leaving(entry: &InstanceStatus) -> bool {
 /// are the placement's operations; those on instances with a blue entry are
 /// replaced by the rollout's.
 pub(super) fn blue_green(
-    plan: &str,
-    latest: u64,
-    entries: &[InstanceStatus],
-    operations: &[Operation],
+    input: &RolloutInput<'_>,
     placement: &PlanRequest,
-    previous: Option<&RolloutStatus>,
     planned: Vec<Operation>,
 ) -> BlueGreenDecision {
+    let RolloutInput {
+        plan,
+        latest,
+        entries,
+        operations,
+        previous,
+        paused,
+        ..
+    } = *input;
     let mut blue: BTreeMap<InstanceId, Vec<MemberId>> = BTreeMap::new();
     let mut green: BTreeMap<InstanceId, (MemberId, bool)> = BTreeMap::new();
     for entry in entries.iter().filter(|entry| !leaving(entry)) {
@@ -156,13 +168,32 @@ pub(super) fn blue_green(
             ),
         )
     };
+    let (phase, message) = if paused && matches!(phase, "Deploying" | "Switching") {
+        // The rollout's own operations wait; the placement's (scaling) do not.
+        decision
+            .planned
+            .retain(|op| !blue.contains_key(&op.instance));
+        decision.unplaced.clear();
+        (
+            "Paused",
+            format!(
+                "deployment {latest}: paused by the user (spec.paused; `kubectl shoal resume` goes on), no green copy is started and no switch made; it stood at {phase}: {message}"
+            ),
+        )
+    } else {
+        (phase, message)
+    };
     let was = previous
         .filter(|previous| previous.deployment == latest)
         .map(|previous| previous.phase.as_str());
     if was != Some(phase) && !(was.is_none() && phase == "Complete") {
         decision.events.push(PlannedEvent {
             warning: phase == "Halted",
-            reason: format!("BlueGreen{phase}"),
+            reason: if phase == "Paused" {
+                "RolloutPaused".to_owned()
+            } else {
+                format!("BlueGreen{phase}")
+            },
             note: format!("DeploymentPlan {plan}: {message}"),
         });
     }

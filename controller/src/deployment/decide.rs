@@ -24,7 +24,10 @@
 //!    member reports the instance `removed`, or no longer reports it, or the
 //!    member is gone. A target member that leaves fails its operation. Every
 //!    failure carries its cause as a field (`FailureReason`: `Superseded`,
-//!    `Withdrawn`, `Reported` with the code, `TargetLeft`, `Unfit`).
+//!    `Withdrawn`, `Reported` with the code, `TargetLeft`, `Unfit`). Entries take their
+//!    member's reports only as an approved operation allows (see `reports`):
+//!    the rest is ignored, listed in `status.ignoredReports` and announced
+//!    once. An entry whose member is gone is `pending` again.
 //! 4. **Approvals** named by `shoal.dev/approve`, judged by the one gate
 //!    (`shoal_core::gate`; see `approval`) against the numbers published
 //!    before this pass. Numbers an approval names before they exist are
@@ -51,8 +54,10 @@
 //!    earlier deployment by a green copy beside each (`RELOCATE` that keeps
 //!    the blue copy), then, all installed, `DELETE`s of the blue copies; see
 //!    `blue_green`. A Rolling rollout (the default) releases `UPDATE`s one
-//!    update domain at a time, in `rollout.domainOrder`, and none while
-//!    `spec.paused`; see `ordered`. With two entries of one instance outside a relocation,
+//!    update domain at a time, in `rollout.domainOrder`; see `ordered`.
+//!    `spec.paused` (the user's pause) holds every type: no `UPDATE`, no
+//!    green copy, no switch, and `status.rollout.phase` is `Paused` (only
+//!    then). With two entries of one instance outside a relocation,
 //!    the newer deployment's is in force.
 //! 6. **Gate.** Each new operation takes the next number
 //!    (`status.operationCounter`; its id ends in it, so no id is given
@@ -104,16 +109,18 @@ use super::approval::{
 use super::blue_green::blue_green;
 use super::members::{demand, deploy_members, requirements, reserved_by_others, spec_problem};
 use super::ordered::{OrderedInput, check_domain_order, ordered};
-use super::reports::{InstanceReport, MemberReports, trusted_reports};
+use super::reports::{
+    Evidence, InstanceReport, MemberReports, claims_to_run, judge, record_ignored, trusted_reports,
+};
 use super::requests::{RequestContext, take_requests};
-use super::rollout::{CanaryInput, canary};
+use super::rollout::{RolloutInput, canary};
 use super::{MemberPod, PlanDecision, PlanObservation, PoolObservation};
 use super::{history, status};
 use crate::approval_record::ApprovalRecord;
 use crate::crd::ApprovalPolicy;
 use crate::deployment_plan::{
-    DeploymentPlanStatus, DeploymentRecord, InstanceError, InstanceStatus, OperationStatus,
-    RolloutStatus, RolloutType, UnplacedInstance,
+    DeploymentPlanStatus, DeploymentRecord, IgnoredReport, InstanceError, InstanceStatus,
+    OperationStatus, RolloutStatus, RolloutType, UnplacedInstance,
 };
 use crate::observed::ordinal_member;
 use crate::planned::PlannedEvent;
@@ -147,18 +154,21 @@ fn reported_failed_relocations(
 
 /// Decides the plan's status from the observation. Pure.
 pub fn decide(obs: &PlanObservation) -> PlanDecision {
-    if obs.record_editors.is_empty() {
-        return decide_from_record(obs);
-    }
-    // A placement record someone else wrote is put back first (see `drift`).
-    match super::drift::restore(obs) {
-        Ok((restored, event)) => {
-            let mut decision = decide_from_record(&restored);
-            decision.events.splice(0..0, event);
-            decision
+    let mut decision = if obs.record_editors.is_empty() {
+        decide_from_record(obs)
+    } else {
+        // A placement record someone else wrote is put back first (see `drift`).
+        match super::drift::restore(obs) {
+            Ok((restored, event)) => {
+                let mut decision = decide_from_record(&restored);
+                decision.events.splice(0..0, event);
+                decision
+            }
+            Err(problem) => super::drift::not_restored(obs, problem),
         }
-        Err(problem) => super::drift::not_restored(obs, problem),
-    }
+    };
+    status::spec_not_observed(obs, &mut decision.status);
+    decision
 }
 
 /// Decides from a placement record the controller wrote.
@@ -333,6 +343,8 @@ struct Pass<'a> {
     /// The Swarm's members as placement sees them, for the check of every
     /// operation put in force (see `apply_approved`).
     members: Vec<shoal_core::deploy::DeployMember>,
+    /// Member reports no approved operation allows (see `reports`).
+    ignored: Vec<IgnoredReport>,
 }
 
 impl<'a> Pass<'a> {
@@ -384,6 +396,7 @@ impl<'a> Pass<'a> {
             counters,
             deployment_items: Vec::new(),
             members,
+            ignored: Vec::new(),
         }
     }
 
@@ -513,8 +526,9 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// Entries take the state their member reports for their deployment; leaving
-    /// entries go once their member no longer has them.
+    /// Entries take the state their member reports for their deployment where an
+    /// approved operation allows it (see `reports`); leaving entries go once their
+    /// member no longer has them. Reports nothing allows are set aside.
     fn refresh_instance_states(&mut self) {
         let mut kept = Vec::new();
         for mut entry in std::mem::take(&mut self.instances) {
@@ -536,17 +550,60 @@ impl<'a> Pass<'a> {
                     entry.state = "pending".to_owned();
                     entry.error = None;
                 }
+            } else if !entry.delivered() || (gone && entry.state != "pending") {
+                // A state no operation gives (an earlier release copied reports
+                // verbatim): the instance is delivered again. Or its member is gone
+                // (its pool deleted, its pod removed): nothing runs it, so it is not
+                // installed, whatever was last reported, until placed and reported again.
+                entry.state = "pending".to_owned();
+                entry.error = None;
             } else if let Some(report) = report.filter(|r| r.deployment == entry.deployment) {
-                entry.error = (report.state == "failed").then(|| InstanceError {
-                    code: report.code.clone().unwrap_or_else(|| "Failed".to_owned()),
-                    source: entry.member.clone(),
-                    message: report.message.clone().unwrap_or_default(),
-                });
-                entry.state = report.state;
+                match judge(&entry.state, &report.state) {
+                    Evidence::Taken => {
+                        entry.error = (report.state == "failed").then(|| InstanceError {
+                            code: report.code.clone().unwrap_or_else(|| "Failed".to_owned()),
+                            source: entry.member.clone(),
+                            message: report.message.clone().unwrap_or_default(),
+                        });
+                        entry.state = report.state;
+                    }
+                    Evidence::Stale => {}
+                    Evidence::Ignored(why) => self.ignored.push(IgnoredReport {
+                        member: entry.member.clone(),
+                        instance: entry.name.clone(),
+                        state: report.state,
+                        deployment: report.deployment,
+                        why,
+                    }),
+                }
             }
             kept.push(entry);
         }
         self.instances = kept;
+        self.ignore_reports_for_others();
+    }
+
+    /// A member may report only for the instances placed on it: one saying it runs
+    /// an instance of this plan that is not is set aside.
+    fn ignore_reports_for_others(&mut self) {
+        for (member, reports) in &self.reports {
+            for (name, report) in reports {
+                let ours = InstanceId::parse(&self.obs.name, name).is_ok();
+                let placed = self
+                    .instances
+                    .iter()
+                    .any(|entry| &entry.name == name && &entry.member == member);
+                if ours && !placed && claims_to_run(&report.state) {
+                    self.ignored.push(IgnoredReport {
+                        member: member.clone(),
+                        instance: name.clone(),
+                        state: report.state.clone(),
+                        deployment: report.deployment,
+                        why: format!("{name} is not placed on {member}"),
+                    });
+                }
+            }
+        }
     }
 
     /// Whether `member` no longer runs `instance`: it is gone, or its own
@@ -635,39 +692,34 @@ impl<'a> Pass<'a> {
         planned: Vec<Operation>,
         request: &PlanRequest,
     ) -> Vec<Operation> {
-        if self.obs.spec.deployment.rollout.type_ == RolloutType::BlueGreen {
-            let decision = blue_green(
-                &self.obs.name,
-                self.latest,
-                &self.instances,
-                &self.operations,
-                request,
-                self.obs.status.rollout.as_ref(),
-                planned,
-            );
-            self.rollout = decision.status;
-            self.events.extend(decision.events);
-            self.green_unplaced = decision.unplaced;
-            return decision.planned;
-        }
-        if self.obs.spec.deployment.rollout.type_ == RolloutType::Rolling {
-            return self.order_by_domain(planned, request);
-        }
-        let input = CanaryInput {
+        let input = RolloutInput {
             plan: &self.obs.name,
             rollout: &self.obs.spec.deployment.rollout,
             latest: self.latest,
             entries: &self.instances,
             operations: &self.operations,
             previous: self.obs.status.rollout.as_ref(),
+            paused: self.obs.spec.paused,
             now: self.obs.now,
         };
-        let decision = canary(&input, planned);
-        self.must_review = decision.must_review;
-        self.rollout = decision.status;
-        self.events.extend(decision.events);
-        self.requeue_after = decision.requeue_after;
-        decision.planned
+        match self.obs.spec.deployment.rollout.type_ {
+            RolloutType::BlueGreen => {
+                let decision = blue_green(&input, request, planned);
+                self.rollout = decision.status;
+                self.events.extend(decision.events);
+                self.green_unplaced = decision.unplaced;
+                decision.planned
+            }
+            RolloutType::Rolling => self.order_by_domain(planned, request),
+            RolloutType::Canary => {
+                let decision = canary(&input, planned);
+                self.must_review = decision.must_review;
+                self.rollout = decision.status;
+                self.events.extend(decision.events);
+                self.requeue_after = decision.requeue_after;
+                decision.planned
+            }
+        }
     }
 
     /// Step 5 for a Rolling rollout: one update domain at a time (see `ordered`).
@@ -1020,6 +1072,12 @@ impl<'a> Pass<'a> {
             refused_annotations: BTreeMap::new(),
             handled_requests: self.handled_requests.clone(),
             rollout: self.rollout.clone(),
+            ignored_reports: record_ignored(
+                &obs.name,
+                &obs.status.ignored_reports,
+                self.ignored.clone(),
+                &mut events,
+            ),
             phase: None,
             last_error: None,
             deployment_status: Vec::new(), // status_document::attach fills it
@@ -1028,6 +1086,7 @@ impl<'a> Pass<'a> {
         status::record_request_refusals(&self.request_refusals, &mut status, &mut events);
         status::conditions(obs, &counts, &mut status, &mut events);
         status::rollout_condition(obs, &mut status);
+        status::reports_condition(obs, &mut status);
         let under_way = (counts.under_way > 0).then_some(UNDER_WAY_REQUEUE);
         PlanDecision {
             status,

@@ -10,7 +10,7 @@
 //! held (not planned) while:
 //!
 //! * **Canary**: a canary has not reported `installed` for the revision;
-//! * **Paused**: every canary is installed (first seen at
+//! * **CanaryWait**: every canary is installed (first seen at
 //!   `status.rollout.canariesInstalledAt`) and `pauseSeconds` have not passed;
 //! * **Halted**: a canary failed (its member reported it `failed` for the
 //!   revision, or its operation failed so): nothing more of this revision is
@@ -24,6 +24,13 @@
 //! or every instance already updated) has nothing to try first and is
 //! Promoted at once. `CREATE`s (scale-up), `DELETE`s and relocations are
 //! never held.
+//!
+//! **Paused** is the user's pause and nothing else (`spec.paused`, `kubectl
+//! shoal pause`): no `UPDATE` is released, the canaries' included, whatever
+//! the canary phase, until it is lifted; the canary wait goes on counting
+//! meanwhile. A halted rollout stays `Halted` (the failure is what holds it),
+//! and a rollout with no instance left on an earlier deployment has nothing
+//! to hold.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -35,8 +42,8 @@ use shoal_core::deploy::{FailureReason, InstanceId, Operation, OperationType};
 use crate::deployment_plan::{DeploymentRollout, InstanceStatus, RolloutStatus, RolloutType};
 use crate::planned::PlannedEvent;
 
-/// What the canary step looks at.
-pub(super) struct CanaryInput<'a> {
+/// What the rollout steps look at (canary here, and `blue_green`).
+pub(super) struct RolloutInput<'a> {
     /// The plan's name.
     pub plan: &'a str,
     /// `spec.deployment.rollout`.
@@ -49,6 +56,8 @@ pub(super) struct CanaryInput<'a> {
     pub operations: &'a [Operation],
     /// `status.rollout` as last written.
     pub previous: Option<&'a RolloutStatus>,
+    /// `spec.paused`: the user's pause.
+    pub paused: bool,
     /// Now.
     pub now: Timestamp,
 }
@@ -69,7 +78,7 @@ pub(super) struct CanaryDecision {
 }
 
 /// Holds the `UPDATE`s of a canary rollout (see the module docs).
-pub(super) fn canary(input: &CanaryInput<'_>, planned: Vec<Operation>) -> CanaryDecision {
+pub(super) fn canary(input: &RolloutInput<'_>, planned: Vec<Operation>) -> CanaryDecision {
     if input.rollout.type_ != RolloutType::Canary {
         return CanaryDecision {
             planned,
@@ -129,7 +138,7 @@ pub(super) fn canary(input: &CanaryInput<'_>, planned: Vec<Operation>) -> Canary
             Some(left) => {
                 decision.requeue_after = Some(left);
                 (
-                    "Paused",
+                    "CanaryWait",
                     format!(
                         "the canaries of deployment {} are installed; the other instances follow in {}s",
                         input.latest,
@@ -140,9 +149,16 @@ pub(super) fn canary(input: &CanaryInput<'_>, planned: Vec<Operation>) -> Canary
             None => ("Promoted", promoted_message(input)),
         }
     };
+    let (phase, message) = match user_pause(input, phase, &message) {
+        Some(paused) => ("Paused", paused),
+        None => (phase, message),
+    };
     let holds = phase != "Promoted";
     for op in planned {
         let canary = canaries.contains(&op.instance.to_string());
+        if op.operation_type == OperationType::Update && phase == "Paused" {
+            continue;
+        }
         if op.operation_type == OperationType::Update && !canary {
             if holds {
                 continue;
@@ -169,9 +185,24 @@ pub(super) fn canary(input: &CanaryInput<'_>, planned: Vec<Operation>) -> Canary
     decision
 }
 
+/// The message of the user's pause when it holds the rollout in `phase`: not
+/// a halted one (its failure holds it), nor one with no instance left on an
+/// earlier deployment.
+fn user_pause(input: &RolloutInput<'_>, phase: &str, message: &str) -> Option<String> {
+    let to_update = input.entries.iter().any(|entry| {
+        entry.deployment < input.latest && !matches!(entry.state.as_str(), "removing" | "removed")
+    });
+    (input.paused && phase != "Halted" && to_update).then(|| {
+        format!(
+            "deployment {}: paused by the user (spec.paused; `kubectl shoal resume` goes on), no update is released; it stood at {phase}: {message}",
+            input.latest
+        )
+    })
+}
+
 /// The canaries of a revision first seen: chosen among the instances in
 /// force that run an earlier deployment.
-fn first_canaries(input: &CanaryInput<'_>) -> BTreeSet<String> {
+fn first_canaries(input: &RolloutInput<'_>) -> BTreeSet<String> {
     let candidates: BTreeMap<InstanceId, String> = input
         .entries
         .iter()
@@ -190,14 +221,14 @@ fn first_canaries(input: &CanaryInput<'_>) -> BTreeSet<String> {
 }
 
 /// Whether canary `name` reports installed for the latest revision.
-fn canary_installed(input: &CanaryInput<'_>, name: &str) -> bool {
+fn canary_installed(input: &RolloutInput<'_>, name: &str) -> bool {
     input.entries.iter().any(|entry| {
         entry.name == name && entry.deployment == input.latest && entry.state == "installed"
     })
 }
 
 /// Why canary `name` failed for the latest revision, if it did.
-fn canary_failure(input: &CanaryInput<'_>, name: &str) -> Option<String> {
+fn canary_failure(input: &RolloutInput<'_>, name: &str) -> Option<String> {
     let reported = input.entries.iter().find(|entry| {
         entry.name == name && entry.deployment == input.latest && entry.state == "failed"
     });
@@ -227,7 +258,7 @@ fn canary_failure(input: &CanaryInput<'_>, name: &str) -> Option<String> {
         })
 }
 
-fn promoted_message(input: &CanaryInput<'_>) -> String {
+fn promoted_message(input: &RolloutInput<'_>) -> String {
     if input.rollout.pause_seconds.is_some() {
         format!(
             "deployment {} goes to the other instances through the approval policy",
@@ -253,7 +284,8 @@ fn names(names: &[&String]) -> String {
 fn transition_event(plan: &str, revision: u64, phase: &str, message: &str) -> PlannedEvent {
     let (warning, reason) = match phase {
         "Halted" => (true, "CanaryFailed"),
-        "Paused" => (false, "CanariesInstalled"),
+        "CanaryWait" => (false, "CanariesInstalled"),
+        "Paused" => (false, "RolloutPaused"),
         "Promoted" => (false, "CanaryPromoted"),
         _ => (false, "CanaryStarted"),
     };

@@ -11,7 +11,7 @@ use super::PlanObservation;
 use super::approval::approval_value;
 use crate::approval_record::ApprovalRecord;
 use crate::crd::Condition;
-use crate::deployment_plan::{DeploymentPlanStatus, OperationStatus};
+use crate::deployment_plan::{DeploymentPlanStatus, OperationStatus, RolloutType};
 use crate::planned::PlannedEvent;
 
 /// What the conditions and phase are computed from.
@@ -260,18 +260,87 @@ pub(super) fn conditions(
     }
 }
 
+/// `ReportsIgnored`: True while some member report changes nothing because no approved
+/// operation allows it (`status.ignoredReports.current`), naming member, instance and value.
+pub(super) fn reports_condition(obs: &PlanObservation, status: &mut DeploymentPlanStatus) {
+    let current = &status.ignored_reports.current;
+    let on = (!current.is_empty()).then(|| {
+        let listed: Vec<String> = current
+            .iter()
+            .map(|report| {
+                format!(
+                    "{} reports {} {:?} (deployment {})",
+                    report.member, report.instance, report.state, report.deployment
+                )
+            })
+            .collect();
+        (
+            "ReportsIgnored",
+            format!(
+                "{} member report(s) change nothing (no approved operation allows them): {}",
+                current.len(),
+                listed.join("; ")
+            ),
+        )
+    });
+    flag(obs, status, "ReportsIgnored", on, "NoneIgnored");
+}
+
+/// A status kept from an earlier pass (bad input, a placement record that
+/// cannot be put back) describes an earlier spec: the plan is not Ready while
+/// `observedGeneration` is behind `metadata.generation`, whatever it was.
+pub(super) fn spec_not_observed(obs: &PlanObservation, status: &mut DeploymentPlanStatus) {
+    let Some(generation) = obs.generation else {
+        return;
+    };
+    if status
+        .observed_generation
+        .is_some_and(|seen| seen >= generation)
+    {
+        return;
+    }
+    let why = status
+        .conditions
+        .iter()
+        .find(|c| {
+            (c.type_ == "Degraded" && c.status == "True")
+                || (c.type_ == super::drift::PLACEMENT_RESTORED && c.status == "False")
+        })
+        .map_or_else(String::new, |c| format!(": {}", c.message));
+    let seen = status
+        .observed_generation
+        .map_or_else(|| "none".to_owned(), |seen| seen.to_string());
+    let message = format!(
+        "DeploymentPlan {}: generation {generation} of the spec is not observed (the status describes generation {seen}){why}",
+        obs.name
+    );
+    // Keep the transition time of a Ready condition that was already False.
+    let mut condition = crate::plan::condition("Ready", false, "SpecNotObserved", message);
+    condition.observed_generation = status.observed_generation;
+    condition.last_transition_time = match previous_condition(&obs.status, "Ready") {
+        Some(old) if old.status == "False" => old.last_transition_time.clone(),
+        _ => Some(obs.now.to_string()),
+    };
+    status.conditions.retain(|c| c.type_ != "Ready");
+    status.conditions.push(condition);
+    if status.phase.as_deref() == Some("Ready") {
+        status.phase = Some("Degraded".to_owned());
+    }
+}
+
 /// `RolloutHalted`: True once a canary failed (reason `CanaryFailed`, until
-/// the next deployment) or an update domain failed (reason `DomainFailed`,
-/// until the failure is gone; see `ordered`).
+/// the next deployment), a green copy failed (reason `GreenCopyFailed`, until
+/// the next deployment; see `blue_green`) or an update domain failed (reason
+/// `DomainFailed`, until the failure is gone; see `ordered`).
 pub(super) fn rollout_condition(obs: &PlanObservation, status: &mut DeploymentPlanStatus) {
     let Some(rollout) = status.rollout.clone() else {
         status.conditions.retain(|c| c.type_ != "RolloutHalted");
         return;
     };
-    let reason = if rollout.domains.is_empty() {
-        "CanaryFailed"
-    } else {
-        "DomainFailed"
+    let reason = match obs.spec.deployment.rollout.type_ {
+        RolloutType::Canary => "CanaryFailed",
+        RolloutType::BlueGreen => "GreenCopyFailed",
+        RolloutType::Rolling => "DomainFailed",
     };
     let halted = (rollout.phase == "Halted").then(|| (reason, rollout.message.clone()));
     flag(obs, status, "RolloutHalted", halted, "NotHalted");

@@ -1094,6 +1094,7 @@ mod canary;
 mod drift;
 mod gate;
 mod ordered;
+mod reports;
 mod user_operations;
 
 #[test]

@@ -10,7 +10,7 @@ use shoal_core::{
 };
 
 use super::{DEFAULT_PROGRESS_DEADLINE, InputProblem, JobSource, Observation};
-use crate::crd::{StrategySpec, StrategyType, SwarmSpec};
+use crate::crd::{ObservedInputs, StrategySpec, StrategyType, SwarmSpec};
 
 /// Default virtual nodes of the ring strategy.
 pub const DEFAULT_VNODES: u32 = 64;
@@ -331,6 +331,74 @@ fn describe_problem(problem: &JobProblem, origin: &dyn Fn(usize) -> String) -> S
         ),
         reason => format!("{} {key}: {reason}", origin(problem.position)),
     }
+}
+
+/// The inputs outside the Swarm's spec that a status is computed from: every pool with
+/// its `spec.replicas`, and a fingerprint of the `jobsFrom` documents. The controller
+/// records them in `status.observedInputs`; `kubectl shoal wait` computes them from its
+/// own reads with this same function and waits until they agree.
+pub fn observed_inputs<'a>(
+    pools: impl IntoIterator<Item = (&'a str, u32)>,
+    source: &JobSource,
+) -> ObservedInputs {
+    ObservedInputs {
+        pools: pools
+            .into_iter()
+            .map(|(name, replicas)| (name.to_owned(), replicas))
+            .collect(),
+        job_sources: match source {
+            JobSource::NotReferenced => None,
+            source => {
+                let mut bytes = Vec::new();
+                canonical_source(source, &mut bytes);
+                Some(format!("{:016x}", shoal_core::hash::key_hash(&bytes)))
+            }
+        },
+    }
+}
+
+/// A job source as bytes: a tag per variant, then each text as `<length>:<bytes>`, so
+/// that no two sources give the same bytes. A stable encoding (not `Debug`), since a
+/// plugin of another build compares it.
+fn canonical_source(source: &JobSource, out: &mut Vec<u8>) {
+    let text = |out: &mut Vec<u8>, value: &str| {
+        out.extend_from_slice(value.len().to_string().as_bytes());
+        out.push(b':');
+        out.extend_from_slice(value.as_bytes());
+    };
+    match source {
+        JobSource::NotReferenced => out.extend_from_slice(b"none\n"),
+        JobSource::MissingConfigMap { name } => {
+            out.extend_from_slice(b"missing ");
+            text(out, name);
+        }
+        JobSource::MissingKey { name, key } => {
+            out.extend_from_slice(b"missing-key ");
+            text(out, name);
+            text(out, key);
+        }
+        JobSource::Text {
+            name,
+            key,
+            text: document,
+        } => {
+            out.extend_from_slice(b"text ");
+            text(out, name);
+            text(out, key);
+            text(out, document);
+        }
+        JobSource::Parts(parts) => {
+            out.extend_from_slice(format!("parts {}\n", parts.len()).as_bytes());
+            for part in parts {
+                canonical_source(part, out);
+            }
+        }
+        JobSource::NoMatch { selector } => {
+            out.extend_from_slice(b"no-match ");
+            text(out, selector);
+        }
+    }
+    out.push(b'\n');
 }
 
 /// The core strategy for a strategy spec.

@@ -63,7 +63,7 @@ pub use history::{
     RevisionRecord, StoredRecord, join_record, record_part_configmap, record_part_key, replay,
     store_record,
 };
-pub use inputs::{DEFAULT_VNODES, job_list, parse_duration, strategy_of};
+pub use inputs::{DEFAULT_VNODES, job_list, observed_inputs, parse_duration, strategy_of};
 pub use instances::{Delivery, PlanForDelivery, deliveries};
 pub use members::member_of_pod;
 pub use ownership::unchecked_targets;
@@ -438,10 +438,17 @@ pub fn plan(obs: &Observation) -> Plan {
                 .iter()
                 .filter(|view| !view.failed_over && view.available(obs.now))
                 .count(),
+            unowned: status::unowned_jobs(gate.target.as_ref(), &roster),
         },
         &mut events,
         &mut status,
     );
+    status.observed_inputs = Some(observed_inputs(
+        obs.pools
+            .iter()
+            .map(|pool| (pool.name.as_str(), pool.replicas)),
+        &obs.job_source,
+    ));
     if let Some(pools) = convergence.pools {
         status.conditions.push(pools.condition(obs));
         status.rollout = pools.status;

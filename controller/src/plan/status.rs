@@ -87,6 +87,39 @@ pub(super) struct Findings<'a> {
     pub members: usize,
     /// Members that can run jobs now: available and not failed over.
     pub serving: usize,
+    /// Jobs of the target owned by no member of the pools (see [`unowned_jobs`]).
+    pub unowned: Unowned,
+}
+
+/// Jobs of the target revision whose owner is not a member of the pools now.
+#[derive(Debug, Default)]
+pub(super) struct Unowned {
+    /// How many.
+    pub jobs: u64,
+    /// Their owners (pod names), each with its count.
+    pub owners: BTreeMap<String, u64>,
+}
+
+/// The jobs of `target` owned by a member that is no longer one of the pools' members
+/// (scaled down or unlabelled while the revision re-homing them waits for approval, or
+/// for its revokes): nobody runs them.
+pub(super) fn unowned_jobs(
+    target: Option<&(u64, shoal_core::Assignment)>,
+    roster: &Roster,
+) -> Unowned {
+    let mut unowned = Unowned::default();
+    let Some((_, assignment)) = target else {
+        return unowned;
+    };
+    let members: std::collections::BTreeSet<&MemberId> =
+        roster.views.iter().map(|view| &view.id).collect();
+    for (member, jobs) in assignment.member_jobs() {
+        if !members.contains(&member) && !jobs.is_empty() {
+            unowned.jobs += jobs.len() as u64;
+            unowned.owners.insert(member.pod_name(), jobs.len() as u64);
+        }
+    }
+    unowned
 }
 
 /// Conditions, phase and the last error, with Events on condition transitions.
@@ -106,7 +139,9 @@ pub(super) fn conditions(
         applied_revision,
         members,
         serving,
+        unowned,
     } = findings;
+    status.unowned_jobs = unowned.jobs;
     let degraded = match problems.first() {
         Some(problem) => {
             let message = problems
@@ -160,6 +195,32 @@ pub(super) fn conditions(
             format!(
                 "revision {} is written, but none of the {members} members is available to run its {} jobs (every pod is unready, its Lease expired, or it is failed over)",
                 status.current_revision, status.jobs
+            ),
+        )
+    } else if has_target && unowned.jobs > 0 {
+        // Slices in place on every member prove nothing for jobs no member holds.
+        condition(
+            "Ready",
+            false,
+            "JobsUnowned",
+            format!(
+                "{} of the {} jobs of revision {} are owned by no member: their owners left the pools ({}){}",
+                unowned.jobs,
+                status.jobs,
+                status.current_revision,
+                unowned
+                    .owners
+                    .iter()
+                    .map(|(owner, jobs)| format!("{owner}: {jobs}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                status.pending_revision.as_ref().map_or_else(
+                    || "; the revision re-homing them is being applied".to_owned(),
+                    |pending| format!(
+                        "; revision {} re-homes them and waits for approval (kubectl shoal approve {} --revision {})",
+                        pending.revision, obs.swarm, pending.revision
+                    )
+                )
             ),
         )
     } else if has_target && rollout_done {

@@ -583,6 +583,50 @@ fn manual_approval_lets_through_a_revision_that_only_rehomes_jobs_of_departed_me
 }
 
 #[test]
+fn a_swarm_whose_departed_members_jobs_wait_for_approval_is_not_ready_and_counts_them() {
+    let mut spec = spec(jobs(27));
+    spec.approval.policy = ApprovalPolicy::Manual;
+    spec.strategy.type_ = StrategyType::Bounded;
+    let mut cluster = Cluster::new(spec, 9);
+    cluster.step();
+    cluster.approve_pending();
+    cluster.settle();
+    assert_eq!(cluster.obs.status.unowned_jobs, 0);
+    assert_eq!(cluster.condition("Ready").status, "True");
+    let held: u64 = ["worker-7", "worker-8"]
+        .iter()
+        .map(|member| cluster.slice_of(member).len() as u64)
+        .sum();
+    assert!(held > 0);
+    cluster.scale(7);
+    cluster.settle();
+    assert!(
+        cluster.obs.status.pending_revision.is_some(),
+        "bounded moves jobs of members that stay: the revision waits"
+    );
+    assert_eq!(cluster.obs.status.ready.as_deref(), Some("7/7"));
+    assert_eq!(cluster.obs.status.unowned_jobs, held);
+    let ready = cluster.condition("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "JobsUnowned"),
+        "{ready:?}"
+    );
+    assert!(
+        ready.message.contains(&format!("{held} of the 27 jobs")),
+        "{}",
+        ready.message
+    );
+    assert!(ready.message.contains("worker-7"), "{}", ready.message);
+    assert_ne!(cluster.obs.status.phase.as_deref(), Some("Ready"));
+    cluster.approve_pending();
+    cluster.settle();
+    assert_eq!(cluster.obs.status.unowned_jobs, 0);
+    assert_eq!(cluster.condition("Ready").status, "True");
+    assert_eq!(all_jobs_once(&cluster), jobs(27));
+}
+
+#[test]
 fn budget_counts_stopped_jobs_as_moved() {
     let mut spec = spec(jobs(30));
     spec.approval = ApprovalSpec {

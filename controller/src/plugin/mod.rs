@@ -201,8 +201,10 @@ pub enum Command {
         /// The operation id (`kubectl shoal operations <plan>`).
         id: String,
     },
-    /// Block until the Swarm's revision is in force (exit 0); exit 1 with a message on
-    /// timeout or when the Swarm is Degraded.
+    /// Block until the controller has seen the Swarm's current spec, pool sizes and job
+    /// list and the revision computed from them is in force (exit 0); exit 3 when that
+    /// revision waits for approval; exit 1 with a message on timeout or when the Swarm is
+    /// Degraded.
     Wait {
         /// The Swarm.
         swarm: String,
@@ -389,6 +391,10 @@ pub enum Error {
     /// `wait`: timed out, or the Swarm is Degraded.
     #[error("{0}")]
     Wait(String),
+    /// `wait`: the revision computed from the inputs the controller has seen waits for
+    /// approval (exit code [`wait::EXIT_AWAITING_APPROVAL`]).
+    #[error("{0}")]
+    AwaitingApproval(String),
     /// `pause` / `resume swarm/<name>`: writing `spec.paused` failed.
     #[error(
         "setting spec.paused of Swarm {namespace}/{swarm}: {source}{}",
@@ -427,6 +433,17 @@ impl From<plans::PlansError> for Error {
 impl From<gate::GateError> for Error {
     fn from(error: gate::GateError) -> Error {
         Error::Gate(Box::new(error))
+    }
+}
+
+impl Error {
+    /// The process exit code for this error: [`wait::EXIT_AWAITING_APPROVAL`] when `wait`
+    /// ends on a revision waiting for approval, 1 for every other failure.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::AwaitingApproval(_) => wait::EXIT_AWAITING_APPROVAL,
+            _ => 1,
+        }
     }
 }
 
@@ -574,12 +591,21 @@ pub async fn observe(
     let object = get_swarm(target, swarm).await?;
     let observation = crate::reconcile::observe(&object, &target.client)
         .await
-        .map_err(|source| Error::Observe {
-            swarm: swarm.to_owned(),
-            namespace: target.namespace.clone(),
-            source: Box::new(source),
-        })?;
+        .map_err(observe_failed(target, swarm))?;
     Ok((object, observation))
+}
+
+/// The plugin's error for a failed read of what the controller observes of `swarm`.
+pub(crate) fn observe_failed(
+    target: &Target,
+    swarm: &str,
+) -> impl FnOnce(crate::reconcile::Error) -> Error {
+    let (swarm, namespace) = (swarm.to_owned(), target.namespace.clone());
+    move |source| Error::Observe {
+        swarm,
+        namespace,
+        source: Box::new(source),
+    }
 }
 
 /// Prints at once (for the commands that keep running: `status --watch`, `wait`).

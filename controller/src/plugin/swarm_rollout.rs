@@ -91,9 +91,12 @@ pub fn judge_swarm_rollout(swarm: &Swarm) -> Progress {
     if let Some(rollout) = rollout.filter(|rollout| rollout.phase == "Halted") {
         return Progress::Failed(format!("Swarm {name}: {}{pools}", rollout.message));
     }
-    match judge(swarm, WaitFor::InForce) {
+    match judge(swarm, None, WaitFor::InForce) {
         Progress::Failed(sentence) => Progress::Failed(sentence),
-        Progress::Waiting(sentence) => match rollout.filter(|rollout| rollout.phase == "Paused") {
+        // A rollout waits through an approval, as it always has; `wait` says so and ends.
+        Progress::AwaitingApproval(sentence) | Progress::Waiting(sentence) => match rollout
+            .filter(|rollout| rollout.phase == "Paused")
+        {
             Some(paused) => Progress::Waiting(format!("Swarm {name}: {}{pools}", paused.message)),
             None => Progress::Waiting(format!("{sentence}{pools}")),
         },

@@ -2,6 +2,13 @@
 //! revision is in force (like `kubectl rollout status`), or redraw its status on each
 //! change (like `kubectl get -w`).
 //!
+//! "In force" is judged against what the controller has seen: its `observedGeneration`
+//! must be the Swarm's generation, and its `status.observedInputs` (pool sizes, the
+//! `jobsFrom` documents) what `wait` reads now, since `kubectl scale` or an edit of a job
+//! ConfigMap does not change the Swarm's generation. Then the revision computed from
+//! those inputs is in force (exit 0), or waits for approval (exit
+//! [`EXIT_AWAITING_APPROVAL`]), or the Swarm is Degraded (exit 1); a timeout exits 1.
+//!
 //! Both poll the cluster once a second: the status report draws on the Swarm, its pods,
 //! slices, Leases and Events, and one read of each per second is cheaper for the API
 //! server than a watch on each for a short-lived command.
@@ -12,7 +19,13 @@ use clap::ValueEnum;
 use serde::Serialize;
 
 use super::{Error, OutputFormat, Target, get_swarm, render, status};
-use crate::crd::Swarm;
+use crate::crd::{ObservedInputs, Swarm};
+use crate::plan::APPROVE_ANNOTATION;
+
+/// The exit code of `kubectl shoal wait` when the controller has seen the current inputs
+/// and the revision computed from them waits for approval (1 is an error, a timeout or a
+/// Degraded Swarm; 2 is clap's for a bad command line).
+pub const EXIT_AWAITING_APPROVAL: u8 = 3;
 
 /// How often the cluster is read.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -37,6 +50,9 @@ pub enum Progress {
     Waiting(String),
     /// It will not get there without a change (Degraded); the sentence says why.
     Failed(String),
+    /// It will not get there without an approval: the revision computed from the inputs
+    /// the controller has seen waits for one; the sentence says how to give it.
+    AwaitingApproval(String),
 }
 
 fn condition_is_true(swarm: &Swarm, type_: &str) -> Option<String> {
@@ -49,8 +65,34 @@ fn condition_is_true(swarm: &Swarm, type_: &str) -> Option<String> {
         .map(|condition| format!("{}: {}", condition.reason, condition.message))
 }
 
+/// What differs between the inputs the controller recorded and those read now, in words;
+/// `None` when they agree.
+fn unseen_inputs(recorded: &ObservedInputs, now: &ObservedInputs) -> Option<String> {
+    let mut changes = Vec::new();
+    for (pool, replicas) in &now.pools {
+        match recorded.pools.get(pool) {
+            None => changes.push(format!("pool {pool} ({replicas} replicas) is new")),
+            Some(seen) if seen != replicas => changes.push(format!(
+                "pool {pool} has {replicas} replicas (the controller last saw {seen})"
+            )),
+            Some(_) => {}
+        }
+    }
+    for pool in recorded.pools.keys() {
+        if !now.pools.contains_key(pool) {
+            changes.push(format!("pool {pool} is no longer a pool"));
+        }
+    }
+    if recorded.job_sources != now.job_sources {
+        changes.push("the jobsFrom ConfigMaps changed".to_owned());
+    }
+    (!changes.is_empty()).then(|| changes.join(", "))
+}
+
 /// Judges one observation of a Swarm (pure: the loop around it does the reading).
-pub fn judge(swarm: &Swarm, waiting_for: WaitFor) -> Progress {
+/// `inputs` are the Swarm's inputs outside its spec as read now
+/// ([`crate::reconcile::observe_inputs`]); `None` skips that check.
+pub fn judge(swarm: &Swarm, inputs: Option<&ObservedInputs>, waiting_for: WaitFor) -> Progress {
     let name = swarm.metadata.name.as_deref().unwrap_or_default();
     let Some(status) = &swarm.status else {
         return Progress::Waiting(format!(
@@ -66,8 +108,31 @@ pub fn judge(swarm: &Swarm, waiting_for: WaitFor) -> Progress {
             "Swarm {name}: the controller has not yet seen generation {generation}"
         ));
     }
-    if let Some(pending) = &status.pending_revision {
+    // A status from a controller that records no inputs (an earlier release) is judged
+    // on its generation alone.
+    if let (Some(recorded), Some(now)) = (&status.observed_inputs, inputs)
+        && let Some(changes) = unseen_inputs(recorded, now)
+    {
         return Progress::Waiting(format!(
+            "Swarm {name}: the controller has not yet seen the current inputs: {changes}"
+        ));
+    }
+    if let Some(pending) = &status.pending_revision {
+        // Approved already (`kubectl shoal approve` just ran): the controller has not yet
+        // applied the approval, an input like any other.
+        if swarm
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(APPROVE_ANNOTATION))
+            == Some(&pending.approve_with)
+        {
+            return Progress::Waiting(format!(
+                "Swarm {name}: revision {} is approved; waiting for the controller to apply it",
+                pending.revision
+            ));
+        }
+        return Progress::AwaitingApproval(format!(
             "Swarm {name}: revision {} waits for approval (kubectl shoal approve {name} --revision {})",
             pending.revision, pending.revision
         ));
@@ -106,7 +171,11 @@ pub async fn wait(
     print_line: impl FnMut(&str),
 ) -> Result<String, Error> {
     poll_until(timeout, print_line, || async {
-        Ok(judge(&get_swarm(target, swarm).await?, waiting_for))
+        let object = get_swarm(target, swarm).await?;
+        let inputs = crate::reconcile::observe_inputs(&object, &target.client)
+            .await
+            .map_err(super::observe_failed(target, swarm))?;
+        Ok(judge(&object, Some(&inputs), waiting_for))
     })
     .await
 }
@@ -129,6 +198,9 @@ where
         let sentence = match observe().await? {
             Progress::Done(sentence) => return Ok(sentence + "\n"),
             Progress::Failed(sentence) => return Err(Error::Wait(sentence)),
+            Progress::AwaitingApproval(sentence) => {
+                return Err(Error::AwaitingApproval(sentence));
+            }
             Progress::Waiting(sentence) => sentence,
         };
         if sentence != last {
@@ -221,7 +293,7 @@ mod tests {
     #[test]
     fn a_settled_swarm_is_in_force_and_ready() {
         for waiting_for in [WaitFor::InForce, WaitFor::Ready] {
-            let progress = judge(&swarm(2, settled()), waiting_for);
+            let progress = judge(&swarm(2, settled()), None, waiting_for);
             assert_eq!(
                 progress,
                 Progress::Done(
@@ -232,9 +304,9 @@ mod tests {
     }
 
     #[test]
-    fn an_unseen_generation_a_pending_revision_or_progress_keeps_waiting() {
+    fn an_unseen_generation_or_progress_keeps_waiting_and_a_pending_revision_ends_the_wait() {
         assert!(matches!(
-            judge(&swarm(3, settled()), WaitFor::InForce),
+            judge(&swarm(3, settled()), None, WaitFor::InForce),
             Progress::Waiting(text) if text.contains("generation 3")
         ));
         let mut pending = settled();
@@ -244,14 +316,21 @@ mod tests {
             approve_with: "4/sha256:x".to_owned(),
             summary: RevisionSummary::default(),
         });
+        let mut approved = swarm(2, pending.clone());
         assert!(matches!(
-            judge(&swarm(2, pending), WaitFor::InForce),
-            Progress::Waiting(text) if text.contains("revision 4 waits for approval")
+            judge(&swarm(2, pending), None, WaitFor::InForce),
+            Progress::AwaitingApproval(text) if text.contains("revision 4 waits for approval")
+        ));
+        approved.metadata.annotations =
+            Some([(APPROVE_ANNOTATION.to_owned(), "4/sha256:x".to_owned())].into());
+        assert!(matches!(
+            judge(&approved, None, WaitFor::InForce),
+            Progress::Waiting(text) if text.contains("revision 4 is approved")
         ));
         let mut progressing = settled();
         progressing.conditions[1] = condition("Progressing", "True", "Applying");
         assert!(matches!(
-            judge(&swarm(2, progressing), WaitFor::InForce),
+            judge(&swarm(2, progressing), None, WaitFor::InForce),
             Progress::Waiting(text) if text.contains("being applied")
         ));
     }
@@ -261,11 +340,11 @@ mod tests {
         let mut unready = settled();
         unready.conditions[0] = condition("Ready", "False", "MembersNotReady");
         assert!(matches!(
-            judge(&swarm(2, unready.clone()), WaitFor::InForce),
+            judge(&swarm(2, unready.clone()), None, WaitFor::InForce),
             Progress::Done(_)
         ));
         assert!(matches!(
-            judge(&swarm(2, unready), WaitFor::Ready),
+            judge(&swarm(2, unready), None, WaitFor::Ready),
             Progress::Waiting(text) if text.contains("waiting for members to be ready")
         ));
     }
@@ -277,8 +356,38 @@ mod tests {
             .conditions
             .push(condition("Degraded", "True", "InvalidJobs"));
         assert_eq!(
-            judge(&swarm(2, degraded), WaitFor::InForce),
+            judge(&swarm(2, degraded), None, WaitFor::InForce),
             Progress::Failed("Swarm demo is Degraded: InvalidJobs: why".to_owned())
         );
+    }
+
+    fn inputs(replicas: u32, jobs: Option<&str>) -> ObservedInputs {
+        ObservedInputs {
+            pools: [("worker".to_owned(), replicas)].into(),
+            job_sources: jobs.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_scale_the_controller_has_not_seen_keeps_waiting_though_the_generation_is_seen() {
+        let mut seen = settled();
+        seen.observed_inputs = Some(inputs(7, None));
+        let now = inputs(5, None);
+        assert!(matches!(
+            judge(&swarm(2, seen.clone()), Some(&now), WaitFor::InForce),
+            Progress::Waiting(text) if text.contains("pool worker has 5 replicas (the controller last saw 7)")
+        ));
+        let changed_jobs = ObservedInputs {
+            job_sources: Some("0123".to_owned()),
+            ..inputs(7, None)
+        };
+        assert!(matches!(
+            judge(&swarm(2, seen.clone()), Some(&changed_jobs), WaitFor::InForce),
+            Progress::Waiting(text) if text.contains("jobsFrom")
+        ));
+        assert!(matches!(
+            judge(&swarm(2, seen), Some(&inputs(7, None)), WaitFor::InForce),
+            Progress::Done(_)
+        ));
     }
 }

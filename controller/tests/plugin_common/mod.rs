@@ -20,6 +20,8 @@ use crate::common::Env;
 pub struct Run {
     /// Exit status was 0.
     pub success: bool,
+    /// The exit code (`None` when a signal ended the process).
+    pub code: Option<i32>,
     /// Standard output.
     pub stdout: String,
     /// Standard error.
@@ -61,6 +63,7 @@ async fn run(mut command: tokio::process::Command) -> Run {
         .expect("kubectl-shoal runs");
     Run {
         success: output.status.success(),
+        code: output.status.code(),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }

@@ -192,3 +192,71 @@ fn a_green_copy_that_fails_halts_the_rollout_and_is_not_retried() {
         2
     );
 }
+
+fn rollout_phase(obs: &PlanObservation) -> String {
+    obs.status
+        .rollout
+        .as_ref()
+        .map(|r| r.phase.clone())
+        .unwrap_or_default()
+}
+
+fn of_type(obs: &PlanObservation, type_: &str) -> usize {
+    obs.status
+        .operations
+        .iter()
+        .filter(|op| op.type_ == type_)
+        .count()
+}
+
+#[test]
+fn a_users_pause_holds_the_green_copies_and_the_switch_of_a_blue_green_rollout() {
+    let mut obs = blue_green_rollout(2, "Automatic");
+    obs.spec.paused = true;
+    let paused = pass(&mut obs);
+    assert_eq!(of_type(&obs, "RELOCATE"), 0, "{:?}", obs.status.operations);
+    assert_eq!(rollout_phase(&obs), "Paused");
+    assert!(paused.events.iter().any(|e| e.reason == "RolloutPaused"));
+    obs.spec.paused = false;
+    pass(&mut obs);
+    assert_eq!(rollout_phase(&obs), "Deploying");
+    assert_eq!(of_type(&obs, "RELOCATE"), 2);
+    report_entries(&mut obs, "installed", &[]);
+    // Every green copy is installed; paused before the switch.
+    obs.spec.paused = true;
+    pass(&mut obs);
+    pass(&mut obs);
+    assert_eq!(rollout_phase(&obs), "Paused");
+    assert_eq!(of_type(&obs, "DELETE"), 0, "{:?}", obs.status.operations);
+    assert_eq!(obs.status.instances.len(), 4, "{:?}", entries(&obs));
+    obs.spec.paused = false;
+    pass(&mut obs);
+    assert_eq!(rollout_phase(&obs), "Switching");
+    assert_eq!(of_type(&obs, "DELETE"), 2);
+}
+
+#[test]
+fn a_halted_blue_green_rollout_names_the_green_copy_not_a_canary() {
+    let mut obs = blue_green_rollout(1, "Automatic");
+    pass(&mut obs);
+    let green = obs
+        .status
+        .instances
+        .iter()
+        .find(|e| e.deployment == 2)
+        .expect("a green copy")
+        .member
+        .clone();
+    report(
+        &mut obs,
+        &green,
+        serde_json::json!({"web-0": {"state": "failed", "deployment": 2, "code": "ExitCode1"}}),
+    );
+    pass(&mut obs);
+    assert_eq!(rollout_phase(&obs), "Halted");
+    let halted = status::previous_condition(&obs.status, "RolloutHalted").expect("RolloutHalted");
+    assert_eq!(
+        (halted.status.as_str(), halted.reason.as_str()),
+        ("True", "GreenCopyFailed")
+    );
+}

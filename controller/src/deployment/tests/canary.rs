@@ -134,17 +134,18 @@ fn with_a_pause_the_rest_follow_through_the_policy_once_it_has_passed() {
     let mut obs = canary_rollout("Automatic", 1, Some(60));
     pass(&mut obs);
     report_entries(&mut obs, "installed", &[]);
-    let paused = pass(&mut obs);
-    assert_eq!(rollout(&obs).phase, "Paused");
+    let waiting = pass(&mut obs);
+    // The canary wait is not the user's pause, and says so.
+    assert_eq!(rollout(&obs).phase, "CanaryWait");
     assert!(
-        paused
+        waiting
             .requeue_after
             .is_some_and(|after| after <= std::time::Duration::from_secs(60))
     );
     assert_eq!(updates(&obs).len(), 1);
     obs.now = Timestamp::from_second(1_700_000_000 + 59).expect("a time");
     pass(&mut obs);
-    assert_eq!(rollout(&obs).phase, "Paused");
+    assert_eq!(rollout(&obs).phase, "CanaryWait");
     obs.now = Timestamp::from_second(1_700_000_000 + 61).expect("a time");
     pass(&mut obs);
     assert_eq!(rollout(&obs).phase, "Promoted");
@@ -153,4 +154,58 @@ fn with_a_pause_the_rest_follow_through_the_policy_once_it_has_passed() {
         ops_in(&obs, "PENDING_APPROVAL").is_empty(),
         "Automatic after the pause"
     );
+}
+
+#[test]
+fn a_users_pause_holds_the_canaries_the_wait_and_the_promotion_of_a_canary_rollout() {
+    let mut obs = canary_rollout("Automatic", 1, Some(60));
+    obs.spec.paused = true;
+    let paused = pass(&mut obs);
+    assert!(updates(&obs).is_empty(), "{:?}", obs.status.operations);
+    assert_eq!(rollout(&obs).phase, "Paused");
+    assert!(rollout(&obs).message.contains("paused by the user"));
+    assert!(paused.events.iter().any(|e| e.reason == "RolloutPaused"));
+    // Resumed: the canary goes first.
+    obs.spec.paused = false;
+    pass(&mut obs);
+    assert_eq!(rollout(&obs).phase, "Canary");
+    assert_eq!(updates(&obs).len(), 1);
+    report_entries(&mut obs, "installed", &[]);
+    pass(&mut obs);
+    assert_eq!(rollout(&obs).phase, "CanaryWait");
+    // Paused during the canary wait: the wait runs out, nothing more is released.
+    obs.spec.paused = true;
+    obs.now = Timestamp::from_second(1_700_000_000 + 120).expect("a time");
+    pass(&mut obs);
+    pass(&mut obs);
+    assert_eq!(rollout(&obs).phase, "Paused");
+    assert_eq!(updates(&obs).len(), 1, "{:?}", obs.status.operations);
+    assert_eq!(
+        obs.status
+            .instances
+            .iter()
+            .filter(|e| e.deployment == 2)
+            .count(),
+        1,
+        "only the canary runs deployment 2: {:?}",
+        entries(&obs)
+    );
+    obs.spec.paused = false;
+    pass(&mut obs);
+    assert_eq!(rollout(&obs).phase, "Promoted");
+    assert_eq!(updates(&obs).len(), 4);
+}
+
+#[test]
+fn a_halted_canary_rollout_says_halted_when_the_user_also_pauses_it() {
+    let mut obs = canary_rollout("Automatic", 1, None);
+    pass(&mut obs);
+    let canary = rollout(&obs).canaries[0].clone();
+    report_entries(&mut obs, "installed", &[(canary.as_str(), "failed")]);
+    pass(&mut obs);
+    assert_eq!(rollout(&obs).phase, "Halted");
+    obs.spec.paused = true;
+    pass(&mut obs);
+    assert_eq!(rollout(&obs).phase, "Halted");
+    assert_eq!(rollout_halted(&obs).reason, "CanaryFailed");
 }

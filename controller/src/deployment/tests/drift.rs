@@ -161,6 +161,26 @@ fn an_edited_deployments_record_is_not_made_the_controllers_own() {
 }
 
 #[test]
+fn a_plan_whose_later_spec_is_not_observed_is_not_ready() {
+    let mut obs = held_as_recorded();
+    assert_eq!(obs.status.phase.as_deref(), Some("Ready"));
+    obs.record_editors
+        .insert("deployments".to_owned(), "intruder".to_owned());
+    obs.generation = Some(2);
+    obs.spec.deployment.instances = 5;
+    let decision = decide(&obs);
+    assert_eq!(decision.status.observed_generation, Some(1));
+    let ready = status::previous_condition(&decision.status, "Ready").expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "SpecNotObserved"),
+        "{ready:?}"
+    );
+    assert!(ready.message.contains("generation 2"), "{}", ready.message);
+    assert_ne!(decision.status.phase.as_deref(), Some("Ready"));
+}
+
+#[test]
 fn the_editor_of_a_record_field_is_the_manager_owning_it_while_the_controller_does_not() {
     use crate::deployment::drift::record_editors;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
