@@ -953,6 +953,9 @@ async fn an_approval_of_a_deployment_written_before_it_exists_is_refused_and_the
         "{:?}",
         now.instances
     );
+    controller.stop().await;
+    env.finish().await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_members_report_that_no_operation_allows_changes_nothing_and_is_reported_once() {
@@ -1079,7 +1082,11 @@ async fn two_concurrent_approve_ops_are_both_handled_and_impossible_requests_exi
         ])
         .await;
     assert_eq!(before, after, "an impossible request wrote something");
+    controller.stop().await;
+    env.finish().await;
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_shoal_pause_holds_a_canary_rollout_and_the_status_says_it_is_the_users_pause() {
     let env = Env::start().await;
     env.install_plan_crd().await;

@@ -40,8 +40,8 @@ use shoal_core::deploy::{InstanceId, Operation, OperationType, PlanRequest, plac
 use shoal_core::names::ANNOTATION_OPERATE;
 
 use crate::deployment_plan::InstanceStatus;
-use crate::observed::ordinal_member;
 use crate::limits::{MAX_HANDLED_REQUESTS, MAX_REQUEST_TEXT, clip};
+use crate::observed::ordinal_member;
 
 /// Most new requests one pass reads; a value with more is refused whole.
 pub const MAX_REQUESTS: usize = crate::limits::MAX_REQUESTS as usize;

@@ -25,6 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use shoal_core::gate::{self, Approval, Grammar, Judgement, Refusal, Standing, Subject};
+use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY};
 use shoal_core::{Assignment, MemberId, diff};
 
 use super::history::{InForce, revision_record};

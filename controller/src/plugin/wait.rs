@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::{Error, OutputFormat, Target, get_swarm, render, status};
 use crate::crd::{ObservedInputs, Swarm};
-use crate::plan::APPROVE_ANNOTATION;
+use shoal_core::names::ANNOTATION_APPROVE;
 
 /// The exit code of `kubectl shoal wait` when the controller has seen the current inputs
 /// and the revision computed from them waits for approval (1 is an error, a timeout or a
@@ -124,7 +124,7 @@ pub fn judge(swarm: &Swarm, inputs: Option<&ObservedInputs>, waiting_for: WaitFo
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(APPROVE_ANNOTATION))
+            .and_then(|a| a.get(ANNOTATION_APPROVE))
             == Some(&pending.approve_with)
         {
             return Progress::Waiting(format!(
@@ -322,7 +322,7 @@ mod tests {
             Progress::AwaitingApproval(text) if text.contains("revision 4 waits for approval")
         ));
         approved.metadata.annotations =
-            Some([(APPROVE_ANNOTATION.to_owned(), "4/sha256:x".to_owned())].into());
+            Some([(ANNOTATION_APPROVE.to_owned(), "4/sha256:x".to_owned())].into());
         assert!(matches!(
             judge(&approved, None, WaitFor::InForce),
             Progress::Waiting(text) if text.contains("revision 4 is approved")

@@ -4,6 +4,7 @@
 
 use shoal_core::MemberId;
 use shoal_core::deploy::{InstanceId, Operation, OperationType, operation_hash};
+use shoal_core::names::ANNOTATION_APPROVE;
 
 use super::*;
 
@@ -58,7 +59,7 @@ fn an_approval_of_a_deployment_that_does_not_exist_yet_is_refused_and_never_appr
     assert_eq!(notes.len(), 1, "{:?}", decision.events);
     assert!(notes[0].contains("does not exist yet"), "{}", notes[0]);
     assert_eq!(
-        obs.status.refused_annotations.get(APPROVE_ANNOTATION),
+        obs.status.refused_annotations.get(ANNOTATION_APPROVE),
         Some(&in_advance)
     );
     // An editor now changes the payload: nothing of it may run unreviewed.
@@ -87,7 +88,7 @@ fn an_approval_of_a_deployment_that_does_not_exist_yet_is_refused_and_never_appr
     );
     assert!(refused(&decision).is_empty(), "announced once per value");
     assert_eq!(
-        obs.status.refused_annotations.get(APPROVE_ANNOTATION),
+        obs.status.refused_annotations.get(ANNOTATION_APPROVE),
         Some(&in_advance),
         "still refused"
     );
