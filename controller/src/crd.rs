@@ -460,10 +460,12 @@ pub struct SwarmStatus {
 pub struct ObservedInputs {
     /// Each pool (StatefulSet or Deployment labelled for the Swarm) with its `spec.replicas`.
     #[serde(default)]
+    #[schemars(extend("maxProperties" = limits::MAX_STATUS_MEMBERS))]
     pub pools: BTreeMap<String, u32>,
     /// Fingerprint of the `jobsFrom` ConfigMaps as read (names, keys, documents; absent
     /// without `jobsFrom`): `plan::observed_inputs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_HASH))]
     pub job_sources: Option<String>,
 }
 

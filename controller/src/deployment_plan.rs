@@ -403,6 +403,7 @@ pub struct IgnoredReports {
     /// The reports ignored now, by member and instance (at most
     /// `deployment::reports::MAX_LISTED_IGNORED`; the rest are ignored too, not listed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_LISTED_IGNORED))]
     pub current: Vec<IgnoredReport>,
 }
 
@@ -418,14 +419,18 @@ impl IgnoredReports {
 #[serde(rename_all = "camelCase")]
 pub struct IgnoredReport {
     /// The member (pod) whose Lease carries the report.
+    #[schemars(length(max = limits::MAX_NAME))]
     pub member: String,
     /// The instance it names.
+    #[schemars(length(max = limits::MAX_INSTANCE_NAME))]
     pub instance: String,
     /// The state it reports, as written.
+    #[schemars(length(max = limits::MAX_WORD))]
     pub state: String,
     /// The deployment revision it reports.
     pub deployment: u64,
     /// Why it changes nothing, in words.
+    #[schemars(length(max = limits::MAX_ENTRY_MESSAGE))]
     pub why: String,
 }
 
@@ -463,10 +468,12 @@ pub struct DeploymentRecord {
     /// `deployment-<revision>/<hash>` approvals of this revision that approved its
     /// waiting operations: used up, they approve nothing more.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_APPROVALS), inner(length(max = limits::MAX_APPROVE_VALUE)))]
     pub approved_with: Vec<String>,
     /// `deployment-<revision>/<hash>` approvals of this revision refused when first read:
     /// they stay refused, even when the set they name waits later.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_APPROVALS), inner(length(max = limits::MAX_APPROVE_VALUE)))]
     pub refused_with: Vec<String>,
 }
 

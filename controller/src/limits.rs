@@ -15,7 +15,7 @@
 //!
 //! The counts follow from what the controller writes (a plan has at most
 //! [`shoal_core::deploy::placement::MAX_INSTANCES`] instances, twice that during a blue-green
-//! switch; a Swarm at most [`crate::plan::MAX_MEMBERS`] members); the strings from the
+//! switch; a Swarm at most [`crate::crd::MAX_MEMBERS`] members); the strings from the
 //! names Kubernetes allows and from the controller's own texts. Text that comes from
 //! users or members (annotation values, a change-cause, an approver's name, a member's
 //! report) is cut to its bound by [`fit_status`] before a status is written, which
@@ -152,12 +152,12 @@ pub const MAX_CONDITIONS: u32 = 16;
 pub const MAX_REFUSED_ANNOTATIONS: u32 = 16;
 
 /// Members of a Swarm's status.
-pub const MAX_STATUS_MEMBERS: u32 = crate::plan::MAX_MEMBERS;
+pub const MAX_STATUS_MEMBERS: u32 = crate::crd::MAX_MEMBERS;
 
 /// Pools of a Swarm's rollout: every pool is a StatefulSet or Deployment with members,
 /// or one waiting for them; no more than members can be, plus those listed by
 /// `rollout.poolOrder`.
-pub const MAX_ROLLOUT_POOLS: u32 = crate::plan::MAX_MEMBERS + MAX_POOL_ORDER;
+pub const MAX_ROLLOUT_POOLS: u32 = crate::crd::MAX_MEMBERS + MAX_POOL_ORDER;
 
 /// Instances of a plan's status: every instance, twice during a blue-green switch.
 pub const MAX_PLAN_INSTANCES: u32 = 2 * shoal_core::deploy::placement::MAX_INSTANCES;
@@ -193,7 +193,7 @@ pub const MAX_REQUESTS: u32 = 100;
 pub const MAX_CANARIES: u32 = shoal_core::deploy::placement::MAX_INSTANCES;
 
 /// Update domains of a Rolling rollout's status: one per member at most.
-pub const MAX_STATUS_DOMAINS: u32 = crate::plan::MAX_MEMBERS;
+pub const MAX_STATUS_DOMAINS: u32 = crate::crd::MAX_MEMBERS;
 
 /// Instances that fit on no member (a blue-green switch places a second set).
 pub const MAX_UNPLACED: u32 = MAX_PLAN_INSTANCES;
@@ -420,3 +420,7 @@ mod tests {
         assert_eq!(fitted, status);
     }
 }
+
+/// Ignored member reports a plan's status lists (`status.ignoredReports.current`; the
+/// rest are only counted).
+pub const MAX_LISTED_IGNORED: u32 = 20;

@@ -24,6 +24,7 @@ const LAYERS: &[(&str, Layer)] = &[
     ("crd", Layer::Api),
     ("deployment_plan", Layer::Api),
     ("approval_record", Layer::Api),
+    ("limits", Layer::Api),
     // Items of the crate root that are plain configuration.
     ("Settings", Layer::Api),
     ("LeaderElection", Layer::Api),

@@ -32,7 +32,7 @@ use shoal_core::slice::InstanceState;
 
 use super::{MemberLease, MemberPod};
 use crate::deployment_plan::{IgnoredReport, IgnoredReports};
-use crate::plan::PlannedEvent;
+use crate::planned::PlannedEvent;
 
 /// One instance's state as its member reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -51,7 +51,7 @@ pub struct InstanceReport {
 
 /// At most this many ignored reports are listed in `status.ignoredReports.current`
 /// (and so announced and counted); a member writing more is still ignored.
-pub const MAX_LISTED_IGNORED: usize = 20;
+pub const MAX_LISTED_IGNORED: usize = crate::limits::MAX_LISTED_IGNORED as usize;
 
 /// A reported state as the sidecar's enumeration (`shoal_core::slice::InstanceState`,
 /// the one the sidecar writes); `None` for any other string.

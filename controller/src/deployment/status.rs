@@ -315,7 +315,7 @@ pub(super) fn spec_not_observed(obs: &PlanObservation, status: &mut DeploymentPl
         obs.name
     );
     // Keep the transition time of a Ready condition that was already False.
-    let mut condition = crate::plan::condition("Ready", false, "SpecNotObserved", message);
+    let mut condition = crate::planned::condition("Ready", false, "SpecNotObserved", message);
     condition.observed_generation = status.observed_generation;
     condition.last_transition_time = match previous_condition(&obs.status, "Ready") {
         Some(old) if old.status == "False" => old.last_transition_time.clone(),
