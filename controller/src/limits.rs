@@ -195,6 +195,10 @@ pub const MAX_CANARIES: u32 = shoal_core::deploy::placement::MAX_INSTANCES;
 /// Update domains of a Rolling rollout's status: one per member at most.
 pub const MAX_STATUS_DOMAINS: u32 = crate::crd::MAX_MEMBERS;
 
+/// Ignored member reports a plan's status lists (`status.ignoredReports.current`; the
+/// rest are only counted).
+pub const MAX_LISTED_IGNORED: u32 = 20;
+
 /// Instances that fit on no member (a blue-green switch places a second set).
 pub const MAX_UNPLACED: u32 = MAX_PLAN_INSTANCES;
 
@@ -420,7 +424,3 @@ mod tests {
         assert_eq!(fitted, status);
     }
 }
-
-/// Ignored member reports a plan's status lists (`status.ignoredReports.current`; the
-/// rest are only counted).
-pub const MAX_LISTED_IGNORED: u32 = 20;
