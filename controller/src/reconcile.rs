@@ -218,7 +218,7 @@ pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Erro
         .namespace()
         .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
     let selector = format!("{}={name}", names::LABEL_SWARM);
-    let pools = read_pools(client, &namespace, &name, &selector).await?;
+    let pools = read_pools(client, &namespace, &name).await?;
     let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
     let listed = cm_api
         .list(&ListParams::default().labels(&selector))
@@ -264,22 +264,11 @@ async fn read_pools(
     client: &Client,
     namespace: &str,
     swarm: &str,
-    selector: &str,
 ) -> Result<Vec<PoolState>, Error> {
-    let list_failed = |kind: &'static str| {
-        move |source| Error::ListPools {
-            kind,
-            swarm: swarm.to_owned(),
-            source,
-        }
-    };
-    let statefulsets = Api::<StatefulSet>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default().labels(selector))
-        .await
-        .map_err(list_failed("StatefulSets"))?;
+    let (statefulsets, deployments) = list_pools(client, namespace, swarm).await?;
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let mut pools = Vec::new();
-    for sts in &statefulsets.items {
+    for sts in &statefulsets {
         let pool = observe_pool(&pod_api, sts)
             .await
             .map_err(|source| Error::ListPods {
@@ -288,12 +277,8 @@ async fn read_pools(
             })?;
         pools.push(pool);
     }
-    let deployments = Api::<Deployment>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default().labels(selector))
-        .await
-        .map_err(list_failed("Deployments"))?;
     let replica_set_api: Api<ReplicaSet> = Api::namespaced(client.clone(), namespace);
-    for deployment in &deployments.items {
+    for deployment in &deployments {
         let pool = observe_deployment_pool(&replica_set_api, &pod_api, deployment)
             .await
             .map_err(|ListError { kind, source }| match kind {
@@ -301,7 +286,11 @@ async fn read_pools(
                     swarm: swarm.to_owned(),
                     source,
                 },
-                kind => list_failed(kind)(source),
+                kind => Error::ListPools {
+                    kind,
+                    swarm: swarm.to_owned(),
+                    source,
+                },
             })?;
         pools.push(pool);
     }
