@@ -359,18 +359,37 @@ async fn write_status(swarm: &Swarm, plan: &Plan, ctx: &Context) -> Result<(), E
     ctx.metrics.wrote("status");
     let swarms: Api<Swarm> =
         Api::namespaced(ctx.client.clone(), &swarm.namespace().unwrap_or_default());
-    swarms
+    let written = swarms
         .patch_status(
             &name,
             &PatchParams::default(),
             &Patch::Merge(json!({ "status": status })),
         )
-        .await
-        .map(|_| ())
-        .map_err(|source| Error::WriteStatus {
-            swarm: name.clone(),
-            source,
-        })
+        .await;
+    match written {
+        Ok(_) => Ok(()),
+        Err(source) if crate::size_budget::refused_for_size(&source) => {
+            // The status is the commit point of this pass: nothing after it is
+            // applied, but the Swarm says why (once), instead of only retrying.
+            let mut fitted = plan.status.clone();
+            let budget = crate::size_budget::status_budget(crate::size_budget::rest_of_object(swarm));
+            crate::size_budget::fit(&mut fitted, budget);
+            let stored = swarm
+                .status
+                .as_ref()
+                .map(|status| status.conditions.as_slice())
+                .unwrap_or_default();
+            if let Err(error) = crate::size_budget::record_too_large(
+                ctx, swarm, "Swarm", stored, &fitted, budget, &source,
+            )
+            .await
+            {
+                warn!(%error, swarm = %name, "could not record that the status is too large");
+            }
+            Err(Error::WriteStatus { swarm: name, source })
+        }
+        Err(source) => Err(Error::WriteStatus { swarm: name, source }),
+    }
 }
 
 /// Writes a member's slice (plain, gzip, or split into parts, the first part last so that

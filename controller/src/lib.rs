@@ -7,6 +7,7 @@
 //! * [`plan`]: the pure decision (approval gate, revoke-then-grant, restarts, status, Events).
 //! * [`reconcile`]: observe → plan → apply against the API.
 //! * [`plugin`]: `kubectl shoal` (binary `kubectl-shoal`), reusing observe and plan.
+//! * [`size_budget`]: the size budget of every status Shoal writes (history pruned by size, refusals for size reported).
 //! * [`status_api`]: the deployment status REST endpoint (Margo), TokenReview/SubjectAccessReview-guarded.
 //! * [`run`]: the whole controller in-process (watches, leader election, metrics server).
 
@@ -25,6 +26,7 @@ pub mod reconcile;
 pub mod refusals;
 mod runtime;
 pub mod server;
+pub mod size_budget;
 pub mod status_api;
 
 use std::net::SocketAddr;

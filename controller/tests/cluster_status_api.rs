@@ -455,3 +455,94 @@ async fn a_report_is_refused_when_the_reports_configmap_is_not_the_plans() {
     controller.stop().await;
     env.finish().await;
 }
+
+/// Reports are bounded per plan and per device: twenty devices reporting 60 KB
+/// each are all kept (201) while the oldest reports go, instead of the
+/// ConfigMap filling up and every later device getting 503. Refusals are
+/// problem+json and tell nothing they should not: an oversized body is 413, a
+/// caller without access gets the same 403 for an unknown deployment id as for
+/// a real one, and a failure inside says which step failed, not the API
+/// server's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_stay_within_their_budget_and_refusals_tell_nothing_internal() {
+    let Some(env) = Env::start_emulated("fault injection").await else {
+        return;
+    };
+    env.install_plan_crd().await;
+    let controller = env.start_controller();
+    let endpoint = Endpoint::start(&env).await;
+    plan_on_one_member(&env).await;
+    let (reader, reporter, stranger) = callers(&env).await;
+    let id = document_in(&env, "pending").await.deployment_id;
+    let client_url = |device: &str| {
+        format!(
+            "{}/api/v1/clients/{device}/deployments/{id}/status",
+            endpoint.base
+        )
+    };
+
+    let message = "m".repeat(60 * 1024);
+    for device in 0..20 {
+        let body = json!({"deploymentId": id,
+            "status": {"state": "failed", "error": {"code": "Big", "message": message}},
+            "components": [{"name": "nginx", "state": "failed"}]})
+        .to_string();
+        let answer = curl(&client_url(&format!("edge-{device}")), Some(&reporter), Some(&body)).await;
+        assert_eq!(answer.code, 201, "device edge-{device}: {answer:?}");
+    }
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let kept = maps
+        .get("web-deployment-reports")
+        .await
+        .expect("the reports ConfigMap")
+        .data
+        .unwrap_or_default();
+    let bytes: usize = kept.iter().map(|(key, text)| key.len() + text.len()).sum();
+    assert!(
+        bytes <= shoal_controller::status_api::reports::MAX_PLAN_BYTES,
+        "{bytes} bytes kept"
+    );
+    curl(&client_url("edge-0"), Some(&reader), None)
+        .await
+        .assert_problem(404, "has not reported");
+    let newest = curl(&client_url("edge-19"), Some(&reader), None).await;
+    assert_eq!(newest.code, 200, "{newest:?}");
+
+    let oversized = json!({"deploymentId": id, "status": {"state": "installed"},
+        "components": [{"name": "nginx", "state": "installed", "pad": "p".repeat(100 * 1024)}]})
+    .to_string();
+    curl(&client_url("edge-big"), Some(&reporter), Some(&oversized))
+        .await
+        .assert_problem(413, "over 65536 bytes");
+
+    let unknown_id = "00000000-0000-8000-8000-000000000000";
+    let real = curl(
+        &format!("{}/api/v1/deployments/{id}/status", endpoint.base),
+        Some(&stranger),
+        None,
+    )
+    .await;
+    let unknown = curl(
+        &format!("{}/api/v1/deployments/{unknown_id}/status", endpoint.base),
+        Some(&stranger),
+        None,
+    )
+    .await;
+    real.assert_problem(403, "may not get");
+    unknown.assert_problem(403, "may not get");
+    assert_eq!(
+        real.body.replace(&id, "<id>"),
+        unknown.body.replace(unknown_id, "<id>"),
+        "the same answer whether the deployment exists or not"
+    );
+
+    // The controller is stopped so that the injected fault meets the endpoint's read.
+    controller.stop().await;
+    env.faults()
+        .fail_next(1, Some("get"), Some("configmaps"), 500);
+    let failed = curl(&client_url("edge-19"), Some(&reader), None).await;
+    failed.assert_problem(503, "try again later");
+    assert!(!failed.body.contains("injected"), "{failed:?}");
+    endpoint.stop().await;
+    env.finish().await;
+}

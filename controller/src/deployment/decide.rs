@@ -313,6 +313,8 @@ struct Pass<'a> {
     requeue_after: Option<Duration>,
     /// Green copies of a blue-green rollout that fit nowhere.
     green_unplaced: Vec<UnplacedInstance>,
+    /// New operations left for a later pass: the status had no room for them.
+    deferred: usize,
 }
 
 impl<'a> Pass<'a> {
@@ -355,6 +357,7 @@ impl<'a> Pass<'a> {
             rollout: None,
             requeue_after: None,
             green_unplaced: Vec::new(),
+            deferred: 0,
         }
     }
 
@@ -845,7 +848,17 @@ impl<'a> Pass<'a> {
                     .any(|op| waiting(op) && same(op, candidate))
             })
             .collect();
+        let fresh = self.within_status_room(fresh);
         self.add_through_gate(fresh);
+    }
+
+    /// The new operations the status has room for (`size`), in order; the
+    /// others wait for a later pass and are counted in `deferred`.
+    fn within_status_room(&mut self, mut fresh: Vec<Operation>) -> Vec<Operation> {
+        let room = super::size::room_for_new_operations(self.obs, &self.instances, &self.operations);
+        self.deferred = fresh.len().saturating_sub(room);
+        fresh.truncate(room);
+        fresh
     }
 
     /// Ids a new operation must not take: those in the history, and those a
@@ -970,6 +983,7 @@ impl<'a> Pass<'a> {
         status::record_request_refusals(&self.request_refusals, &mut status, &mut events);
         status::conditions(obs, &counts, &mut status, &mut events);
         status::rollout_condition(obs, &mut status);
+        super::size::note_deferred(obs, self.deferred, &mut status, &mut events);
         let under_way = (counts.under_way > 0).then_some(UNDER_WAY_REQUEUE);
         PlanDecision {
             status,

@@ -94,3 +94,4 @@ pub(super) fn record_approvals<'a>(
         }
     }
 }
+

@@ -149,11 +149,11 @@ pub(super) fn record_refusal(
         &obs.status.refused_annotations,
         APPROVE_ANNOTATION,
         value,
-        ("ApprovalRefused", refused.join("; ")),
+        ("ApprovalRefused", crate::refusals::summarize(refused)),
         &mut status.refused_annotations,
         events,
     );
-    status.last_error = Some(refused.join("; "));
+    status.last_error = Some(crate::refusals::summarize(refused));
 }
 
 /// Refused `shoal.dev/operate` requests: one Warning `OperationRequestRefused`
