@@ -165,18 +165,18 @@ pub fn too_large_message<S: Serialize>(
 
 /// The merge patch that records a status refused for its size: the stored
 /// conditions with `Degraded` True (reason [`STATUS_TOO_LARGE`], `message`),
-/// phase `Degraded` and `lastError`; and whether this is the transition (the
-/// stored `Degraded` was not already for the size), when a Warning is due.
-/// `None` when the stored status already says exactly this.
+/// phase `Degraded` and `lastError`. Only on the transition (the stored
+/// `Degraded` is not already for the size), when a Warning is due too: `None`
+/// after, so that a status refused pass after pass is not rewritten (each
+/// write would wake the controller to be refused again).
 pub fn too_large_patch(
     stored: &[Condition],
     message: &str,
     generation: Option<i64>,
     now: &str,
-) -> Option<(Value, bool)> {
+) -> Option<Value> {
     let previous = stored.iter().find(|c| c.type_ == "Degraded");
-    let transition = previous.is_none_or(|c| c.status != "True" || c.reason != STATUS_TOO_LARGE);
-    if !transition && previous.is_some_and(|c| c.message == message) {
+    if previous.is_some_and(|c| c.status == "True" && c.reason == STATUS_TOO_LARGE) {
         return None;
     }
     let mut conditions: Vec<Condition> = stored
@@ -200,12 +200,12 @@ pub fn too_large_patch(
         "phase": "Degraded",
         "lastError": message,
     }});
-    Some((patch, transition))
+    Some(patch)
 }
 
 /// Records on `object` that the API server refused `status` for its size
-/// ([`too_large_patch`] through the status subresource) and, on the transition,
-/// one Warning Event [`STATUS_TOO_LARGE`] saying so. `kind` names the object in
+/// ([`too_large_patch`] through the status subresource) and one Warning Event
+/// [`STATUS_TOO_LARGE`] saying so, on the transition only. `kind` names the object in
 /// the words (`Swarm`, `DeploymentPlan`); `stored` are the conditions its stored
 /// status has (the transition is judged against them).
 pub async fn record_too_large<K, S>(
@@ -230,9 +230,7 @@ where
     let message = too_large_message(&format!("{kind} {namespace}/{name}"), status, budget, error);
     tracing::warn!(%message, "status refused for its size");
     let now = jiff::Timestamp::now().to_string();
-    let Some((patch, transition)) =
-        too_large_patch(stored, &message, object.meta().generation, &now)
-    else {
+    let Some(patch) = too_large_patch(stored, &message, object.meta().generation, &now) else {
         return Ok(());
     };
     let api: kube::Api<K> = kube::Api::namespaced(ctx.client.clone(), &namespace);
@@ -243,10 +241,8 @@ where
     api.patch_status(&name, &params, &kube::api::Patch::Merge(patch))
         .await?;
     ctx.metrics.wrote("status");
-    if transition {
-        crate::reconcile::publish_on(ctx, &object.object_ref(&()), true, STATUS_TOO_LARGE, &message)
-            .await;
-    }
+    crate::reconcile::publish_on(ctx, &object.object_ref(&()), true, STATUS_TOO_LARGE, &message)
+        .await;
     Ok(())
 }
 
@@ -367,13 +363,11 @@ mod tests {
         let status = history(20, 0, 100);
         let error = api_error(500, "etcdserver: request is too large");
         let message = too_large_message("DeploymentPlan ns/web", &status, 1000, &error);
-        assert!(message.contains("status.kept is"), "{message}");
+        assert!(message.contains("status.kept, is"), "{message}");
         assert!(message.contains("etcdserver: request is too large"), "{message}");
         assert!(message.contains("DeploymentPlan ns/web"), "{message}");
         let ready = crate::plan::condition("Ready", false, "Waiting", String::new());
-        let (patch, transition) =
-            too_large_patch(&[ready], &message, Some(3), "now").expect("a patch");
-        assert!(transition);
+        let patch = too_large_patch(&[ready], &message, Some(3), "now").expect("a patch");
         let conditions: Vec<Condition> =
             serde_json::from_value(patch["status"]["conditions"].clone()).expect("conditions");
         assert_eq!(conditions.len(), 2, "Ready is kept beside Degraded");
@@ -383,12 +377,10 @@ mod tests {
             ("True", STATUS_TOO_LARGE)
         );
         assert_eq!(patch["status"]["phase"], "Degraded");
+        assert_eq!(patch["status"]["lastError"], message.as_str());
         assert!(
-            too_large_patch(&conditions, &message, Some(3), "later").is_none(),
-            "said already"
+            too_large_patch(&conditions, "other sizes", Some(3), "later").is_none(),
+            "said once, on the transition"
         );
-        let (_, again) = too_large_patch(&conditions, "other sizes", Some(3), "later")
-            .expect("new words are written");
-        assert!(!again, "but the Warning is not repeated");
     }
 }

@@ -1088,6 +1088,7 @@ mod blue_green;
 mod canary;
 mod drift;
 mod ordered;
+mod size;
 mod user_operations;
 
 #[test]
