@@ -260,7 +260,6 @@ spec:
   applications: [{{name: trainer}}]
   requirements: [{{type: GPU, comparator: In, names: {four_names}}}]
   approval: {{policy: Manual}}
-  maxInstancesPerMember: 10000
   deployment:
     instances: {instances}
     payloads: [{{application: trainer, coordinates: {{image: "trainer:1"}}}}]
@@ -299,10 +298,10 @@ spec:
         "shoal.dev/capabilities=GPU=nvidia-l40s-48gb:3",
     ])
     .await;
-    env.apply(&yaml(3)).await;
-    let waiting = eventually("three CREATEs wait for approval", WAIT, || async {
+    env.apply(&yaml(2)).await;
+    let waiting = eventually("two CREATEs wait for approval", WAIT, || async {
         let status = status(&env, "gpus").await;
-        (status.pending_operations == 3 && status.unplaced.is_empty()).then_some(status)
+        (status.pending_operations == 2 && status.unplaced.is_empty()).then_some(status)
     })
     .await;
     let approve = waiting
@@ -316,10 +315,75 @@ spec:
         &format!("shoal.dev/approve={approve}"),
     ])
     .await;
-    eventually("the three are approved and placed", WAIT, || async {
-        (status(&env, "gpus").await.instances.len() == 3).then_some(())
+    eventually("the two are approved and placed", WAIT, || async {
+        (status(&env, "gpus").await.instances.len() == 2).then_some(())
     })
     .await;
+    controller.stop().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_capable_instances_open_in_waves_that_fit_and_approvals_apply() {
+    let env = Env::start().await;
+    env.install_plan_crd().await;
+    let controller = env.start_controller();
+    gpu_pool(&env, 10, "nvidia-l40s-48gb").await;
+    env.apply(
+        r#"apiVersion: shoal.dev/v1alpha1
+kind: DeploymentPlan
+metadata: {name: gpus}
+spec:
+  swarm: demo
+  applications: [{name: trainer}]
+  requirements: [{type: GPU, comparator: In, names: [nvidia-a100-sxm4-80gb, nvidia-h100-sxm5-80gb, nvidia-v100-sxm2-32gb, nvidia-l40s-48gb]}]
+  approval: {policy: Manual}
+  maxInstancesPerMember: 1000
+  deployment:
+    instances: 10000
+    payloads: [{application: trainer, coordinates: {image: "trainer:1"}}]
+"#,
+    )
+    .await;
+    let first = eventually("a first wave waits for approval", WAIT, || async {
+        let status = status(&env, "gpus").await;
+        (status.pending_operations > 0).then_some(status)
+    })
+    .await;
+    let wave = first.pending_operations as usize;
+    assert!(wave < 10_000, "{wave} operations opened at once");
+    let progressing = first
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Progressing")
+        .expect("a Progressing condition");
+    assert_eq!(progressing.reason, "WaitingForStatusRoom", "{progressing:?}");
+    assert!(
+        progressing
+            .message
+            .contains(&format!("{} operation(s) wait", 10_000 - wave)),
+        "{}",
+        progressing.message
+    );
+    assert!(stored_bytes(&env, "gpus").await < MAX_OBJECT_BYTES);
+
+    let approve = first
+        .approve_deployment_with
+        .clone()
+        .expect("the deployment's approval");
+    env.kubectl(&[
+        "annotate",
+        "dplan",
+        "gpus",
+        &format!("shoal.dev/approve={approve}"),
+    ])
+    .await;
+    eventually("the first wave is approved and placed", WAIT, || async {
+        let status = status(&env, "gpus").await;
+        (status.instances.len() == wave).then_some(())
+    })
+    .await;
+    assert!(stored_bytes(&env, "gpus").await < MAX_OBJECT_BYTES);
     controller.stop().await;
     env.finish().await;
 }
