@@ -372,7 +372,8 @@ async fn write_status(swarm: &Swarm, plan: &Plan, ctx: &Context) -> Result<(), E
             // The status is the commit point of this pass: nothing after it is
             // applied, but the Swarm says why (once), instead of only retrying.
             let mut fitted = plan.status.clone();
-            let budget = crate::size_budget::status_budget(crate::size_budget::rest_of_object(swarm));
+            let budget =
+                crate::size_budget::status_budget(crate::size_budget::rest_of_object(swarm));
             crate::size_budget::fit(&mut fitted, budget);
             let stored = swarm
                 .status
@@ -386,9 +387,15 @@ async fn write_status(swarm: &Swarm, plan: &Plan, ctx: &Context) -> Result<(), E
             {
                 warn!(%error, swarm = %name, "could not record that the status is too large");
             }
-            Err(Error::WriteStatus { swarm: name, source })
+            Err(Error::WriteStatus {
+                swarm: name,
+                source,
+            })
         }
-        Err(source) => Err(Error::WriteStatus { swarm: name, source }),
+        Err(source) => Err(Error::WriteStatus {
+            swarm: name,
+            source,
+        }),
     }
 }
 

@@ -143,7 +143,14 @@ mod tests {
         let mut events = Vec::new();
         let mut refused = BTreeMap::new();
         let reason = || ("ApprovalRefused", "junk".to_owned());
-        record_refusal(&BTreeMap::new(), "a", &junk, reason(), &mut refused, &mut events);
+        record_refusal(
+            &BTreeMap::new(),
+            "a",
+            &junk,
+            reason(),
+            &mut refused,
+            &mut events,
+        );
         let previous = std::mem::take(&mut refused);
         record_refusal(&previous, "a", &junk, reason(), &mut refused, &mut events);
         assert_eq!(events.len(), 1, "a long standing value is announced once");
@@ -151,7 +158,9 @@ mod tests {
 
     #[test]
     fn many_refusals_are_summarized_within_the_bound() {
-        let many: Vec<String> = (0..100_000).map(|i| format!("item {i} is malformed")).collect();
+        let many: Vec<String> = (0..100_000)
+            .map(|i| format!("item {i} is malformed"))
+            .collect();
         let text = summarize(&many);
         assert!(text.len() <= MAX_SUMMARY + 64, "{}", text.len());
         assert!(text.starts_with("item 0 is malformed; item 1"), "{text}");

@@ -241,8 +241,14 @@ where
     api.patch_status(&name, &params, &kube::api::Patch::Merge(patch))
         .await?;
     ctx.metrics.wrote("status");
-    crate::reconcile::publish_on(ctx, &object.object_ref(&()), true, STATUS_TOO_LARGE, &message)
-        .await;
+    crate::reconcile::publish_on(
+        ctx,
+        &object.object_ref(&()),
+        true,
+        STATUS_TOO_LARGE,
+        &message,
+    )
+    .await;
     Ok(())
 }
 
@@ -364,7 +370,10 @@ mod tests {
         let error = api_error(500, "etcdserver: request is too large");
         let message = too_large_message("DeploymentPlan ns/web", &status, 1000, &error);
         assert!(message.contains("status.kept, is"), "{message}");
-        assert!(message.contains("etcdserver: request is too large"), "{message}");
+        assert!(
+            message.contains("etcdserver: request is too large"),
+            "{message}"
+        );
         assert!(message.contains("DeploymentPlan ns/web"), "{message}");
         let ready = crate::plan::condition("Ready", false, "Waiting", String::new());
         let patch = too_large_patch(&[ready], &message, Some(3), "now").expect("a patch");

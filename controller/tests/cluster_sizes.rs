@@ -9,9 +9,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Env, eventually, job_keys, report_instance_states, swarm_yaml};
+use common::{Env, Running, eventually, job_keys, report_instance_states, swarm_yaml};
 use kube::Api;
 use serde_json::json;
+use shoal_controller::crd::Condition;
 use shoal_controller::deployment_plan::{DeploymentPlan, DeploymentPlanStatus};
 use shoal_controller::size_budget::MAX_OBJECT_BYTES;
 
@@ -52,6 +53,25 @@ async fn patch_from_file(env: &Env, name: &str, patch: &serde_json::Value) {
     let _ = std::fs::remove_file(&path);
 }
 
+/// A cluster with the plan CRD and the controller running, Swarm `demo` and
+/// its pool `east` of `members` members offering `GPU=<gpu>`; the pods' uids.
+async fn started(members: u32, gpu: &str) -> (Env, Running, BTreeMap<String, String>) {
+    let env = Env::start().await;
+    env.install_plan_crd().await;
+    let controller = env.start_controller();
+    let uids = gpu_pool(&env, members, gpu).await;
+    (env, controller, uids)
+}
+
+/// The condition `type_` of `status`.
+fn condition<'a>(status: &'a DeploymentPlanStatus, type_: &str) -> &'a Condition {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .unwrap_or_else(|| panic!("a {type_} condition: {:?}", status.conditions))
+}
+
 /// Swarm `demo` with pool `east` of `members` members offering `GPU=<gpu>`;
 /// the pods' uids.
 async fn gpu_pool(env: &Env, members: u32, gpu: &str) -> BTreeMap<String, String> {
@@ -70,7 +90,12 @@ async fn gpu_pool(env: &Env, members: u32, gpu: &str) -> BTreeMap<String, String
 /// `applications` applications `app-<i>`, each with `coordinates` coordinates of
 /// `value_bytes` bytes that differ by `revision`: many ordinary coordinates
 /// rather than one long one, so that the schema's bounds on one value allow them.
-fn payloads(applications: usize, coordinates: usize, value_bytes: usize, revision: u64) -> serde_json::Value {
+fn payloads(
+    applications: usize,
+    coordinates: usize,
+    value_bytes: usize,
+    revision: u64,
+) -> serde_json::Value {
     let payloads: Vec<serde_json::Value> = (0..applications)
         .map(|app| {
             let coordinates: serde_json::Map<String, serde_json::Value> = (0..coordinates)
@@ -88,10 +113,7 @@ fn payloads(applications: usize, coordinates: usize, value_bytes: usize, revisio
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_with_200_kb_of_coordinates_keeps_working_through_ten_revisions() {
-    let env = Env::start().await;
-    env.install_plan_crd().await;
-    let controller = env.start_controller();
-    let uids = gpu_pool(&env, 1, "v100").await;
+    let (env, controller, uids) = started(1, "v100").await;
     // 7 applications × 32 coordinates × 900 bytes: about 200 KB per revision.
     let (applications, coordinates, value_bytes) = (7, 32, 900);
     let apps: Vec<serde_json::Value> = (0..applications)
@@ -110,7 +132,8 @@ async fn a_plan_with_200_kb_of_coordinates_keeps_working_through_ten_revisions()
     });
     let path = std::env::temp_dir().join(format!("{}-big.json", env.namespace));
     std::fs::write(&path, manifest.to_string()).expect("the manifest is written");
-    env.kubectl(&["create", "-f", &path.to_string_lossy()]).await;
+    env.kubectl(&["create", "-f", &path.to_string_lossy()])
+        .await;
     let _ = std::fs::remove_file(&path);
 
     for revision in 1..=10u64 {
@@ -143,8 +166,10 @@ async fn a_plan_with_200_kb_of_coordinates_keeps_working_through_ten_revisions()
                     .instances
                     .iter()
                     .any(|entry| entry.deployment == revision && entry.state == "installed");
-                (runs && status.current_deployment == revision && status.phase.as_deref() == Some("Ready"))
-                    .then_some(())
+                (runs
+                    && status.current_deployment == revision
+                    && status.phase.as_deref() == Some("Ready"))
+                .then_some(())
             },
         )
         .await;
@@ -157,22 +182,14 @@ async fn a_plan_with_200_kb_of_coordinates_keeps_working_through_ten_revisions()
         records.len() < 10 && records.last() == Some(&10),
         "older records went by size, the latest stayed: {records:?}"
     );
-    let degraded = kept.conditions.iter().find(|c| c.type_ == "Degraded");
-    assert!(
-        degraded.is_some_and(|c| c.status == "False"),
-        "{:?}",
-        kept.conditions
-    );
+    assert_eq!(condition(&kept, "Degraded").status, "False");
     controller.stop().await;
     env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_225_kb_junk_approval_is_refused_once_and_the_valid_item_beside_it_still_applies() {
-    let env = Env::start().await;
-    env.install_plan_crd().await;
-    let controller = env.start_controller();
-    gpu_pool(&env, 2, "v100").await;
+    let (env, controller, _) = started(2, "v100").await;
     env.apply(
         r#"apiVersion: shoal.dev/v1alpha1
 kind: DeploymentPlan
@@ -245,11 +262,9 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_instances_no_member_can_run_are_reported_within_the_budget() {
-    let env = Env::start().await;
-    env.install_plan_crd().await;
-    let controller = env.start_controller();
-    gpu_pool(&env, 2, "t4").await;
-    let four_names = "[nvidia-a100-sxm4-80gb, nvidia-h100-sxm5-80gb, nvidia-v100-sxm2-32gb, nvidia-l40s-48gb]";
+    let (env, controller, _) = started(2, "t4").await;
+    let four_names =
+        "[nvidia-a100-sxm4-80gb, nvidia-h100-sxm5-80gb, nvidia-v100-sxm2-32gb, nvidia-l40s-48gb]";
     let yaml = |instances: u32| {
         format!(
             r#"apiVersion: shoal.dev/v1alpha1
@@ -275,11 +290,7 @@ spec:
         .then_some(status)
     })
     .await;
-    let ready = written
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .expect("a Ready condition");
+    let ready = condition(&written, "Ready");
     assert_eq!(ready.status, "False");
     assert!(
         ready.message.contains("10000 instance(s) cannot be placed"),
@@ -325,10 +336,7 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_capable_instances_open_in_waves_that_fit_and_approvals_apply() {
-    let env = Env::start().await;
-    env.install_plan_crd().await;
-    let controller = env.start_controller();
-    gpu_pool(&env, 10, "nvidia-l40s-48gb").await;
+    let (env, controller, _) = started(10, "nvidia-l40s-48gb").await;
     env.apply(
         r#"apiVersion: shoal.dev/v1alpha1
 kind: DeploymentPlan
@@ -352,12 +360,11 @@ spec:
     .await;
     let wave = first.pending_operations as usize;
     assert!(wave < 10_000, "{wave} operations opened at once");
-    let progressing = first
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Progressing")
-        .expect("a Progressing condition");
-    assert_eq!(progressing.reason, "WaitingForStatusRoom", "{progressing:?}");
+    let progressing = condition(&first, "Progressing");
+    assert_eq!(
+        progressing.reason, "WaitingForStatusRoom",
+        "{progressing:?}"
+    );
     assert!(
         progressing
             .message

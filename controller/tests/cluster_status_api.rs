@@ -487,7 +487,12 @@ async fn reports_stay_within_their_budget_and_refusals_tell_nothing_internal() {
             "status": {"state": "failed", "error": {"code": "Big", "message": message}},
             "components": [{"name": "nginx", "state": "failed"}]})
         .to_string();
-        let answer = curl(&client_url(&format!("edge-{device}")), Some(&reporter), Some(&body)).await;
+        let answer = curl(
+            &client_url(&format!("edge-{device}")),
+            Some(&reporter),
+            Some(&body),
+        )
+        .await;
         assert_eq!(answer.code, 201, "device edge-{device}: {answer:?}");
     }
     let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);

@@ -855,7 +855,8 @@ impl<'a> Pass<'a> {
     /// The new operations the status has room for (`size`), in order; the
     /// others wait for a later pass and are counted in `deferred`.
     fn within_status_room(&mut self, mut fresh: Vec<Operation>) -> Vec<Operation> {
-        let room = super::size::room_for_new_operations(self.obs, &self.instances, &self.operations);
+        let room =
+            super::size::room_for_new_operations(self.obs, &self.instances, &self.operations);
         self.deferred = fresh.len().saturating_sub(room);
         fresh.truncate(room);
         fresh

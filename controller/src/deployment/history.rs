@@ -94,4 +94,3 @@ pub(super) fn record_approvals<'a>(
         }
     }
 }
-

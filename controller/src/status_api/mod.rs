@@ -177,7 +177,10 @@ fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
                 format!("the body is over {MAX_BODY_BYTES} bytes, the most one report may take"),
             )
         } else {
-            Problem::new(StatusCode::BAD_REQUEST, "the request body could not be read")
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read",
+            )
         }
     })
 }

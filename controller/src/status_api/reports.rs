@@ -135,7 +135,9 @@ pub async fn read(
         .data
         .as_ref()
         .and_then(|data| data.get(&key(deployment_id, client_id)));
-    Ok(stored.and_then(|text| stored_report(text)).map(|report| report.document))
+    Ok(stored
+        .and_then(|text| stored_report(text))
+        .map(|report| report.document))
 }
 
 /// One kept report: when it was kept, and the document.

@@ -41,7 +41,9 @@ fn ten_thousand_instances_open_only_the_operations_the_status_has_room_for() {
         .expect("a Progressing condition");
     assert_eq!(progressing.reason, "WaitingForStatusRoom");
     assert!(
-        progressing.message.contains(&format!("{} operation(s) wait", 10_000 - opened)),
+        progressing
+            .message
+            .contains(&format!("{} operation(s) wait", 10_000 - opened)),
         "{}",
         progressing.message
     );
@@ -95,17 +97,31 @@ fn finished_operations_go_first_then_unused_records_then_the_unplaced_listing() 
     }
     assert_eq!(
         gone,
-        ["operations", "operations", "deployments", "unplaced", "unplaced"]
+        [
+            "operations",
+            "operations",
+            "deployments",
+            "unplaced",
+            "unplaced"
+        ]
     );
     let ids: Vec<&str> = status.operations.iter().map(|op| op.id.as_str()).collect();
     assert_eq!(ids, ["UPDATE-web-0-r3"], "the open operation stays");
     let records: Vec<u64> = status.deployments.iter().map(|r| r.revision).collect();
-    assert_eq!(records, [2, 3, 4], "in use by the instance, the open operation, latest");
+    assert_eq!(
+        records,
+        [2, 3, 4],
+        "in use by the instance, the open operation, latest"
+    );
     let documents: Vec<&str> = status
         .deployment_status
         .iter()
         .map(|d| d.deployment_id.as_str())
         .collect();
-    assert_eq!(documents, ["two"], "revision 1's document went with its record");
+    assert_eq!(
+        documents,
+        ["two"],
+        "revision 1's document went with its record"
+    );
     assert_eq!(status.instances.len(), 1);
 }
