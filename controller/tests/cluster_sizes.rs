@@ -111,18 +111,21 @@ fn payloads(
     json!(payloads)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plan_with_200_kb_of_coordinates_keeps_working_through_ten_revisions() {
-    let (env, controller, uids) = started(1, "v100").await;
-    // 7 applications × 32 coordinates × 900 bytes: about 200 KB per revision.
-    let (applications, coordinates, value_bytes) = (7, 32, 900);
+/// Creates plan `name` (one instance, Automatic) whose applications and
+/// payloads are `payloads(applications, coordinates, value_bytes, 1)`, from a
+/// file (`kubectl create -f`) as a user would a large manifest.
+async fn create_with_payloads(
+    env: &Env,
+    name: &str,
+    (applications, coordinates, value_bytes): (usize, usize, usize),
+) {
     let apps: Vec<serde_json::Value> = (0..applications)
         .map(|app| json!({"name": format!("app-{app}")}))
         .collect();
     let manifest = json!({
         "apiVersion": "shoal.dev/v1alpha1",
         "kind": "DeploymentPlan",
-        "metadata": {"name": "big"},
+        "metadata": {"name": name},
         "spec": {
             "swarm": "demo",
             "applications": apps,
@@ -130,11 +133,19 @@ async fn a_plan_with_200_kb_of_coordinates_keeps_working_through_ten_revisions()
             "deployment": {"instances": 1, "payloads": payloads(applications, coordinates, value_bytes, 1)},
         },
     });
-    let path = std::env::temp_dir().join(format!("{}-big.json", env.namespace));
+    let path = std::env::temp_dir().join(format!("{}-{name}.json", env.namespace));
     std::fs::write(&path, manifest.to_string()).expect("the manifest is written");
     env.kubectl(&["create", "-f", &path.to_string_lossy()])
         .await;
     let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_with_200_kb_of_coordinates_keeps_working_through_ten_revisions() {
+    let (env, controller, uids) = started(1, "v100").await;
+    // 7 applications × 32 coordinates × 900 bytes: about 200 KB per revision.
+    let (applications, coordinates, value_bytes) = (7, 32, 900);
+    create_with_payloads(&env, "big", (applications, coordinates, value_bytes)).await;
 
     for revision in 1..=10u64 {
         if revision > 1 {
@@ -391,6 +402,58 @@ spec:
     })
     .await;
     assert!(stored_bytes(&env, "gpus").await < MAX_OBJECT_BYTES);
+    controller.stop().await;
+    env.finish().await;
+}
+
+/// 32 applications × 32 coordinates × 900 bytes: a deployment record of about
+/// 900 KB beside a spec as large, which no status can hold. The plan says so
+/// once, naming the field, keeps its last status, and recovers when the
+/// payloads shrink.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_whose_latest_record_cannot_fit_is_degraded_once_naming_the_field() {
+    let (env, controller, _) = started(1, "v100").await;
+    create_with_payloads(&env, "huge", (32, 32, 900)).await;
+    let degraded = eventually("the plan is Degraded for its size", WAIT, || async {
+        let status = status(&env, "huge").await;
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Degraded" && c.status == "True")
+            .cloned()
+    })
+    .await;
+    assert_eq!(degraded.reason, "StatusTooLarge");
+    assert!(
+        degraded.message.contains("DeploymentPlan")
+            && degraded.message.contains("huge")
+            && degraded.message.contains("status.deployments")
+            && degraded.message.contains("bytes"),
+        "{}",
+        degraded.message
+    );
+    // Passes go on (a resync every 5 s), and the Warning is not repeated.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let events = env.event_messages().await;
+    let said = events
+        .lines()
+        .filter(|line| line.starts_with("StatusTooLarge"))
+        .count();
+    assert_eq!(said, 1, "{events}");
+
+    // Payloads that fit: the status is written again and the plan recovers.
+    patch_from_file(
+        &env,
+        "huge",
+        &json!({"spec": {"deployment": {"payloads": payloads(32, 1, 20, 2)}}}),
+    )
+    .await;
+    eventually("the plan is no longer Degraded", WAIT, || async {
+        let status = status(&env, "huge").await;
+        (status.latest_deployment >= 1 && condition(&status, "Degraded").status == "False")
+            .then_some(())
+    })
+    .await;
     controller.stop().await;
     env.finish().await;
 }
