@@ -551,3 +551,90 @@ async fn reports_stay_within_their_budget_and_refusals_tell_nothing_internal() {
     endpoint.stop().await;
     env.finish().await;
 }
+
+/// A report on a deployment the plan no longer lists (its record left the
+/// deployment history) is dropped by the next report kept: storage follows
+/// the plan's history rather than growing with every deployment it ever had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_of_deployments_the_plan_no_longer_lists_go_with_the_next_report() {
+    let env = Env::start().await;
+    env.install_plan_crd().await;
+    let controller = env.start_controller();
+    let endpoint = Endpoint::start(&env).await;
+    let uids = plan_on_one_member(&env).await;
+    env.kubectl(&[
+        "patch",
+        "dplan",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"deploymentHistoryLimit":1}}"#,
+    ])
+    .await;
+    let (_, reporter, _) = callers(&env).await;
+    let first = document_in(&env, "pending").await.deployment_id;
+    let report_on = |id: &str| {
+        json!({"deploymentId": id, "status": {"state": "installed"},
+            "components": [{"name": "nginx", "state": "installed"}]})
+        .to_string()
+    };
+    let url = |device: &str, id: &str| {
+        format!(
+            "{}/api/v1/clients/{device}/deployments/{id}/status",
+            endpoint.base
+        )
+    };
+    let kept = curl(
+        &url("edge-1", &first),
+        Some(&reporter),
+        Some(&report_on(&first)),
+    )
+    .await;
+    assert_eq!(kept.code, 201, "{kept:?}");
+
+    // The instance is installed (its CREATE done), then runs deployment 2.
+    let installed = json!({"state": "installed", "deployment": 1});
+    report(&env, "east-0", &uids["east-0"], installed).await;
+    document_in(&env, "installed").await;
+    env.kubectl(&[
+        "patch",
+        "dplan",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"deployment":{"payloads":[{"application":"nginx","coordinates":{"image":"nginx:1.28"}}]}}}"#,
+    ])
+    .await;
+    let second = eventually("deployment 1 leaves the plan's documents", WAIT, || async {
+        let documents = plan(&env)
+            .await
+            .status
+            .unwrap_or_default()
+            .deployment_status;
+        let ids: Vec<String> = documents.iter().map(|d| d.deployment_id.clone()).collect();
+        (!ids.contains(&first) && ids.len() == 1).then(|| ids[0].clone())
+    })
+    .await;
+    let kept = curl(
+        &url("edge-2", &second),
+        Some(&reporter),
+        Some(&report_on(&second)),
+    )
+    .await;
+    assert_eq!(kept.code, 201, "{kept:?}");
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let keys: Vec<String> = maps
+        .get("web-deployment-reports")
+        .await
+        .expect("the reports ConfigMap")
+        .data
+        .unwrap_or_default()
+        .into_keys()
+        .collect();
+    assert_eq!(keys, [format!("{second}.edge-2.json")]);
+    endpoint.stop().await;
+    controller.stop().await;
+    env.finish().await;
+}
