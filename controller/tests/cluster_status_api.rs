@@ -158,6 +158,16 @@ spec:
     uids
 }
 
+/// The plan CRD, the controller and the endpoint running, and plan `web` on
+/// one member (see [`plan_on_one_member`]); the member pods' uids.
+async fn serving_one_plan(env: &Env) -> (common::Running, Endpoint, BTreeMap<String, String>) {
+    env.install_plan_crd().await;
+    let controller = env.start_controller();
+    let endpoint = Endpoint::start(env).await;
+    let uids = plan_on_one_member(env).await;
+    (controller, endpoint, uids)
+}
+
 async fn plan(env: &Env) -> DeploymentPlan {
     let api: Api<DeploymentPlan> = Api::namespaced(env.client.clone(), &env.namespace);
     api.get("web").await.expect("the plan exists")
@@ -235,10 +245,7 @@ subjects: [{{kind: ServiceAccount, name: reporter, namespace: {namespace}}}]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_endpoint_serves_the_plans_document_and_keeps_reports_across_a_restart() {
     let env = Env::start().await;
-    env.install_plan_crd().await;
-    let controller = env.start_controller();
-    let endpoint = Endpoint::start(&env).await;
-    let uids = plan_on_one_member(&env).await;
+    let (controller, endpoint, uids) = serving_one_plan(&env).await;
     let (reader, reporter, stranger) = callers(&env).await;
 
     // pending → installed as the member reports; the same document over HTTP.
@@ -423,10 +430,7 @@ async fn an_endpoint_not_allowed_to_review_tokens_lets_nobody_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_is_refused_when_the_reports_configmap_is_not_the_plans() {
     let env = Env::start().await;
-    env.install_plan_crd().await;
-    let controller = env.start_controller();
-    let endpoint = Endpoint::start(&env).await;
-    plan_on_one_member(&env).await;
+    let (controller, endpoint, _) = serving_one_plan(&env).await;
     let (_, reporter, _) = callers(&env).await;
     let id = document_in(&env, "pending").await.deployment_id;
     let squatter = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-deployment-reports\ndata:\n  mine: \"yes\"\n";
@@ -468,10 +472,7 @@ async fn reports_stay_within_their_budget_and_refusals_tell_nothing_internal() {
     let Some(env) = Env::start_emulated("fault injection").await else {
         return;
     };
-    env.install_plan_crd().await;
-    let controller = env.start_controller();
-    let endpoint = Endpoint::start(&env).await;
-    plan_on_one_member(&env).await;
+    let (controller, endpoint, _) = serving_one_plan(&env).await;
     let (reader, reporter, stranger) = callers(&env).await;
     let id = document_in(&env, "pending").await.deployment_id;
     let client_url = |device: &str| {
@@ -558,10 +559,7 @@ async fn reports_stay_within_their_budget_and_refusals_tell_nothing_internal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_of_deployments_the_plan_no_longer_lists_go_with_the_next_report() {
     let env = Env::start().await;
-    env.install_plan_crd().await;
-    let controller = env.start_controller();
-    let endpoint = Endpoint::start(&env).await;
-    let uids = plan_on_one_member(&env).await;
+    let (controller, endpoint, uids) = serving_one_plan(&env).await;
     env.kubectl(&[
         "patch",
         "dplan",
