@@ -21,8 +21,9 @@
 //!    ([`refused_for_size`]), the object is written `Degraded` with reason
 //!    [`STATUS_TOO_LARGE`], naming the largest field and the sizes
 //!    ([`too_large_patch`], a merge patch of the conditions, phase and last
-//!    error only, which always fits), and one Warning Event says so on the
-//!    transition. The last good status stays as it was.
+//!    error only: small, so it is stored where the whole status was not), and
+//!    one Warning Event says so on the transition. The last good status stays
+//!    as it was.
 //!
 //! Sizes are of compact JSON, which is what etcd holds of a custom resource.
 
