@@ -323,16 +323,16 @@ async fn write_index(config_maps: &ConfigMaps<'_>, text: &str) -> Result<(), Err
 /// The status, as a merge patch with explicit nulls: fields that became absent (a
 /// pending revision that was applied, a refusal no longer standing) are removed outright.
 async fn write_status(swarm: &Swarm, plan: &Plan, ctx: &Context) -> Result<(), Error> {
-    // Cut to the schema's bounds first (text from users), so that the comparison sees
-    // what would be stored and the server never refuses the write whole.
-    let (fitted, cuts) = crate::limits::fit_status(&plan.status);
-    if !cuts.is_empty() {
-        warn!(
-            swarm = %swarm.name_any(),
-            cut = %cuts.join(", "),
-            "status cut to the Swarm schema's bounds"
-        );
-    }
+    // Fitted first (the schema's bounds, then the byte budget), so that the comparison
+    // sees what would be stored and the server never refuses the write whole.
+    let fitted = crate::limits::fit(&plan.status, crate::limits::budget::rest_of_object(swarm));
+    fitted.log(&format!(
+        "Swarm {}/{}",
+        swarm.namespace().unwrap_or_default(),
+        swarm.name_any()
+    ));
+    let budget = fitted.pruned.budget;
+    let fitted = fitted.status;
     if swarm.status.as_ref() == Some(&fitted) {
         return Ok(());
     }
@@ -372,18 +372,40 @@ async fn write_status(swarm: &Swarm, plan: &Plan, ctx: &Context) -> Result<(), E
     ctx.metrics.wrote("status");
     let swarms: Api<Swarm> =
         Api::namespaced(ctx.client.clone(), &swarm.namespace().unwrap_or_default());
-    swarms
+    let written = swarms
         .patch_status(
             &name,
             &PatchParams::default(),
             &Patch::Merge(json!({ "status": status })),
         )
-        .await
-        .map(|_| ())
-        .map_err(|source| Error::WriteStatus {
-            swarm: name.clone(),
+        .await;
+    match written {
+        Ok(_) => Ok(()),
+        Err(source) if crate::limits::budget::refused_for_size(&source) => {
+            // The status is the commit point of this pass: nothing after it is
+            // applied, but the Swarm says why (once), instead of only retrying.
+            let stored = swarm
+                .status
+                .as_ref()
+                .map(|status| status.conditions.as_slice())
+                .unwrap_or_default();
+            if let Err(error) = crate::cluster::too_large::record_too_large(
+                ctx, swarm, "Swarm", stored, &fitted, budget, &source,
+            )
+            .await
+            {
+                warn!(%error, swarm = %name, "could not record that the status is too large");
+            }
+            Err(Error::WriteStatus {
+                swarm: name,
+                source,
+            })
+        }
+        Err(source) => Err(Error::WriteStatus {
+            swarm: name,
             source,
-        })
+        }),
+    }
 }
 
 /// Writes a member's slice (plain, gzip, or split into parts, the first part last so that

@@ -4,7 +4,7 @@
 //! * [`crd`]: the `Swarm` custom resource.
 //! * [`deployment_plan`]: the `DeploymentPlan` custom resource.
 //! * [`deployment`]: the DeploymentPlan controller (observe, pure decide, apply, run).
-//! * [`limits`]: the size budgets every list, map and string of both CRDs is bounded by.
+//! * [`limits`]: the size budgets of both CRDs: every list, map and string bounded in the schema, every status fitted to its byte budget before it is written.
 //! * [`plan`]: the pure decision (approval gate, revoke-then-grant, restarts, status, Events).
 //! * [`reconcile`]: observe → plan → apply against the API.
 //! * [`plugin`]: `kubectl shoal` (binary `kubectl-shoal`), reusing observe and plan.

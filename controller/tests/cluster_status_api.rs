@@ -158,6 +158,16 @@ spec:
     uids
 }
 
+/// The plan CRD, the controller and the endpoint running, and plan `web` on
+/// one member (see [`plan_on_one_member`]); the member pods' uids.
+async fn serving_one_plan(env: &Env) -> (common::Running, Endpoint, BTreeMap<String, String>) {
+    env.install_plan_crd().await;
+    let controller = env.start_controller();
+    let endpoint = Endpoint::start(env).await;
+    let uids = plan_on_one_member(env).await;
+    (controller, endpoint, uids)
+}
+
 async fn plan(env: &Env) -> DeploymentPlan {
     let api: Api<DeploymentPlan> = Api::namespaced(env.client.clone(), &env.namespace);
     api.get("web").await.expect("the plan exists")
@@ -235,10 +245,7 @@ subjects: [{{kind: ServiceAccount, name: reporter, namespace: {namespace}}}]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_endpoint_serves_the_plans_document_and_keeps_reports_across_a_restart() {
     let env = Env::start().await;
-    env.install_plan_crd().await;
-    let controller = env.start_controller();
-    let endpoint = Endpoint::start(&env).await;
-    let uids = plan_on_one_member(&env).await;
+    let (controller, endpoint, uids) = serving_one_plan(&env).await;
     let (reader, reporter, stranger) = callers(&env).await;
 
     // pending → installed as the member reports; the same document over HTTP.
@@ -423,10 +430,7 @@ async fn an_endpoint_not_allowed_to_review_tokens_lets_nobody_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_is_refused_when_the_reports_configmap_is_not_the_plans() {
     let env = Env::start().await;
-    env.install_plan_crd().await;
-    let controller = env.start_controller();
-    let endpoint = Endpoint::start(&env).await;
-    plan_on_one_member(&env).await;
+    let (controller, endpoint, _) = serving_one_plan(&env).await;
     let (_, reporter, _) = callers(&env).await;
     let id = document_in(&env, "pending").await.deployment_id;
     let squatter = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-deployment-reports\ndata:\n  mine: \"yes\"\n";
@@ -451,6 +455,183 @@ async fn a_report_is_refused_when_the_reports_configmap_is_not_the_plans() {
         Some(BTreeMap::from([("mine".to_owned(), "yes".to_owned())]))
     );
     assert!(kept.owner_references().is_empty());
+    endpoint.stop().await;
+    controller.stop().await;
+    env.finish().await;
+}
+
+/// Reports are bounded per plan and per device: twenty devices reporting 60 KB
+/// each are all kept (201) while the oldest reports go, instead of the
+/// ConfigMap filling up and every later device getting 503. Refusals are
+/// problem+json and tell nothing they should not: an oversized body is 413, a
+/// caller without access gets the same 403 for an unknown deployment id as for
+/// a real one, and a failure inside says which step failed, not the API
+/// server's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_stay_within_their_budget_and_refusals_tell_nothing_internal() {
+    let Some(env) = Env::start_emulated("fault injection").await else {
+        return;
+    };
+    let (controller, endpoint, _) = serving_one_plan(&env).await;
+    let (reader, reporter, stranger) = callers(&env).await;
+    let id = document_in(&env, "pending").await.deployment_id;
+    let client_url = |device: &str| {
+        format!(
+            "{}/api/v1/clients/{device}/deployments/{id}/status",
+            endpoint.base
+        )
+    };
+
+    let message = "m".repeat(60 * 1024);
+    for device in 0..20 {
+        let body = json!({"deploymentId": id,
+            "status": {"state": "failed", "error": {"code": "Big", "message": message}},
+            "components": [{"name": "nginx", "state": "failed"}]})
+        .to_string();
+        let answer = curl(
+            &client_url(&format!("edge-{device}")),
+            Some(&reporter),
+            Some(&body),
+        )
+        .await;
+        assert_eq!(answer.code, 201, "device edge-{device}: {answer:?}");
+    }
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let kept = maps
+        .get("web-deployment-reports")
+        .await
+        .expect("the reports ConfigMap")
+        .data
+        .unwrap_or_default();
+    let bytes: usize = kept.iter().map(|(key, text)| key.len() + text.len()).sum();
+    assert!(
+        bytes <= shoal_controller::status_api::reports::MAX_PLAN_BYTES,
+        "{bytes} bytes kept"
+    );
+    curl(&client_url("edge-0"), Some(&reader), None)
+        .await
+        .assert_problem(404, "has not reported");
+    let newest = curl(&client_url("edge-19"), Some(&reader), None).await;
+    assert_eq!(newest.code, 200, "{newest:?}");
+
+    let oversized = json!({"deploymentId": id, "status": {"state": "installed"},
+        "components": [{"name": "nginx", "state": "installed", "pad": "p".repeat(100 * 1024)}]})
+    .to_string();
+    curl(&client_url("edge-big"), Some(&reporter), Some(&oversized))
+        .await
+        .assert_problem(413, "over 65536 bytes");
+
+    let unknown_id = "00000000-0000-8000-8000-000000000000";
+    let real = curl(
+        &format!("{}/api/v1/deployments/{id}/status", endpoint.base),
+        Some(&stranger),
+        None,
+    )
+    .await;
+    let unknown = curl(
+        &format!("{}/api/v1/deployments/{unknown_id}/status", endpoint.base),
+        Some(&stranger),
+        None,
+    )
+    .await;
+    real.assert_problem(403, "may not get");
+    unknown.assert_problem(403, "may not get");
+    assert_eq!(
+        real.body.replace(&id, "<id>"),
+        unknown.body.replace(unknown_id, "<id>"),
+        "the same answer whether the deployment exists or not"
+    );
+
+    // The controller is stopped so that the injected fault meets the endpoint's read.
+    controller.stop().await;
+    env.faults()
+        .fail_next(1, Some("get"), Some("configmaps"), 500);
+    let failed = curl(&client_url("edge-19"), Some(&reader), None).await;
+    failed.assert_problem(503, "try again later");
+    assert!(!failed.body.contains("injected"), "{failed:?}");
+    endpoint.stop().await;
+    env.finish().await;
+}
+
+/// A report on a deployment the plan no longer lists (its record left the
+/// deployment history) is dropped by the next report kept: storage follows
+/// the plan's history rather than growing with every deployment it ever had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_of_deployments_the_plan_no_longer_lists_go_with_the_next_report() {
+    let env = Env::start().await;
+    let (controller, endpoint, uids) = serving_one_plan(&env).await;
+    env.kubectl(&[
+        "patch",
+        "dplan",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"deploymentHistoryLimit":1}}"#,
+    ])
+    .await;
+    let (_, reporter, _) = callers(&env).await;
+    let first = document_in(&env, "pending").await.deployment_id;
+    let report_on = |id: &str| {
+        json!({"deploymentId": id, "status": {"state": "installed"},
+            "components": [{"name": "nginx", "state": "installed"}]})
+        .to_string()
+    };
+    let url = |device: &str, id: &str| {
+        format!(
+            "{}/api/v1/clients/{device}/deployments/{id}/status",
+            endpoint.base
+        )
+    };
+    let kept = curl(
+        &url("edge-1", &first),
+        Some(&reporter),
+        Some(&report_on(&first)),
+    )
+    .await;
+    assert_eq!(kept.code, 201, "{kept:?}");
+
+    // The instance is installed (its CREATE done), then runs deployment 2.
+    let installed = json!({"state": "installed", "deployment": 1});
+    report(&env, "east-0", &uids["east-0"], installed).await;
+    document_in(&env, "installed").await;
+    env.kubectl(&[
+        "patch",
+        "dplan",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"deployment":{"payloads":[{"application":"nginx","coordinates":{"image":"nginx:1.28"}}]}}}"#,
+    ])
+    .await;
+    let second = eventually("deployment 1 leaves the plan's documents", WAIT, || async {
+        let documents = plan(&env)
+            .await
+            .status
+            .unwrap_or_default()
+            .deployment_status;
+        let ids: Vec<String> = documents.iter().map(|d| d.deployment_id.clone()).collect();
+        (!ids.contains(&first) && ids.len() == 1).then(|| ids[0].clone())
+    })
+    .await;
+    let kept = curl(
+        &url("edge-2", &second),
+        Some(&reporter),
+        Some(&report_on(&second)),
+    )
+    .await;
+    assert_eq!(kept.code, 201, "{kept:?}");
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let keys: Vec<String> = maps
+        .get("web-deployment-reports")
+        .await
+        .expect("the reports ConfigMap")
+        .data
+        .unwrap_or_default()
+        .into_keys()
+        .collect();
+    assert_eq!(keys, [format!("{second}.edge-2.json")]);
     endpoint.stop().await;
     controller.stop().await;
     env.finish().await;

@@ -17,6 +17,7 @@ use crate::metrics::Metrics;
 pub mod config_maps;
 pub mod leases;
 pub mod pools;
+pub mod too_large;
 
 /// What the controller needs at hand while reconciling.
 pub struct Context {

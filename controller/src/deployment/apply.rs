@@ -1,5 +1,12 @@
 //! Writing a plan's decision: its status through the status subresource by
 //! server-side apply (field manager `shoal-controller`), then its Events.
+//!
+//! The status is first fitted (`crate::limits::fit`: the schema's bounds, then the
+//! byte budget, where finished operations and unused deployment records go first). A write the API server
+//! still refuses for its size leaves the last status in place, marks the plan
+//! `Degraded` (`StatusTooLarge`, naming the largest field and the sizes) with one
+//! Warning on the transition, and is not an error of the pass: retrying at once
+//! would only be refused again.
 
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -7,8 +14,10 @@ use serde_json::json;
 use shoal_core::names::CONTROLLER_FIELD_MANAGER;
 
 use super::{PlanDecision, PlanObservation};
+use crate::cluster::too_large::record_too_large;
 use crate::cluster::{Context, publish_on};
 use crate::deployment_plan::{DeploymentPlan, DeploymentPlanStatus};
+use crate::limits::{self, budget};
 
 /// Writes the status when it changed, or when someone else wrote its placement
 /// record (the write puts it back and makes it the controller's again, see
@@ -21,19 +30,31 @@ pub async fn apply(
     decision: &PlanDecision,
 ) -> Result<(), kube::Error> {
     let taking_back = !obs.record_editors.is_empty() && !decision.leave_edited_record;
-    // Cut to the schema's bounds first (text from users and members), so that the
-    // comparison sees what would be stored and the server never refuses the write whole.
-    let (status, cuts) = crate::limits::fit_status(&decision.status);
-    if !cuts.is_empty() {
-        tracing::warn!(
-            plan = %plan.name_any(),
-            cut = %cuts.join(", "),
-            "status cut to the DeploymentPlan schema's bounds"
-        );
-    }
+    let fitted = limits::fit(&decision.status, budget::rest_of_object(plan));
+    fitted.log(&format!(
+        "DeploymentPlan {}/{}",
+        plan.namespace().unwrap_or_default(),
+        plan.name_any()
+    ));
+    let status = fitted.status;
     if status != obs.status || taking_back {
-        write_status(&ctx.client, plan, obs, decision, &status).await?;
-        ctx.metrics.wrote("status");
+        match write_status(&ctx.client, plan, obs, decision, &status).await {
+            Ok(()) => ctx.metrics.wrote("status"),
+            Err(error) if budget::refused_for_size(&error) => {
+                // Nothing of this pass was written: its Events stay unsaid.
+                return record_too_large(
+                    ctx,
+                    plan,
+                    "DeploymentPlan",
+                    &obs.status.conditions,
+                    &status,
+                    fitted.pruned.budget,
+                    &error,
+                )
+                .await;
+            }
+            Err(error) => return Err(error),
+        }
     }
     let reference = plan.object_ref(&());
     for event in &decision.events {

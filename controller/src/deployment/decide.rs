@@ -345,6 +345,8 @@ struct Pass<'a> {
     members: Vec<shoal_core::deploy::DeployMember>,
     /// Member reports no approved operation allows (see `reports`).
     ignored: Vec<IgnoredReport>,
+    /// New operations left for a later pass: the status had no room for them.
+    deferred: usize,
 }
 
 impl<'a> Pass<'a> {
@@ -397,6 +399,7 @@ impl<'a> Pass<'a> {
             deployment_items: Vec::new(),
             members,
             ignored: Vec::new(),
+            deferred: 0,
         }
     }
 
@@ -969,7 +972,18 @@ impl<'a> Pass<'a> {
                     .any(|op| waiting(op) && same(op, candidate))
             })
             .collect();
+        let fresh = self.within_status_room(fresh);
         self.add_through_gate(fresh);
+    }
+
+    /// The new operations the status has room for (`size`), in order; the
+    /// others wait for a later pass and are counted in `deferred`.
+    fn within_status_room(&mut self, mut fresh: Vec<Operation>) -> Vec<Operation> {
+        let room =
+            super::size::room_for_new_operations(self.obs, &self.instances, &self.operations);
+        self.deferred = fresh.len().saturating_sub(room);
+        fresh.truncate(room);
+        fresh
     }
 
     /// Step 6: new operations get the next numbers (their ids end in them, so no id is
@@ -1087,6 +1101,7 @@ impl<'a> Pass<'a> {
         status::conditions(obs, &counts, &mut status, &mut events);
         status::rollout_condition(obs, &mut status);
         status::reports_condition(obs, &mut status);
+        super::size::note_deferred(obs, self.deferred, &mut status, &mut events);
         let under_way = (counts.under_way > 0).then_some(UNDER_WAY_REQUEUE);
         PlanDecision {
             status,

@@ -39,6 +39,7 @@ mod reports;
 mod requests;
 mod rollout;
 mod run;
+mod size;
 mod status;
 mod status_document;
 #[cfg(test)]

@@ -150,11 +150,11 @@ pub(super) fn record_refusal(
         &obs.status.refused_annotations,
         ANNOTATION_APPROVE,
         value,
-        ("ApprovalRefused", refused.join("; ")),
+        ("ApprovalRefused", crate::refusals::summarize(refused)),
         &mut status.refused_annotations,
         events,
     );
-    status.last_error = Some(refused.join("; "));
+    status.last_error = Some(crate::refusals::summarize(refused));
 }
 
 /// Refused `shoal.dev/operate` requests: one Warning `OperationRequestRefused`

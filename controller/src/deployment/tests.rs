@@ -1095,6 +1095,7 @@ mod drift;
 mod gate;
 mod ordered;
 mod reports;
+mod size;
 mod user_operations;
 
 #[test]

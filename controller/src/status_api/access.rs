@@ -2,6 +2,9 @@
 //! token through a TokenReview, the permission through a SubjectAccessReview
 //! on the plan's `deploymentplans/deploymentstatus` (verb `get` to read,
 //! `update` to report).
+//!
+//! What goes wrong inside (the API server unreachable, a review refused) is
+//! logged, never sent to the caller: a 503 says only which check failed.
 
 use axum::http::{HeaderMap, StatusCode, header};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
@@ -25,9 +28,10 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 fn unavailable(what: &str, error: kube::Error) -> Problem {
+    tracing::warn!(%error, "deployment status endpoint: {what} failed");
     Problem::new(
         StatusCode::SERVICE_UNAVAILABLE,
-        format!("{what} failed: {error}"),
+        format!("{what} failed; try again later"),
     )
 }
 
@@ -68,14 +72,17 @@ pub async fn authenticate(client: &Client, headers: &HeaderMap) -> Result<UserIn
 }
 
 /// Whether `user` may `verb` the deployment status of DeploymentPlan
-/// `namespace/plan`; 403 naming the permission when not.
-pub async fn authorize(
+/// `namespace/plan`, or, with `plan` `None`, of every plan of `namespace`
+/// (with `namespace` `None` too: of every namespace). Only a failure to ask is
+/// an error (503); the caller's refusal is worded by the caller of this, the
+/// same whether the deployment exists or not.
+pub async fn allowed(
     client: &Client,
     user: &UserInfo,
     verb: &str,
-    namespace: &str,
-    plan: &str,
-) -> Result<(), Problem> {
+    namespace: Option<&str>,
+    plan: Option<&str>,
+) -> Result<bool, Problem> {
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
             user: user.username.clone(),
@@ -83,12 +90,12 @@ pub async fn authorize(
             groups: user.groups.clone(),
             extra: user.extra.clone(),
             resource_attributes: Some(ResourceAttributes {
-                namespace: Some(namespace.to_owned()),
+                namespace: namespace.map(str::to_owned),
                 verb: Some(verb.to_owned()),
                 group: Some("shoal.dev".to_owned()),
                 resource: Some("deploymentplans".to_owned()),
                 subresource: Some(SUBRESOURCE.to_owned()),
-                name: Some(plan.to_owned()),
+                name: plan.map(str::to_owned),
                 ..ResourceAttributes::default()
             }),
             ..SubjectAccessReviewSpec::default()
@@ -99,16 +106,20 @@ pub async fn authorize(
         .create(&PostParams::default(), &review)
         .await
         .map_err(|error| unavailable("checking permission (SubjectAccessReview)", error))?;
-    if reviewed.status.is_some_and(|status| status.allowed) {
-        return Ok(());
-    }
-    Err(Problem::new(
+    Ok(reviewed.status.is_some_and(|status| status.allowed))
+}
+
+/// The refusal of `user`'s `verb` on deployment `deployment_id`: the same words
+/// for a deployment that exists and one that does not, so that a refusal says
+/// nothing about which deployments there are.
+pub fn refusal(user: &UserInfo, verb: &str, deployment_id: &str) -> Problem {
+    Problem::new(
         StatusCode::FORBIDDEN,
         format!(
-            "{} may not {verb} deploymentplans/{SUBRESOURCE} of DeploymentPlan {namespace}/{plan}",
+            "{} may not {verb} deploymentplans/{SUBRESOURCE} for deployment {deployment_id:?}",
             user.username.as_deref().unwrap_or("this caller")
         ),
-    ))
+    )
 }
 
 #[cfg(test)]
@@ -131,5 +142,19 @@ mod tests {
         assert_eq!(bearer(&headers("Basic abc")), None);
         assert_eq!(bearer(&headers("Bearer ")), None);
         assert_eq!(bearer(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn a_refusal_names_the_caller_and_the_deployment_and_no_plan() {
+        let user = UserInfo {
+            username: Some("system:serviceaccount:ns:stranger".to_owned()),
+            ..UserInfo::default()
+        };
+        let refused = refusal(&user, "get", "some-id");
+        assert_eq!(refused.status, StatusCode::FORBIDDEN);
+        assert_eq!(
+            refused.detail,
+            "system:serviceaccount:ns:stranger may not get deploymentplans/deploymentstatus for deployment \"some-id\""
+        );
     }
 }

@@ -13,12 +13,17 @@
 //! TokenReview: 401 without one or with a bad one) and permission on the
 //! plan the deployment belongs to (a SubjectAccessReview: `get` to read,
 //! `update` to report, on `deploymentplans/deploymentstatus`; 403 when
-//! refused). Then: 404 for a deployment id no plan has (or a client that
-//! never reported), 400 for a body that is not a JSON document, 422 for one that
+//! refused; a caller who may not see every plan's deployments gets the same
+//! 403 for a deployment id no plan has, so the answer tells nothing of which
+//! ids exist). Then: 404 for a deployment id no plan has (or a client that
+//! never reported), 413 for a body over 64 KiB, 400 for a body that is not a
+//! JSON document, 422 for one that
 //! contradicts the deployment (another `deploymentId`, a component that is
 //! not one of the plan's applications, a state outside the enumeration, a
 //! `deviceId` other than the path's client), 201 for a client's first report
-//! on a deployment and 200 after. Errors are `application/problem+json`.
+//! on a deployment and 200 after. Every error is `application/problem+json`
+//! (RFC 9457) and carries no internal text: a failure inside (503) is logged,
+//! and the caller learns only which step failed.
 //!
 //! Reports are kept in the cluster (see [`reports`]), never only in memory.
 
@@ -26,6 +31,7 @@ use std::future::Future;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -42,8 +48,9 @@ pub mod reports;
 
 use problem::Problem;
 
-/// Largest request body accepted (a document with a few hundred components).
-const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Largest request body accepted (a document with a few hundred components);
+/// a larger one is refused 413 (problem+json).
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// What the endpoint needs: a client with the controller's identity and the
 /// namespace it watches (`None`: all).
@@ -112,6 +119,11 @@ pub fn find_deployment<'a>(
 }
 
 /// Authenticates, finds the deployment, authorizes `verb` on its plan.
+///
+/// A deployment no plan has is answered 404 only to a caller who may `verb`
+/// the status of every plan the endpoint serves (who could list them anyway);
+/// anyone else gets the 403 a real deployment would give, word for word, so
+/// that the endpoint is no probe for which deployment ids exist.
 async fn admit(
     api: &StatusApi,
     headers: &HeaderMap,
@@ -127,21 +139,50 @@ async fn admit(
         .list(&ListParams::default())
         .await
         .map_err(|error| {
+            tracing::warn!(%error, "deployment status endpoint: listing DeploymentPlans failed");
             Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                format!("listing DeploymentPlans failed: {error}"),
+                "listing DeploymentPlans failed; try again later",
             )
         })?
         .items;
-    let (plan, document) = find_deployment(&listed, deployment_id).ok_or_else(|| {
-        Problem::new(
-            StatusCode::NOT_FOUND,
-            format!("no DeploymentPlan has a deployment with id {deployment_id:?}"),
-        )
-    })?;
+    let Some((plan, document)) = find_deployment(&listed, deployment_id) else {
+        let everywhere = api.namespace.as_deref();
+        return Err(
+            if access::allowed(&api.client, &user, verb, everywhere, None).await? {
+                Problem::new(
+                    StatusCode::NOT_FOUND,
+                    format!("no DeploymentPlan has a deployment with id {deployment_id:?}"),
+                )
+            } else {
+                access::refusal(&user, verb, deployment_id)
+            },
+        );
+    };
     let namespace = plan.namespace().unwrap_or_default();
-    access::authorize(&api.client, &user, verb, &namespace, &plan.name_any()).await?;
+    let name = plan.name_any();
+    if !access::allowed(&api.client, &user, verb, Some(&namespace), Some(&name)).await? {
+        return Err(access::refusal(&user, verb, deployment_id));
+    }
     Ok((plan.clone(), document.clone()))
+}
+
+/// The request body, or the problem with it: 413 over [`MAX_BODY_BYTES`], 400
+/// when it could not be read.
+fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
+    body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the body is over {MAX_BODY_BYTES} bytes, the most one report may take"),
+            )
+        } else {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read",
+            )
+        }
+    })
 }
 
 async fn get_computed(
@@ -174,19 +215,19 @@ async fn post_report(
     State(api): State<StatusApi>,
     Path(deployment_id): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    report(&api, &headers, &deployment_id, None, &body).await
+    report(&api, &headers, &deployment_id, None, body).await
 }
 
 async fn post_client_report(
     State(api): State<StatusApi>,
     Path((client_id, deployment_id)): Path<(String, String)>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     reports::check_client_id(&client_id)?;
-    report(&api, &headers, &deployment_id, Some(&client_id), &body).await
+    report(&api, &headers, &deployment_id, Some(&client_id), body).await
 }
 
 async fn report(
@@ -194,10 +235,11 @@ async fn report(
     headers: &HeaderMap,
     deployment_id: &str,
     path_client: Option<&str>,
-    body: &[u8],
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     let (plan, _) = admit(api, headers, "update", deployment_id).await?;
-    let text = std::str::from_utf8(body)
+    let body = body_of(body)?;
+    let text = std::str::from_utf8(&body)
         .map_err(|_| Problem::new(StatusCode::BAD_REQUEST, "the body is not UTF-8 text"))?;
     let mut document = parse_json_document(text)
         .map_err(|error| Problem::new(StatusCode::BAD_REQUEST, error.to_string()))?;

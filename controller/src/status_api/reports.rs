@@ -1,11 +1,23 @@
 //! Reported documents, kept in the cluster: one ConfigMap per plan,
 //! `<plan>-deployment-reports`, owned by the plan (a `controller: true`
 //! ownerReference to its uid, so it goes with the plan), one data key per
-//! deployment and reporting client, `<deploymentId>.<clientId>.json`.
+//! deployment and reporting client, `<deploymentId>.<clientId>.json`, holding
+//! `{"reportedAt": <RFC 3339>, "document": <the report>}` (a bare document, as
+//! earlier versions wrote, is read too).
 //!
 //! A ConfigMap of that name the plan does not own is never read or written.
+//!
+//! Storage is bounded, whatever devices send and however long a plan lives
+//! (a ConfigMap holds at most 1 MiB; one that is full refuses every write):
+//! before a report is kept, the same write drops the reports of deployments
+//! the plan no longer has (`status.deploymentStatus`, which follows its
+//! deployment history), then the reporting device's oldest reports until its
+//! own fit [`MAX_DEVICE_BYTES`], then the oldest reports of any device until
+//! the plan's fit [`MAX_PLAN_BYTES`]. The write carries the `resourceVersion`
+//! it was computed from, so two reports at once cannot together overfill it
+//! (the later one is computed again).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use axum::http::StatusCode;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -21,6 +33,18 @@ use crate::deployment_plan::DeploymentPlan;
 
 /// Longest client id (a label value's length).
 const MAX_CLIENT_ID: usize = 63;
+
+/// The most one plan's reports take together, in bytes (a ConfigMap holds at
+/// most 1 MiB; half of it leaves room for the entry being written).
+pub const MAX_PLAN_BYTES: usize = 512 * 1024;
+
+/// The most one device's reports on one plan take together, in bytes (two
+/// reports of the largest body).
+pub const MAX_DEVICE_BYTES: usize = 2 * super::MAX_BODY_BYTES + 1024;
+
+/// How often a write computed from a ConfigMap that changed meanwhile is
+/// computed again before the report is refused (503).
+const WRITE_ATTEMPTS: usize = 5;
 
 /// The ConfigMap holding a plan's reported documents.
 pub fn reports_name(plan: &str) -> String {
@@ -53,8 +77,16 @@ pub fn check_client_id(client_id: &str) -> Result<(), Problem> {
     }
 }
 
+/// A failure inside, as the caller sees it: which step failed, not the API
+/// server's words (logged instead).
 fn failed(what: String) -> impl FnOnce(kube::Error) -> Problem {
-    move |error| Problem::new(StatusCode::SERVICE_UNAVAILABLE, format!("{what}: {error}"))
+    move |error| {
+        tracing::warn!(%error, "deployment status endpoint: {what} failed");
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{what} failed; try again later"),
+        )
+    }
 }
 
 /// Whether the plan owns `map` (a controller ownerReference to its uid).
@@ -103,11 +135,101 @@ pub async fn read(
         .data
         .as_ref()
         .and_then(|data| data.get(&key(deployment_id, client_id)));
-    Ok(stored.and_then(|text| serde_json::from_str(text).ok()))
+    Ok(stored
+        .and_then(|text| stored_report(text))
+        .map(|report| report.document))
+}
+
+/// One kept report: when it was kept, and the document.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredReport {
+    /// RFC 3339.
+    reported_at: String,
+    document: DeploymentStatusDocument,
+}
+
+impl StoredReport {
+    /// When it was kept; the earliest time when that does not read.
+    fn at(&self) -> jiff::Timestamp {
+        self.reported_at.parse().unwrap_or(jiff::Timestamp::MIN)
+    }
+}
+
+/// A kept report as stored; a bare document (earlier versions) counts as kept
+/// at the earliest time, so it is the first to go.
+fn stored_report(text: &str) -> Option<StoredReport> {
+    serde_json::from_str(text).ok().or_else(|| {
+        let document = serde_json::from_str(text).ok()?;
+        Some(StoredReport {
+            reported_at: String::new(),
+            document,
+        })
+    })
+}
+
+/// A data key's deployment id and client id (`<deploymentId>.<clientId>.json`;
+/// a deployment id is a UUID, so the first `.` ends it).
+fn key_parts(key: &str) -> Option<(&str, &str)> {
+    key.strip_suffix(".json")?.split_once('.')
+}
+
+/// The keys to drop so that `new_key` (of `new_bytes`, by `client_id`) can be
+/// kept within the bounds (see the module docs), given what `data` holds and
+/// the deployment ids the plan still has.
+fn to_prune(
+    data: &BTreeMap<String, String>,
+    deployments: &BTreeSet<&str>,
+    client_id: &str,
+    new_key: &str,
+    new_bytes: usize,
+) -> Vec<String> {
+    let mut prune = Vec::new();
+    // Oldest first; a key that does not read as a report goes first of all.
+    let mut kept: Vec<(jiff::Timestamp, &str, &str, usize)> = Vec::new();
+    for (key, text) in data {
+        if key == new_key {
+            continue;
+        }
+        let parts = key_parts(key);
+        if parts.is_none_or(|(deployment, _)| !deployments.contains(deployment)) {
+            prune.push(key.clone());
+            continue;
+        }
+        let at = stored_report(text).map_or(jiff::Timestamp::MIN, |r| r.at());
+        let client = parts.map_or("", |(_, client)| client);
+        kept.push((at, key, client, key.len() + text.len()));
+    }
+    kept.sort();
+    let mut device: usize = new_bytes
+        + kept
+            .iter()
+            .filter(|(_, _, client, _)| *client == client_id)
+            .map(|entry| entry.3)
+            .sum::<usize>();
+    let mut total: usize = new_bytes + kept.iter().map(|entry| entry.3).sum::<usize>();
+    for (_, key, client, bytes) in &kept {
+        if *client == client_id && device > MAX_DEVICE_BYTES {
+            device -= bytes;
+            total -= bytes;
+            prune.push((*key).to_owned());
+        }
+    }
+    for (_, key, _, bytes) in &kept {
+        if total <= MAX_PLAN_BYTES {
+            break;
+        }
+        if !prune.iter().any(|gone| gone == key) {
+            total -= bytes;
+            prune.push((*key).to_owned());
+        }
+    }
+    prune
 }
 
 /// Keeps `document` as `client_id`'s report; `true` when it is the client's
 /// first report on the deployment (created), `false` when it replaced one.
+/// Prunes in the same write (see the module docs).
 pub async fn write(
     client: &Client,
     plan: &DeploymentPlan,
@@ -119,78 +241,178 @@ pub async fn write(
     let name = reports_name(&plan_name);
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
     let data_key = key(&document.deployment_id, client_id);
-    let text = serde_json::to_string(document).unwrap_or_default();
-    if let Some(map) = owned_map(client, plan).await? {
-        return patch_in(&api, &map, &data_key, text).await;
-    }
-    let map = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(namespace.clone()),
-            labels: Some(BTreeMap::from([(
-                shoal_core::names::LABEL_DEPLOYMENT_PLAN.to_owned(),
-                plan_name.clone(),
-            )])),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "shoal.dev/v1alpha1".to_owned(),
-                kind: "DeploymentPlan".to_owned(),
-                name: plan_name.clone(),
-                uid: plan.uid().unwrap_or_default(),
-                controller: Some(true),
-                block_owner_deletion: None,
-            }]),
-            ..ObjectMeta::default()
-        },
-        data: Some(BTreeMap::from([(data_key.clone(), text.clone())])),
-        ..ConfigMap::default()
+    let stored = StoredReport {
+        reported_at: jiff::Timestamp::now().to_string(),
+        document: document.clone(),
     };
-    let params = PostParams {
-        field_manager: Some(CONTROLLER_FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    match api.create(&params, &map).await {
-        Ok(_) => Ok(true),
-        // Another report created it meanwhile: write into it.
-        Err(kube::Error::Api(response)) if response.code == 409 => {
-            let map = owned_map(client, plan).await?.ok_or_else(|| {
-                Problem::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("ConfigMap {namespace}/{name} was created and deleted meanwhile; report again"),
-                )
-            })?;
-            patch_in(&api, &map, &data_key, text).await
+    let text = serde_json::to_string(&stored).unwrap_or_default();
+    let deployments: BTreeSet<&str> = plan
+        .status
+        .iter()
+        .flat_map(|status| &status.deployment_status)
+        .map(|document| document.deployment_id.as_str())
+        .collect();
+    for _ in 0..WRITE_ATTEMPTS {
+        if let Some(map) = owned_map(client, plan).await? {
+            let data = map.data.clone().unwrap_or_default();
+            let prune = to_prune(
+                &data,
+                &deployments,
+                client_id,
+                &data_key,
+                data_key.len() + text.len(),
+            );
+            match patch_in(&api, &map, &data_key, &text, &prune).await {
+                Err(kube::Error::Api(response)) if response.code == 409 => continue,
+                written => {
+                    written.map_err(failed(format!("writing ConfigMap {namespace}/{name}")))?;
+                    return Ok(!data.contains_key(&data_key));
+                }
+            }
         }
-        Err(error) => Err(failed(format!("creating ConfigMap {namespace}/{name}"))(
-            error,
-        )),
+        let map = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace.clone()),
+                labels: Some(BTreeMap::from([(
+                    shoal_core::names::LABEL_DEPLOYMENT_PLAN.to_owned(),
+                    plan_name.clone(),
+                )])),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "shoal.dev/v1alpha1".to_owned(),
+                    kind: "DeploymentPlan".to_owned(),
+                    name: plan_name.clone(),
+                    uid: plan.uid().unwrap_or_default(),
+                    controller: Some(true),
+                    block_owner_deletion: None,
+                }]),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([(data_key.clone(), text.clone())])),
+            ..ConfigMap::default()
+        };
+        let params = PostParams {
+            field_manager: Some(CONTROLLER_FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        match api.create(&params, &map).await {
+            Ok(_) => return Ok(true),
+            // Another report created it meanwhile: write into it.
+            Err(kube::Error::Api(response)) if response.code == 409 => continue,
+            Err(error) => {
+                return Err(failed(format!("creating ConfigMap {namespace}/{name}"))(
+                    error,
+                ));
+            }
+        }
     }
+    tracing::warn!(
+        "deployment status endpoint: ConfigMap {namespace}/{name} changed under {WRITE_ATTEMPTS} writes in a row"
+    );
+    Err(Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("writing ConfigMap {namespace}/{name} failed; try again later"),
+    ))
 }
 
-/// Sets one data key of an owned ConfigMap; `true` when the key is new.
+/// Sets one data key of an owned ConfigMap and drops `prune`, only if it is
+/// still the version read (uid and resourceVersion preconditions: a 409 says
+/// it changed meanwhile).
 async fn patch_in(
     api: &Api<ConfigMap>,
     map: &ConfigMap,
     data_key: &str,
-    text: String,
-) -> Result<bool, Problem> {
-    let existed = map
-        .data
-        .as_ref()
-        .is_some_and(|data| data.contains_key(data_key));
-    // A merge patch touches only this client's key (server-side apply by one
-    // field manager would drop the keys of the other clients' reports), and
-    // the uid precondition keeps it off a ConfigMap recreated meanwhile.
+    text: &str,
+    prune: &[String],
+) -> Result<(), kube::Error> {
+    // A merge patch touches only the keys named (server-side apply by one
+    // field manager would drop the keys of the other clients' reports).
+    let mut data = serde_json::Map::new();
+    for gone in prune {
+        data.insert(gone.clone(), serde_json::Value::Null);
+    }
+    data.insert(data_key.to_owned(), json!(text));
     let patch = json!({
-        "metadata": {"uid": map.uid()},
-        "data": {data_key: text},
+        "metadata": {"uid": map.uid(), "resourceVersion": map.resource_version()},
+        "data": data,
     });
     let params = PatchParams {
         field_manager: Some(CONTROLLER_FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
     };
-    let name = map.name_any();
-    api.patch(&name, &params, &Patch::Merge(&patch))
+    api.patch(&map.name_any(), &params, &Patch::Merge(&patch))
         .await
-        .map_err(failed(format!("writing ConfigMap {name}")))?;
-    Ok(!existed)
+        .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(at: i64, bytes: usize) -> String {
+        let stored = json!({
+            "reportedAt": jiff::Timestamp::from_second(at).expect("a time").to_string(),
+            "document": {"deploymentId": "d", "status": {"state": "installed"},
+                         "components": [], "pad": "x".repeat(bytes)},
+        });
+        stored.to_string()
+    }
+
+    #[test]
+    fn reports_of_deployments_the_plan_no_longer_has_go_first() {
+        let data = BTreeMap::from([
+            ("old-id.edge-1.json".to_owned(), report(1, 10)),
+            ("new-id.edge-1.json".to_owned(), report(2, 10)),
+            ("not a report".to_owned(), "x".to_owned()),
+        ]);
+        let deployments = BTreeSet::from(["new-id"]);
+        let prune = to_prune(&data, &deployments, "edge-2", "new-id.edge-2.json", 100);
+        assert_eq!(prune, ["not a report", "old-id.edge-1.json"]);
+    }
+
+    #[test]
+    fn a_device_over_its_share_loses_its_own_oldest_reports() {
+        let big = MAX_DEVICE_BYTES / 3;
+        let data = BTreeMap::from([
+            ("a.edge-1.json".to_owned(), report(3, big)),
+            ("b.edge-1.json".to_owned(), report(1, big)),
+            ("c.edge-1.json".to_owned(), report(2, big)),
+            ("a.edge-2.json".to_owned(), report(0, big)),
+        ]);
+        let deployments = BTreeSet::from(["a", "b", "c", "d"]);
+        let prune = to_prune(&data, &deployments, "edge-1", "d.edge-1.json", big);
+        assert_eq!(
+            prune,
+            ["b.edge-1.json", "c.edge-1.json"],
+            "edge-1's two oldest, none of edge-2's"
+        );
+    }
+
+    #[test]
+    fn a_full_plan_loses_its_oldest_reports_of_any_device() {
+        let each = 60 * 1024;
+        let deployments = BTreeSet::from(["d"]);
+        let data: BTreeMap<String, String> = (0..20)
+            .map(|i| (format!("d.edge-{i}.json"), report(i64::from(i), each)))
+            .collect();
+        let new_bytes = each + 100;
+        let prune = to_prune(&data, &deployments, "edge-99", "d.edge-99.json", new_bytes);
+        let left: usize = data
+            .iter()
+            .filter(|(key, _)| !prune.contains(key))
+            .map(|(key, text)| key.len() + text.len())
+            .sum();
+        assert!(left + new_bytes <= MAX_PLAN_BYTES, "{left}");
+        assert!(prune.contains(&"d.edge-0.json".to_owned()), "{prune:?}");
+        assert!(!prune.contains(&"d.edge-19.json".to_owned()), "{prune:?}");
+    }
+
+    #[test]
+    fn a_report_kept_by_an_earlier_version_is_read_and_counts_as_oldest() {
+        let bare = json!({"deploymentId": "d", "status": {"state": "installed"}, "components": []});
+        let read = stored_report(&bare.to_string()).expect("a bare document reads");
+        assert_eq!(read.at(), jiff::Timestamp::MIN);
+        assert_eq!(read.document.deployment_id, "d");
+        assert!(stored_report("not json").is_none());
+    }
 }

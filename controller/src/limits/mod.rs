@@ -18,14 +18,18 @@
 //! switch; a Swarm at most [`crate::crd::MAX_MEMBERS`] members); the strings from the
 //! names Kubernetes allows and from the controller's own texts. Text that comes from
 //! users or members (annotation values, a change-cause, an approver's name, a member's
-//! report) is cut to its bound by [`fit_status`] before a status is written, which
+//! report) is cut to its bound by [`cut_to_schema`] before a status is written, which
 //! applies the generated schema itself, so the schema and what the controller writes
 //! cannot disagree.
 //!
 //! A bound on counts is not a bound on bytes: 10,000 instances of the longest names
 //! exceed what one object can hold (etcd's 1.5 MiB, [`MAX_OBJECT_BYTES`]). Keeping the
-//! whole object under that is the job of the runtime size budget; these bounds make
-//! sure no single entry and no rule is unbounded.
+//! whole object under that is the byte budget's job ([`budget`]). Both writers of a
+//! status (the Swarm's and the plan's) pass it through the one [`fit`], which applies
+//! the schema's bounds and then the byte budget, and record a write the server still
+//! refuses for its size with `crate::cluster::too_large::record_too_large`.
+
+pub mod budget;
 
 use std::sync::LazyLock;
 
@@ -214,7 +218,7 @@ pub fn clip(text: &str, max: u32) -> String {
     out
 }
 
-/// What [`fit_status`] had to cut, by JSON path (`status.operations[3].message`).
+/// What [`cut_to_schema`] had to cut, by JSON path (`status.operations[3].message`).
 pub type Cuts = Vec<String>;
 
 /// The status schema (`openAPIV3Schema.properties.status`) of a CRD, as JSON.
@@ -252,12 +256,12 @@ impl BoundedStatus for crate::deployment_plan::DeploymentPlanStatus {
 /// `maxProperties` (the first entries kept), with the paths of what was cut. The
 /// controller's own lists stay within their bounds by construction; a cut list is a
 /// defect reported by the caller, better than a write the API server refuses whole.
-pub fn fit_status<S: BoundedStatus>(status: &S) -> (S, Cuts) {
+pub fn cut_to_schema<S: BoundedStatus>(status: &S) -> (S, Cuts) {
     let Ok(mut value) = serde_json::to_value(status) else {
         return (status.clone(), Vec::new());
     };
     let mut cuts = Vec::new();
-    fit(&mut value, S::schema(), "status", &mut cuts);
+    cut_value(&mut value, S::schema(), "status", &mut cuts);
     if cuts.is_empty() {
         return (status.clone(), cuts);
     }
@@ -276,7 +280,7 @@ fn bound(schema: &Value, key: &str) -> Option<usize> {
 }
 
 /// Cuts `value` to the bounds `schema` declares, recursively.
-fn fit(value: &mut Value, schema: &Value, path: &str, cuts: &mut Cuts) {
+fn cut_value(value: &mut Value, schema: &Value, path: &str, cuts: &mut Cuts) {
     match value {
         Value::String(text) => {
             if let Some(max) = bound(schema, "maxLength")
@@ -295,7 +299,7 @@ fn fit(value: &mut Value, schema: &Value, path: &str, cuts: &mut Cuts) {
             }
             if let Some(item_schema) = schema.get("items") {
                 for (index, item) in items.iter_mut().enumerate() {
-                    fit(item, item_schema, &format!("{path}[{index}]"), cuts);
+                    cut_value(item, item_schema, &format!("{path}[{index}]"), cuts);
                 }
             }
         }
@@ -312,17 +316,69 @@ fn fit(value: &mut Value, schema: &Value, path: &str, cuts: &mut Cuts) {
                     cuts.push(path.to_owned());
                 }
                 for (key, entry) in fields.iter_mut() {
-                    fit(entry, entry_schema, &format!("{path}.{key}"), cuts);
+                    cut_value(entry, entry_schema, &format!("{path}.{key}"), cuts);
                 }
             } else if let Some(properties) = schema.get("properties") {
                 for (key, field) in fields.iter_mut() {
                     if let Some(field_schema) = properties.get(key) {
-                        fit(field, field_schema, &format!("{path}.{key}"), cuts);
+                        cut_value(field, field_schema, &format!("{path}.{key}"), cuts);
                     }
                 }
             }
         }
         _ => {}
+    }
+}
+
+/// A status as it may be written: cut to its schema's bounds, then pruned to its byte
+/// budget, with what each step took away.
+#[derive(Debug, Clone)]
+pub struct Fitted<S> {
+    /// The status to compare with the stored one and to write.
+    pub status: S,
+    /// Paths cut to the schema's bounds (see [`cut_to_schema`]).
+    pub cuts: Cuts,
+    /// What the byte budget took (see [`budget::prune`]).
+    pub pruned: budget::Pruned,
+}
+
+impl<S> Fitted<S> {
+    /// Logs what fitting took away, naming the object (`Swarm ns/name`): a schema cut
+    /// means the controller built more than its own bounds allow (a defect to report);
+    /// pruning is history given up for room.
+    pub fn log(&self, object: &str) {
+        if !self.cuts.is_empty() {
+            tracing::warn!(
+                object,
+                cut = %self.cuts.join(", "),
+                "status cut to its schema's bounds"
+            );
+        }
+        if !self.pruned.dropped.is_empty() {
+            tracing::info!(
+                object,
+                dropped = ?self.pruned.dropped,
+                bytes = self.pruned.bytes,
+                budget = self.pruned.budget,
+                "status history pruned to its size budget"
+            );
+        }
+    }
+}
+
+/// The one way a status is made fit to write, for both kinds: [`cut_to_schema`], then
+/// [`budget::prune`] to what `rest_of_object` bytes of metadata and spec leave of
+/// [`MAX_OBJECT_BYTES`] ([`budget::status_budget`]).
+pub fn fit<S: BoundedStatus + budget::PrunableStatus>(
+    status: &S,
+    rest_of_object: usize,
+) -> Fitted<S> {
+    let (mut status, cuts) = cut_to_schema(status);
+    let pruned = budget::prune(&mut status, budget::status_budget(rest_of_object));
+    Fitted {
+        status,
+        cuts,
+        pruned,
     }
 }
 
@@ -359,7 +415,7 @@ mod tests {
         status
             .refused_annotations
             .insert("shoal.dev/approve".to_owned(), "v".repeat(100_000));
-        let (fitted, cuts) = fit_status(&status);
+        let (fitted, cuts) = cut_to_schema(&status);
         assert_eq!(
             cuts,
             [
@@ -378,7 +434,7 @@ mod tests {
                 .count(),
             MAX_ENTRY_MESSAGE as usize
         );
-        let (same, none) = fit_status(&fitted);
+        let (same, none) = cut_to_schema(&fitted);
         assert!(none.is_empty() && same == fitted, "fitted fits: {none:?}");
     }
 
@@ -402,7 +458,7 @@ mod tests {
             handled_requests: vec!["r".repeat(5000)],
             ..Default::default()
         };
-        let (fitted, cuts) = fit_status(&status);
+        let (fitted, cuts) = cut_to_schema(&status);
         assert_eq!(fitted.instances.len(), MAX_PLAN_INSTANCES as usize);
         assert_eq!(fitted.instances[0].name, "web-0");
         assert!(cuts.contains(&"status.instances".to_owned()));
@@ -410,7 +466,7 @@ mod tests {
         assert!(cuts.contains(&"status.handledRequests[0]".to_owned()));
         let code = &fitted.instances[0].error.as_ref().expect("kept").code;
         assert_eq!(code.chars().count(), MAX_ERROR_CODE as usize);
-        assert!(fit_status(&fitted).1.is_empty(), "fitted fits");
+        assert!(cut_to_schema(&fitted).1.is_empty(), "fitted fits");
     }
 
     #[test]
@@ -419,7 +475,7 @@ mod tests {
             conditions: vec![condition("all good".to_owned())],
             ..Default::default()
         };
-        let (fitted, cuts) = fit_status(&status);
+        let (fitted, cuts) = cut_to_schema(&status);
         assert!(cuts.is_empty());
         assert_eq!(fitted, status);
     }
