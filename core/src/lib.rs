@@ -19,6 +19,8 @@
 //!   decided from what is observed: order, pause, failure, supersede.
 //! * [`format`](mod@format): slice format v1, the seed-compatible index document, large-slice encoding.
 //! * [`names`]: names of cluster objects, labels and annotations.
+//! * [`managed_fields`]: who owns which fields (`metadata.managedFields`), read once for
+//!   the controller and the sidecar.
 //! * [`seed`]: the seed's 27-stream job list, reused by examples and the sandbox.
 //! * [`log_format`]: the binaries' `--log-format text|json` choice.
 
@@ -30,6 +32,7 @@ pub mod gate;
 pub mod hash;
 pub mod job;
 pub mod log_format;
+pub mod managed_fields;
 pub mod member;
 pub mod names;
 pub mod rollout;

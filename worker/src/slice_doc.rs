@@ -9,6 +9,7 @@ use shoal_core::format::{
     render_slice,
 };
 use shoal_core::job::{InvalidJobs, JobSet};
+use shoal_core::managed_fields::{self, Ownership};
 use shoal_core::names;
 use shoal_core::slice::{InstanceProblem, Slice, SliceInstance};
 
@@ -193,34 +194,21 @@ pub fn provenance(config_map: &ConfigMap, member: &str) -> Result<(), SliceProbl
     if !owned {
         return Err(refuse("no Swarm is its controller owner".to_owned()));
     }
-    let editor = config_map
+    let ownership = config_map
         .metadata
         .managed_fields
         .iter()
         .flatten()
-        .filter(|entry| entry.manager.as_deref() != Some(names::CONTROLLER_FIELD_MANAGER))
-        .find(|entry| {
-            entry.fields_v1.as_ref().is_some_and(|fields| {
-                ["f:data", "f:binaryData"].iter().any(|section| {
-                    fields
-                        .0
-                        .get(*section)
-                        .and_then(|owned| owned.as_object())
-                        .is_some_and(|owned| {
-                            owned
-                                .keys()
-                                .any(|key| key.starts_with(&format!("f:{}", names::SLICE_DATA_KEY)))
-                        })
-                })
-            })
+        .map(|entry| Ownership {
+            manager: entry.manager.as_deref(),
+            fields: entry.fields_v1.as_ref().map(|fields| &fields.0),
         });
-    if let Some(entry) = editor {
+    let slice_key = |key: &str| key.starts_with(names::SLICE_DATA_KEY);
+    if let Some(editor) =
+        managed_fields::other_owner(ownership, &["data", "binaryData"], &slice_key)
+    {
         return Err(refuse(format!(
-            "its slice data was written by {:?}, not by {}",
-            entry
-                .manager
-                .as_deref()
-                .unwrap_or("an unnamed field manager"),
+            "its slice data was written by {editor:?}, not by {}",
             names::CONTROLLER_FIELD_MANAGER
         )));
     }
