@@ -5,40 +5,16 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
 use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// Records every uid each pod name ever had.
-fn record_pod_uids(env: &Env) -> Arc<Mutex<BTreeMap<String, BTreeSet<String>>>> {
-    let seen: Arc<Mutex<BTreeMap<String, BTreeSet<String>>>> = Arc::default();
-    let api: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
-    let sink = seen.clone();
-    tokio::spawn(async move {
-        let mut pods = watcher(api, watcher::Config::default())
-            .applied_objects()
-            .boxed();
-        while let Some(Ok(pod)) = pods.next().await {
-            if let Some(uid) = pod.uid() {
-                sink.lock()
-                    .unwrap()
-                    .entry(pod.name_any())
-                    .or_default()
-                    .insert(uid);
-            }
-        }
-    });
-    seen
-}
 
 /// A PodDisruptionBudget over the pool `worker` that allows no disruption.
 const BLOCKING_PDB: &str = "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: worker\nspec:\n  maxUnavailable: 0\n  selector:\n    matchLabels:\n      app: worker\n";
@@ -81,7 +57,7 @@ async fn scale_and_count_restarts(env: &Env, kill_midway: bool) {
     })
     .await;
     let before = env.slices("demo").await;
-    let seen = record_pod_uids(env);
+    let seen = common::record_pod_uids(env);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let uids_before = env.pod_uids().await;
 
@@ -161,7 +137,7 @@ async fn a_pod_disruption_budget_holds_back_the_eviction() {
     .await;
     env.apply(BLOCKING_PDB).await;
     let uids = env.pod_uids().await;
-    let seen = record_pod_uids(&env);
+    let seen = common::record_pod_uids(&env);
     env.apply(&swarm_yaml("demo", &job_keys(11), "  reload: Restart\n"))
         .await;
     eventually("revision 2 written", WAIT, || async {

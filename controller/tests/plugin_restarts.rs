@@ -8,15 +8,10 @@
 mod common;
 mod plugin_common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, ResourceExt};
 use shoal_controller::Settings;
 use shoal_controller::plugin::preview::DiffReport;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -27,28 +22,6 @@ use plugin_common::shoal_json;
 const WAIT: Duration = Duration::from_secs(60);
 const SPEC: &str =
     "  reload: Restart\n  rollout:\n    maxUnavailable: 2\n  approval:\n    policy: Manual\n";
-
-/// Every uid each pod name had, from a watch started now.
-fn uid_recorder(env: &Env) -> Arc<Mutex<BTreeMap<String, BTreeSet<String>>>> {
-    let seen: Arc<Mutex<BTreeMap<String, BTreeSet<String>>>> = Arc::default();
-    let api: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
-    let sink = seen.clone();
-    tokio::spawn(async move {
-        let mut pods = watcher(api, watcher::Config::default())
-            .applied_objects()
-            .boxed();
-        while let Some(Ok(pod)) = pods.next().await {
-            if let Some(uid) = pod.uid() {
-                sink.lock()
-                    .unwrap()
-                    .entry(pod.name_any())
-                    .or_default()
-                    .insert(uid);
-            }
-        }
-    });
-    seen
-}
 
 /// `shoal_members_restarted_total` as the controller's `/metrics` reports it now.
 async fn restarted_metric(address: SocketAddr) -> u64 {
@@ -126,7 +99,7 @@ async fn approve_and_compare(
         "{step}: the pending summary and the preview disagree"
     );
     let uids_before = env.pod_uids().await;
-    let seen = uid_recorder(env);
+    let seen = common::record_pod_uids(env);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let metric_before = restarted_metric(metrics).await;
     let events_before = restarted_events(env).await;

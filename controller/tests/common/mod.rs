@@ -569,3 +569,32 @@ pub fn swarm_yaml(name: &str, jobs: &[String], extra_spec: &str) -> String {
     yaml.push_str(extra_spec);
     yaml
 }
+
+/// Every uid each pod name has had, by pod name.
+pub type PodUids =
+    std::sync::Arc<std::sync::Mutex<BTreeMap<String, std::collections::BTreeSet<String>>>>;
+
+/// Records every uid each pod name has, from a watch started now: a pod recreated
+/// under its name (a restart) shows as a second uid.
+pub fn record_pod_uids(env: &Env) -> PodUids {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let seen = PodUids::default();
+    let api: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
+    let sink = seen.clone();
+    tokio::spawn(async move {
+        let mut pods = watcher(api, watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(pod)) = pods.next().await {
+            if let Some(uid) = pod.uid() {
+                sink.lock()
+                    .unwrap()
+                    .entry(pod.name_any())
+                    .or_default()
+                    .insert(uid);
+            }
+        }
+    });
+    seen
+}
