@@ -116,18 +116,25 @@ pub fn parse_job(job: &str) -> Option<(&str, u64, &str)> {
 pub struct Seen {
     /// Every operation, as last seen.
     pub ops: BTreeMap<String, OperationStatus>,
+    /// Every operation, as first seen.
+    pub first: BTreeMap<String, OperationStatus>,
     /// Deployment revision → the image of its record.
     pub images: BTreeMap<u64, String>,
     /// Every `status.approveDeploymentWith` value seen (for stale approvals).
     pub deployment_approvals: BTreeSet<String>,
     /// Successful reads.
     pub reads: usize,
+    /// Deployment records seen to change content (they never may).
+    pub records_changed: Vec<String>,
 }
 
 impl Seen {
     fn note(&mut self, status: &DeploymentPlanStatus) {
         self.reads += 1;
         for op in &status.operations {
+            self.first
+                .entry(op.id.clone())
+                .or_insert_with(|| op.clone());
             // An operation never goes back from an approved state; keep the record that says most.
             let keep_old = self
                 .ops
@@ -143,8 +150,13 @@ impl Seen {
                 .iter()
                 .find(|payload| payload.application == "app")
                 .and_then(|payload| payload.coordinates.get("image"))
+                && let Some(before) = self.images.insert(record.revision, image.clone())
+                && before != *image
             {
-                self.images.insert(record.revision, image.clone());
+                self.records_changed.push(format!(
+                    "the record of deployment {} said {before}, now {image}",
+                    record.revision
+                ));
             }
         }
         if let Some(value) = &status.approve_deployment_with {
@@ -227,9 +239,13 @@ pub struct PlanSchedule {
     pub recorder: Recorder,
     /// Operation id → when the schedule first wrote an approval of it (ns).
     pub approvals: BTreeMap<String, u128>,
+    /// Operation id → the content hash the status showed when the schedule approved it.
+    pub approved_hashes: BTreeMap<String, String>,
     /// Faults: when, and the member hit (`None`: every member).
     pub disruptions: Vec<(u128, Option<String>)>,
     pub counts: PlanCounts,
+    /// When the schedule's pauses held (ns): from the pause's return to the resume's call.
+    pub pauses: Vec<(u128, Option<u128>)>,
     /// The image number of the latest payload.
     image: u32,
     /// The rollout type of the latest payload.
@@ -243,8 +259,10 @@ impl PlanSchedule {
             kubeconfig: cluster.kubeconfig_path().to_path_buf(),
             recorder: Recorder::start(&cluster.client(), cluster.namespace()),
             approvals: BTreeMap::new(),
+            approved_hashes: BTreeMap::new(),
             disruptions: Vec::new(),
             counts: PlanCounts::default(),
+            pauses: Vec::new(),
             image: 1,
             rollout: "Rolling",
             paused: false,
@@ -264,11 +282,13 @@ impl PlanSchedule {
 
     /// `kubectl shoal approve-op` for each of `ids`, all at once; each noted
     /// as approved by the schedule from the moment before its call.
-    async fn approve_ops(&mut self, namespace: &str, ids: &[String]) -> usize {
-        let at = now_ns();
-        for id in ids {
-            self.approvals.entry(id.clone()).or_insert(at);
-        }
+    async fn approve_ops(
+        &mut self,
+        namespace: &str,
+        status: &DeploymentPlanStatus,
+        ids: &[String],
+    ) -> usize {
+        self.note_approvals(status, ids, now_ns());
         let kubeconfig = &self.kubeconfig;
         let calls = ids.iter().map(|id| async move {
             shoal_sandbox::kubectl_shoal(kubeconfig, namespace, &["approve-op", PLAN, id]).await
@@ -281,6 +301,19 @@ impl PlanSchedule {
         let refused = results.iter().filter(|result| result.is_err()).count();
         self.counts.calls_refused += refused;
         ids.len() - refused
+    }
+
+    /// Notes that the schedule approves `ids` from `at` on, with the content
+    /// hash `status` shows for each.
+    fn note_approvals(&mut self, status: &DeploymentPlanStatus, ids: &[String], at: u128) {
+        for id in ids {
+            self.approvals.entry(id.clone()).or_insert(at);
+            if let Some(op) = status.operations.iter().find(|op| op.id == *id) {
+                self.approved_hashes
+                    .entry(id.clone())
+                    .or_insert_with(|| op.hash.clone());
+            }
+        }
     }
 
     /// The user approves what waits: a few operations with `approve-op`
@@ -307,9 +340,7 @@ impl PlanSchedule {
                 .filter(|op| op.deployment == revision)
                 .map(|op| op.id.clone())
                 .collect();
-            for id in &covered {
-                self.approvals.entry(id.clone()).or_insert(at);
-            }
+            self.note_approvals(&status, &covered, at);
             let annotation = format!("{}={value}", names::ANNOTATION_APPROVE);
             kubectl(
                 cluster,
@@ -324,8 +355,10 @@ impl PlanSchedule {
         for index in (1..ids.len()).rev() {
             ids.swap(index, rng.below(index + 1));
         }
-        ids.truncate(1 + rng.below(ids.len().min(3)));
-        let done = self.approve_ops(cluster.namespace(), &ids).await;
+        if rng.below(2) == 0 {
+            ids.truncate(1 + rng.below(ids.len().min(3)));
+        }
+        let done = self.approve_ops(cluster.namespace(), &status, &ids).await;
         format!("plan approve-op {ids:?} at once: {done} succeeded")
     }
 
@@ -361,10 +394,7 @@ impl PlanSchedule {
             .map(|op| op.id.clone())
             .take(2)
             .collect();
-        let at = now_ns();
-        for id in &waiting {
-            self.approvals.entry(id.clone()).or_insert(at);
-        }
+        self.note_approvals(&status, &waiting, now_ns());
         let mut calls: Vec<Vec<String>> = requests
             .iter()
             .map(|(verb, instance)| vec![verb.clone(), PLAN.to_owned(), instance.clone()])
@@ -397,7 +427,8 @@ impl PlanSchedule {
         let rollout = match self.rollout {
             "Canary" => format!(
                 r#"{{"type":"Canary","canaryInstances":1,"pauseSeconds":{}}}"#,
-                rng.below(2)
+                // No pause (the rest waits for approval), or one second.
+                ["null", "1"][rng.below(2)]
             ),
             // A merge patch: the canary's fields must go, or the schema refuses the rollout.
             other => format!(r#"{{"type":"{other}","canaryInstances":null,"pauseSeconds":null}}"#),
@@ -418,8 +449,8 @@ impl PlanSchedule {
             .entry(self.rollout.to_owned())
             .or_default() += 1;
         let mut note = format!("plan payload img-{} by {}", self.image, self.rollout);
-        // Every rollout type is paused at least once, then half the time.
-        if !self.counts.pauses.contains_key(self.rollout) || rng.below(2) == 0 {
+        // Every rollout type is paused at least once, then a quarter of the time.
+        if !self.counts.pauses.contains_key(self.rollout) || rng.below(4) == 0 {
             tokio::time::sleep(rng.millis(0, 1500)).await;
             note.push_str(&format!("; {}", self.pause(cluster, true).await));
         }
@@ -429,10 +460,16 @@ impl PlanSchedule {
     /// `kubectl shoal pause | resume`.
     async fn pause(&mut self, cluster: &TestCluster, pause: bool) -> String {
         let verb = if pause { "pause" } else { "resume" };
+        if !pause {
+            self.resumed();
+        }
         let result = self.shoal(cluster.namespace(), &[verb, PLAN]).await;
         if result.is_ok() {
             self.paused = pause;
             if pause {
+                if self.pauses.last().is_none_or(|(_, end)| end.is_some()) {
+                    self.pauses.push((now_ns(), None));
+                }
                 *self
                     .counts
                     .pauses
@@ -445,6 +482,14 @@ impl PlanSchedule {
             self.rollout,
             if result.is_ok() { "done" } else { "failed" }
         )
+    }
+
+    /// Ends the open pause interval: from now on the plan may be resumed.
+    fn resumed(&mut self) {
+        let now = now_ns();
+        for (_, end) in &mut self.pauses {
+            end.get_or_insert(now);
+        }
     }
 
     /// `spec.deployment.instances` to 1..=4.
@@ -767,7 +812,13 @@ impl PlanSchedule {
             let pending = match self.status(cluster).await {
                 None => "no status".to_owned(),
                 Some(status) => {
-                    if self.paused && self.shoal(&namespace, &["resume", PLAN]).await.is_ok() {
+                    let paused = status.rollout.as_ref().is_some_and(|r| r.phase == "Paused");
+                    if self.paused || paused {
+                        self.resumed();
+                    }
+                    if (self.paused || paused)
+                        && self.shoal(&namespace, &["resume", PLAN]).await.is_ok()
+                    {
                         self.paused = false;
                     }
                     for entry in status.instances.iter().filter(|e| e.state == "stopped") {
@@ -801,7 +852,7 @@ impl PlanSchedule {
                         .map(|op| op.id.clone())
                         .collect();
                     if !waiting.is_empty() {
-                        self.approve_ops(&namespace, &waiting).await;
+                        self.approve_ops(&namespace, &status, &waiting).await;
                     }
                     at_rest(&status, &self.recorder.seen().images, monitor)
                 }
@@ -886,6 +937,23 @@ pub struct PlanVerdict {
 const STARTING: [&str; 4] = ["CREATE", "UPDATE", "RELOCATE", "RESTART"];
 const STOPPING: [&str; 5] = ["UPDATE", "RELOCATE", "STOP", "RESTART", "DELETE"];
 
+/// How long before a process start a STOP or DELETE must have been in force
+/// (by the controller's clock, in seconds) to count as broken by the start.
+const REVIVAL_SLACK_NS: u128 = 2_000_000_000;
+
+/// The number an operation id ends in (`<type>-<instance>-r<deployment>-<number>`).
+fn operation_number(id: &str) -> u64 {
+    id.rsplit_once('-')
+        .and_then(|(_, number)| number.parse().ok())
+        .unwrap_or_default()
+}
+
+/// When the controller applied `op`'s approval (ns since the epoch).
+fn in_force_at(op: &OperationStatus) -> Option<u128> {
+    let at: k8s_openapi::jiff::Timestamp = op.approval.as_ref()?.at.parse().ok()?;
+    u128::try_from(at.as_nanosecond()).ok()
+}
+
 fn names_member(op: &OperationStatus, member: &str) -> bool {
     op.from_member.as_deref() == Some(member) || op.to_member.as_deref() == Some(member)
 }
@@ -946,6 +1014,28 @@ pub fn plan_oracle(
                 verdict.violations.push(format!(
                     "{instance} started on {member} (pid {}) at {} with deployment {deployment} ({image}): no operation approved before names it",
                     event.pid, event.at
+                ));
+            }
+            // Not revived after a STOP or DELETE in force: the newest (by operation
+            // number) approved operation of the instance on this member is not one that
+            // the controller put in force more than REVIVAL_SLACK_NS before the start.
+            let newest = approved_ops
+                .iter()
+                .filter(|(op, at)| {
+                    op.instance == instance
+                        && *at <= event.at
+                        && names_member(op, member)
+                        && (op.type_ != "RELOCATE" || op.to_member.as_deref() == Some(member))
+                })
+                .max_by_key(|(op, _)| operation_number(&op.id));
+            if let Some((op, _)) = newest
+                && matches!(op.type_.as_str(), "STOP" | "DELETE")
+                && op.state != "FAILED"
+                && in_force_at(op).is_some_and(|at| at + REVIVAL_SLACK_NS <= event.at)
+            {
+                verdict.violations.push(format!(
+                    "{instance} started on {member} (pid {}) at {} after {} ({}) was put in force at {:?}",
+                    event.pid, event.at, op.id, op.type_, op.approval
                 ));
             }
             let copies = running.entry(instance.to_owned()).or_default();
@@ -1010,6 +1100,47 @@ pub fn plan_oracle(
     verdict
 }
 
+/// How long a pause may take to hold (a pass under way when it was written)
+/// and how coarse `lastTransitionTime` is, in ns.
+const PAUSE_SLACK_NS: u128 = 3_000_000_000;
+
+/// UPDATEs opened while the user's pause held (`spec.paused` holds every
+/// rollout type): an operation first seen waiting whose `lastTransitionTime`
+/// (its opening, in whole seconds) falls inside a pause, with slack on both
+/// sides. Green copies and the switch of a blue-green rollout cannot be told
+/// from outside from relocations of departed members and scale-down DELETEs,
+/// which go on under a pause; they are not checked here.
+fn opened_under_pause(
+    first: &BTreeMap<String, OperationStatus>,
+    pauses: &[(u128, Option<u128>)],
+) -> Vec<String> {
+    let mut found = Vec::new();
+    for op in first.values() {
+        if op.type_ != "UPDATE" || !matches!(op.state.as_str(), "PENDING" | "PENDING_APPROVAL") {
+            continue;
+        }
+        let Some(opened) = op
+            .last_transition_time
+            .as_deref()
+            .and_then(|at| at.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .and_then(|at| u128::try_from(at.as_nanosecond()).ok())
+        else {
+            continue;
+        };
+        for (from, to) in pauses {
+            let held_from = from + PAUSE_SLACK_NS;
+            let held_to = to.map_or(u128::MAX, |to| to.saturating_sub(PAUSE_SLACK_NS));
+            if held_from <= opened && opened <= held_to {
+                found.push(format!(
+                    "{} ({} of {}, deployment {}) was opened at {:?} while the plan was paused (from {from} to {to:?})",
+                    op.id, op.type_, op.instance, op.deployment, op.last_transition_time
+                ));
+            }
+        }
+    }
+    found
+}
+
 /// Checks the instance ledger with [`plan_oracle`] and reports; panics on a
 /// violation (with the schedule around it) or when the plan never came to rest.
 pub fn report(
@@ -1026,13 +1157,30 @@ pub fn report(
     );
     let seen = plan.recorder.seen();
     let starts = ledger.events.iter().filter(|event| event.start).count();
-    let verdict = plan_oracle(
+    let mut verdict = plan_oracle(
         ledger.events.clone(),
         &seen.ops,
         &plan.approvals,
         &seen.images,
         &plan.disruptions,
     );
+    // What an approval named is what was put in force: the content hash did not change.
+    for op in seen.ops.values() {
+        if let Some(hash) = plan.approved_hashes.get(&op.id)
+            && *hash != op.hash
+        {
+            verdict.violations.push(format!(
+                "{} was approved with hash {hash}, the status now shows {}",
+                op.id, op.hash
+            ));
+        }
+    }
+    verdict
+        .violations
+        .extend(seen.records_changed.iter().cloned());
+    verdict
+        .violations
+        .extend(opened_under_pause(&seen.first, &plan.pauses));
     println!(
         "plan oracle ({context}): {} instance changes checked ({starts} process starts, {} stops put down to faults), \
          {} operations seen ({} approved, each one the schedule approved; {} approvals written by the schedule), \
@@ -1159,6 +1307,54 @@ mod checks {
         }
         let unapproved = plan_oracle(Vec::new(), &ops, &BTreeMap::new(), &images(), &[]);
         assert_eq!(unapproved.violations.len(), 1, "{unapproved:?}");
+        // Stopped (in force at 1 s), then started again at 5 s without a RESTART.
+        let mut stopped = op("STOP-web-0-r1-2", "STOP", "web-0", Some("pool-0"), None, 1);
+        stopped.approval = Some(
+            serde_json::from_value(serde_json::json!({
+                "by": "user", "verified": false, "at": "1970-01-01T00:00:01Z"
+            }))
+            .expect("an approval record"),
+        );
+        let mut with_stop = ops.clone();
+        with_stop.insert(stopped.id.clone(), stopped);
+        let mut approvals = approvals.clone();
+        approvals.insert("STOP-web-0-r1-2".to_owned(), 15);
+        let revived = plan_oracle(
+            vec![
+                event(20, true, "web-0@1@img-1", "pool-0", 7),
+                event(30, false, "web-0@1@img-1", "pool-0", 7),
+                event(5_000_000_000, true, "web-0@1@img-1", "pool-0", 8),
+            ],
+            &with_stop,
+            &approvals,
+            &images(),
+            &[],
+        );
+        assert_eq!(revived.violations.len(), 1, "{revived:?}");
+    }
+
+    #[test]
+    fn an_update_opened_while_the_pause_held_is_reported() {
+        let mut update = op(
+            "UPDATE-web-0-r2-4",
+            "UPDATE",
+            "web-0",
+            Some("pool-0"),
+            None,
+            2,
+        );
+        update.state = "PENDING_APPROVAL".to_owned();
+        update.last_transition_time = Some("1970-01-01T00:00:10Z".to_owned());
+        let first = ops(vec![update]);
+        let second = 1_000_000_000;
+        assert_eq!(
+            opened_under_pause(&first, &[(5 * second, Some(20 * second))]).len(),
+            1
+        );
+        assert_eq!(opened_under_pause(&first, &[(5 * second, None)]).len(), 1);
+        // Within the slack of the pause's start or end: a pass under way.
+        assert!(opened_under_pause(&first, &[(8 * second, None)]).is_empty());
+        assert!(opened_under_pause(&first, &[(1, Some(12 * second))]).is_empty());
     }
 
     #[test]
