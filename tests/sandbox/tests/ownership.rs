@@ -13,7 +13,7 @@
 //! holds it, and it reports the handoff gap (a job continuously in the list
 //! stopped on one member → started on another): p50/p99.
 //!
-//! Four schedules (one at a time, each deterministic by seed):
+//! Five schedules (one at a time, each deterministic by seed):
 //!
 //! - `HotReload`, exec-mode sidecars, the faults above;
 //! - the same with hostile actions and no admission policy: a member writes
@@ -32,7 +32,14 @@
 //!   pod deletions, sidecar kills (the application lives on: only a pod
 //!   restart can take its jobs away), controller kills, faults and
 //!   PodDisruptionBudget steps; a job is owned from its process's start until
-//!   the pod stopped it.
+//!   the pod stopped it;
+//! - DeploymentPlans (issue 23, `plans.rs` beside this file): the sidecars
+//!   also run a Manual-approval plan's instances, through the faults above and
+//!   plan actions (approvals, concurrent plugin calls, payloads under every
+//!   rollout type with pauses, scaling, stale/future/reused approvals, hand
+//!   edits of `status.instances`, forged instance reports); every instance
+//!   process start and stop is checked against the operations the schedule
+//!   approved, and two copies are allowed only inside an approved relocation.
 //!
 //! A short schedule runs by default. A long one:
 //! `SHOAL_OWNERSHIP_ROUNDS=200 cargo test --release -p shoal-sandbox --test ownership -- --nocapture`

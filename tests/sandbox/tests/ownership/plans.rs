@@ -328,6 +328,13 @@ impl PlanSchedule {
             .filter(|op| op.state == "PENDING_APPROVAL")
             .collect();
         if waiting.is_empty() {
+            // A user who paused and finds nothing to approve lets the rollout go on.
+            if self.paused {
+                return format!(
+                    "plan approve: nothing waits; {}",
+                    self.pause(cluster, false).await
+                );
+            }
             return "plan approve: nothing waits".to_owned();
         }
         if let Some(value) = status.approve_deployment_with.clone()
@@ -795,6 +802,46 @@ impl PlanSchedule {
             .unwrap_or_else(|pending| panic!("the plan's first deployment: {pending}"));
     }
 
+    /// The plan's instances, its last operations, the instance processes and
+    /// the member Leases' reports: why the plan is not at rest.
+    async fn explain(&self, cluster: &TestCluster, monitor: &Monitor) -> String {
+        let mut lines = Vec::new();
+        if let Some(status) = self.status(cluster).await {
+            for entry in &status.instances {
+                lines.push(format!(
+                    "entry {} on {} deployment {} {} {:?}",
+                    entry.name, entry.member, entry.deployment, entry.state, entry.error
+                ));
+            }
+            for op in status.operations.iter().rev().take(12) {
+                lines.push(format!(
+                    "operation {} {:?}->{:?} {} {:?} {}",
+                    op.id, op.from_member, op.to_member, op.state, op.reason, op.message
+                ));
+            }
+            lines.push(format!(
+                "rollout {:?}, ignored reports {:?}",
+                status.rollout, status.ignored_reports.current
+            ));
+        }
+        lines.push(format!("running {:?}", monitor.running()));
+        let leases: Api<Lease> = Api::namespaced(cluster.client(), cluster.namespace());
+        if let Ok(list) = leases.list(&ListParams::default()).await {
+            for lease in list.items {
+                lines.push(format!(
+                    "lease {} holder {:?}: {:?}",
+                    lease.name_any(),
+                    lease
+                        .spec
+                        .as_ref()
+                        .and_then(|spec| spec.holder_identity.clone()),
+                    lease.annotations().get(names::ANNOTATION_INSTANCE_STATES)
+                ));
+            }
+        }
+        lines.join("\n")
+    }
+
     /// Brings the plan to rest: resumes it, starts stopped instances, rolls a
     /// halted rollout forward with a new payload, approves whatever waits,
     /// until every placed instance runs once, where and what its entry says.
@@ -862,7 +909,8 @@ impl PlanSchedule {
             }
             if Instant::now() > deadline {
                 return Err(format!(
-                    "the plan did not come to rest within {limit:?}: {pending}"
+                    "the plan did not come to rest within {limit:?}: {pending}\n{}",
+                    self.explain(cluster, monitor).await
                 ));
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -1232,7 +1280,7 @@ pub fn report(
         );
     }
     if let Err(pending) = rest {
-        panic!("{pending} ({context}); no ownership violation");
+        panic!("{pending}\n({context}); no ownership violation; schedule: {actions:#?}");
     }
     assert!(verdict.changes > 0, "the schedule changed no instance");
 }
