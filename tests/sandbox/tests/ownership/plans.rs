@@ -29,7 +29,19 @@
 //!   or one hitting every member (dropped watches, API errors: fencing);
 //! - no instance ever has two running processes, except on the two members of
 //!   an approved RELOCATE of it (make-before-break, also a blue-green copy),
-//!   after that approval.
+//!   after that approval;
+//! - no instance starts again on a member where the newest approved operation
+//!   of it is a STOP or DELETE the controller put in force (its
+//!   `approval.at`) more than 2 s before;
+//! - what was approved is what is in force: an operation's content hash is
+//!   the one the status showed when the schedule approved it, and a
+//!   deployment record's content never changes;
+//! - no UPDATE is opened while the user's pause holds (its
+//!   `lastTransitionTime` inside a pause, 3 s slack at both ends).
+//!
+//! The plan must then come to rest (the schedule resumes, starts stopped
+//! instances, rolls a halted rollout forward, approves what waits): every
+//! entry installed and run by exactly one process, where and what it says.
 //!
 //! The hostile actions: a member writing instance reports on its own Lease
 //! and on other members' (with a token bound to its pod), approvals stale,
@@ -38,11 +50,15 @@
 //! `stop`, `start`, `restart`), pauses during Rolling, Canary and BlueGreen
 //! rollouts, scaling `spec.deployment.instances`, payload changes.
 //!
-//! Not checkable from outside: whether a process started after its slice
-//! named it (the slice is the controller's, the oracle checks the approvals
-//! behind it); the order between an approval and a process start is checked
-//! against when the schedule wrote the approval, a lower bound of when the
-//! controller put it in force.
+//! Not checkable from outside, and the nearest check made instead: when the
+//! controller put an approval in force (checked against when the schedule
+//! wrote it, a lower bound); whether a stop came from fencing or from the
+//! controller (a stop after a fault hitting its member, or every member,
+//! within 30 s is put down to the fault); whether a blue-green green copy or
+//! switch was opened under a pause (indistinguishable from relocations of
+//! departed members and scale-down DELETEs, which go on under a pause: only
+//! UPDATEs are checked); what a forged report made the controller believe
+//! (only its effect on processes and approvals is checked).
 
 use super::*;
 
