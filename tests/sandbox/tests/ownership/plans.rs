@@ -836,8 +836,8 @@ impl PlanSchedule {
                 ));
             }
             lines.push(format!(
-                "rollout {:?}, ignored reports {:?}",
-                status.rollout, status.ignored_reports.current
+                "rollout {:?}, unplaced {:?}, ignored reports {:?}",
+                status.rollout, status.unplaced, status.ignored_reports.current
             ));
         }
         lines.push(format!("running {:?}", monitor.running()));
@@ -870,7 +870,9 @@ impl PlanSchedule {
         let deadline = Instant::now() + limit;
         let namespace = cluster.namespace().to_owned();
         let mut started: BTreeMap<String, Instant> = BTreeMap::new();
-        let mut rolled_forward = false;
+        let mut rolled_forward = 0;
+        // Since when nothing waited for approval and nothing came to rest.
+        let mut quiet_since = Instant::now();
         loop {
             let pending = match self.status(cluster).await {
                 None => "no status".to_owned(),
@@ -893,9 +895,15 @@ impl PlanSchedule {
                             let _ = self.shoal(&namespace, &["start", PLAN, &entry.name]).await;
                         }
                     }
+                    // A halted rollout, or one that waits for what cannot come (a
+                    // blue-green rollout whose green copies fit nowhere once the pool
+                    // shrank: the switch waits, as documented), is rolled forward by a
+                    // new Rolling payload, as a user would; at most twice.
                     let halted = status.rollout.as_ref().is_some_and(|r| r.phase == "Halted");
-                    if halted && !rolled_forward {
-                        rolled_forward = true;
+                    let stuck = quiet_since.elapsed() > Duration::from_secs(20);
+                    if (halted || stuck) && rolled_forward < 2 {
+                        rolled_forward += 1;
+                        quiet_since = Instant::now();
                         self.image += 1;
                         let patch = format!(
                             r#"{{"spec":{{"deployment":{{"rollout":{{"type":"Rolling","canaryInstances":null,"pauseSeconds":null}},"payloads":[{{"application":"app","coordinates":{{"image":"img-{}"}}}}]}}}}}}"#,
@@ -915,6 +923,7 @@ impl PlanSchedule {
                         .map(|op| op.id.clone())
                         .collect();
                     if !waiting.is_empty() {
+                        quiet_since = Instant::now();
                         self.approve_ops(&namespace, &status, &waiting).await;
                     }
                     at_rest(&status, &self.recorder.seen().images, monitor)
