@@ -1142,3 +1142,71 @@ async fn kubectl_shoal_pause_holds_a_canary_rollout_and_the_status_says_it_is_th
     controller.stop().await;
     env.finish().await;
 }
+
+/// `annotate_guarded` calls its `compute` after each read and before the write
+/// that read guards; the first call lets another user annotate the plan through
+/// kubectl right there, so the other write provably lands between this command's
+/// read and its write (no timing involved). The write of the first attempt
+/// carries a stale `resourceVersion` and is refused 409; the command reads
+/// again, sees the other writer's request and keeps it beside its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guarded_write_that_loses_a_race_reads_again_and_keeps_the_other_writers_request() {
+    use kube::ResourceExt;
+    use shoal_controller::plugin::annotate::annotate_guarded;
+    use shoal_controller::plugin::plans::operate_annotation;
+    use shoal_core::names::ANNOTATION_OPERATE;
+
+    let env = Env::start().await;
+    env.install_plan_crd().await;
+    env.apply(&plan_yaml("web", 1, "nginx:1.25", "v100", "Manual"))
+        .await;
+    let api: Api<DeploymentPlan> = Api::namespaced(env.client.clone(), &env.namespace);
+    let runtime = tokio::runtime::Handle::current();
+    // What each read saw: resourceVersion and the operate annotation.
+    let mut reads: Vec<(Option<String>, Option<String>)> = Vec::new();
+    annotate_guarded(&api, "web", |plan: &DeploymentPlan| {
+        let current = plan.annotations().get(ANNOTATION_OPERATE).cloned();
+        reads.push((plan.resource_version(), current.clone()));
+        if reads.len() == 1 {
+            // Another user writes between this command's read and its write.
+            tokio::task::block_in_place(|| {
+                runtime.block_on(env.kubectl(&[
+                    "annotate",
+                    "dplan",
+                    "web",
+                    "shoal.dev/operate=stop web-0 #theirs",
+                    "--overwrite",
+                ]))
+            });
+        }
+        let status = plan.status.clone().unwrap_or_default();
+        let value = operate_annotation(&status, current.as_deref(), "restart web-0 #mine");
+        Ok::<_, String>((BTreeMap::from([(ANNOTATION_OPERATE.to_owned(), value)]), ()))
+    })
+    .await
+    .expect("written on the second attempt");
+    assert_eq!(
+        reads.len(),
+        2,
+        "the stale write was refused and the command read again: {reads:?}"
+    );
+    assert_eq!(
+        reads[0].1, None,
+        "the first read came before the other write"
+    );
+    assert_eq!(
+        reads[1].1.as_deref(),
+        Some("stop web-0 #theirs"),
+        "the second read saw the other write"
+    );
+    assert_ne!(reads[0].0, reads[1].0, "{reads:?}");
+    let written = api.get("web").await.expect("the plan");
+    assert_eq!(
+        written
+            .annotations()
+            .get(ANNOTATION_OPERATE)
+            .map(String::as_str),
+        Some("stop web-0 #theirs, restart web-0 #mine")
+    );
+    env.finish().await;
+}

@@ -13,7 +13,7 @@
 //! holds it, and it reports the handoff gap (a job continuously in the list
 //! stopped on one member → started on another): p50/p99.
 //!
-//! Four schedules (one at a time, each deterministic by seed):
+//! Five schedules (one at a time, each deterministic by seed):
 //!
 //! - `HotReload`, exec-mode sidecars, the faults above;
 //! - the same with hostile actions and no admission policy: a member writes
@@ -32,7 +32,14 @@
 //!   pod deletions, sidecar kills (the application lives on: only a pod
 //!   restart can take its jobs away), controller kills, faults and
 //!   PodDisruptionBudget steps; a job is owned from its process's start until
-//!   the pod stopped it.
+//!   the pod stopped it;
+//! - DeploymentPlans (issue 23, `plans.rs` beside this file): the sidecars
+//!   also run a Manual-approval plan's instances, through the faults above and
+//!   plan actions (approvals, concurrent plugin calls, payloads under every
+//!   rollout type with pauses, scaling, stale/future/reused approvals, hand
+//!   edits of `status.instances`, forged instance reports); every instance
+//!   process start and stop is checked against the operations the schedule
+//!   approved, and two copies are allowed only inside an approved relocation.
 //!
 //! A short schedule runs by default. A long one:
 //! `SHOAL_OWNERSHIP_ROUNDS=200 cargo test --release -p shoal-sandbox --test ownership -- --nocapture`
@@ -47,6 +54,10 @@
 /// Writing a slice as the controller does (the sidecar refuses anything else).
 #[path = "../../../worker/tests/common/owner.rs"]
 mod slice_writer;
+
+/// The DeploymentPlan half: instance processes checked against approved operations.
+#[path = "ownership/plans.rs"]
+mod plans;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Seek, SeekFrom};
@@ -644,6 +655,23 @@ enum Action {
     HandEdit,
     /// The pool's PodDisruptionBudget is tightened, relaxed or deleted.
     Budget,
+    /// The user approves waiting plan operations (`kubectl shoal approve-op`,
+    /// several at once, or `approveDeploymentWith`).
+    PlanApprove,
+    /// Concurrent `kubectl shoal relocate | stop | start | restart` calls.
+    PlanRequests,
+    /// A new payload under the next rollout type (Rolling, Canary, BlueGreen), maybe paused.
+    PlanPayload,
+    /// `kubectl shoal pause` or `resume` of the plan.
+    PlanPause,
+    /// `spec.deployment.instances` changed.
+    PlanScale,
+    /// A stale, future, reused or wrong-hash `shoal.dev/approve` value.
+    StaleApproval,
+    /// Another field manager rewrites the plan's `status.instances`.
+    StatusHandEdit,
+    /// A member writes instance reports on its own Lease or another member's.
+    ForgeReports,
 }
 
 impl Action {
@@ -661,6 +689,9 @@ struct Mode {
     restart: bool,
     /// `manifests/admission/` is installed: forgeries and hand edits must be refused.
     policies: bool,
+    /// The sidecars also run the instances of a DeploymentPlan (`plans::PLAN`),
+    /// checked by `plans::plan_oracle`.
+    plans: bool,
     /// Rounds when `SHOAL_OWNERSHIP_ROUNDS` is not set.
     rounds: usize,
     /// Jobs when `SHOAL_OWNERSHIP_JOBS` is not set.
@@ -678,7 +709,11 @@ fn schedule(rng: &mut Rng, rounds: usize, kinds: &[Action]) -> Vec<Action> {
         .iter()
         .flat_map(|kind| {
             let weight = match kind {
-                Action::Scale | Action::EditJobs | Action::Forge | Action::HandEdit => 3,
+                Action::Scale
+                | Action::EditJobs
+                | Action::Forge
+                | Action::HandEdit
+                | Action::PlanApprove => 3,
                 _ => 2,
             };
             std::iter::repeat_n(*kind, weight)
@@ -1108,9 +1143,12 @@ async fn run_schedule(mode: Mode) {
     if mode.policies {
         kubectl(&cluster, &["apply", "-f", policies], None).await;
     }
-    let hostile = kinds
-        .iter()
-        .any(|kind| matches!(kind, Action::Forge | Action::HandEdit));
+    let hostile = kinds.iter().any(|kind| {
+        matches!(
+            kind,
+            Action::Forge | Action::HandEdit | Action::ForgeReports
+        )
+    });
     let editor_kubeconfig = if hostile {
         kubectl(
             &cluster,
@@ -1136,8 +1174,25 @@ async fn run_schedule(mode: Mode) {
     let mut jobs: BTreeSet<String> = universe[..job_count].iter().cloned().collect();
     let mut ever_removed: BTreeSet<String> = BTreeSet::new();
     let reload = if mode.restart { "Restart" } else { "HotReload" };
+    if mode.plans {
+        let crd = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../manifests/crd-deploymentplan.yaml"
+        );
+        kubectl(&cluster, &["apply", "-f", crd], None).await;
+    }
     install_swarm(&cluster, &jobs, reload, 3, Some(15)).await;
     let mut replicas: u32 = 3;
+    // The plan's instance processes: their own log and ledger.
+    let instance_log = dir.path().join("instances.log");
+    std::fs::write(&instance_log, "").expect("create the instance log");
+    let instance_monitor = Monitor::start(&instance_log);
+    let instance_command = mode.plans.then(|| plans::instance_command(&instance_log));
+    let mut plan = None;
+    if mode.plans {
+        plans::describe_pool(&cluster).await;
+        plan = Some(plans::PlanSchedule::new(&cluster));
+    }
 
     let command = job_command(&log);
     let mut options = MembersOptions::new(&namespace, format!("app={POOL}"));
@@ -1162,6 +1217,11 @@ async fn run_schedule(mode: Mode) {
             settings.lease_duration = Duration::from_secs(3);
             settings.fence_grace = Duration::from_millis(500);
             settings.fence_margin = Duration::from_secs(1);
+            if let Some(instance_command) = &instance_command {
+                settings.exec_instance = Some(instance_command.clone());
+                settings.instance_settle = Duration::from_millis(500);
+                settings.pod_uid = pod.metadata.uid.clone();
+            }
             Ok(settings)
         }
     });
@@ -1215,6 +1275,9 @@ async fn run_schedule(mode: Mode) {
     };
     // Generous: 300 job processes start on a machine other builds may share.
     wait_settled(jobs.clone(), replicas, Duration::from_secs(180)).await;
+    if let Some(plan) = plan.as_mut() {
+        plan.first_deployment(&cluster, &instance_monitor).await;
+    }
     let settled_at = started.elapsed();
 
     // The schedule.
@@ -1241,7 +1304,13 @@ async fn run_schedule(mode: Mode) {
         let mut note = format!("{action:?}");
         match action {
             Action::Scale => {
+                let before = replicas;
                 replicas = 1 + rng.below(5) as u32;
+                if let Some(plan) = plan.as_mut() {
+                    for ordinal in replicas..before {
+                        plan.disrupted(Some(format!("{POOL}-{ordinal}")));
+                    }
+                }
                 note = format!("scale to {replicas}");
                 let flag = format!("--replicas={replicas}");
                 kubectl(&cluster, &["scale", "statefulset", POOL, &flag], None).await;
@@ -1276,6 +1345,9 @@ async fn run_schedule(mode: Mode) {
                 };
                 if !existing.is_empty() {
                     let pod = &existing[rng.below(existing.len())];
+                    if let Some(plan) = plan.as_mut() {
+                        plan.disrupted(Some(pod.clone()));
+                    }
                     note = format!("delete pod {pod}");
                     kubectl(&cluster, &["delete", "pod", pod, "--wait=false"], None).await;
                 }
@@ -1284,6 +1356,9 @@ async fn run_schedule(mode: Mode) {
                 let running: Vec<String> = members.running().into_keys().collect();
                 if !running.is_empty() {
                     let pod = running[rng.below(running.len())].clone();
+                    if let Some(plan) = plan.as_mut() {
+                        plan.disrupted(Some(pod.clone()));
+                    }
                     note = format!("kill sidecar {pod}");
                     if members.kill(&pod).await.is_ok() {
                         // Exec processes die with their sidecar; an application
@@ -1308,11 +1383,17 @@ async fn run_schedule(mode: Mode) {
                 }
             },
             Action::DropWatches => {
+                if let Some(plan) = plan.as_mut() {
+                    plan.disrupted(None);
+                }
                 if let Some(faults) = cluster.faults() {
                     faults.drop_all_watches();
                 }
             }
             Action::ApiErrors => {
+                if let Some(plan) = plan.as_mut() {
+                    plan.disrupted(None);
+                }
                 if let Some(faults) = cluster.faults() {
                     let status = if rng.below(2) == 0 { 500 } else { 503 };
                     let count = 3 + rng.below(20);
@@ -1335,6 +1416,20 @@ async fn run_schedule(mode: Mode) {
                 .await;
             }
             Action::Budget => note = budget_step(&cluster, &mut rng, replicas).await,
+            Action::PlanApprove
+            | Action::PlanRequests
+            | Action::PlanPayload
+            | Action::PlanPause
+            | Action::PlanScale
+            | Action::StaleApproval
+            | Action::StatusHandEdit
+            | Action::ForgeReports => {
+                if let Some(plan) = plan.as_mut() {
+                    note = plan
+                        .step(action, &cluster, &members, &mut rng, replicas)
+                        .await;
+                }
+            }
         }
         actions.push((now_ns(), note));
         *counts.entry(format!("{action:?}")).or_default() += 1;
@@ -1359,7 +1454,18 @@ async fn run_schedule(mode: Mode) {
     let chaos_ended = started.elapsed();
     let limit = if mode.restart { 240 } else { 120 };
     wait_settled(jobs.clone(), replicas, Duration::from_secs(limit)).await;
+    let plan_rest = match plan.as_mut() {
+        Some(plan) => {
+            plan.settle(&cluster, &instance_monitor, Duration::from_secs(limit))
+                .await
+        }
+        None => Ok(()),
+    };
     let settle_time = started.elapsed() - chaos_ended;
+    // Stopping the sidecars below stops every instance: a fault, not a change.
+    if let Some(plan) = plan.as_mut() {
+        plan.disrupted(None);
+    }
 
     let distrusted = events_with_reason(&client, &namespace, "LeaseNotTrusted").await;
     let evicted = events_with_reason(&client, &namespace, "MemberRestarted").await;
@@ -1369,6 +1475,16 @@ async fn run_schedule(mode: Mode) {
     }
     members.stop().await;
     let ledger = monitor.finish();
+    let instance_ledger = instance_monitor.finish();
+    if let Some(plan) = plan.take() {
+        plans::report(
+            plan,
+            instance_ledger,
+            plan_rest,
+            &actions,
+            format!("{mode:?}, seed {seed}, {rounds} rounds"),
+        );
+    }
     assert!(
         ledger.problems.is_empty(),
         "the log is inconsistent: {:?}",
@@ -1441,7 +1557,10 @@ async fn run_schedule(mode: Mode) {
             "the schedule delivered no hand edit: {hostility:?}"
         );
     }
-    assert!(moved > 0, "the schedule moved jobs between members");
+    assert!(
+        mode.plans || moved > 0,
+        "the schedule moved jobs between members"
+    );
     cluster.cleanup().await;
 }
 
@@ -1450,6 +1569,7 @@ async fn no_job_ever_has_two_owners_through_scaling_edits_deletions_kills_restar
     run_schedule(Mode {
         restart: false,
         policies: false,
+        plans: false,
         rounds: 14,
         jobs: 300,
         actions: &[
@@ -1471,6 +1591,7 @@ async fn forged_acknowledgements_and_hand_edited_slices_give_no_job_two_owners_w
     run_schedule(Mode {
         restart: false,
         policies: false,
+        plans: false,
         rounds: 10,
         jobs: 150,
         actions: &[
@@ -1491,6 +1612,7 @@ async fn with_the_admission_policy_every_forged_acknowledgement_and_hand_edit_of
     run_schedule(Mode {
         restart: false,
         policies: true,
+        plans: false,
         rounds: 8,
         jobs: 150,
         actions: &[
@@ -1511,6 +1633,7 @@ async fn under_restart_an_application_reading_its_slice_once_never_shares_a_job_
     run_schedule(Mode {
         restart: true,
         policies: false,
+        plans: false,
         rounds: 10,
         jobs: 150,
         actions: &[
@@ -1522,6 +1645,41 @@ async fn under_restart_an_application_reading_its_slice_once_never_shares_a_job_
             Action::Budget,
             Action::DropWatches,
             Action::ApiErrors,
+        ],
+    })
+    .await;
+}
+
+/// DeploymentPlans under the same schedule (issue 23): no instance changes
+/// without an approved operation naming it, its member and its content; never
+/// two running copies outside an approved make-before-break relocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_plan_instance_changes_or_runs_twice_without_an_approved_operation_through_hostile_reports_stale_approvals_hand_edits_pauses_and_faults()
+ {
+    run_schedule(Mode {
+        restart: false,
+        policies: false,
+        plans: true,
+        rounds: 18,
+        jobs: 30,
+        actions: &[
+            Action::Scale,
+            Action::DeletePod,
+            Action::KillSidecar,
+            Action::KillController,
+            Action::DropWatches,
+            Action::ApiErrors,
+            Action::PlanApprove,
+            Action::PlanRequests,
+            // Three payload changes at least: one per rollout type, each paused once.
+            Action::PlanPayload,
+            Action::PlanPayload,
+            Action::PlanPayload,
+            Action::PlanPause,
+            Action::PlanScale,
+            Action::StaleApproval,
+            Action::StatusHandEdit,
+            Action::ForgeReports,
         ],
     })
     .await;
