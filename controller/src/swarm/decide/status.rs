@@ -1,4 +1,4 @@
-//! The status a plan reports: members, conditions, phase, and the Events of
+//! The status the Swarm's decision reports: members, conditions, phase, and the Events of
 //! their transitions.
 
 use std::collections::BTreeMap;
@@ -122,7 +122,9 @@ pub(super) fn unowned_jobs(
     unowned
 }
 
-/// Conditions, phase and the last error, with Events on condition transitions.
+/// Conditions, phase and the last error, with Events on condition transitions: one
+/// function per condition type ([`degraded`], [`progressing`], [`ready`],
+/// [`awaiting_approval`]), folded into the status here.
 pub(super) fn conditions(
     obs: &Observation,
     findings: Findings<'_>,
@@ -130,53 +132,141 @@ pub(super) fn conditions(
     status: &mut SwarmStatus,
 ) {
     let previous = &obs.status;
-    let Findings {
-        problems,
-        slice_problems,
-        has_target,
-        rollout_done,
-        awaiting,
-        applied_revision,
-        members,
-        serving,
-        unowned,
-    } = findings;
-    status.unowned_jobs = unowned.jobs;
-    let degraded = match problems.first() {
+    status.unowned_jobs = findings.unowned.jobs;
+    let degraded = degraded(&findings);
+    let progressing = progressing(obs, &findings, status.current_revision);
+    let ready_condition = ready(obs, &findings, status);
+    let has_target = findings.has_target;
+    let awaiting = awaiting_approval(findings.awaiting);
+    status.phase = Some(
+        if degraded.status == "True" && !has_target {
+            "Degraded"
+        } else if awaiting.status == "True" {
+            "AwaitingApproval"
+        } else if degraded.status == "True" {
+            "Degraded"
+        } else if progressing.status == "True" {
+            "Progressing"
+        } else if ready_condition.status == "True" {
+            "Ready"
+        } else if has_target {
+            "Progressing"
+        } else {
+            "Pending"
+        }
+        .to_owned(),
+    );
+    status.last_error = findings
+        .problems
+        .first()
+        .map(|problem| problem.message.clone())
+        .or_else(|| findings.slice_problems.first().cloned());
+
+    // Events for condition transitions.
+    let previous_degraded = previous_condition(previous, "Degraded");
+    if degraded.status == "True"
+        && previous_degraded
+            .is_none_or(|old| old.status != "True" || old.message != degraded.message)
+    {
+        events.push(if degraded.reason == "SliceEdited" {
+            PlannedEvent {
+                warning: true,
+                reason: "SliceRestored".to_owned(),
+                note: format!("putting back slices: {}", degraded.message),
+            }
+        } else {
+            PlannedEvent {
+                warning: true,
+                reason: degraded.reason.clone(),
+                note: degraded.message.clone(),
+            }
+        });
+    }
+    if degraded.status == "False" && previous_degraded.is_some_and(|old| old.status == "True") {
+        events.push(PlannedEvent {
+            warning: false,
+            reason: "Recovered".to_owned(),
+            note: "the Swarm's inputs are valid again".to_owned(),
+        });
+    }
+    let previous_progressing = previous_condition(previous, "Progressing");
+    if progressing.status == "False"
+        && has_target
+        && (previous_progressing.is_some_and(|old| old.status == "True")
+            || findings.applied_revision.is_some())
+    {
+        events.push(PlannedEvent {
+            warning: false,
+            reason: "RevisionApplied".to_owned(),
+            note: format!(
+                "revision {} is in force on every member",
+                status.current_revision
+            ),
+        });
+        status.changed_at = None;
+    }
+
+    let mut conditions = vec![ready_condition, progressing, awaiting, degraded];
+    for new in &mut conditions {
+        new.observed_generation = obs.generation;
+        new.last_transition_time = match previous_condition(previous, &new.type_) {
+            Some(old) if old.status == new.status => old.last_transition_time.clone(),
+            _ => Some(obs.now.to_string()),
+        };
+    }
+    status.conditions = conditions;
+}
+
+/// `Degraded`: the first input problem's reason, every problem's message; else slices
+/// found edited or deleted (`SliceEdited`); else `AsExpected`.
+fn degraded(findings: &Findings<'_>) -> Condition {
+    match findings.problems.first() {
         Some(problem) => {
-            let message = problems
+            let message = findings
+                .problems
                 .iter()
                 .map(|p| p.message.clone())
                 .collect::<Vec<_>>()
                 .join("; ");
             condition("Degraded", true, problem.reason, message)
         }
-        None if !slice_problems.is_empty() => {
-            condition("Degraded", true, "SliceEdited", slice_problems.join("; "))
-        }
-        None => condition("Degraded", false, "AsExpected", String::new()),
-    };
-    let progressing = if has_target && !rollout_done {
-        let mut message = format!("applying revision {}", status.current_revision);
-        for (pod, refusal) in &obs.blocked_evictions {
-            message.push_str(&format!(
-                "; pod {pod} waits to restart: its eviction was refused: {refusal}"
-            ));
-        }
-        condition(
-            "Progressing",
+        None if !findings.slice_problems.is_empty() => condition(
+            "Degraded",
             true,
-            if obs.blocked_evictions.is_empty() {
-                "RollingOut"
-            } else {
-                "EvictionBlocked"
-            },
-            message,
-        )
+            "SliceEdited",
+            findings.slice_problems.join("; "),
+        ),
+        None => condition("Degraded", false, "AsExpected", String::new()),
+    }
+}
+
+/// `Progressing`: a target not yet in place everywhere (`RollingOut`, or
+/// `EvictionBlocked` naming each pod whose eviction was refused); else `Converged`.
+fn progressing(obs: &Observation, findings: &Findings<'_>, revision: u64) -> Condition {
+    if !findings.has_target || findings.rollout_done {
+        return condition("Progressing", false, "Converged", String::new());
+    }
+    let mut message = format!("applying revision {revision}");
+    for (pod, refusal) in &obs.blocked_evictions {
+        message.push_str(&format!(
+            "; pod {pod} waits to restart: its eviction was refused: {refusal}"
+        ));
+    }
+    let reason = if obs.blocked_evictions.is_empty() {
+        "RollingOut"
     } else {
-        condition("Progressing", false, "Converged", String::new())
+        "EvictionBlocked"
     };
-    let ready_condition = if members == 0 && status.jobs > 0 {
+    condition("Progressing", true, reason, message)
+}
+
+/// `Ready`: true only when the target is in place and some member runs its jobs; else
+/// why not (`NoMembers`, `NoAvailableMembers`, `JobsUnowned`, `RollingOut`,
+/// `NoRevision`).
+fn ready(obs: &Observation, findings: &Findings<'_>, status: &SwarmStatus) -> Condition {
+    let (has_target, rollout_done) = (findings.has_target, findings.rollout_done);
+    let (members, serving, unowned) = (findings.members, findings.serving, &findings.unowned);
+    if members == 0 && status.jobs > 0 {
         condition(
             "Ready",
             false,
@@ -255,83 +345,160 @@ pub(super) fn conditions(
             "NoRevision",
             "no revision has been applied yet".to_owned(),
         )
-    };
-    let awaiting = awaiting
-        .unwrap_or_else(|| condition("AwaitingApproval", false, "NothingPending", String::new()));
-    status.phase = Some(
-        if degraded.status == "True" && !has_target {
-            "Degraded"
-        } else if awaiting.status == "True" {
-            "AwaitingApproval"
-        } else if degraded.status == "True" {
-            "Degraded"
-        } else if progressing.status == "True" {
-            "Progressing"
-        } else if ready_condition.status == "True" {
-            "Ready"
-        } else if has_target {
-            "Progressing"
-        } else {
-            "Pending"
+    }
+}
+
+/// `AwaitingApproval`: the gate's condition when a revision waits; else
+/// `NothingPending`.
+fn awaiting_approval(awaiting: Option<Condition>) -> Condition {
+    awaiting
+        .unwrap_or_else(|| condition("AwaitingApproval", false, "NothingPending", String::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::swarm::fixtures;
+
+    /// Findings of a Swarm of `members` members, all serving, whose target is in place.
+    fn converged(members: usize) -> Findings<'static> {
+        Findings {
+            problems: &[],
+            slice_problems: &[],
+            has_target: true,
+            rollout_done: true,
+            awaiting: None,
+            applied_revision: None,
+            members,
+            serving: members,
+            unowned: Unowned::default(),
         }
-        .to_owned(),
-    );
-    status.last_error = problems
-        .first()
-        .map(|problem| problem.message.clone())
-        .or_else(|| slice_problems.first().cloned());
+    }
 
-    // Events for condition transitions.
-    let previous_degraded = previous_condition(previous, "Degraded");
-    if degraded.status == "True"
-        && previous_degraded
-            .is_none_or(|old| old.status != "True" || old.message != degraded.message)
-    {
-        events.push(if degraded.reason == "SliceEdited" {
-            PlannedEvent {
-                warning: true,
-                reason: "SliceRestored".to_owned(),
-                note: format!("putting back slices: {}", degraded.message),
-            }
-        } else {
-            PlannedEvent {
-                warning: true,
-                reason: degraded.reason.clone(),
-                note: degraded.message.clone(),
-            }
-        });
+    fn observation() -> Observation {
+        fixtures::observation(
+            "swarm",
+            fixtures::spec_with_jobs(fixtures::stream_keys(4, 1)),
+            vec![fixtures::pool("worker", 2)],
+        )
     }
-    if degraded.status == "False" && previous_degraded.is_some_and(|old| old.status == "True") {
-        events.push(PlannedEvent {
-            warning: false,
-            reason: "Recovered".to_owned(),
-            note: "the Swarm's inputs are valid again".to_owned(),
-        });
+
+    fn status(revision: u64, jobs: u64) -> SwarmStatus {
+        SwarmStatus {
+            current_revision: revision,
+            jobs,
+            ..SwarmStatus::default()
+        }
     }
-    let previous_progressing = previous_condition(previous, "Progressing");
-    if progressing.status == "False"
-        && has_target
-        && (previous_progressing.is_some_and(|old| old.status == "True")
-            || applied_revision.is_some())
-    {
-        events.push(PlannedEvent {
-            warning: false,
-            reason: "RevisionApplied".to_owned(),
-            note: format!(
-                "revision {} is in force on every member",
-                status.current_revision
+
+    #[test]
+    fn degraded_names_the_first_problems_reason_and_every_message_then_edited_slices() {
+        let problems = [
+            InputProblem {
+                reason: "InvalidJobList",
+                message: "one".to_owned(),
+            },
+            InputProblem {
+                reason: "Other",
+                message: "two".to_owned(),
+            },
+        ];
+        let edited = ["slice a edited".to_owned()];
+        let mut findings = converged(2);
+        assert_eq!(
+            (
+                degraded(&findings).status.as_str(),
+                degraded(&findings).reason.as_str()
             ),
-        });
-        status.changed_at = None;
+            ("False", "AsExpected")
+        );
+        findings.slice_problems = &edited;
+        let found = degraded(&findings);
+        assert_eq!(
+            (
+                found.status.as_str(),
+                found.reason.as_str(),
+                found.message.as_str()
+            ),
+            ("True", "SliceEdited", "slice a edited")
+        );
+        findings.problems = &problems;
+        let found = degraded(&findings);
+        assert_eq!(
+            (found.reason.as_str(), found.message.as_str()),
+            ("InvalidJobList", "one; two")
+        );
     }
 
-    let mut conditions = vec![ready_condition, progressing, awaiting, degraded];
-    for new in &mut conditions {
-        new.observed_generation = obs.generation;
-        new.last_transition_time = match previous_condition(previous, &new.type_) {
-            Some(old) if old.status == new.status => old.last_transition_time.clone(),
-            _ => Some(obs.now.to_string()),
-        };
+    #[test]
+    fn progressing_while_the_target_is_not_in_place_naming_blocked_evictions() {
+        let mut obs = observation();
+        let mut findings = converged(2);
+        assert_eq!(progressing(&obs, &findings, 3).reason, "Converged");
+        findings.rollout_done = false;
+        let rolling = progressing(&obs, &findings, 3);
+        assert_eq!(
+            (
+                rolling.status.as_str(),
+                rolling.reason.as_str(),
+                rolling.message.as_str()
+            ),
+            ("True", "RollingOut", "applying revision 3")
+        );
+        obs.blocked_evictions
+            .insert("worker-0".to_owned(), "budget".to_owned());
+        let blocked = progressing(&obs, &findings, 3);
+        assert_eq!(blocked.reason, "EvictionBlocked");
+        assert!(
+            blocked
+                .message
+                .ends_with("; pod worker-0 waits to restart: its eviction was refused: budget"),
+            "{}",
+            blocked.message
+        );
     }
-    status.conditions = conditions;
+
+    #[test]
+    fn ready_only_when_the_target_is_in_place_and_someone_runs_it() {
+        let obs = observation();
+        let reason = |findings: &Findings<'_>, status: &SwarmStatus| {
+            let found = ready(&obs, findings, status);
+            (found.status, found.reason)
+        };
+        let in_force = status(2, 4);
+        let mut findings = converged(2);
+        assert_eq!(
+            reason(&findings, &in_force),
+            ("True".to_owned(), "Converged".to_owned())
+        );
+        findings.serving = 1;
+        assert!(
+            ready(&obs, &findings, &in_force)
+                .message
+                .contains("(1 unavailable or failed over)")
+        );
+        findings.serving = 0;
+        assert_eq!(reason(&findings, &in_force).1, "NoAvailableMembers");
+        findings.members = 0;
+        assert_eq!(reason(&findings, &in_force).1, "NoMembers");
+        let mut findings = converged(2);
+        findings.unowned.jobs = 1;
+        findings.unowned.owners.insert("worker-5".to_owned(), 1);
+        assert_eq!(reason(&findings, &in_force).1, "JobsUnowned");
+        let mut findings = converged(2);
+        findings.rollout_done = false;
+        assert_eq!(reason(&findings, &in_force).1, "RollingOut");
+        findings.has_target = false;
+        assert_eq!(
+            reason(&findings, &status(0, 4)),
+            ("False".to_owned(), "NoRevision".to_owned())
+        );
+    }
+
+    #[test]
+    fn awaiting_approval_is_the_gates_condition_or_nothing_pending() {
+        assert_eq!(awaiting_approval(None).reason, "NothingPending");
+        let waiting = condition("AwaitingApproval", true, "RevisionPending", "r".to_owned());
+        assert_eq!(awaiting_approval(Some(waiting.clone())), waiting);
+    }
 }
