@@ -4,8 +4,8 @@
 //! `cargo bench -p shoal-controller --bench plan`
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use shoal_controller::fixtures;
-use shoal_controller::plan::{Observation, Operation, apply_in_memory, plan};
+use shoal_controller::swarm::decide::{Observation, Operation, apply_in_memory, plan};
+use shoal_controller::swarm::fixtures;
 
 /// A Swarm converged on `members` members, then scaled to one more.
 fn scaled(members: u32, jobs: usize) -> Observation {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
-use shoal_controller::crd::Swarm;
+use shoal_controller::api::swarm::Swarm;
 use shoal_emulator::sim::{Cluster, is_running_and_ready};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -28,13 +28,13 @@ use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY};
 
-use crate::crd::SwarmStatus;
-use crate::deployment_plan::DeploymentPlanStatus;
+use crate::api::deployment_plan::DeploymentPlanStatus;
+use crate::api::swarm::SwarmStatus;
 
 /// The admission policy (and its binding) that makes [`ANNOTATION_APPROVED_BY`] true.
 pub const APPROVED_BY_POLICY: &str = "shoal-approved-by";
 
-pub use crate::approval_record::{ApprovalRecord, UNNAMED_APPROVER};
+pub use crate::api::approval_record::{ApprovalRecord, UNNAMED_APPROVER};
 
 /// Whether the admission policy [`APPROVED_BY_POLICY`] is in force: the policy exists
 /// with `failurePolicy: Fail` (the default) and a binding of it denies. Any failure to
@@ -249,7 +249,7 @@ mod tests {
     fn a_swarm_approval_is_weighed_only_while_it_names_the_pending_revision() {
         let mut status = SwarmStatus::default();
         assert!(!swarm_may_approve(&approving("1/sha256:a"), &status));
-        status.pending_revision = Some(crate::crd::PendingRevision {
+        status.pending_revision = Some(crate::api::swarm::PendingRevision {
             revision: 2,
             hash: "sha256:b".to_owned(),
             approve_with: "2/sha256:b".to_owned(),
@@ -264,10 +264,12 @@ mod tests {
     fn a_plan_approval_is_weighed_until_every_item_names_a_settled_operation() {
         let operation = |approve_with: &str, state: &str| {
             let id = approve_with.split('/').next().unwrap_or_default();
-            serde_json::from_value::<crate::deployment_plan::OperationStatus>(serde_json::json!({
-                "id": id, "type": "CREATE", "instance": "web-0", "deployment": 1,
-                "state": state, "hash": "", "approveWith": approve_with,
-            }))
+            serde_json::from_value::<crate::api::deployment_plan::OperationStatus>(
+                serde_json::json!({
+                    "id": id, "type": "CREATE", "instance": "web-0", "deployment": 1,
+                    "state": state, "hash": "", "approveWith": approve_with,
+                }),
+            )
             .expect("an operation status")
         };
         let status = DeploymentPlanStatus {

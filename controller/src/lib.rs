@@ -1,39 +1,41 @@
 //! Shoal controller: Swarms and labelled StatefulSets in, versioned per-member slices out.
 //!
+//! One shape per kind: its wire types under [`api`], then for each kind a pure
+//! `decide` and the I/O around it (observe, apply, the loop).
+//!
+//! * [`api`]: the `Swarm` and `DeploymentPlan` custom resources, the approval record
+//!   and the size budgets of both ([`api::limits`]).
+//! * [`observed`], [`planned`], [`managed_fields`], [`refusals`]: plain data both kinds'
+//!   decisions share.
+//! * [`swarm`]: the Swarm controller: [`swarm::decide`] (the pure decision: approval
+//!   gate, revoke-then-grant, restarts, status, Events), [`swarm::reconcile`] (observe →
+//!   decide → apply against the API), [`swarm::apply`].
+//! * [`deployment_plan`]: the DeploymentPlan controller: [`deployment_plan::decide`]
+//!   (pure), [`deployment_plan::observe`], [`deployment_plan::apply`], its watch loop.
+//! * [`cluster`], [`events`], [`eviction`], [`lease_clock`], [`metrics`], [`approvers`]:
+//!   the I/O both kinds share.
 //! * [`approvers`]: who approved (`shoal.dev/approved-by`, the policy that vouches for it).
-//! * [`crd`]: the `Swarm` custom resource.
-//! * [`deployment_plan`]: the `DeploymentPlan` custom resource.
-//! * [`deployment`]: the DeploymentPlan controller (observe, pure decide, apply, run).
-//! * [`limits`]: the size budgets of both CRDs: every list, map and string bounded in the schema, every status fitted to its byte budget before it is written.
-//! * [`plan`]: the pure decision (approval gate, revoke-then-grant, restarts, status, Events).
-//! * [`reconcile`]: observe → plan → apply against the API.
-//! * [`plugin`]: `kubectl shoal` (binary `kubectl-shoal`), reusing observe and plan.
+//! * [`plugin`]: `kubectl shoal` (binary `kubectl-shoal`), reusing observe and decide.
 //! * [`status_api`]: the deployment status REST endpoint (Margo), TokenReview/SubjectAccessReview-guarded.
 //! * [`run`]: the whole controller in-process (watches, leader election, metrics server).
 
-pub mod apply;
-pub mod approval_record;
+pub mod api;
 pub mod approvers;
 pub mod cluster;
-pub mod crd;
-pub mod deployment;
 pub mod deployment_plan;
 pub mod events;
 pub mod eviction;
-pub mod fixtures;
 pub mod lease_clock;
-pub mod limits;
 pub mod managed_fields;
 pub mod metrics;
 pub mod observed;
-pub mod plan;
 pub mod planned;
 pub mod plugin;
-pub mod reconcile;
 pub mod refusals;
 mod runtime;
 pub mod server;
 pub mod status_api;
+pub mod swarm;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -70,8 +70,10 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Some(Command::Crd { kind }) = cli.command {
         match kind {
-            CrdKind::Swarm => print!("{}", shoal_controller::crd::crd_yaml()),
-            CrdKind::Deploymentplan => print!("{}", shoal_controller::deployment_plan::crd_yaml()),
+            CrdKind::Swarm => print!("{}", shoal_controller::api::swarm::crd_yaml()),
+            CrdKind::Deploymentplan => {
+                print!("{}", shoal_controller::api::deployment_plan::crd_yaml())
+            }
         }
         return Ok(());
     }

@@ -12,7 +12,7 @@ use prometheus_client::registry::Registry;
 /// Label of the reconcile error counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
-    /// [`crate::reconcile::Error::category`].
+    /// [`crate::swarm::reconcile::Error::category`].
     pub category: String,
 }
 

@@ -1,7 +1,7 @@
 //! What a pure decision of either kind hands back besides its writes: the Events of the
 //! transitions it made and the status conditions it sets.
 
-use crate::crd::Condition;
+use crate::api::swarm::Condition;
 
 /// An Event to emit.
 #[derive(Debug, Clone, PartialEq, Eq)]

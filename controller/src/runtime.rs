@@ -19,13 +19,13 @@ use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use shoal_core::names;
 use tracing::{debug, info, warn};
 
+use crate::api::deployment_plan::DeploymentPlan;
+use crate::api::swarm::Swarm;
 use crate::cluster::{Context, publish_on};
-use crate::crd::Swarm;
-use crate::deployment_plan::DeploymentPlan;
 use crate::events::EventRecorders;
 use crate::metrics::Metrics;
-use crate::reconcile::{error_policy, reconcile};
 use crate::server::{Health, serve};
+use crate::swarm::reconcile::{error_policy, reconcile};
 use crate::{LeaderElection, Settings};
 
 /// Why the controller stopped.
@@ -465,7 +465,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
         });
 
     // DeploymentPlans, under the same leadership, on a task of their own (stopped on drop).
-    let _plans = crate::deployment::spawn(ctx.clone());
+    let _plans = crate::deployment_plan::run::spawn(ctx.clone());
     // The side tasks live only as long as the controller.
     tokio::select! {
         _ = controller => {}

@@ -16,9 +16,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
-use shoal_controller::crd::SwarmStatus;
+use shoal_controller::api::swarm::SwarmStatus;
 use shoal_controller::plugin::preview::DiffReport;
-use shoal_controller::reconcile::observe;
+use shoal_controller::swarm::observe::observe;
 use shoal_core::format::parse_slice;
 use shoal_core::{Assignment, MemberId, Slice, diff};
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
-use shoal_controller::reconcile::observe;
+use shoal_controller::swarm::observe::observe;
 use shoal_core::format::parse_slice;
 
 use common::{Env, swarm_yaml};

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use shoal_controller::crd::{Condition, PendingRevision, SwarmStatus};
+use shoal_controller::api::swarm::{Condition, PendingRevision, SwarmStatus};
 
 use common::{Env, acknowledge, all_jobs, eventually, job_keys, slice_hash, swarm_yaml};
 

@@ -21,7 +21,7 @@ use shoal_core::names::ANNOTATION_RETRY_ROLLOUT;
 
 use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
 use plugin_common::{shoal, shoal_ok};
-use shoal_controller::crd::SwarmRolloutStatus;
+use shoal_controller::api::swarm::SwarmRolloutStatus;
 
 const WAIT: Duration = Duration::from_secs(90);
 const POOLS: [&str; 3] = ["a", "b", "c"];

@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::{Env, eventually, job_keys, report_instance_states, swarm_yaml};
 use kube::Api;
 use plugin_common::{shoal, shoal_ok};
-use shoal_controller::deployment_plan::{DeploymentPlan, DeploymentPlanStatus};
+use shoal_controller::api::deployment_plan::{DeploymentPlan, DeploymentPlanStatus};
 use shoal_core::format::parse_slice;
 
 const WAIT: Duration = Duration::from_secs(30);

@@ -12,9 +12,9 @@ use std::time::Duration;
 use common::{Env, Running, eventually, job_keys, report_instance_states, swarm_yaml};
 use kube::Api;
 use serde_json::json;
-use shoal_controller::crd::Condition;
-use shoal_controller::deployment_plan::{DeploymentPlan, DeploymentPlanStatus};
-use shoal_controller::limits::MAX_OBJECT_BYTES;
+use shoal_controller::api::deployment_plan::{DeploymentPlan, DeploymentPlanStatus};
+use shoal_controller::api::limits::MAX_OBJECT_BYTES;
+use shoal_controller::api::swarm::Condition;
 
 const WAIT: Duration = Duration::from_secs(60);
 

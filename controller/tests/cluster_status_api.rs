@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, ResourceExt};
 use plugin_common::shoal_ok;
 use serde_json::{Value, json};
-use shoal_controller::deployment_plan::DeploymentPlan;
+use shoal_controller::api::deployment_plan::DeploymentPlan;
 use shoal_controller::status_api::{StatusApi, serve};
 use shoal_core::deploy::status::DeploymentStatusDocument;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use shoal_core::{Assignment, JobSet, MemberId, diff};
 
-use shoal_controller::crd::StrategyType;
+use shoal_controller::api::swarm::StrategyType;
 
 use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
 

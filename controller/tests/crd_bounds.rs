@@ -3,7 +3,7 @@
 //! A real API server estimates the cost of each CEL rule from the bounds of what it can
 //! reach and of the lists around it, and counts anything unbounded as large as a
 //! request (3 MiB): an unbounded list above a rule made the DeploymentPlan CRD
-//! uninstallable on Kubernetes 1.28. The bounds come from `shoal_controller::limits`.
+//! uninstallable on Kubernetes 1.28. The bounds come from `shoal_controller::api::limits`.
 
 use serde_json::Value;
 
@@ -70,20 +70,20 @@ fn unexcused<K: kube::CustomResourceExt>() -> Vec<String> {
 
 #[test]
 fn every_list_map_and_string_of_the_swarm_schema_is_bounded() {
-    let found = unexcused::<shoal_controller::crd::Swarm>();
+    let found = unexcused::<shoal_controller::api::swarm::Swarm>();
     assert!(
         found.is_empty(),
-        "the Swarm CRD has unbounded places (bound them from shoal_controller::limits):\n{}",
+        "the Swarm CRD has unbounded places (bound them from shoal_controller::api::limits):\n{}",
         found.join("\n")
     );
 }
 
 #[test]
 fn every_list_map_and_string_of_the_deployment_plan_schema_is_bounded() {
-    let found = unexcused::<shoal_controller::deployment_plan::DeploymentPlan>();
+    let found = unexcused::<shoal_controller::api::deployment_plan::DeploymentPlan>();
     assert!(
         found.is_empty(),
-        "the DeploymentPlan CRD has unbounded places (bound them from shoal_controller::limits):\n{}",
+        "the DeploymentPlan CRD has unbounded places (bound them from shoal_controller::api::limits):\n{}",
         found.join("\n")
     );
 }

@@ -4,10 +4,10 @@
 fn the_committed_crd_manifest_matches_the_generated_one() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/crd.yaml");
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    let generated = shoal_controller::crd::crd_yaml();
+    let generated = shoal_controller::api::swarm::crd_yaml();
     assert!(
         committed == generated,
-        "{} is out of date with controller/src/crd.rs; regenerate it with \
+        "{} is out of date with controller/src/api/swarm.rs; regenerate it with \
          `cargo run -p shoal-controller -- crd > manifests/crd.yaml`",
         path.display()
     );
@@ -15,7 +15,7 @@ fn the_committed_crd_manifest_matches_the_generated_one() {
 
 #[test]
 fn the_crd_declares_short_name_status_subresource_and_printer_columns() {
-    let yaml = shoal_controller::crd::crd_yaml();
+    let yaml = shoal_controller::api::swarm::crd_yaml();
     for needle in [
         "name: swarms.shoal.dev",
         "- sw",
@@ -40,10 +40,10 @@ fn the_committed_deployment_plan_crd_matches_the_generated_one() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../manifests/crd-deploymentplan.yaml");
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    let generated = shoal_controller::deployment_plan::crd_yaml();
+    let generated = shoal_controller::api::deployment_plan::crd_yaml();
     assert!(
         committed == generated,
-        "{} is out of date with controller/src/deployment_plan.rs; regenerate it with \
+        "{} is out of date with controller/src/api/deployment_plan.rs; regenerate it with \
          `cargo run -p shoal-controller -- crd deploymentplan > manifests/crd-deploymentplan.yaml`",
         path.display()
     );
@@ -51,7 +51,7 @@ fn the_committed_deployment_plan_crd_matches_the_generated_one() {
 
 #[test]
 fn the_deployment_plan_crd_declares_short_name_status_and_printer_columns() {
-    let yaml = shoal_controller::deployment_plan::crd_yaml();
+    let yaml = shoal_controller::api::deployment_plan::crd_yaml();
     for needle in [
         "name: deploymentplans.shoal.dev",
         "- dplan",

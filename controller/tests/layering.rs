@@ -21,10 +21,7 @@ use std::path::{Path, PathBuf};
 /// module is classified when it is added. After a rename, edit the prefixes here.
 const LAYERS: &[(&str, Layer)] = &[
     // The wire types of both kinds and what they share (status types, limits).
-    ("crd", Layer::Api),
-    ("deployment_plan", Layer::Api),
-    ("approval_record", Layer::Api),
-    ("limits", Layer::Api),
+    ("api", Layer::Api),
     // Items of the crate root that are plain configuration.
     ("Settings", Layer::Api),
     ("LeaderElection", Layer::Api),
@@ -34,15 +31,18 @@ const LAYERS: &[(&str, Layer)] = &[
     ("managed_fields", Layer::SharedData),
     ("refusals", Layer::SharedData),
     // The Swarm's pure decision, and its observe/apply/reconcile.
-    ("plan", Layer::SwarmDecide),
-    ("fixtures", Layer::SwarmDecide),
-    ("reconcile", Layer::SwarmIo),
-    ("apply", Layer::SwarmIo),
+    ("swarm", Layer::SwarmDecide),
+    ("swarm::decide", Layer::SwarmDecide),
+    ("swarm::fixtures", Layer::SwarmDecide),
+    ("swarm::observe", Layer::SwarmIo),
+    ("swarm::reconcile", Layer::SwarmIo),
+    ("swarm::apply", Layer::SwarmIo),
     // The DeploymentPlan's pure decision, and its observe/apply/run.
-    ("deployment", Layer::PlanDecide),
-    ("deployment::observe", Layer::PlanIo),
-    ("deployment::apply", Layer::PlanIo),
-    ("deployment::run", Layer::PlanIo),
+    ("deployment_plan", Layer::PlanDecide),
+    ("deployment_plan::decide", Layer::PlanDecide),
+    ("deployment_plan::observe", Layer::PlanIo),
+    ("deployment_plan::apply", Layer::PlanIo),
+    ("deployment_plan::run", Layer::PlanIo),
     // The I/O both kinds share.
     ("cluster", Layer::SharedIo),
     ("events", Layer::SharedIo),
@@ -106,7 +106,7 @@ impl Layer {
     }
 }
 
-/// The layer of a module path (`plan::gate`, `deployment::observe::ObserveError`).
+/// The layer of a module path (`swarm::decide::gate`, `deployment_plan::observe::ObserveError`).
 fn layer_of(path: &str) -> Option<Layer> {
     LAYERS
         .iter()
@@ -121,8 +121,8 @@ fn layer_of(path: &str) -> Option<Layer> {
         .map(|(_, layer)| *layer)
 }
 
-/// The module path of a source file relative to `src` (`plan/gate.rs` → `plan::gate`,
-/// `plan/mod.rs` → `plan`, `lib.rs` → the root).
+/// The module path of a source file relative to `src` (`swarm/decide/gate.rs` →
+/// `swarm::decide::gate`, `swarm/decide/mod.rs` → `swarm::decide`, `lib.rs` → the root).
 fn module_of(relative: &Path) -> String {
     let mut segments: Vec<String> = relative
         .components()
@@ -450,7 +450,7 @@ fn the_controller_imports_only_along_its_layers() {
     let mut files = BTreeMap::new();
     sources(&root, &root, &mut files);
     assert!(
-        files.contains_key("plan") && files.contains_key("reconcile"),
+        files.contains_key("swarm::decide") && files.contains_key("swarm::reconcile"),
         "the controller's sources were not found under {}",
         root.display()
     );
@@ -466,8 +466,8 @@ fn the_controller_imports_only_along_its_layers() {
 #[test]
 fn a_pure_module_importing_io_is_caught() {
     let files = BTreeMap::from([(
-        "plan::gate".to_owned(),
-        "use crate::reconcile::Context;\nuse kube::{Api, ResourceExt};\nasync fn read() {}\n"
+        "swarm::decide::gate".to_owned(),
+        "use crate::swarm::reconcile::Context;\nuse kube::{Api, ResourceExt};\nasync fn read() {}\n"
             .to_owned(),
     )]);
     let found = violations(&files);
@@ -493,16 +493,16 @@ fn a_pure_module_importing_io_is_caught() {
 fn one_kind_importing_the_others_internals_is_caught() {
     let files = BTreeMap::from([
         (
-            "deployment::observe".to_owned(),
-            "use crate::reconcile::{observe_pool, lease_state};".to_owned(),
+            "deployment_plan::observe".to_owned(),
+            "use crate::swarm::observe::{observe_pool, lease_state};".to_owned(),
         ),
         (
-            "plan::instances".to_owned(),
-            "fn f() { super::super::deployment::decide(); }".to_owned(),
+            "swarm::decide::instances".to_owned(),
+            "fn f() { super::super::super::deployment_plan::decide::decide(); }".to_owned(),
         ),
     ]);
     let found = violations(&files);
-    for module in ["`deployment::observe`", "`plan::instances`"] {
+    for module in ["`deployment_plan::observe`", "`swarm::decide::instances`"] {
         assert!(
             found.iter().any(|line| line.starts_with(module)
                 && line.ends_with("one kind imports the other's internals")),
@@ -514,12 +514,12 @@ fn one_kind_importing_the_others_internals_is_caught() {
 #[test]
 fn paths_in_comments_strings_and_tests_are_not_imports() {
     let files = BTreeMap::from([(
-        "plan::gate".to_owned(),
+        "swarm::decide::gate".to_owned(),
         concat!(
-            "/// See [`crate::reconcile::observe`].\n",
-            "fn f() -> &'static str { \"crate::reconcile\" }\n",
-            "#[cfg(test)]\nmod tests { use crate::reconcile::Context; fn g() { let c = '{'; } }\n",
-            "use crate::crd::Swarm;\n",
+            "/// See [`crate::swarm::observe::observe`].\n",
+            "fn f() -> &'static str { \"crate::swarm::reconcile\" }\n",
+            "#[cfg(test)]\nmod tests { use crate::swarm::reconcile::Context; fn g() { let c = '{'; } }\n",
+            "use crate::api::swarm::Swarm;\n",
         )
         .to_owned(),
     )]);
@@ -529,15 +529,15 @@ fn paths_in_comments_strings_and_tests_are_not_imports() {
 #[test]
 fn super_paths_resolve_against_the_files_module() {
     let paths = referenced_paths(
-        "deployment::decide",
-        "use super::{members::deploy_members, PlanObservation};\nuse super::super::plan::x;",
+        "deployment_plan::decide::pass",
+        "use super::{members::deploy_members, PlanObservation};\nuse super::super::super::swarm::decide::x;",
     );
     assert_eq!(
         paths,
         [
-            "deployment::members",
-            "deployment::PlanObservation",
-            "plan::x"
+            "deployment_plan::decide::members",
+            "deployment_plan::decide::PlanObservation",
+            "swarm::decide::x"
         ]
     );
 }

@@ -15,7 +15,7 @@ use common::{Env, eventually, job_keys, swarm_yaml};
 use kube::Api;
 use plugin_common::{Run, shoal, shoal_with_env};
 use shoal_controller::Settings;
-use shoal_controller::deployment_plan::DeploymentPlan;
+use shoal_controller::api::deployment_plan::DeploymentPlan;
 use shoal_controller::plugin::history::HistoryReport;
 
 const WAIT: Duration = Duration::from_secs(30);

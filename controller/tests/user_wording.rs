@@ -95,11 +95,11 @@ fn crds_and_help_texts_use_no_internal_names() {
     let mut texts = vec![
         (
             "the Swarm CRD".to_owned(),
-            shoal_controller::crd::crd_yaml(),
+            shoal_controller::api::swarm::crd_yaml(),
         ),
         (
             "the DeploymentPlan CRD".to_owned(),
-            shoal_controller::deployment_plan::crd_yaml(),
+            shoal_controller::api::deployment_plan::crd_yaml(),
         ),
     ];
     texts.extend(all_help(env!("CARGO_BIN_EXE_shoal-controller")));

@@ -36,7 +36,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
-use shoal_controller::crd::Swarm;
+use shoal_controller::api::swarm::Swarm;
 use shoal_emulator::harness::{TestCluster, fixtures};
 use shoal_worker::{Settings, Worker, slice_doc};
 use tokio::time::Instant;

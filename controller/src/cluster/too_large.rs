@@ -1,11 +1,11 @@
 //! Recording a status the API server refused for its size, for Swarms and
 //! DeploymentPlans alike (the words and the patch are pure, in
-//! `crate::limits::budget`).
+//! `crate::api::limits::budget`).
 
 use serde::Serialize;
 
-use crate::crd::Condition;
-use crate::limits::budget::{STATUS_TOO_LARGE, too_large_message, too_large_patch};
+use crate::api::limits::budget::{STATUS_TOO_LARGE, too_large_message, too_large_patch};
+use crate::api::swarm::Condition;
 
 /// Records on `object` that the API server refused `status` for its size
 /// ([`too_large_patch`] through the status subresource) and one Warning Event

@@ -9,8 +9,8 @@ use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_CHANGE_CAUSE};
 use super::preview::{self, Change, DiffReport};
 use super::table::fields;
 use super::{Error, Report, Target};
+use crate::api::swarm::{JobsFrom, RevisionSummary, Swarm};
 use crate::approvers::approval_annotations;
-use crate::crd::{JobsFrom, RevisionSummary, Swarm};
 
 use super::annotate::{ATTEMPTS as APPROVE_ATTEMPTS, AnnotateError, annotate_guarded, is_conflict};
 
@@ -276,7 +276,7 @@ pub async fn approve(
             });
         }
         // Revision and hash: the approval stands for exactly the plan in the status.
-        let value = crate::plan::approval_value(pending.revision, &pending.hash);
+        let value = crate::swarm::decide::approval_value(pending.revision, &pending.hash);
         let annotation = format!("{ANNOTATION_APPROVE}={value}");
         let mut notes = Vec::new();
         if object.metadata.generation != status.observed_generation {

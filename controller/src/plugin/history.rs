@@ -17,7 +17,7 @@ use super::status::age;
 use super::table::{Table, fields, short_hash};
 use super::{Error, Report, Target};
 use crate::approvers::ApprovalRecord;
-use crate::plan::{Observation, RevisionRecord, replay};
+use crate::swarm::decide::{Observation, RevisionRecord, replay};
 
 /// One recorded (or pending) revision.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]

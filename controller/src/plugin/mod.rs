@@ -1,7 +1,7 @@
 //! `kubectl shoal`: the kubectl plugin (binary `kubectl-shoal`).
 //!
 //! Every command reads the cluster alone; the computations reuse the
-//! controller's own [`crate::reconcile::observe`] and [`crate::plan::plan`], so
+//! controller's own [`crate::swarm::observe::observe`] and [`crate::swarm::decide::plan`], so
 //! what `diff` and `status` say is what the controller does. Only `approve`
 //! and `undo` write, and only one annotation on the Swarm each: the controller
 //! does the rest through its approval gate.
@@ -74,8 +74,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde::Serialize;
 
-use crate::crd::Swarm;
-use crate::deployment::Verb;
+use crate::api::swarm::Swarm;
+use crate::deployment_plan::decide::Verb;
 use swarm_rollout::RolloutObject;
 
 /// `kubectl shoal`: inspect and steer Shoal Swarms.
@@ -212,7 +212,7 @@ pub enum Command {
         #[arg(long = "for", value_enum, default_value_t = wait::WaitFor::InForce)]
         for_: wait::WaitFor,
         /// Give up after this long, e.g. `90s`, `5m`.
-        #[arg(long, default_value = "5m", value_parser = crate::plan::parse_duration)]
+        #[arg(long, default_value = "5m", value_parser = crate::swarm::decide::parse_duration)]
         timeout: std::time::Duration,
     },
     /// Relocate one instance (make-before-break), to a named member or where
@@ -268,7 +268,7 @@ pub enum Command {
         #[arg(value_parser = swarm_rollout::RolloutObject::parse)]
         object: swarm_rollout::RolloutObject,
         /// Give up after this long, e.g. `90s`, `5m`.
-        #[arg(long, default_value = "5m", value_parser = crate::plan::parse_duration)]
+        #[arg(long, default_value = "5m", value_parser = crate::swarm::decide::parse_duration)]
         timeout: std::time::Duration,
     },
     /// A plan's recorded deployment revisions with change cause and creation time.
@@ -336,7 +336,7 @@ pub enum Error {
         /// Namespace.
         namespace: String,
         /// Cause (boxed: it is large and rare).
-        source: Box<crate::reconcile::Error>,
+        source: Box<crate::swarm::reconcile::Error>,
     },
     /// Listing the Swarm's ConfigMaps failed.
     #[error(
@@ -450,7 +450,7 @@ impl Error {
 /// Whether a member's own sidecar acknowledged the slice with `hash`, in words: `yes`, `no`,
 /// `no lease`, or that the Lease is not the member's (the controller ignores it too).
 pub(crate) fn acknowledgement(
-    obs: &crate::plan::Observation,
+    obs: &crate::swarm::decide::Observation,
     member: &str,
     hash: Option<&str>,
 ) -> String {
@@ -587,9 +587,9 @@ pub async fn get_swarm(target: &Target, swarm: &str) -> Result<Swarm, Error> {
 pub async fn observe(
     target: &Target,
     swarm: &str,
-) -> Result<(Swarm, crate::plan::Observation), Error> {
+) -> Result<(Swarm, crate::swarm::decide::Observation), Error> {
     let object = get_swarm(target, swarm).await?;
-    let observation = crate::reconcile::observe(&object, &target.client)
+    let observation = crate::swarm::observe::observe(&object, &target.client)
         .await
         .map_err(observe_failed(target, swarm))?;
     Ok((object, observation))
@@ -599,7 +599,7 @@ pub async fn observe(
 pub(crate) fn observe_failed(
     target: &Target,
     swarm: &str,
-) -> impl FnOnce(crate::reconcile::Error) -> Error {
+) -> impl FnOnce(crate::swarm::reconcile::Error) -> Error {
     let (swarm, namespace) = (swarm.to_owned(), target.namespace.clone());
     move |source| Error::Observe {
         swarm,

@@ -16,8 +16,8 @@ use super::plans::{PlansError, api_error, get_plan, plans_api};
 use super::table::Table;
 use super::wait::{Progress, poll_until};
 use super::{Error, Report, Target};
+use crate::api::deployment_plan::{DeploymentPlan, DeploymentPlanStatus, DeploymentRecord};
 use crate::approvers::ApprovalRecord;
-use crate::deployment_plan::{DeploymentPlan, DeploymentPlanStatus, DeploymentRecord};
 
 /// The annotation `kubectl rollout` reads as the reason of a change.
 const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";

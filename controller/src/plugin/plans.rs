@@ -26,11 +26,11 @@ use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY, ANNOTATION_O
 use super::annotate::{AnnotateError, annotate_guarded};
 use super::table::{Table, fields, short_hash};
 use super::{Report, Target, hint};
-use crate::approvers::{ApprovalRecord, approval_annotations, approver_name};
-use crate::deployment::{Verb, request_item, request_items};
-use crate::deployment_plan::{
+use crate::api::deployment_plan::{
     DeploymentPlan, DeploymentPlanStatus, InstanceStatus, OperationStatus, UnplacedInstance,
 };
+use crate::approvers::{ApprovalRecord, approval_annotations, approver_name};
+use crate::deployment_plan::decide::{Verb, request_item, request_items};
 
 /// Why a plan command failed; each names the plan and says what to do.
 #[derive(Debug, thiserror::Error)]

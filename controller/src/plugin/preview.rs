@@ -20,8 +20,8 @@ use shoal_core::{Assignment, Diff, JobSet, diff};
 
 use super::Report;
 use super::table::{Table, fields};
-use crate::crd::{ApprovalPolicy, ReloadPolicy, RevisionSummary};
-use crate::plan::{self, JobSource, Observation, Operation, replay};
+use crate::api::swarm::{ApprovalPolicy, ReloadPolicy, RevisionSummary};
+use crate::swarm::decide::{self, JobSource, Observation, Operation, replay};
 
 /// A change to preview.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -371,7 +371,10 @@ fn in_force(obs: &Observation) -> Option<Assignment> {
     }
     let slices = obs.slices.iter().filter_map(|(name, object)| {
         let slice = parse_slice(object.text.as_deref()?).ok()?;
-        Some((crate::plan::member_of_pod(&obs.pools, name), slice.jobs))
+        Some((
+            crate::swarm::decide::member_of_pod(&obs.pools, name),
+            slice.jobs,
+        ))
     });
     Assignment::from_slices(slices)
         .or_else(|_| Assignment::from_slices(std::iter::empty()))
@@ -381,11 +384,11 @@ fn in_force(obs: &Observation) -> Option<Assignment> {
 /// The planner's three answers on one observation (see the module docs).
 struct Planned {
     /// As it is: does the approval gate let the revision through?
-    as_is: plan::Plan,
+    as_is: decide::Plan,
     /// With the gate closed: the pending revision and its summary.
-    held: plan::Plan,
+    held: decide::Plan,
     /// With the gate open: the revision record the controller would write.
-    opened: plan::Plan,
+    opened: decide::Plan,
 }
 
 impl Planned {
@@ -396,9 +399,9 @@ impl Planned {
         let mut open = obs.clone();
         open.spec.approval.policy = ApprovalPolicy::Automatic;
         Planned {
-            as_is: plan::plan(obs),
-            held: plan::plan(&gated),
-            opened: plan::plan(&open),
+            as_is: decide::plan(obs),
+            held: decide::plan(&gated),
+            opened: decide::plan(&open),
         }
     }
 }
@@ -508,7 +511,7 @@ fn no_revision(
 fn replayed_target(
     obs: &Observation,
     namespace: &str,
-    opened: &plan::Plan,
+    opened: &decide::Plan,
     revision: u64,
 ) -> Result<Assignment, PreviewError> {
     let failed = |message: String| PreviewError::Replay {
@@ -559,7 +562,7 @@ fn summary_of(planned: &Planned, revision: u64, change: &Diff) -> RevisionSummar
 fn decision(
     obs: &Observation,
     namespace: &str,
-    as_is: &plan::Plan,
+    as_is: &decide::Plan,
     revision: u64,
     needs_approval: bool,
 ) -> String {
@@ -669,15 +672,15 @@ fn member_step_words(loses: bool, gains: bool, any_revoke: bool) -> &'static str
 /// member whose pod does not exist yet.
 fn member_rows(
     obs: &Observation,
-    opened: &plan::Plan,
+    opened: &decide::Plan,
     change: &Diff,
     desired: &Assignment,
     report: &mut DiffReport,
 ) {
-    let pods: BTreeMap<String, &plan::PodState> = obs
+    let pods: BTreeMap<String, &decide::PodState> = obs
         .pools
         .iter()
-        .flat_map(plan::PoolState::member_pods)
+        .flat_map(decide::PoolState::member_pods)
         .collect();
     let any_revoke = change
         .members
@@ -895,7 +898,7 @@ mod tests {
         // In force: 3 -> 4 members, which a computation from the inputs alone would
         // not reproduce; the preview must read it from the revision record.
         let mut obs = observation(27, vec![pool("worker", 3)]);
-        obs.spec.strategy.type_ = crate::crd::StrategyType::Sticky;
+        obs.spec.strategy.type_ = crate::api::swarm::StrategyType::Sticky;
         converge(&mut obs);
         obs.pools = vec![pool("worker", 4)];
         converge(&mut obs);

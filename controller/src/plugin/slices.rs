@@ -8,7 +8,7 @@ use shoal_core::names;
 
 use super::table::{Table, fields, short_hash};
 use super::{Error, Report, Target};
-use crate::plan::Observation;
+use crate::swarm::decide::Observation;
 
 /// One member's slice ConfigMap.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]

@@ -14,8 +14,8 @@ use shoal_core::names::ANNOTATION_APPROVE;
 
 use super::table::{Table, fields, short_hash};
 use super::{Error, Report, Target};
-use crate::crd::{Condition, PendingRevision};
-use crate::plan::{self, Observation, Operation};
+use crate::api::swarm::{Condition, PendingRevision};
+use crate::swarm::decide::{self, Observation, Operation};
 
 /// Events shown.
 pub const RECENT_EVENTS: usize = 10;
@@ -199,7 +199,7 @@ pub fn report(obs: &Observation, namespace: &str, events: Vec<EventRow>) -> Stat
         .pools
         .iter()
         .map(|pool| {
-            let pods: Vec<&plan::PodState> =
+            let pods: Vec<&decide::PodState> =
                 pool.member_pods().into_iter().map(|(_, pod)| pod).collect();
             PoolRow {
                 name: pool.name.clone(),
@@ -237,7 +237,7 @@ pub fn report(obs: &Observation, namespace: &str, events: Vec<EventRow>) -> Stat
             }
         })
         .collect();
-    let next = plan::plan(obs);
+    let next = decide::plan(obs);
     StatusReport {
         swarm: obs.swarm.clone(),
         namespace: namespace.to_owned(),
@@ -504,7 +504,7 @@ mod tests {
 
     #[test]
     fn a_deployment_pool_counts_its_pods_that_are_not_terminating() {
-        let pod = |deleting| plan::PodState {
+        let pod = |deleting| decide::PodState {
             uid: "u".to_owned(),
             ready: true,
             deleting,

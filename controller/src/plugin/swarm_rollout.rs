@@ -14,7 +14,7 @@ use kube::api::{Patch, PatchParams};
 use super::plan_rollout::PauseReport;
 use super::wait::{Progress, WaitFor, judge, poll_until};
 use super::{Error, Target, get_swarm};
-use crate::crd::Swarm;
+use crate::api::swarm::Swarm;
 
 /// The object a rollout command acts on.
 #[derive(Debug, Clone, PartialEq, Eq)]

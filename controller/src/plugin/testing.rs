@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use shoal_core::format::parse_slice;
 
-use crate::fixtures;
-use crate::plan::{self, Observation, PoolState};
+use crate::swarm::decide::{self, Observation, PoolState};
+use crate::swarm::fixtures;
 
-pub(crate) use crate::fixtures::pool;
+pub(crate) use crate::swarm::fixtures::pool;
 
 /// A Swarm `demo` with `jobs` inline jobs over `pools`, never reconciled.
 pub(crate) fn observation(jobs: usize, pools: Vec<PoolState>) -> Observation {
@@ -19,12 +19,12 @@ pub(crate) fn observation(jobs: usize, pools: Vec<PoolState>) -> Observation {
 /// Plans and applies the plan's writes in memory until nothing is left to do.
 pub(crate) fn converge(obs: &mut Observation) {
     for _ in 0..20 {
-        let next = plan::plan(obs);
+        let next = decide::plan(obs);
         obs.status = next.status.clone();
         if next.operations.is_empty() {
             return;
         }
-        plan::apply_in_memory(obs, &next);
+        decide::apply_in_memory(obs, &next);
     }
     panic!("no convergence in 20 plans");
 }

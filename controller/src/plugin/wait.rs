@@ -19,7 +19,7 @@ use clap::ValueEnum;
 use serde::Serialize;
 
 use super::{Error, OutputFormat, Target, get_swarm, render, status};
-use crate::crd::{ObservedInputs, Swarm};
+use crate::api::swarm::{ObservedInputs, Swarm};
 use shoal_core::names::ANNOTATION_APPROVE;
 
 /// The exit code of `kubectl shoal wait` when the controller has seen the current inputs
@@ -91,7 +91,7 @@ fn unseen_inputs(recorded: &ObservedInputs, now: &ObservedInputs) -> Option<Stri
 
 /// Judges one observation of a Swarm (pure: the loop around it does the reading).
 /// `inputs` are the Swarm's inputs outside its spec as read now
-/// ([`crate::reconcile::observe_inputs`]); `None` skips that check.
+/// ([`crate::swarm::observe::observe_inputs`]); `None` skips that check.
 pub fn judge(swarm: &Swarm, inputs: Option<&ObservedInputs>, waiting_for: WaitFor) -> Progress {
     let name = swarm.metadata.name.as_deref().unwrap_or_default();
     let Some(status) = &swarm.status else {
@@ -172,7 +172,7 @@ pub async fn wait(
 ) -> Result<String, Error> {
     poll_until(timeout, print_line, || async {
         let object = get_swarm(target, swarm).await?;
-        let inputs = crate::reconcile::observe_inputs(&object, &target.client)
+        let inputs = crate::swarm::observe::observe_inputs(&object, &target.client)
             .await
             .map_err(super::observe_failed(target, swarm))?;
         Ok(judge(&object, Some(&inputs), waiting_for))
@@ -254,7 +254,7 @@ pub async fn watch_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::{Condition, PendingRevision, RevisionSummary, SwarmSpec, SwarmStatus};
+    use crate::api::swarm::{Condition, PendingRevision, RevisionSummary, SwarmSpec, SwarmStatus};
 
     fn swarm(generation: i64, status: SwarmStatus) -> Swarm {
         let spec: SwarmSpec = serde_json::from_value(serde_json::json!({})).expect("spec");

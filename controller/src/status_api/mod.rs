@@ -40,7 +40,7 @@ use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use shoal_core::deploy::status::{DeploymentStatusDocument, SCHEMA, parse_json_document, validate};
 
-use crate::deployment_plan::DeploymentPlan;
+use crate::api::deployment_plan::DeploymentPlan;
 
 pub mod access;
 pub mod problem;

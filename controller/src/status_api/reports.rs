@@ -29,7 +29,7 @@ use shoal_core::deploy::status::DeploymentStatusDocument;
 use shoal_core::names::CONTROLLER_FIELD_MANAGER;
 
 use super::problem::Problem;
-use crate::deployment_plan::DeploymentPlan;
+use crate::api::deployment_plan::DeploymentPlan;
 
 /// Longest client id (a label value's length).
 const MAX_CLIENT_ID: usize = 63;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
-use shoal_controller::crd::Swarm;
+use shoal_controller::api::swarm::Swarm;
 use shoal_controller::{Clients, Settings, run_with_clients};
 use shoal_core::format::parse_slice;
 use shoal_emulator::harness::TestCluster;

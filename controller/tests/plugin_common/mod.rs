@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::ListParams;
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use shoal_controller::crd::Swarm;
+use shoal_controller::api::swarm::Swarm;
 
 use crate::common::Env;
 

@@ -107,7 +107,7 @@ pub fn overall_state(states: impl IntoIterator<Item = DeploymentState>) -> Deplo
 }
 
 /// Longest text of a status document as a plan's status keeps it (a message, a source,
-/// an id), in characters: the bound of its CRD schema (`shoal_controller::limits`).
+/// an id), in characters: the bound of its CRD schema (`shoal_controller::api::limits`).
 pub const MAX_DOCUMENT_TEXT: u32 = 1024;
 
 /// Longest word of a status document (a state, a code, an `apiVersion`, a `kind`).

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
-use shoal_controller::crd::Swarm;
+use shoal_controller::api::swarm::Swarm;
 use shoal_controller::{LeaderElection, RunError};
 use shoal_emulator::ServerOptions;
 use shoal_emulator::sim::{Cluster, ClusterOptions, SimError};

@@ -29,8 +29,8 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Ro
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
-use shoal_controller::crd::Swarm;
-use shoal_controller::deployment_plan::DeploymentPlan;
+use shoal_controller::api::deployment_plan::DeploymentPlan;
+use shoal_controller::api::swarm::Swarm;
 use shoal_controller::{LeaderElection, Settings};
 use shoal_emulator::AuditEntry;
 use shoal_emulator::harness::{Check, TestCluster, wait_for};
@@ -607,7 +607,7 @@ impl Grants {
     }
 }
 
-async fn swarm_status(client: &Client) -> Option<shoal_controller::crd::SwarmStatus> {
+async fn swarm_status(client: &Client) -> Option<shoal_controller::api::swarm::SwarmStatus> {
     Api::<Swarm>::namespaced(client.clone(), DEMO_NAMESPACE)
         .get_opt("demo")
         .await

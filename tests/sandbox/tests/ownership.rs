@@ -71,7 +71,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
-use shoal_controller::crd::Swarm;
+use shoal_controller::api::swarm::Swarm;
 use shoal_core::JobSet;
 use shoal_core::format::parse_slice;
 use shoal_core::names;

@@ -16,7 +16,9 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use shoal_controller::deployment_plan::{DeploymentPlan, DeploymentPlanStatus, OperationStatus};
+use shoal_controller::api::deployment_plan::{
+    DeploymentPlan, DeploymentPlanStatus, OperationStatus,
+};
 use shoal_sandbox::observe::{InstanceProcess, instance_processes};
 use shoal_sandbox::{Sandbox, kubectl_shoal};
 

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use shoal_controller::deployment_plan::{DeploymentPlan, DeploymentPlanStatus};
+use shoal_controller::api::deployment_plan::{DeploymentPlan, DeploymentPlanStatus};
 use shoal_sandbox::observe::instance_processes;
 use shoal_sandbox::{Sandbox, eventually, kubectl_shoal};
 

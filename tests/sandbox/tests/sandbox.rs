@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use shoal_controller::crd::Swarm;
+use shoal_controller::api::swarm::Swarm;
 use shoal_core::format::parse_slice;
 use shoal_core::names;
 use shoal_core::seed::SEED_STREAMS;

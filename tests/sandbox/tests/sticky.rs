@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kube::Api;
-use shoal_controller::crd::{PendingRevision, Swarm};
+use shoal_controller::api::swarm::{PendingRevision, Swarm};
 use shoal_controller::plugin::preview::DiffReport;
 use shoal_sandbox::{Converged, Options, Sandbox, kubectl_shoal};
 

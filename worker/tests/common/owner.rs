@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, CustomResourceExt, Resource};
-use shoal_controller::crd::Swarm;
+use shoal_controller::api::swarm::Swarm;
 
 /// The Swarm `demo` of the namespace as the owner of slices: installs the CRD
 /// (waiting until it is served) and creates the Swarm (no controller runs: it is

@@ -1,0 +1,229 @@
+//! Reading one plan's world: the plan itself (fresh, not from a cache), its
+//! Swarm, the Swarm's pools and their pods, the member Leases, and the other
+//! plans of the namespace.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+use shoal_core::names::ANNOTATION_INSTANCE_STATES;
+use shoal_core::{format, names};
+
+use super::decide::drift::{HeldInstance, record_editors};
+use super::decide::{MemberLease, MemberPod, OtherPlan, PlanObservation, PoolObservation};
+use crate::api::deployment_plan::DeploymentPlan;
+use crate::api::swarm::Swarm;
+use crate::cluster::config_maps::{edited_by, owned_by, slice_object};
+use crate::cluster::leases::lease_state;
+use crate::cluster::pools::observe_pool;
+
+/// A read that failed, naming the plan and what was being read.
+#[derive(Debug, thiserror::Error)]
+#[error("DeploymentPlan {plan}: reading {what}: {source}")]
+pub struct ObserveError {
+    /// The plan.
+    pub plan: String,
+    /// What was being read.
+    pub what: String,
+    /// Why it failed.
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// Observes the plan `name` of `namespace`; `Ok(None)` when it no longer exists.
+pub async fn observe(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    now: Timestamp,
+) -> Result<Option<(DeploymentPlan, PlanObservation)>, ObserveError> {
+    let failed = |what: &str| {
+        let what = what.to_owned();
+        move |source: kube::Error| ObserveError {
+            plan: format!("{namespace}/{name}"),
+            what,
+            source: Box::new(source),
+        }
+    };
+    let plans: Api<DeploymentPlan> = Api::namespaced(client.clone(), namespace);
+    let Some(plan) = plans.get_opt(name).await.map_err(failed("the plan"))? else {
+        return Ok(None);
+    };
+    let swarm = plan.spec.swarm.clone();
+    let swarm_object = Api::<Swarm>::namespaced(client.clone(), namespace)
+        .get_opt(&swarm)
+        .await
+        .map_err(failed("its Swarm"))?;
+    let swarm_exists = swarm_object.is_some();
+    let selector = format!("{}={swarm}", names::LABEL_SWARM);
+    let statefulsets = Api::<StatefulSet>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(failed("the Swarm's pools"))?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut pools = Vec::new();
+    for sts in &statefulsets.items {
+        let pool = observe_pool(&pods, sts)
+            .await
+            .map_err(|error| ObserveError {
+                plan: format!("{namespace}/{name}"),
+                what: format!("the pods of StatefulSet {}", sts.name_any()),
+                source: Box::new(error),
+            })?;
+        pools.push(PoolObservation {
+            name: pool.name,
+            annotations: sts.annotations().clone(),
+            pods: pool
+                .pods
+                .into_iter()
+                .map(|(ordinal, pod)| {
+                    (
+                        ordinal,
+                        MemberPod {
+                            uid: pod.uid,
+                            ready: pod.ready,
+                            deleting: pod.deleting,
+                            // Node zones are not read (the controller may not read Nodes);
+                            // a pool without `shoal.dev/update-domain` is its own domain.
+                            node_zone: None,
+                        },
+                    )
+                })
+                .collect(),
+        });
+    }
+    let member_pods: Vec<String> = pools
+        .iter()
+        .flat_map(|pool| pool.members().map(|(name, _)| name))
+        .collect();
+    let mut leases = BTreeMap::new();
+    if !member_pods.is_empty() {
+        let listed = Api::<Lease>::namespaced(client.clone(), namespace)
+            .list(&ListParams::default())
+            .await
+            .map_err(failed("the member Leases"))?;
+        let by_name: BTreeMap<String, &Lease> = listed
+            .items
+            .iter()
+            .map(|lease| (lease.name_any(), lease))
+            .collect();
+        for pod in member_pods {
+            if let Some(lease) = by_name.get(&names::member_lease(&pod)) {
+                leases.insert(
+                    pod,
+                    MemberLease {
+                        lease: lease_state(lease),
+                        instance_states: lease
+                            .annotations()
+                            .get(ANNOTATION_INSTANCE_STATES)
+                            .cloned(),
+                    },
+                );
+            }
+        }
+    }
+    let other_plans = plans
+        .list(&ListParams::default())
+        .await
+        .map_err(failed("the other plans of the namespace"))?
+        .items
+        .into_iter()
+        .filter(|other| other.name_any() != name && other.spec.swarm == swarm)
+        .map(|other| OtherPlan {
+            name: other.name_any(),
+            status: other.status.clone().unwrap_or_default(),
+            spec: other.spec,
+        })
+        .collect();
+    let record_editors =
+        record_editors(plan.metadata.managed_fields.as_deref().unwrap_or_default());
+    // The slices are read only to put an edited record back.
+    let held_instances = match (&swarm_object, record_editors.contains_key("instances")) {
+        (_, false) => Ok(Vec::new()),
+        (None, true) => Err(format!("Swarm {swarm} does not exist")),
+        (Some(swarm_object), true) => {
+            let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(failed("the member slices"))?;
+            held_instances(name, swarm_object, config_maps.items)
+        }
+    };
+    let observation = PlanObservation {
+        name: name.to_owned(),
+        uid: plan.uid().unwrap_or_default(),
+        generation: plan.metadata.generation,
+        spec: plan.spec.clone(),
+        annotations: plan.annotations().clone(),
+        status: plan.status.clone().unwrap_or_default(),
+        swarm_exists,
+        pools,
+        leases,
+        other_plans,
+        record_editors,
+        held_instances,
+        approved_by_policy: false,
+        now,
+    };
+    Ok(Some((plan, observation)))
+}
+
+/// The instances of plan `plan` that the slices of `swarm` hold. Only slices the
+/// Swarm owns are read, and none that someone else edited (the Swarm
+/// controller puts those back first: `SliceRestored`).
+fn held_instances(
+    plan: &str,
+    swarm: &Swarm,
+    config_maps: Vec<ConfigMap>,
+) -> Result<Vec<HeldInstance>, String> {
+    let swarm_uid = swarm.uid().unwrap_or_default();
+    let owned: BTreeMap<String, ConfigMap> = config_maps
+        .into_iter()
+        .filter(|cm| owned_by(cm, &swarm_uid))
+        .map(|cm| (cm.name_any(), cm))
+        .collect();
+    let mut held = Vec::new();
+    for (cm_name, cm) in &owned {
+        let Some(member) = cm.labels().get(names::LABEL_MEMBER) else {
+            continue;
+        };
+        if let Some(editor) = edited_by(cm) {
+            return Err(format!(
+                "the slice of member {member} (ConfigMap {cm_name}) was edited by {editor} and is being put back first"
+            ));
+        }
+        // Parts 1.. of a split slice are read through their first ConfigMap.
+        if *cm_name != names::slice_configmap(member) {
+            continue;
+        }
+        let object = slice_object(member, cm, &owned);
+        let slice = match (object.text, object.decode_error) {
+            (Some(text), _) => format::parse_slice(&text).map_err(|error| {
+                format!(
+                    "the slice of member {member} (ConfigMap {cm_name}) does not parse: {error}"
+                )
+            })?,
+            (None, Some(error)) => {
+                return Err(format!(
+                    "the slice of member {member} (ConfigMap {cm_name}) cannot be read: {error}"
+                ));
+            }
+            (None, None) => continue,
+        };
+        held.extend(
+            slice
+                .instances
+                .into_iter()
+                .filter(|instance| instance.plan == plan)
+                .map(|instance| HeldInstance {
+                    member: member.clone(),
+                    name: instance.name,
+                    deployment: instance.deployment,
+                }),
+        );
+    }
+    Ok(held)
+}

@@ -1,0 +1,717 @@
+//! The Swarm's observe: everything [`crate::swarm::decide`] looks at, read from the
+//! cluster into an [`Observation`].
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+use shoal_core::names::{self, ANNOTATION_CHECKSUM, REVISION_DATA_KEY};
+
+use super::reconcile::Error;
+use crate::api::deployment_plan::DeploymentPlan;
+use crate::api::swarm::{JobsFrom, Swarm};
+use crate::cluster::config_maps::{
+    edited_by, owned_by, owner_description, read_text, slice_object,
+};
+use crate::cluster::is_not_found;
+use crate::cluster::leases::lease_state;
+use crate::cluster::pools::{ListError, observe_deployment_pool, observe_pool};
+use crate::managed_fields;
+use crate::observed::{LeaseState, PoolState, SliceObject};
+use crate::swarm::decide::{self, JobSource, Observation, RevisionRecord};
+
+/// Reads everything `plan` needs from the cluster: the pools, the ConfigMaps the Swarm
+/// owns, its `jobsFrom`, the member Leases and the plans delivered through it.
+pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Error> {
+    let name = swarm.name_any();
+    let namespace = swarm
+        .namespace()
+        .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
+    let selector = format!("{}={name}", names::LABEL_SWARM);
+    let pools = read_pools(client, &namespace, &name).await?;
+    let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    let listed = cm_api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::ListConfigMaps {
+            swarm: name.clone(),
+            source,
+        })?;
+    let config_maps = SwarmConfigMaps::sort(&name, &swarm.uid().unwrap_or_default(), listed.items);
+    let job_source = match &swarm.spec.jobs_from {
+        None => JobSource::NotReferenced,
+        Some(from) => read_job_sources(&cm_api, from).await?,
+    };
+    let leases = read_member_leases(client, &namespace, &name, &pools).await?;
+    let plans = read_plans(client, &namespace, &name).await?;
+    Ok(Observation {
+        swarm: name,
+        generation: swarm.metadata.generation,
+        spec: swarm.spec.clone(),
+        annotations: swarm.annotations().clone(),
+        status: swarm.status.clone().unwrap_or_default(),
+        pools,
+        job_source,
+        slices: config_maps.slices,
+        leases,
+        history: config_maps.history,
+        damaged_history: config_maps.damaged_history,
+        index: config_maps.index,
+        owned_config_maps: config_maps.owned,
+        foreign_config_maps: config_maps.foreign,
+        edited_config_maps: config_maps.edited,
+        blocked_evictions: BTreeMap::new(),
+        plans,
+        // Read by the reconciler (`reconcile`), which knows whether it may look.
+        approved_by_policy: false,
+        now: jiff::Timestamp::now(),
+    })
+}
+
+/// The Swarm's pools: the StatefulSets and the Deployments labelled for it, each with
+/// its pods.
+async fn read_pools(
+    client: &Client,
+    namespace: &str,
+    swarm: &str,
+) -> Result<Vec<PoolState>, Error> {
+    let (statefulsets, deployments) = list_pools(client, namespace, swarm).await?;
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut pools = Vec::new();
+    for sts in &statefulsets {
+        let pool = observe_pool(&pod_api, sts)
+            .await
+            .map_err(|source| Error::ListPods {
+                swarm: swarm.to_owned(),
+                source,
+            })?;
+        pools.push(pool);
+    }
+    let replica_set_api: Api<ReplicaSet> = Api::namespaced(client.clone(), namespace);
+    for deployment in &deployments {
+        let pool = observe_deployment_pool(&replica_set_api, &pod_api, deployment)
+            .await
+            .map_err(|ListError { kind, source }| match kind {
+                "pods" => Error::ListPods {
+                    swarm: swarm.to_owned(),
+                    source,
+                },
+                kind => Error::ListPools {
+                    kind,
+                    swarm: swarm.to_owned(),
+                    source,
+                },
+            })?;
+        pools.push(pool);
+    }
+    Ok(pools)
+}
+
+/// The ConfigMaps labelled for a Swarm, sorted by what they are to it.
+#[derive(Debug, Default)]
+struct SwarmConfigMaps {
+    /// Member (pod name) → its slice, from the ConfigMaps the Swarm owns.
+    slices: BTreeMap<String, SliceObject>,
+    /// Revision → its record, from history ConfigMaps nobody else edited.
+    history: BTreeMap<u64, RevisionRecord>,
+    /// Revision → why its split record cannot be used.
+    damaged_history: BTreeMap<u64, String>,
+    /// The index document, unless someone else edited it.
+    index: Option<String>,
+    /// Name → uid of every ConfigMap the Swarm owns.
+    owned: BTreeMap<String, String>,
+    /// Name → who owns it, of every labelled ConfigMap the Swarm does not own.
+    foreign: BTreeMap<String, String>,
+    /// Name → the field manager that edited its data, of owned ConfigMaps.
+    edited: BTreeMap<String, String>,
+}
+
+impl SwarmConfigMaps {
+    /// Sorts the ConfigMaps labelled for Swarm `swarm` (uid `swarm_uid`). A label proves
+    /// nothing (anyone may set it): only what the Swarm owns is read, and of that, no
+    /// history record or index someone else edited.
+    fn sort(swarm: &str, swarm_uid: &str, config_maps: Vec<ConfigMap>) -> SwarmConfigMaps {
+        let mut sorted = SwarmConfigMaps::default();
+        let mut slice_maps: BTreeMap<String, ConfigMap> = BTreeMap::new();
+        // History ConfigMaps, records and parts of split records alike.
+        let mut record_maps: BTreeMap<String, ConfigMap> = BTreeMap::new();
+        for cm in config_maps {
+            let cm_name = cm.name_any();
+            if !owned_by(&cm, swarm_uid) {
+                sorted.foreign.insert(cm_name, owner_description(&cm));
+                continue;
+            }
+            sorted
+                .owned
+                .insert(cm_name.clone(), cm.uid().unwrap_or_default());
+            let edited = edited_by(&cm);
+            let is_history = cm
+                .labels()
+                .get(names::LABEL_REVISION_HISTORY)
+                .is_some_and(|value| value == "true");
+            if is_history && edited.is_none() {
+                let record = read_text(&cm, REVISION_DATA_KEY)
+                    .and_then(|text| serde_json::from_str::<RevisionRecord>(&text).ok());
+                if let Some(record) = record {
+                    sorted.history.insert(record.revision, record);
+                }
+                record_maps.insert(cm_name.clone(), cm);
+            } else if is_history {
+                // A record someone else changed is no record of what this Swarm decided.
+            } else if cm.labels().contains_key(names::LABEL_MEMBER) {
+                slice_maps.insert(cm_name.clone(), cm);
+            } else if cm_name == names::index_configmap(swarm) && edited.is_none() {
+                sorted.index = read_text(&cm, names::INDEX_DATA_KEY);
+            }
+            if let Some(editor) = edited {
+                sorted.edited.insert(cm_name, editor);
+            }
+        }
+        for (revision, joined) in split_records(swarm, &record_maps) {
+            match joined {
+                Ok(record) => {
+                    sorted.history.insert(revision, record);
+                }
+                Err(why) => {
+                    sorted.damaged_history.insert(revision, why);
+                }
+            }
+        }
+        for (cm_name, cm) in &slice_maps {
+            let Some(member) = cm.labels().get(names::LABEL_MEMBER) else {
+                continue;
+            };
+            // Parts 1.. of a split slice are read through their first ConfigMap.
+            if *cm_name == names::slice_configmap(member) {
+                sorted
+                    .slices
+                    .insert(member.clone(), slice_object(member, cm, &slice_maps));
+            }
+        }
+        sorted
+    }
+}
+
+/// The member Leases of the Swarm's pods, by pod name.
+async fn read_member_leases(
+    client: &Client,
+    namespace: &str,
+    swarm: &str,
+    pools: &[PoolState],
+) -> Result<BTreeMap<String, LeaseState>, Error> {
+    let member_names = lease_holders(pools);
+    let Some(selector) = member_lease_selector(&member_names) else {
+        return Ok(BTreeMap::new());
+    };
+    let leases = Api::<Lease>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::ListLeases {
+            swarm: swarm.to_owned(),
+            source,
+        })?
+        .items;
+    Ok(leases
+        .iter()
+        .filter_map(|lease| {
+            let pod = lease.name_any().strip_suffix("-member")?.to_owned();
+            member_names
+                .contains(&pod)
+                .then(|| (pod, lease_state(lease)))
+        })
+        .collect())
+}
+
+/// The plans naming the Swarm, as delivery reads them. Without the DeploymentPlan CRD
+/// installed (404) there are no plans: Swarms work alone. Refused (403: a role without
+/// access, such as the plugin's viewer) the instances in the slices are kept as they
+/// are; any other failure fails the pass.
+async fn read_plans(
+    client: &Client,
+    namespace: &str,
+    swarm: &str,
+) -> Result<Result<Vec<decide::PlanForDelivery>, String>, Error> {
+    match Api::<DeploymentPlan>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => Ok(Ok(list
+            .items
+            .iter()
+            .filter(|plan| plan.spec.swarm == swarm)
+            .filter_map(plan_for_delivery)
+            .collect())),
+        Err(source) if is_not_found(&source) => Ok(Ok(Vec::new())),
+        Err(kube::Error::Api(status)) if status.code == 403 => Ok(Err(format!(
+            "listing DeploymentPlans was refused: {}",
+            status.message
+        ))),
+        Err(source) => Err(Error::ListPlans {
+            swarm: swarm.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// A plan naming the Swarm, as delivery reads it; `None` while the controller has not
+/// written its status yet (it has no instances then). A status whose instances or
+/// deployments someone other than the controller wrote (a user with access to the status
+/// subresource) is not trusted: it could hand a member any payload without approval.
+fn plan_for_delivery(plan: &DeploymentPlan) -> Option<decide::PlanForDelivery> {
+    let status = plan.status.clone()?;
+    let entries = plan.metadata.managed_fields.as_deref().unwrap_or_default();
+    if !managed_fields::controller_owns(entries, &["status"], &|_| true) {
+        return None;
+    }
+    // The plan controller puts such a record back (`deployment_plan::decide::drift`); meanwhile the
+    // slices keep what they hold.
+    let editor = managed_fields::plan_record_editors(entries)
+        .into_values()
+        .next();
+    Some(decide::PlanForDelivery {
+        name: plan.name_any(),
+        status: match editor {
+            None => Ok(status),
+            Some(manager) => Err(format!(
+                "status.instances or status.deployments was written by {manager}, not by the controller; they are delivered again once the controller has rewritten them"
+            )),
+        },
+    })
+}
+
+/// The pods whose member Leases the plan reads: the members in `0..replicas` of each pool,
+/// at most [`decide::MAX_MEMBERS`] in all (`spec.replicas` is input: a scale to two billion
+/// must not build two billion names; beyond the bound the plan reports TooManyMembers and
+/// keeps the revision in force), and every existing pod (pods beyond `replicas`, scaling
+/// down, still hold their jobs until they acknowledge).
+fn lease_holders(pools: &[PoolState]) -> std::collections::BTreeSet<String> {
+    let mut room = decide::MAX_MEMBERS;
+    let mut names = std::collections::BTreeSet::new();
+    for pool in pools {
+        if let Some(pods) = &pool.deployment_pods {
+            // A Deployment's members are its pods: there are no names beyond them.
+            room = room.saturating_sub(u32::try_from(pods.len()).unwrap_or(u32::MAX));
+            names.extend(pods.keys().cloned());
+            continue;
+        }
+        let members = pool.replicas.min(room);
+        room -= members;
+        names.extend(
+            (0..members)
+                .chain(pool.pods.keys().copied())
+                .map(|ordinal| format!("{}-{ordinal}", pool.name)),
+        );
+    }
+    names
+}
+
+/// Most members named in a Lease list's selector; beyond, the URL would grow too long.
+const MAX_NAMED_LEASES: usize = 100;
+
+/// The label selector of the member Leases to read: the sidecar labels its Lease
+/// `shoal.dev/member=<pod>`, so a few members are named (`in (...)`, nothing of other
+/// Swarms listed); many are read from every member Lease of the namespace, kept by name
+/// afterwards. `None`: no member, nothing to read.
+fn member_lease_selector(members: &std::collections::BTreeSet<String>) -> Option<String> {
+    if members.is_empty() {
+        return None;
+    }
+    if members.len() > MAX_NAMED_LEASES {
+        return Some(names::LABEL_MEMBER.to_owned());
+    }
+    let named: Vec<&str> = members.iter().map(String::as_str).collect();
+    Some(format!("{} in ({})", names::LABEL_MEMBER, named.join(",")))
+}
+
+/// The StatefulSets and Deployments labelled for Swarm `swarm`: its pools.
+async fn list_pools(
+    client: &Client,
+    namespace: &str,
+    swarm: &str,
+) -> Result<(Vec<StatefulSet>, Vec<Deployment>), Error> {
+    let list = ListParams::default().labels(&format!("{}={swarm}", names::LABEL_SWARM));
+    let failed = |kind: &'static str| {
+        move |source| Error::ListPools {
+            kind,
+            swarm: swarm.to_owned(),
+            source,
+        }
+    };
+    let statefulsets = Api::<StatefulSet>::namespaced(client.clone(), namespace)
+        .list(&list)
+        .await
+        .map_err(failed("StatefulSets"))?;
+    let deployments = Api::<Deployment>::namespaced(client.clone(), namespace)
+        .list(&list)
+        .await
+        .map_err(failed("Deployments"))?;
+    Ok((statefulsets.items, deployments.items))
+}
+
+/// A pool's `spec.replicas` as the controller reads it (absent: 1, as the API server
+/// defaults it).
+fn replicas_of(replicas: Option<i32>) -> u32 {
+    replicas.unwrap_or(1).max(0) as u32
+}
+
+/// The inputs outside the Swarm that its status records (`status.observedInputs`), read
+/// now: what `kubectl shoal wait` compares with the status, without the rest of an
+/// observation (pods, slices, Leases are the controller's to judge).
+pub async fn observe_inputs(
+    swarm: &Swarm,
+    client: &Client,
+) -> Result<crate::api::swarm::ObservedInputs, Error> {
+    let name = swarm.name_any();
+    let namespace = swarm
+        .namespace()
+        .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
+    let (statefulsets, deployments) = list_pools(client, &namespace, &name).await?;
+    let mut pools: Vec<(String, u32)> = statefulsets
+        .iter()
+        .map(|sts| {
+            let replicas = sts.spec.as_ref().and_then(|spec| spec.replicas);
+            (sts.name_any(), replicas_of(replicas))
+        })
+        .collect();
+    pools.extend(deployments.iter().map(|deployment| {
+        let replicas = deployment.spec.as_ref().and_then(|spec| spec.replicas);
+        (deployment.name_any(), replicas_of(replicas))
+    }));
+    let job_source = match &swarm.spec.jobs_from {
+        None => JobSource::NotReferenced,
+        Some(from) => {
+            let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+            read_job_sources(&cm_api, from).await?
+        }
+    };
+    Ok(decide::observed_inputs(
+        pools
+            .iter()
+            .map(|(pool, replicas)| (pool.as_str(), *replicas)),
+        &job_source,
+    ))
+}
+
+/// Looks up the ConfigMaps a plan would write that observe did not see (observe lists
+/// this Swarm's ConfigMaps by label, and a label can be removed by hand): one of this
+/// Swarm's becomes owned, anyone else's foreign. Returns whether any was found foreign.
+pub async fn check_targets(
+    cm_api: &Api<ConfigMap>,
+    swarm_uid: &str,
+    names: impl IntoIterator<Item = String>,
+    observation: &mut Observation,
+) -> Result<bool, Error> {
+    let mut taken = false;
+    for name in names {
+        let found = cm_api
+            .get_opt(&name)
+            .await
+            .map_err(|source| Error::ReadConfigMap {
+                name: name.clone(),
+                source,
+            })?;
+        let Some(cm) = found else { continue };
+        if owned_by(&cm, swarm_uid) {
+            observation
+                .owned_config_maps
+                .insert(name, cm.uid().unwrap_or_default());
+        } else {
+            observation
+                .foreign_config_maps
+                .insert(name, owner_description(&cm));
+            taken = true;
+        }
+    }
+    Ok(taken)
+}
+
+/// The records split over several ConfigMaps, reassembled (see `decide::join_record`):
+/// revision → the record, or why it cannot be used. `record_maps` are the Swarm's own
+/// history ConfigMaps (edited ones left out, so a part someone changed is missing).
+fn split_records(
+    swarm: &str,
+    record_maps: &BTreeMap<String, ConfigMap>,
+) -> Vec<(u64, Result<RevisionRecord, String>)> {
+    let mut records = Vec::new();
+    for cm in record_maps.values() {
+        let annotations = cm.annotations();
+        let Some(parts) = annotations
+            .get(names::ANNOTATION_PARTS)
+            .and_then(|parts| parts.parse::<usize>().ok())
+            .filter(|parts| *parts > 1)
+        else {
+            continue;
+        };
+        let Some(revision) = cm
+            .labels()
+            .get(names::LABEL_REVISION)
+            .and_then(|revision| revision.parse::<u64>().ok())
+            .filter(|revision| cm.name_any() == names::revision_configmap(swarm, *revision))
+        else {
+            continue;
+        };
+        let checksum = annotations
+            .get(ANNOTATION_CHECKSUM)
+            .cloned()
+            .unwrap_or_default();
+        let chunks: Vec<Option<Vec<u8>>> = (0..parts)
+            .map(|part| {
+                record_maps
+                    .get(&decide::record_part_configmap(swarm, revision, part))?
+                    .binary_data
+                    .as_ref()?
+                    .get(&decide::record_part_key(part))
+                    .map(|bytes| bytes.0.clone())
+            })
+            .collect();
+        let joined = decide::join_record(&chunks, &checksum, &|part| {
+            decide::record_part_configmap(swarm, revision, part)
+        })
+        .and_then(|record| {
+            // A record claiming another revision is no record of this one.
+            (record.revision == revision)
+                .then_some(record)
+                .ok_or_else(|| {
+                    format!(
+                        "ConfigMap {}: holds the record of another revision",
+                        cm.name_any()
+                    )
+                })
+        });
+        records.push((revision, joined));
+    }
+    records
+}
+
+/// Reads every part of a `jobsFrom`: the ConfigMaps it names, in order, or those its
+/// selector picks, in name order. One part is returned as itself (the single-ConfigMap
+/// form), several as [`JobSource::Parts`].
+async fn read_job_sources(cm_api: &Api<ConfigMap>, from: &JobsFrom) -> Result<JobSource, Error> {
+    let mut parts = Vec::new();
+    if let Some(selector) = &from.selector {
+        let labels = selector.label_selector();
+        let mut listed = cm_api
+            .list(&ListParams::default().labels(&labels))
+            .await
+            .map_err(|source| Error::ReadJobConfigMap {
+                name: format!("labelled {labels}"),
+                source,
+            })?
+            .items;
+        listed.sort_by_key(|cm| cm.name_any());
+        if listed.is_empty() {
+            return Ok(JobSource::NoMatch { selector: labels });
+        }
+        parts.extend(
+            listed
+                .iter()
+                .map(|cm| job_source_of(cm.name_any(), &selector.key, Some(cm))),
+        );
+    }
+    for reference in from.named() {
+        let cm = match cm_api.get_opt(&reference.name).await {
+            Err(source) if !is_not_found(&source) => {
+                return Err(Error::ReadJobConfigMap {
+                    name: reference.name.clone(),
+                    source,
+                });
+            }
+            Err(_) => None,
+            Ok(found) => found,
+        };
+        parts.push(job_source_of(
+            reference.name.clone(),
+            &reference.key,
+            cm.as_ref(),
+        ));
+    }
+    Ok(match parts.len() {
+        1 => parts.remove(0),
+        _ => JobSource::Parts(parts),
+    })
+}
+
+/// Where one ConfigMap of a job list stands: absent, without the key, or its text.
+fn job_source_of(name: String, key: &str, cm: Option<&ConfigMap>) -> JobSource {
+    let Some(cm) = cm else {
+        return JobSource::MissingConfigMap { name };
+    };
+    match cm.data.as_ref().and_then(|data| data.get(key)) {
+        None => JobSource::MissingKey {
+            name,
+            key: key.to_owned(),
+        },
+        Some(text) => JobSource::Text {
+            name,
+            key: key.to_owned(),
+            text: text.clone(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        FieldsV1, ManagedFieldsEntry, ObjectMeta, OwnerReference,
+    };
+
+    use super::*;
+    use crate::observed::PodState;
+
+    /// A ConfigMap labelled for Swarm `demo`, owned by the Swarm of uid `owner`.
+    fn labelled(name: &str, owner: &str, labels: &[(&str, &str)], data: (&str, &str)) -> ConfigMap {
+        let mut all_labels = BTreeMap::from([(names::LABEL_SWARM.to_owned(), "demo".to_owned())]);
+        all_labels.extend(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                uid: Some(format!("{name}-uid")),
+                labels: Some(all_labels),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "shoal.dev/v1alpha1".to_owned(),
+                    kind: "Swarm".to_owned(),
+                    name: "demo".to_owned(),
+                    uid: owner.to_owned(),
+                    controller: Some(true),
+                    ..OwnerReference::default()
+                }]),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([(data.0.to_owned(), data.1.to_owned())])),
+            ..ConfigMap::default()
+        }
+    }
+
+    fn edited_by_hand(mut cm: ConfigMap, key: &str) -> ConfigMap {
+        cm.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kubectl-edit".to_owned()),
+            fields_v1: Some(FieldsV1(
+                serde_json::json!({ "f:data": { format!("f:{key}"): {} } }),
+            )),
+            ..ManagedFieldsEntry::default()
+        }]);
+        cm
+    }
+
+    #[test]
+    fn a_labelled_configmap_of_someone_else_is_named_foreign_and_never_read() {
+        let theirs = labelled(
+            "worker-0-slice",
+            "another-swarm",
+            &[(names::LABEL_MEMBER, "worker-0")],
+            (names::SLICE_DATA_KEY, "jobs: []"),
+        );
+        let sorted = SwarmConfigMaps::sort("demo", "demo-uid", vec![theirs]);
+        assert!(sorted.slices.is_empty() && sorted.owned.is_empty());
+        assert_eq!(
+            sorted.foreign.get("worker-0-slice").map(String::as_str),
+            Some("it is owned by Swarm demo")
+        );
+    }
+
+    #[test]
+    fn an_owned_slice_is_read_even_when_edited_and_the_edit_is_named() {
+        let slice = labelled(
+            "worker-0-slice",
+            "demo-uid",
+            &[(names::LABEL_MEMBER, "worker-0")],
+            (names::SLICE_DATA_KEY, "jobs: []"),
+        );
+        let sorted = SwarmConfigMaps::sort(
+            "demo",
+            "demo-uid",
+            vec![edited_by_hand(slice, names::SLICE_DATA_KEY)],
+        );
+        assert_eq!(sorted.slices["worker-0"].text.as_deref(), Some("jobs: []"));
+        assert_eq!(sorted.edited["worker-0-slice"], "kubectl-edit");
+        assert_eq!(sorted.owned["worker-0-slice"], "worker-0-slice-uid");
+    }
+
+    #[test]
+    fn an_edited_history_record_and_index_are_not_read() {
+        let record = labelled(
+            "demo-rev-1",
+            "demo-uid",
+            &[
+                (names::LABEL_REVISION_HISTORY, "true"),
+                (names::LABEL_REVISION, "1"),
+            ],
+            (REVISION_DATA_KEY, "{}"),
+        );
+        let index = labelled(
+            "demo",
+            "demo-uid",
+            &[],
+            (names::INDEX_DATA_KEY, "version: 1"),
+        );
+        let sorted = SwarmConfigMaps::sort(
+            "demo",
+            "demo-uid",
+            vec![
+                edited_by_hand(record, REVISION_DATA_KEY),
+                edited_by_hand(index.clone(), names::INDEX_DATA_KEY),
+            ],
+        );
+        assert!(sorted.history.is_empty() && sorted.damaged_history.is_empty());
+        assert_eq!(sorted.index, None);
+        assert_eq!(sorted.edited.len(), 2);
+        let unedited = SwarmConfigMaps::sort("demo", "demo-uid", vec![index]);
+        assert_eq!(unedited.index.as_deref(), Some("version: 1"));
+    }
+
+    #[test]
+    fn lease_holders_of_a_pool_scaled_to_two_billion_stop_at_the_member_bound() {
+        let pools = vec![
+            PoolState {
+                name: "huge".to_owned(),
+                replicas: 2_000_000_000,
+                deployment_pods: None,
+                pods: BTreeMap::new(),
+                observed_current: true,
+            },
+            PoolState {
+                name: "small".to_owned(),
+                replicas: 2,
+                deployment_pods: None,
+                pods: BTreeMap::from([(
+                    0,
+                    PodState {
+                        uid: "u".to_owned(),
+                        ready: true,
+                        deleting: false,
+                    },
+                )]),
+                observed_current: true,
+            },
+        ];
+        let names = lease_holders(&pools);
+        assert_eq!(names.len(), decide::MAX_MEMBERS as usize + 1);
+        assert!(names.contains("huge-9999") && !names.contains("huge-10000"));
+        assert!(names.contains("small-0") && !names.contains("small-1"));
+    }
+
+    #[test]
+    fn member_leases_are_listed_by_name_when_few_and_by_label_when_many() {
+        let few: std::collections::BTreeSet<String> =
+            ["worker-0", "worker-1"].map(str::to_owned).into();
+        assert_eq!(
+            member_lease_selector(&few).as_deref(),
+            Some("shoal.dev/member in (worker-0,worker-1)")
+        );
+        let many: std::collections::BTreeSet<String> = (0..=MAX_NAMED_LEASES)
+            .map(|i| format!("worker-{i}"))
+            .collect();
+        assert_eq!(
+            member_lease_selector(&many).as_deref(),
+            Some("shoal.dev/member")
+        );
+        assert_eq!(member_lease_selector(&Default::default()), None);
+    }
+}
