@@ -63,7 +63,9 @@
 use super::*;
 
 use kube::api::{Patch, PatchParams};
-use shoal_controller::api::deployment_plan::{DeploymentPlan, DeploymentPlanStatus, OperationStatus};
+use shoal_controller::api::deployment_plan::{
+    DeploymentPlan, DeploymentPlanStatus, OperationStatus,
+};
 
 /// The plan.
 pub const PLAN: &str = "web";
