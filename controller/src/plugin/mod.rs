@@ -1,7 +1,7 @@
 //! `kubectl shoal`: the kubectl plugin (binary `kubectl-shoal`).
 //!
 //! Every command reads the cluster alone; the computations reuse the
-//! controller's own [`crate::swarm::observe::observe`] and [`crate::swarm::decide::plan`], so
+//! controller's own [`crate::swarm::observe::observe`] and [`crate::swarm::decide::decide`], so
 //! what `diff` and `status` say is what the controller does. Only `approve`
 //! and `undo` write, and only one annotation on the Swarm each: the controller
 //! does the rest through its approval gate.

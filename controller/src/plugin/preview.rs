@@ -384,11 +384,11 @@ fn in_force(obs: &Observation) -> Option<Assignment> {
 /// The planner's three answers on one observation (see the module docs).
 struct Planned {
     /// As it is: does the approval gate let the revision through?
-    as_is: decide::Plan,
+    as_is: decide::Decision,
     /// With the gate closed: the pending revision and its summary.
-    held: decide::Plan,
+    held: decide::Decision,
     /// With the gate open: the revision record the controller would write.
-    opened: decide::Plan,
+    opened: decide::Decision,
 }
 
 impl Planned {
@@ -399,9 +399,9 @@ impl Planned {
         let mut open = obs.clone();
         open.spec.approval.policy = ApprovalPolicy::Automatic;
         Planned {
-            as_is: decide::plan(obs),
-            held: decide::plan(&gated),
-            opened: decide::plan(&open),
+            as_is: decide::decide(obs),
+            held: decide::decide(&gated),
+            opened: decide::decide(&open),
         }
     }
 }
@@ -511,7 +511,7 @@ fn no_revision(
 fn replayed_target(
     obs: &Observation,
     namespace: &str,
-    opened: &decide::Plan,
+    opened: &decide::Decision,
     revision: u64,
 ) -> Result<Assignment, PreviewError> {
     let failed = |message: String| PreviewError::Replay {
@@ -562,7 +562,7 @@ fn summary_of(planned: &Planned, revision: u64, change: &Diff) -> RevisionSummar
 fn decision(
     obs: &Observation,
     namespace: &str,
-    as_is: &decide::Plan,
+    as_is: &decide::Decision,
     revision: u64,
     needs_approval: bool,
 ) -> String {
@@ -672,7 +672,7 @@ fn member_step_words(loses: bool, gains: bool, any_revoke: bool) -> &'static str
 /// member whose pod does not exist yet.
 fn member_rows(
     obs: &Observation,
-    opened: &decide::Plan,
+    opened: &decide::Decision,
     change: &Diff,
     desired: &Assignment,
     report: &mut DiffReport,

@@ -237,7 +237,7 @@ pub fn report(obs: &Observation, namespace: &str, events: Vec<EventRow>) -> Stat
             }
         })
         .collect();
-    let next = decide::plan(obs);
+    let next = decide::decide(obs);
     StatusReport {
         swarm: obs.swarm.clone(),
         namespace: namespace.to_owned(),

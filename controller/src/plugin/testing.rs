@@ -19,7 +19,7 @@ pub(crate) fn observation(jobs: usize, pools: Vec<PoolState>) -> Observation {
 /// Plans and applies the plan's writes in memory until nothing is left to do.
 pub(crate) fn converge(obs: &mut Observation) {
     for _ in 0..20 {
-        let next = decide::plan(obs);
+        let next = decide::decide(obs);
         obs.status = next.status.clone();
         if next.operations.is_empty() {
             return;

@@ -23,7 +23,7 @@ use tracing::{info, warn};
 
 use crate::api::swarm::Swarm;
 use crate::cluster::Context;
-use crate::swarm::decide::{self, Observation, Operation, Plan, RevisionRecord};
+use crate::swarm::decide::{self, Decision, Observation, Operation, RevisionRecord};
 use crate::swarm::reconcile::{Error, publish};
 use shoal_core::format::MAX_PLAIN_BYTES;
 
@@ -144,7 +144,7 @@ pub(crate) fn text_payload(key: &str, text: &str) -> (serde_json::Value, serde_j
 pub async fn apply(
     swarm: &Swarm,
     observation: &Observation,
-    plan: &Plan,
+    plan: &Decision,
     ctx: &Context,
 ) -> Result<(), Error> {
     let name = swarm.name_any();
@@ -322,7 +322,7 @@ async fn write_index(config_maps: &ConfigMaps<'_>, text: &str) -> Result<(), Err
 
 /// The status, as a merge patch with explicit nulls: fields that became absent (a
 /// pending revision that was applied, a refusal no longer standing) are removed outright.
-async fn write_status(swarm: &Swarm, plan: &Plan, ctx: &Context) -> Result<(), Error> {
+async fn write_status(swarm: &Swarm, plan: &Decision, ctx: &Context) -> Result<(), Error> {
     // Fitted first (the schema's bounds, then the byte budget), so that the comparison
     // sees what would be stored and the server never refuses the write whole.
     let fitted = crate::api::limits::fit(

@@ -1,7 +1,7 @@
 //! The Swarm controller: observe → decide (pure) → apply.
 //!
 //! * [`decide`]: the pure decision (approval gate, revoke-then-grant, restarts, status,
-//!   Events): an [`Observation`](decide::Observation) in, a [`Plan`](decide::Plan) out.
+//!   Events): an [`Observation`](decide::Observation) in, a [`Decision`](decide::Decision) out.
 //! * [`observe`]: reads the cluster into an `Observation`.
 //! * [`apply`]: writes what was decided (history, index, status, slices, evictions).
 //! * [`reconcile`]: observe → decide → apply for one Swarm, the reconcile loop's entry and

@@ -306,8 +306,8 @@ async fn plan_checked(
     swarm: &Swarm,
     observation: &mut Observation,
     ctx: &Context,
-) -> Result<decide::Plan, Error> {
-    let plan = decide::plan(observation);
+) -> Result<decide::Decision, Error> {
+    let plan = decide::decide(observation);
     let unchecked = decide::unchecked_targets(observation, &plan.operations);
     if unchecked.is_empty() {
         return Ok(plan);
@@ -316,7 +316,7 @@ async fn plan_checked(
     let cm_api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
     let uid = swarm.uid().unwrap_or_default();
     if check_targets(&cm_api, &uid, unchecked, observation).await? {
-        return Ok(decide::plan(observation));
+        return Ok(decide::decide(observation));
     }
     Ok(plan)
 }

@@ -3,7 +3,7 @@
 //! slices of members that left, restart (`reload: Restart`), and write the
 //! index once everything is in place.
 //!
-//! # Plan instances in the slices
+//! # Decision instances in the slices
 //!
 //! Every slice this module writes carries the member's plan instances (see
 //! `instances`), so a revoke or a grant also brings the instances up to date.

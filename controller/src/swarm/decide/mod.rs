@@ -217,7 +217,7 @@ pub enum Operation {
 
 /// What `plan` decided.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub struct Decision {
     /// Writes, in the order they must happen: history, slices (revokes before grants), evictions, index, pruning.
     pub operations: Vec<Operation>,
     /// The status to write.
@@ -345,7 +345,7 @@ fn announce_refusals(
 }
 
 /// Computes what to do. Pure: the same observation gives the same plan.
-pub fn plan(obs: &Observation) -> Plan {
+pub fn decide(obs: &Observation) -> Decision {
     let mut events = Vec::new();
     let mut problems: Vec<InputProblem> = Vec::new();
 
@@ -454,7 +454,7 @@ pub fn plan(obs: &Observation) -> Plan {
         status.rollout = pools.status;
         events.extend(pools.events);
     }
-    Plan {
+    Decision {
         operations,
         status,
         events,
@@ -516,7 +516,7 @@ mod tests;
 /// Carries out a plan's ConfigMap operations on an observation, in memory, as the I/O
 /// layer does on the cluster (written ConfigMaps become owned). Evictions are returned
 /// for the caller to simulate. For tests, previews and benchmarks.
-pub fn apply_in_memory(obs: &mut Observation, plan: &Plan) -> Vec<(String, String)> {
+pub fn apply_in_memory(obs: &mut Observation, plan: &Decision) -> Vec<(String, String)> {
     let mut evictions = Vec::new();
     let own = |obs: &mut Observation, name: String| {
         obs.foreign_config_maps.remove(&name);

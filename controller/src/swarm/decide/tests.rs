@@ -79,8 +79,8 @@ impl Cluster {
     }
 
     /// Plans once and applies the plan; returns it.
-    fn step(&mut self) -> Plan {
-        let plan = plan(&self.obs);
+    fn step(&mut self) -> Decision {
+        let plan = decide(&self.obs);
         // apply() writes the index before the status: that is only right when the index
         // comes in a pass that changes no slice.
         let writes_index = plan
@@ -118,15 +118,15 @@ impl Cluster {
 
     /// Plans once and applies the plan, but every eviction is refused (a
     /// PodDisruptionBudget, say): every pod keeps running; returns the plan.
-    fn step_refusing_evictions(&mut self) -> Plan {
-        let plan = plan(&self.obs);
+    fn step_refusing_evictions(&mut self) -> Decision {
+        let plan = decide(&self.obs);
         apply_in_memory(&mut self.obs, &plan);
         self.obs.status = plan.status.clone();
         plan
     }
 
     /// Steps until a plan has no operations (at most 10 times); returns every plan.
-    fn settle(&mut self) -> Vec<Plan> {
+    fn settle(&mut self) -> Vec<Decision> {
         let mut plans = Vec::new();
         for _ in 0..10 {
             let plan = self.step();
@@ -190,7 +190,7 @@ fn manual(job_count: usize, replicas: u32) -> Cluster {
     Cluster::new(spec, replicas)
 }
 
-fn reasons(plan: &Plan) -> Vec<&str> {
+fn reasons(plan: &Decision) -> Vec<&str> {
     plan.events
         .iter()
         .map(|event| event.reason.as_str())
@@ -498,7 +498,7 @@ fn an_approval_written_before_its_revision_exists_never_approves_it() {
     preview.spec.approval.policy = ApprovalPolicy::Automatic;
     let name = preview.pools[0].name.clone();
     preview.pools[0] = pool(&name, 3);
-    let planned = plan(&preview)
+    let planned = decide(&preview)
         .proposal
         .expect("a scale to 3 proposes revision 2");
     assert_eq!(planned.revision, 2);
@@ -950,7 +950,7 @@ fn a_plan_is_the_same_after_a_controller_restart() {
     cluster.settle();
     cluster.scale(4);
     cluster.step();
-    assert_eq!(plan(&cluster.obs), plan(&cluster.obs));
+    assert_eq!(decide(&cluster.obs), decide(&cluster.obs));
 }
 
 #[test]
@@ -1244,7 +1244,7 @@ fn scaling_down_grants_the_removed_members_jobs_only_once_its_pod_is_gone() {
 }
 
 /// The grants of `plan` that hand out any of `keys`.
-fn grants_of<'a>(plan: &'a Plan, keys: &[String]) -> Vec<&'a str> {
+fn grants_of<'a>(plan: &'a Decision, keys: &[String]) -> Vec<&'a str> {
     plan.operations
         .iter()
         .filter_map(|operation| match operation {
@@ -1271,7 +1271,7 @@ fn the_jobs_of_a_member_whose_pod_left_unseen_are_granted_only_once_its_slice_is
     cluster.scale(2);
     for _ in 0..3 {
         // Every delete of the slice fails (an API error, a controller killed mid-pass).
-        let mut pass = plan(&cluster.obs);
+        let mut pass = decide(&cluster.obs);
         assert!(
             pass.operations.iter().any(|operation| matches!(
                 operation,
@@ -1511,7 +1511,7 @@ fn a_revision_number_whose_history_name_is_taken_is_skipped() {
 #[test]
 fn names_a_plan_writes_that_are_neither_owned_nor_known_foreign_are_to_be_checked() {
     let cluster = Cluster::new(spec(jobs(10)), 2);
-    let plan = plan(&cluster.obs);
+    let plan = decide(&cluster.obs);
     let unchecked = unchecked_targets(&cluster.obs, &plan.operations);
     assert_eq!(
         unchecked.into_iter().collect::<Vec<_>>(),
@@ -1520,7 +1520,7 @@ fn names_a_plan_writes_that_are_neither_owned_nor_known_foreign_are_to_be_checke
     );
     let mut cluster = cluster;
     cluster.settle();
-    let converged = super::plan(&cluster.obs);
+    let converged = super::decide(&cluster.obs);
     assert!(unchecked_targets(&cluster.obs, &converged.operations).is_empty());
 }
 
@@ -1633,7 +1633,7 @@ fn scaled_with_sidecars() -> Cluster {
     cluster
 }
 
-fn grants(plan: &Plan) -> Vec<&str> {
+fn grants(plan: &Decision) -> Vec<&str> {
     plan.operations
         .iter()
         .filter_map(|operation| match operation {
@@ -1857,7 +1857,7 @@ fn a_duplicate_key_names_both_entries_and_the_configmap_it_comes_from() {
 
 /// The jobs of `running` (what `holder`'s pod read when it started) that `plan` writes
 /// into another member's slice.
-fn granted_away(plan: &Plan, holder: &str, running: &[String]) -> Vec<String> {
+fn granted_away(plan: &Decision, holder: &str, running: &[String]) -> Vec<String> {
     plan.operations
         .iter()
         .filter_map(|operation| match operation {
@@ -1957,7 +1957,7 @@ fn a_pod_replaced_between_the_read_and_the_revoke_write_is_restarted_before_its_
         .map(|member| (member.to_string(), cluster.slice_of(member)))
         .collect();
     cluster.scale(4);
-    let planned = plan(&cluster.obs);
+    let planned = decide(&cluster.obs);
     let revoked = planned
         .operations
         .iter()
@@ -2097,7 +2097,7 @@ fn held_slice(cluster: &Cluster, member: &str) -> Slice {
 }
 
 /// The instance-only writes of a plan, by member.
-fn refreshes(plan: &Plan) -> BTreeMap<String, (&Slice, &'static str, &str)> {
+fn refreshes(plan: &Decision) -> BTreeMap<String, (&Slice, &'static str, &str)> {
     plan.operations
         .iter()
         .filter_map(|operation| match operation {
@@ -2448,7 +2448,7 @@ fn a_sticky_revision_is_read_back_from_its_history_record_after_a_restart() {
         serde_json::from_str::<RevisionRecord>(&text).unwrap(),
         record
     );
-    let restarted = plan(&cluster.obs.clone());
+    let restarted = decide(&cluster.obs.clone());
     assert!(
         restarted.operations.is_empty(),
         "{:?}",
@@ -2634,7 +2634,7 @@ fn a_plan_whose_record_someone_else_edited_keeps_the_instances_its_members_hold(
 
 /// Who the history record written by `plan` for `revision` says approved it.
 fn recorded_approver(
-    plan: &Plan,
+    plan: &Decision,
     revision: u64,
 ) -> Option<crate::api::approval_record::ApprovalRecord> {
     plan.operations
@@ -2862,7 +2862,7 @@ fn a_dedicated_job_gets_a_member_of_its_own_and_releases_it_when_removed() {
         "{record:?}"
     );
     assert_eq!(record.job_settings.get("stream:001").weight, 2);
-    let restarted = plan(&cluster.obs.clone());
+    let restarted = decide(&cluster.obs.clone());
     assert!(
         restarted.operations.is_empty(),
         "{:?}",

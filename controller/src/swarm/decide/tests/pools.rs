@@ -28,8 +28,8 @@ fn replace_every_job(cluster: &mut Cluster) {
 impl Cluster {
     /// Plans and applies once; evicted pods are replaced by pods that are not
     /// Ready yet. Returns the plan and the pods evicted.
-    fn step_replacing_unready(&mut self) -> (Plan, Vec<String>) {
-        let plan = plan(&self.obs);
+    fn step_replacing_unready(&mut self) -> (Decision, Vec<String>) {
+        let plan = decide(&self.obs);
         let mut evicted = Vec::new();
         for (pod, uid) in apply_in_memory(&mut self.obs, &plan) {
             for pool in &mut self.obs.pools {
