@@ -144,7 +144,7 @@ pub(crate) fn text_payload(key: &str, text: &str) -> (serde_json::Value, serde_j
 pub async fn apply(
     swarm: &Swarm,
     observation: &Observation,
-    plan: &Decision,
+    decision: &Decision,
     ctx: &Context,
 ) -> Result<(), Error> {
     let name = swarm.name_any();
@@ -160,17 +160,17 @@ pub async fn apply(
     // Before the status: the history record (an approval's inputs must exist before the
     // status names the revision) and the index (planned only once every slice is in
     // place, so that a Swarm reported Ready always has its index).
-    for operation in &plan.operations {
+    for operation in &decision.operations {
         match operation {
             Operation::WriteRevision(record) => write_revision(&config_maps, record).await?,
             Operation::WriteIndex { text } => write_index(&config_maps, text).await?,
             _ => {}
         }
     }
-    write_status(swarm, plan, ctx).await?;
+    write_status(swarm, decision, ctx).await?;
     let member_pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut blocked = BTreeMap::new();
-    for operation in &plan.operations {
+    for operation in &decision.operations {
         match operation {
             Operation::WriteSlice {
                 member,
@@ -322,11 +322,11 @@ async fn write_index(config_maps: &ConfigMaps<'_>, text: &str) -> Result<(), Err
 
 /// The status, as a merge patch with explicit nulls: fields that became absent (a
 /// pending revision that was applied, a refusal no longer standing) are removed outright.
-async fn write_status(swarm: &Swarm, plan: &Decision, ctx: &Context) -> Result<(), Error> {
+async fn write_status(swarm: &Swarm, decision: &Decision, ctx: &Context) -> Result<(), Error> {
     // Fitted first (the schema's bounds, then the byte budget), so that the comparison
     // sees what would be stored and the server never refuses the write whole.
     let fitted = crate::api::limits::fit(
-        &plan.status,
+        &decision.status,
         crate::api::limits::budget::rest_of_object(swarm),
     );
     fitted.log(&format!(

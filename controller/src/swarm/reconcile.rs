@@ -264,27 +264,31 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
         publish(ctx, swarm, true, "LeaseNotTrusted", &note).await;
     }
     let changed_at = observation.status.changed_at.clone();
-    let plan = plan_checked(swarm, &mut observation, ctx).await?;
-    crate::swarm::apply::apply(swarm, &observation, &plan, ctx).await?;
-    for event in &plan.events {
+    let decision = decide_checked(swarm, &mut observation, ctx).await?;
+    crate::swarm::apply::apply(swarm, &observation, &decision, ctx).await?;
+    for event in &decision.events {
         publish(ctx, swarm, event.warning, &event.reason, &event.note).await;
     }
-    if let Some(revision) = plan.applied_revision {
-        info!(revision, jobs_moved = plan.jobs_moved, "revision applied");
+    if let Some(revision) = decision.applied_revision {
+        info!(
+            revision,
+            jobs_moved = decision.jobs_moved,
+            "revision applied"
+        );
         ctx.metrics.revisions_applied.inc();
-        ctx.metrics.jobs_moved.inc_by(plan.jobs_moved);
+        ctx.metrics.jobs_moved.inc_by(decision.jobs_moved);
     }
     ctx.metrics.set_swarm(
         &namespace,
         &observation.swarm,
         crate::metrics::SwarmGauges {
-            pending: plan.status.pending_revision.is_some(),
-            phase: plan.status.phase.as_deref(),
-            revision_in_force: plan.status.current_revision,
-            unowned_jobs: plan.status.unowned_jobs,
+            pending: decision.status.pending_revision.is_some(),
+            phase: decision.status.phase.as_deref(),
+            revision_in_force: decision.status.current_revision,
+            unowned_jobs: decision.status.unowned_jobs,
         },
     );
-    let converged = plan
+    let converged = decision
         .events
         .iter()
         .any(|event| event.reason == "RevisionApplied");
@@ -294,7 +298,7 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
         let seconds = observation.now.duration_since(since).as_secs_f64();
         ctx.metrics.change_to_applied.observe(seconds.max(0.0));
     }
-    Ok(match plan.requeue_after {
+    Ok(match decision.requeue_after {
         Some(after) => Action::requeue(after.max(Duration::from_millis(200))),
         None => Action::requeue(ctx.settings.resync),
     })
@@ -302,15 +306,15 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
 
 /// Plans; if the plan would write ConfigMaps observe did not see, looks them up first and,
 /// when one belongs to someone else, plans again knowing it.
-async fn plan_checked(
+async fn decide_checked(
     swarm: &Swarm,
     observation: &mut Observation,
     ctx: &Context,
 ) -> Result<decide::Decision, Error> {
-    let plan = decide::decide(observation);
-    let unchecked = decide::unchecked_targets(observation, &plan.operations);
+    let decision = decide::decide(observation);
+    let unchecked = decide::unchecked_targets(observation, &decision.operations);
     if unchecked.is_empty() {
-        return Ok(plan);
+        return Ok(decision);
     }
     let namespace = swarm.namespace().unwrap_or_default();
     let cm_api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -318,7 +322,7 @@ async fn plan_checked(
     if check_targets(&cm_api, &uid, unchecked, observation).await? {
         return Ok(decide::decide(observation));
     }
-    Ok(plan)
+    Ok(decision)
 }
 
 /// What to do after a failed reconcile: count it, say it, retry soon.

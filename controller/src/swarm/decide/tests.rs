@@ -80,28 +80,28 @@ impl Cluster {
 
     /// Plans once and applies the plan; returns it.
     fn step(&mut self) -> Decision {
-        let plan = decide(&self.obs);
+        let decision = decide(&self.obs);
         // apply() writes the index before the status: that is only right when the index
         // comes in a pass that changes no slice.
-        let writes_index = plan
+        let writes_index = decision
             .operations
             .iter()
             .any(|operation| matches!(operation, Operation::WriteIndex { .. }));
-        let writes_slice = plan
+        let writes_slice = decision
             .operations
             .iter()
             .any(|operation| matches!(operation, Operation::WriteSlice { .. }));
         assert!(
             !(writes_index && writes_slice),
             "index and slices written in one pass: {:?}",
-            plan.operations
+            decision.operations
         );
-        for operation in &plan.operations {
+        for operation in &decision.operations {
             if let Operation::WriteSlice { slice, .. } = operation {
                 self.writes.push(slice.member.clone());
             }
         }
-        for (pod, uid) in apply_in_memory(&mut self.obs, &plan) {
+        for (pod, uid) in apply_in_memory(&mut self.obs, &decision) {
             self.evicted.push(pod.clone());
             for pool in &mut self.obs.pools {
                 for (ordinal, state) in &mut pool.pods {
@@ -112,26 +112,26 @@ impl Cluster {
                 }
             }
         }
-        self.obs.status = plan.status.clone();
-        plan
+        self.obs.status = decision.status.clone();
+        decision
     }
 
     /// Plans once and applies the plan, but every eviction is refused (a
     /// PodDisruptionBudget, say): every pod keeps running; returns the plan.
     fn step_refusing_evictions(&mut self) -> Decision {
-        let plan = decide(&self.obs);
-        apply_in_memory(&mut self.obs, &plan);
-        self.obs.status = plan.status.clone();
-        plan
+        let decision = decide(&self.obs);
+        apply_in_memory(&mut self.obs, &decision);
+        self.obs.status = decision.status.clone();
+        decision
     }
 
     /// Steps until a plan has no operations (at most 10 times); returns every plan.
     fn settle(&mut self) -> Vec<Decision> {
         let mut plans = Vec::new();
         for _ in 0..10 {
-            let plan = self.step();
-            let quiet = plan.operations.is_empty();
-            plans.push(plan);
+            let decision = self.step();
+            let quiet = decision.operations.is_empty();
+            plans.push(decision);
             if quiet {
                 return plans;
             }
@@ -190,8 +190,9 @@ fn manual(job_count: usize, replicas: u32) -> Cluster {
     Cluster::new(spec, replicas)
 }
 
-fn reasons(plan: &Decision) -> Vec<&str> {
-    plan.events
+fn reasons(decision: &Decision) -> Vec<&str> {
+    decision
+        .events
         .iter()
         .map(|event| event.reason.as_str())
         .collect()
@@ -211,13 +212,13 @@ fn all_jobs_once(cluster: &Cluster) -> Vec<String> {
 #[test]
 fn the_first_revision_applies_at_once_under_automatic_approval() {
     let mut cluster = Cluster::new(spec(jobs(10)), 2);
-    let plan = cluster.step();
-    assert_eq!(plan.applied_revision, Some(1));
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, Some(1));
     assert!(
-        matches!(plan.operations[0], Operation::WriteRevision(ref record) if record.revision == 1)
+        matches!(decision.operations[0], Operation::WriteRevision(ref record) if record.revision == 1)
     );
-    assert_eq!(plan.status.current_revision, 1);
-    assert!(reasons(&plan).contains(&"RevisionApproved"));
+    assert_eq!(decision.status.current_revision, 1);
+    assert!(reasons(&decision).contains(&"RevisionApproved"));
     cluster.settle();
     assert_eq!(all_jobs_once(&cluster), jobs(10));
     assert_eq!(cluster.slice_of("worker-0").len(), 5);
@@ -231,10 +232,10 @@ fn the_first_revision_applies_at_once_under_automatic_approval() {
 fn a_converged_swarm_plans_no_writes_and_no_events() {
     let mut cluster = Cluster::new(spec(jobs(10)), 2);
     cluster.settle();
-    let plan = cluster.step();
-    assert!(plan.operations.is_empty(), "{:?}", plan.operations);
-    assert!(plan.events.is_empty(), "{:?}", plan.events);
-    assert_eq!(plan.status, cluster.obs.status);
+    let decision = cluster.step();
+    assert!(decision.operations.is_empty(), "{:?}", decision.operations);
+    assert!(decision.events.is_empty(), "{:?}", decision.events);
+    assert_eq!(decision.status, cluster.obs.status);
 }
 
 #[test]
@@ -306,16 +307,16 @@ fn a_member_lease_that_has_not_acknowledged_the_revoke_holds_back_the_grant() {
     cluster.scale(4);
     cluster.step();
     for _ in 0..3 {
-        let plan = cluster.step();
+        let decision = cluster.step();
         assert!(
-            !plan
+            !decision
                 .operations
                 .iter()
                 .any(|op| matches!(op, Operation::WriteSlice { phase: "grant", .. })),
             "granted without acknowledgement: {:?}",
-            plan.operations
+            decision.operations
         );
-        assert_eq!(plan.status.phase.as_deref(), Some("Progressing"));
+        assert_eq!(decision.status.phase.as_deref(), Some("Progressing"));
     }
     // Acknowledge every revoked slice.
     for member in ["worker-0", "worker-1", "worker-2"] {
@@ -326,8 +327,8 @@ fn a_member_lease_that_has_not_acknowledged_the_revoke_holds_back_the_grant() {
         lease.acked_hash = Some(hash);
         lease.acked_revision = Some(2);
     }
-    let plan = cluster.step();
-    assert!(plan.operations.iter().any(
+    let decision = cluster.step();
+    assert!(decision.operations.iter().any(
         |op| matches!(op, Operation::WriteSlice { slice, phase: "grant", .. } if slice.member == "worker-3")
     ));
 }
@@ -345,8 +346,8 @@ fn an_expired_member_lease_counts_as_having_given_up_its_jobs() {
     cluster.scale(4);
     cluster.step();
     cluster.obs.now = t0() + SignedDuration::from_secs(11);
-    let plan = cluster.step();
-    assert!(plan.operations.iter().any(
+    let decision = cluster.step();
+    assert!(decision.operations.iter().any(
         |op| matches!(op, Operation::WriteSlice { slice, phase: "grant", .. } if slice.member == "worker-3")
     ));
 }
@@ -366,17 +367,17 @@ fn scaling_down_moves_the_jobs_of_the_removed_member_and_deletes_its_slice() {
 #[test]
 fn manual_approval_changes_nothing_until_the_pending_revision_is_approved() {
     let mut cluster = manual(20, 2);
-    let plan = cluster.step();
-    assert!(plan.operations.is_empty(), "{:?}", plan.operations);
-    let pending = plan
+    let decision = cluster.step();
+    assert!(decision.operations.is_empty(), "{:?}", decision.operations);
+    let pending = decision
         .status
         .pending_revision
         .clone()
         .expect("pending revision");
     assert_eq!(pending.revision, 1);
     assert_eq!(pending.summary.members_affected, 2);
-    assert_eq!(plan.status.phase.as_deref(), Some("AwaitingApproval"));
-    assert!(reasons(&plan).contains(&"RevisionPending"));
+    assert_eq!(decision.status.phase.as_deref(), Some("AwaitingApproval"));
+    assert!(reasons(&decision).contains(&"RevisionPending"));
     // Still nothing on the next pass, and no repeated Event.
     let again = cluster.step();
     assert!(again.operations.is_empty());
@@ -403,23 +404,23 @@ fn an_approval_of_a_superseded_revision_is_refused_once_and_applies_nothing() {
     assert!(reasons(&superseding).contains(&"RevisionSuperseded"));
     // Approving the reviewed-but-superseded revision 1 must not apply revision 2.
     cluster.approve(&first.approve_with);
-    let plan = cluster.step();
-    assert!(plan.operations.is_empty(), "{:?}", plan.operations);
-    assert_eq!(plan.status.current_revision, 0);
-    assert_eq!(reasons(&plan), ["ApprovalRefused"]);
-    let refusal = &plan.events[0].note;
+    let decision = cluster.step();
+    assert!(decision.operations.is_empty(), "{:?}", decision.operations);
+    assert_eq!(decision.status.current_revision, 0);
+    assert_eq!(reasons(&decision), ["ApprovalRefused"]);
+    let refusal = &decision.events[0].note;
     assert!(
         refusal.contains("revision 1") && refusal.contains("pending revision is 2"),
         "{refusal}"
     );
-    let awaiting = previous_condition(&plan.status, "AwaitingApproval").unwrap();
+    let awaiting = previous_condition(&decision.status, "AwaitingApproval").unwrap();
     assert!(awaiting.message.contains("refused"), "{}", awaiting.message);
     // The refusal is announced once, not on every pass.
     assert!(cluster.step().events.is_empty());
     cluster.approve_pending();
-    let plan = cluster.step();
-    assert_eq!(plan.applied_revision, Some(2));
-    assert!(plan.status.refused_annotations.is_empty());
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, Some(2));
+    assert!(decision.status.refused_annotations.is_empty());
 }
 
 #[test]
@@ -428,13 +429,16 @@ fn a_bare_revision_number_does_not_approve_and_is_refused_naming_the_format() {
     cluster.step();
     for value in ["1", "abc", "1/sha256:00", "1/md5:0123"] {
         cluster.approve(value);
-        let plan = cluster.step();
-        assert_eq!(plan.applied_revision, None, "{value} approved revision 1");
-        assert_eq!(reasons(&plan), ["ApprovalRefused"], "{value}");
+        let decision = cluster.step();
+        assert_eq!(
+            decision.applied_revision, None,
+            "{value} approved revision 1"
+        );
+        assert_eq!(reasons(&decision), ["ApprovalRefused"], "{value}");
         assert!(
-            plan.events[0].note.contains("`<revision>/<hash>`"),
+            decision.events[0].note.contains("`<revision>/<hash>`"),
             "{}",
-            plan.events[0].note
+            decision.events[0].note
         );
     }
 }
@@ -445,13 +449,13 @@ fn an_approval_naming_the_pending_number_with_another_hash_is_refused() {
     let pending = cluster.step().status.pending_revision.unwrap();
     let forged = approval_value(pending.revision, &format!("sha256:{}", "0".repeat(64)));
     cluster.approve(&forged);
-    let plan = cluster.step();
-    assert_eq!(plan.applied_revision, None);
-    assert_eq!(reasons(&plan), ["ApprovalRefused"]);
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, None);
+    assert_eq!(reasons(&decision), ["ApprovalRefused"]);
     assert!(
-        plan.events[0].note.contains(&pending.hash),
+        decision.events[0].note.contains(&pending.hash),
         "{}",
-        plan.events[0].note
+        decision.events[0].note
     );
 }
 
@@ -467,24 +471,24 @@ fn a_withdrawn_revision_number_is_never_given_to_another_plan() {
     let withdrawn = cluster.step().status.pending_revision.unwrap();
     assert_eq!(withdrawn.revision, 2);
     cluster.scale(2);
-    let plan = cluster.step();
-    assert!(reasons(&plan).contains(&"RevisionWithdrawn"));
-    assert!(plan.status.pending_revision.is_none());
+    let decision = cluster.step();
+    assert!(reasons(&decision).contains(&"RevisionWithdrawn"));
+    assert!(decision.status.pending_revision.is_none());
     // Someone approves the withdrawn number (as reviewed), then the pool changes again.
     cluster.approve(&withdrawn.approve_with);
     let refused = cluster.step();
     assert_eq!(reasons(&refused), ["ApprovalRefused"]);
     cluster.scale(3);
-    let plan = cluster.step();
-    let pending = plan
+    let decision = cluster.step();
+    let pending = decision
         .status
         .pending_revision
         .clone()
         .expect("a new pending revision");
     assert_eq!(pending.revision, 3, "number 2 was given to another plan");
-    assert_eq!(plan.applied_revision, None);
-    assert!(reasons(&plan).contains(&"RevisionPending"));
-    assert_eq!(plan.status.current_revision, 1);
+    assert_eq!(decision.applied_revision, None);
+    assert!(reasons(&decision).contains(&"RevisionPending"));
+    assert_eq!(decision.status.current_revision, 1);
 }
 
 #[test]
@@ -511,12 +515,12 @@ fn an_approval_written_before_its_revision_exists_never_approves_it() {
         refused.events[0].note
     );
     cluster.scale(3);
-    let plan = cluster.step();
+    let decision = cluster.step();
     assert_eq!(
-        plan.applied_revision, None,
+        decision.applied_revision, None,
         "a pre-approval applied a revision"
     );
-    let pending = plan.status.pending_revision.clone().expect("pending");
+    let pending = decision.status.pending_revision.clone().expect("pending");
     assert_eq!(pending.hash, planned.hash, "the same plan as previewed");
     assert_eq!(
         pending.revision, 3,
@@ -532,9 +536,9 @@ fn an_approval_of_an_absurd_revision_number_neither_panics_nor_exhausts_the_numb
         u64::MAX,
         &format!("sha256:{}", "a".repeat(64)),
     ));
-    let plan = cluster.step();
-    assert_eq!(reasons(&plan), ["ApprovalRefused"]);
-    assert_eq!(plan.status.latest_revision, 1);
+    let decision = cluster.step();
+    assert_eq!(reasons(&decision), ["ApprovalRefused"]);
+    assert_eq!(decision.status.latest_revision, 1);
     cluster.approve_pending();
     assert_eq!(cluster.step().applied_revision, Some(1));
 }
@@ -550,30 +554,31 @@ fn manual_approval_lets_through_a_revision_that_only_rehomes_jobs_of_departed_me
     cluster.settle();
     // Scaling down with jump consistent hashing moves only the departed member's jobs.
     cluster.scale(2);
-    let plan = cluster.step();
+    let decision = cluster.step();
     assert_eq!(
-        plan.applied_revision,
+        decision.applied_revision,
         Some(2),
         "{:?}",
-        plan.status.pending_revision
+        decision.status.pending_revision
     );
-    let proposal = plan.proposal.clone().unwrap();
+    let proposal = decision.proposal.clone().unwrap();
     assert_eq!(proposal.summary.jobs_rehomed, proposal.summary.jobs_moved);
     assert_eq!(proposal.summary.members_disrupted, 0);
     assert!(
-        plan.events.iter().any(|event| event
+        decision.events.iter().any(|event| event
             .note
             .contains("only re-homes jobs of members that are gone")),
         "{:?}",
-        plan.events
+        decision.events
     );
     // Scaling up moves jobs away from members that stay: that waits.
     cluster.settle();
     cluster.scale(3);
-    let plan = cluster.step();
-    assert_eq!(plan.applied_revision, None);
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, None);
     assert!(
-        plan.status
+        decision
+            .status
             .pending_revision
             .unwrap()
             .summary
@@ -638,15 +643,15 @@ fn budget_counts_stopped_jobs_as_moved() {
     cluster.settle();
     // Emptying the job list moves nothing but stops every job.
     cluster.obs.spec.jobs = Vec::new();
-    let plan = cluster.step();
+    let decision = cluster.step();
     assert_eq!(
-        plan.applied_revision, None,
+        decision.applied_revision, None,
         "stopping 30 jobs passed a budget of 5"
     );
-    let pending = plan.status.pending_revision.clone().unwrap();
+    let pending = decision.status.pending_revision.clone().unwrap();
     assert_eq!(pending.summary.jobs_stopped, 30);
     assert_eq!(pending.summary.jobs_moved, 0);
-    let awaiting = previous_condition(&plan.status, "AwaitingApproval").unwrap();
+    let awaiting = previous_condition(&decision.status, "AwaitingApproval").unwrap();
     assert!(
         awaiting.message.contains("moves or stops 30 jobs"),
         "{}",
@@ -666,12 +671,12 @@ fn budget_approves_a_change_within_the_moved_jobs_budget() {
     cluster.settle();
     assert_eq!(cluster.obs.status.current_revision, 1);
     cluster.scale(4);
-    let plan = cluster.step();
+    let decision = cluster.step();
     assert_eq!(
-        plan.applied_revision,
+        decision.applied_revision,
         Some(2),
         "{:?}",
-        plan.status.pending_revision
+        decision.status.pending_revision
     );
 }
 
@@ -686,11 +691,11 @@ fn budget_waits_for_approval_when_a_change_exceeds_it() {
     let mut cluster = Cluster::new(spec, 3);
     cluster.settle();
     cluster.scale(4);
-    let plan = cluster.step();
-    assert_eq!(plan.applied_revision, None);
-    let pending = plan.status.pending_revision.clone().expect("pending");
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, None);
+    let pending = decision.status.pending_revision.clone().expect("pending");
     assert!(pending.summary.jobs_moved > 2);
-    let awaiting = previous_condition(&plan.status, "AwaitingApproval").unwrap();
+    let awaiting = previous_condition(&decision.status, "AwaitingApproval").unwrap();
     assert_eq!(awaiting.reason, "OverBudget");
 }
 
@@ -700,10 +705,10 @@ fn duplicate_job_keys_degrade_the_swarm_and_keep_the_last_good_revision() {
     cluster.settle();
     let good = cluster.obs.slices.clone();
     cluster.obs.spec.jobs.push("stream:001".to_owned());
-    let plan = cluster.step();
-    assert!(plan.operations.is_empty(), "{:?}", plan.operations);
-    assert_eq!(plan.status.current_revision, 1);
-    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    let decision = cluster.step();
+    assert!(decision.operations.is_empty(), "{:?}", decision.operations);
+    assert_eq!(decision.status.current_revision, 1);
+    let degraded = previous_condition(&decision.status, "Degraded").unwrap();
     assert_eq!(degraded.status, "True");
     assert_eq!(degraded.reason, "InvalidJobs");
     assert!(
@@ -712,7 +717,8 @@ fn duplicate_job_keys_degrade_the_swarm_and_keep_the_last_good_revision() {
         degraded.message
     );
     assert!(
-        plan.events
+        decision
+            .events
             .iter()
             .any(|e| e.warning && e.reason == "InvalidJobs")
     );
@@ -738,12 +744,12 @@ fn a_missing_job_configmap_is_named_in_the_degraded_condition() {
     cluster.obs.job_source = JobSource::MissingConfigMap {
         name: "swarm-jobs".to_owned(),
     };
-    let plan = cluster.step();
-    assert!(plan.operations.is_empty());
-    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    let decision = cluster.step();
+    assert!(decision.operations.is_empty());
+    let degraded = previous_condition(&decision.status, "Degraded").unwrap();
     assert_eq!(degraded.reason, "JobConfigMapMissing");
     assert!(degraded.message.contains("swarm-jobs"));
-    assert_eq!(plan.status.phase.as_deref(), Some("Degraded"));
+    assert_eq!(decision.status.phase.as_deref(), Some("Degraded"));
 }
 
 #[test]
@@ -754,8 +760,8 @@ fn an_unparsable_job_configmap_is_named_and_a_good_one_is_used() {
         key: "config.yml".to_owned(),
         text: "jobs: {not: a list".to_owned(),
     };
-    let plan = cluster.step();
-    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    let decision = cluster.step();
+    let degraded = previous_condition(&decision.status, "Degraded").unwrap();
     assert_eq!(degraded.reason, "JobConfigMapInvalid");
     assert!(degraded.message.contains("swarm-jobs"));
     cluster.obs.job_source = JobSource::Text {
@@ -777,9 +783,9 @@ fn a_hand_edited_slice_is_put_back_and_reported() {
     let good = cluster.obs.slices["worker-0"].clone();
     let edited = good.text.clone().unwrap().replace("stream:", "hacked:");
     cluster.obs.slices.get_mut("worker-0").unwrap().text = Some(edited);
-    let plan = cluster.step();
-    assert!(reasons(&plan).contains(&"SliceRestored"));
-    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    let decision = cluster.step();
+    assert!(reasons(&decision).contains(&"SliceRestored"));
+    let degraded = previous_condition(&decision.status, "Degraded").unwrap();
     assert_eq!(degraded.reason, "SliceEdited");
     assert!(degraded.message.contains("worker-0"));
     cluster.settle();
@@ -792,8 +798,8 @@ fn a_deleted_slice_is_written_again() {
     cluster.settle();
     let good = cluster.obs.slices["worker-1"].text.clone();
     cluster.obs.slices.remove("worker-1");
-    let plan = cluster.step();
-    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    let decision = cluster.step();
+    let degraded = previous_condition(&decision.status, "Degraded").unwrap();
     assert!(
         degraded.message.contains("worker-1-slice"),
         "{}",
@@ -817,14 +823,14 @@ fn restart_policy_evicts_exactly_the_members_whose_slice_changed_one_at_a_time()
     cluster.scale(5);
     let mut max_per_plan = 0;
     for _ in 0..20 {
-        let plan = cluster.step();
-        let evictions = plan
+        let decision = cluster.step();
+        let evictions = decision
             .operations
             .iter()
             .filter(|op| matches!(op, Operation::Evict { .. }))
             .count();
         max_per_plan = max_per_plan.max(evictions);
-        if plan.operations.is_empty() {
+        if decision.operations.is_empty() {
             break;
         }
     }
@@ -884,13 +890,13 @@ fn a_member_unavailable_past_failover_after_loses_its_jobs_and_gets_them_back() 
     let original = cluster.slice_of("worker-1");
     let others_before = [cluster.slice_of("worker-0"), cluster.slice_of("worker-2")];
     cluster.obs.pools[0].pods.get_mut(&1).unwrap().ready = false;
-    let plan = cluster.step();
-    assert_eq!(plan.applied_revision, None);
-    assert_eq!(plan.requeue_after, Some(Duration::from_secs(300)));
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, None);
+    assert_eq!(decision.requeue_after, Some(Duration::from_secs(300)));
     cluster.obs.now = t0() + SignedDuration::from_secs(301);
-    let plan = cluster.step();
-    assert!(reasons(&plan).contains(&"MemberFailedOver"));
-    assert_eq!(plan.applied_revision, Some(2));
+    let decision = cluster.step();
+    assert!(reasons(&decision).contains(&"MemberFailedOver"));
+    assert_eq!(decision.applied_revision, Some(2));
     cluster.settle();
     assert!(cluster.slice_of("worker-1").is_empty());
     assert_eq!(all_jobs_once(&cluster), jobs(30));
@@ -909,8 +915,8 @@ fn a_member_unavailable_past_failover_after_loses_its_jobs_and_gets_them_back() 
         );
     }
     cluster.obs.pools[0].pods.get_mut(&1).unwrap().ready = true;
-    let plan = cluster.step();
-    assert!(reasons(&plan).contains(&"MemberReturned"));
+    let decision = cluster.step();
+    assert!(reasons(&decision).contains(&"MemberReturned"));
     cluster.settle();
     assert_eq!(cluster.slice_of("worker-1"), original);
 }
@@ -968,8 +974,8 @@ fn an_invalid_failover_duration_is_reported() {
     let mut spec = spec(jobs(4));
     spec.failover.after = Some("soon".to_owned());
     let mut cluster = Cluster::new(spec, 2);
-    let plan = cluster.step();
-    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    let decision = cluster.step();
+    let degraded = previous_condition(&decision.status, "Degraded").unwrap();
     assert_eq!(degraded.reason, "InvalidFailover");
 }
 
@@ -997,9 +1003,9 @@ fn a_revision_whose_job_list_was_omitted_falls_back_to_the_slices_in_the_cluster
         record.jobs.clear();
         record.jobs_omitted = true;
     }
-    let plan = cluster.step();
-    assert!(plan.operations.is_empty(), "{:?}", plan.operations);
-    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    let decision = cluster.step();
+    assert!(decision.operations.is_empty(), "{:?}", decision.operations);
+    let degraded = previous_condition(&decision.status, "Degraded").unwrap();
     assert_eq!(degraded.status, "False", "{}", degraded.message);
 }
 
@@ -1008,13 +1014,13 @@ fn a_deleted_history_object_of_the_revision_in_force_is_written_again() {
     let mut cluster = Cluster::new(spec(jobs(10)), 2);
     cluster.settle();
     cluster.obs.history.clear();
-    let plan = cluster.step();
+    let decision = cluster.step();
     assert!(
-        matches!(plan.operations.as_slice(), [Operation::WriteRevision(record)] if record.revision == 1),
+        matches!(decision.operations.as_slice(), [Operation::WriteRevision(record)] if record.revision == 1),
         "{:?}",
-        plan.operations
+        decision.operations
     );
-    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    let degraded = previous_condition(&decision.status, "Degraded").unwrap();
     assert_eq!(degraded.status, "False");
 }
 
@@ -1028,13 +1034,13 @@ fn the_old_rollback_annotation_is_refused_once_and_changes_nothing() {
         .obs
         .annotations
         .insert(ANNOTATION_ROLLBACK_TO.to_owned(), "1".to_owned());
-    let plan = cluster.step();
-    assert!(plan.operations.is_empty(), "{:?}", plan.operations);
-    assert_eq!(reasons(&plan), ["RollbackAnnotationRefused"]);
+    let decision = cluster.step();
+    assert!(decision.operations.is_empty(), "{:?}", decision.operations);
+    assert_eq!(reasons(&decision), ["RollbackAnnotationRefused"]);
     assert!(
-        plan.events[0].note.contains("kubectl shoal undo demo"),
+        decision.events[0].note.contains("kubectl shoal undo demo"),
         "{}",
-        plan.events[0].note
+        decision.events[0].note
     );
     assert!(cluster.step().events.is_empty(), "announced twice");
     assert_eq!(all_jobs_once(&cluster), jobs(14));
@@ -1048,8 +1054,8 @@ fn a_failover_now_annotation_naming_no_member_is_refused_naming_the_members() {
         ANNOTATION_FAILOVER_NOW.to_owned(),
         "worker-1, worker-7".to_owned(),
     );
-    let plan = cluster.step();
-    let refusal = plan
+    let decision = cluster.step();
+    let refusal = decision
         .events
         .iter()
         .find(|event| event.reason == "FailoverTargetUnknown")
@@ -1074,7 +1080,7 @@ fn a_revoke_is_not_settled_by_an_older_acknowledgement_of_the_same_jobs() {
     let mut cluster = Cluster::new(spec(jobs(30)), 2);
     // Each sidecar acknowledges the slice it holds, unless `holding_back` says not.
     let step_and_ack = |cluster: &mut Cluster, holding_back: &dyn Fn(&[String]) -> bool| {
-        let plan = cluster.step();
+        let decision = cluster.step();
         for member in members {
             let Some(object) = cluster.obs.slices.get(member) else {
                 continue;
@@ -1089,7 +1095,7 @@ fn a_revoke_is_not_settled_by_an_older_acknowledgement_of_the_same_jobs() {
                 sidecar_lease(member, Some(slice.revision), Some(slice.hash), 30),
             );
         }
-        plan
+        decision
     };
     let never = |_: &[String]| false;
     for _ in 0..10 {
@@ -1137,8 +1143,8 @@ fn a_revoke_is_not_settled_by_an_older_acknowledgement_of_the_same_jobs() {
     // Growing again revokes them from worker-0; nobody else may get them.
     cluster.scale(3);
     for _ in 0..5 {
-        let plan = step_and_ack(&mut cluster, &handed);
-        for operation in &plan.operations {
+        let decision = step_and_ack(&mut cluster, &handed);
+        for operation in &decision.operations {
             if let Operation::WriteSlice { slice, .. } = operation
                 && slice.member != "worker-0"
             {
@@ -1244,8 +1250,9 @@ fn scaling_down_grants_the_removed_members_jobs_only_once_its_pod_is_gone() {
 }
 
 /// The grants of `plan` that hand out any of `keys`.
-fn grants_of<'a>(plan: &'a Decision, keys: &[String]) -> Vec<&'a str> {
-    plan.operations
+fn grants_of<'a>(decision: &'a Decision, keys: &[String]) -> Vec<&'a str> {
+    decision
+        .operations
         .iter()
         .filter_map(|operation| match operation {
             Operation::WriteSlice {
@@ -1335,7 +1342,7 @@ fn a_revoke_still_unacknowledged_when_a_newer_revision_is_approved_still_holds_b
     let mut cluster = Cluster::new(spec(jobs(30)), 3);
     // Each sidecar acknowledges the slice it holds, except worker-0 while `silent`.
     let step_and_ack = |cluster: &mut Cluster, silent: bool| {
-        let plan = cluster.step();
+        let decision = cluster.step();
         for member in members {
             let Some(object) = cluster.obs.slices.get(member) else {
                 continue;
@@ -1349,7 +1356,7 @@ fn a_revoke_still_unacknowledged_when_a_newer_revision_is_approved_still_holds_b
                 sidecar_lease(member, Some(slice.revision), Some(slice.hash), 30),
             );
         }
-        plan
+        decision
     };
     for _ in 0..10 {
         step_and_ack(&mut cluster, false);
@@ -1365,8 +1372,8 @@ fn a_revoke_still_unacknowledged_when_a_newer_revision_is_approved_still_holds_b
     // Meanwhile the job list changes: a newer revision supersedes the rollout.
     cluster.obs.spec.jobs = jobs(31);
     for _ in 0..5 {
-        let plan = step_and_ack(&mut cluster, true);
-        for operation in &plan.operations {
+        let decision = step_and_ack(&mut cluster, true);
+        for operation in &decision.operations {
             if let Operation::WriteSlice { slice, .. } = operation
                 && slice.member != "worker-0"
             {
@@ -1421,7 +1428,7 @@ fn a_configmap_of_someone_else_named_like_the_index_is_left_alone_and_reported()
     assert!(
         plans
             .iter()
-            .flat_map(|plan| &plan.operations)
+            .flat_map(|decision| &decision.operations)
             .all(|operation| !matches!(operation, Operation::WriteIndex { .. })),
         "the index was written over a ConfigMap the Swarm does not own"
     );
@@ -1438,7 +1445,7 @@ fn a_configmap_of_someone_else_named_like_the_index_is_left_alone_and_reported()
         degraded.message
     );
     assert!(
-        plans.iter().any(|plan| plan
+        plans.iter().any(|decision| decision
             .events
             .iter()
             .any(|event| event.warning && event.reason == "OwnershipConflict")),
@@ -1456,7 +1463,7 @@ fn a_slice_configmap_of_someone_else_is_not_written_and_its_member_is_granted_no
     let plans = cluster.settle();
     let written: Vec<&str> = plans
         .iter()
-        .flat_map(|plan| &plan.operations)
+        .flat_map(|decision| &decision.operations)
         .filter_map(|operation| match operation {
             Operation::WriteSlice { slice, .. } => Some(slice.member.as_str()),
             _ => None,
@@ -1487,7 +1494,7 @@ fn a_deletion_of_a_slice_the_swarm_does_not_own_is_never_planned() {
     assert!(
         plans
             .iter()
-            .flat_map(|plan| &plan.operations)
+            .flat_map(|decision| &decision.operations)
             .all(|operation| !matches!(
                 operation,
                 Operation::DeleteSlice { member, .. } if member == "worker-2"
@@ -1503,16 +1510,16 @@ fn a_revision_number_whose_history_name_is_taken_is_skipped() {
         "demo-rev-1".to_owned(),
         "it has no controller owner".to_owned(),
     );
-    let plan = cluster.step();
-    assert_eq!(plan.applied_revision, Some(2));
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, Some(2));
     assert!(cluster.obs.history.contains_key(&2));
 }
 
 #[test]
 fn names_a_plan_writes_that_are_neither_owned_nor_known_foreign_are_to_be_checked() {
     let cluster = Cluster::new(spec(jobs(10)), 2);
-    let plan = decide(&cluster.obs);
-    let unchecked = unchecked_targets(&cluster.obs, &plan.operations);
+    let decision = decide(&cluster.obs);
+    let unchecked = unchecked_targets(&cluster.obs, &decision.operations);
     assert_eq!(
         unchecked.into_iter().collect::<Vec<_>>(),
         ["demo-rev-1", "worker-0-slice", "worker-1-slice"],
@@ -1544,12 +1551,12 @@ fn a_slice_edited_by_hand_with_a_correct_hash_is_written_back_and_reported_once(
         .obs
         .edited_config_maps
         .insert("worker-0-slice".to_owned(), "kubectl-edit".to_owned());
-    let plan = cluster.step();
-    assert_eq!(reasons(&plan), ["SliceRestored"]);
+    let decision = cluster.step();
+    assert_eq!(reasons(&decision), ["SliceRestored"]);
     assert!(
-        plan.events[0].note.contains("changed by kubectl-edit"),
+        decision.events[0].note.contains("changed by kubectl-edit"),
         "{}",
-        plan.events[0].note
+        decision.events[0].note
     );
     assert_eq!(cluster.condition("Degraded").reason, "SliceEdited");
     assert_eq!(
@@ -1560,7 +1567,7 @@ fn a_slice_edited_by_hand_with_a_correct_hash_is_written_back_and_reported_once(
     let rest = cluster.settle();
     assert!(
         rest.iter()
-            .flat_map(|plan| &plan.events)
+            .flat_map(|decision| &decision.events)
             .all(|event| event.reason != "SliceRestored"),
         "reported twice"
     );
@@ -1571,14 +1578,14 @@ fn a_slice_edited_by_hand_with_a_correct_hash_is_written_back_and_reported_once(
         .obs
         .edited_config_maps
         .insert("worker-1-slice".to_owned(), "kubectl-patch".to_owned());
-    let plan = cluster.step();
+    let decision = cluster.step();
     assert!(
-        plan.operations.iter().any(|operation| matches!(
+        decision.operations.iter().any(|operation| matches!(
             operation,
             Operation::WriteSlice { slice, .. } if slice.member == "worker-1"
         )),
         "{:?}",
-        plan.operations
+        decision.operations
     );
 }
 
@@ -1595,9 +1602,10 @@ fn an_edited_history_record_is_not_read_and_an_old_one_is_deleted() {
         .obs
         .edited_config_maps
         .insert("demo-rev-1".to_owned(), "kubectl-edit".to_owned());
-    let plan = cluster.step();
+    let decision = cluster.step();
     assert!(
-        plan.operations
+        decision
+            .operations
             .contains(&Operation::PruneRevision { revision: 1 })
     );
     let degraded = cluster.condition("Degraded");
@@ -1609,8 +1617,8 @@ fn an_edited_history_record_is_not_read_and_an_old_one_is_deleted() {
         .obs
         .edited_config_maps
         .insert("demo-rev-2".to_owned(), "kubectl-edit".to_owned());
-    let plan = cluster.step();
-    assert!(plan.operations.iter().any(|operation| matches!(
+    let decision = cluster.step();
+    assert!(decision.operations.iter().any(|operation| matches!(
         operation,
         Operation::WriteRevision(record) if record.revision == 2
     )));
@@ -1633,8 +1641,9 @@ fn scaled_with_sidecars() -> Cluster {
     cluster
 }
 
-fn grants(plan: &Decision) -> Vec<&str> {
-    plan.operations
+fn grants(decision: &Decision) -> Vec<&str> {
+    decision
+        .operations
         .iter()
         .filter_map(|operation| match operation {
             Operation::WriteSlice {
@@ -1725,8 +1734,8 @@ fn under_restart_an_acknowledgement_does_not_settle_a_revoke_until_the_pod_is_re
     cluster.obs.pools[0].pods.remove(&3);
     // The revokes are written (and the losing pods evicted); the sidecars acknowledge
     // at once, but the applications keep what they read at start-up until replaced.
-    let plan = cluster.step();
-    let evicted: Vec<String> = plan
+    let decision = cluster.step();
+    let evicted: Vec<String> = decision
         .operations
         .iter()
         .filter_map(|operation| match operation {
@@ -1754,7 +1763,9 @@ fn a_new_member_is_granted_jobs_only_once_its_pod_is_ready() {
     cluster.obs.pools[0].pods.get_mut(&3).unwrap().ready = false;
     let plans = cluster.settle();
     assert!(
-        plans.iter().all(|plan| !grants(plan).contains(&"worker-3")),
+        plans
+            .iter()
+            .all(|decision| !grants(decision).contains(&"worker-3")),
         "granted to a pod that is not Ready"
     );
     let last = plans.last().unwrap();
@@ -1771,8 +1782,8 @@ fn a_member_that_never_becomes_ready_is_failed_over_after_five_minutes_by_defaul
     cluster.obs.pools[0].pods.get_mut(&3).unwrap().ready = false;
     cluster.settle();
     cluster.obs.now = t0() + SignedDuration::from_secs(301);
-    let plan = cluster.step();
-    assert!(reasons(&plan).contains(&"MemberFailedOver"));
+    let decision = cluster.step();
+    assert!(reasons(&decision).contains(&"MemberFailedOver"));
     cluster.settle();
     assert_eq!(all_jobs_once(&cluster), jobs(30));
     assert!(
@@ -1789,8 +1800,8 @@ fn pools_asking_for_more_members_than_the_limit_keep_the_revision_in_force() {
     let mut cluster = Cluster::new(spec(jobs(30)), 3);
     cluster.settle();
     cluster.obs.pools[0].replicas = 1_000_000_000;
-    let plan = cluster.step();
-    assert_eq!(plan.applied_revision, None);
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, None);
     let degraded = cluster.condition("Degraded");
     assert_eq!(degraded.reason, "TooManyMembers");
     assert!(
@@ -1857,8 +1868,9 @@ fn a_duplicate_key_names_both_entries_and_the_configmap_it_comes_from() {
 
 /// The jobs of `running` (what `holder`'s pod read when it started) that `plan` writes
 /// into another member's slice.
-fn granted_away(plan: &Decision, holder: &str, running: &[String]) -> Vec<String> {
-    plan.operations
+fn granted_away(decision: &Decision, holder: &str, running: &[String]) -> Vec<String> {
+    decision
+        .operations
         .iter()
         .filter_map(|operation| match operation {
             Operation::WriteSlice { slice, .. } if slice.member != holder => Some(slice),
@@ -1900,9 +1912,9 @@ fn under_restart_an_older_revoke_whose_eviction_is_held_back_holds_back_a_newer_
     // A newer revision is approved (one more job) while those evictions wait.
     cluster.obs.spec.jobs = jobs(31);
     for _ in 0..5 {
-        let plan = cluster.step_refusing_evictions();
+        let decision = cluster.step_refusing_evictions();
         for (member, jobs) in &running {
-            let granted = granted_away(&plan, member, jobs);
+            let granted = granted_away(&decision, member, jobs);
             assert!(
                 granted.is_empty(),
                 "{granted:?} granted away while {member}'s pod still runs them"
@@ -1925,14 +1937,14 @@ fn under_restart_a_failed_over_pod_without_a_sidecar_keeps_its_jobs_until_it_is_
     cluster.obs.now = t0() + SignedDuration::from_secs(301);
     let mut evicted = false;
     for pass in 0..5 {
-        let plan = cluster.step_refusing_evictions();
+        let decision = cluster.step_refusing_evictions();
         if pass == 0 {
-            assert!(reasons(&plan).contains(&"MemberFailedOver"));
+            assert!(reasons(&decision).contains(&"MemberFailedOver"));
         }
-        evicted |= plan.operations.iter().any(
+        evicted |= decision.operations.iter().any(
             |operation| matches!(operation, Operation::Evict { pod, .. } if pod == "worker-1"),
         );
-        let granted = granted_away(&plan, "worker-1", &running);
+        let granted = granted_away(&decision, "worker-1", &running);
         assert!(
             granted.is_empty(),
             "{granted:?} granted away while the failed-over pod worker-1 still exists"
@@ -1981,16 +1993,16 @@ fn a_pod_replaced_between_the_read_and_the_revoke_write_is_restarted_before_its_
     cluster.obs.status = planned.status.clone();
     let mut raced_restarted = false;
     for _ in 0..20 {
-        let plan = cluster.step();
-        let granted = granted_away(&plan, &revoked, &running[&revoked]);
+        let decision = cluster.step();
+        let granted = granted_away(&decision, &revoked, &running[&revoked]);
         assert!(
             granted.is_empty() || raced_restarted,
             "{granted:?} granted away while {revoked}'s pod (started before the revoke) runs them"
         );
-        raced_restarted |= plan.operations.iter().any(|operation| {
+        raced_restarted |= decision.operations.iter().any(|operation| {
             matches!(operation, Operation::Evict { pod, uid } if *pod == revoked && *uid == raced_uid)
         });
-        if plan.operations.is_empty() {
+        if decision.operations.is_empty() {
             break;
         }
     }
@@ -2039,7 +2051,11 @@ fn a_standing_rollback_annotation_holds_back_every_new_revision_until_it_is_remo
         .insert(ANNOTATION_ROLLBACK_TO.to_owned(), "1".to_owned());
     cluster.obs.spec.jobs = jobs(14);
     let plans = cluster.settle();
-    assert!(plans.iter().all(|plan| plan.applied_revision.is_none()));
+    assert!(
+        plans
+            .iter()
+            .all(|decision| decision.applied_revision.is_none())
+    );
     assert_eq!(cluster.obs.status.pending_revision, None);
     let degraded = cluster.condition("Degraded");
     assert_eq!(degraded.reason, "RollbackAnnotationRefused", "{degraded:?}");
@@ -2052,7 +2068,11 @@ fn a_standing_rollback_annotation_holds_back_every_new_revision_until_it_is_remo
     // Removed: the change waits for approval like any other; nothing applies by itself.
     cluster.obs.annotations.remove(ANNOTATION_ROLLBACK_TO);
     let plans = cluster.settle();
-    assert!(plans.iter().all(|plan| plan.applied_revision.is_none()));
+    assert!(
+        plans
+            .iter()
+            .all(|decision| decision.applied_revision.is_none())
+    );
     assert_eq!(all_jobs_once(&cluster), jobs(10));
     assert_eq!(cluster.condition("AwaitingApproval").status, "True");
     assert_eq!(cluster.condition("Degraded").status, "False");
@@ -2097,8 +2117,9 @@ fn held_slice(cluster: &Cluster, member: &str) -> Slice {
 }
 
 /// The instance-only writes of a plan, by member.
-fn refreshes(plan: &Decision) -> BTreeMap<String, (&Slice, &'static str, &str)> {
-    plan.operations
+fn refreshes(decision: &Decision) -> BTreeMap<String, (&Slice, &'static str, &str)> {
+    decision
+        .operations
         .iter()
         .filter_map(|operation| match operation {
             Operation::WriteSlice {
@@ -2131,19 +2152,19 @@ fn delivered_plan_instances_reach_their_members_slices_with_their_revisions_coor
         ],
         &[(1, "nginx:1"), (2, "nginx:2")],
     )]);
-    let plan = cluster.step();
-    let written = refreshes(&plan);
+    let decision = cluster.step();
+    let written = refreshes(&decision);
     assert_eq!(
         written.keys().map(String::as_str).collect::<Vec<_>>(),
         ["worker-0", "worker-1"],
         "only members whose instances changed are written: {:?}",
-        plan.operations
+        decision.operations
     );
     assert_eq!(
-        plan.applied_revision, None,
+        decision.applied_revision, None,
         "instances are not a Swarm revision"
     );
-    assert!(plan.events.is_empty(), "{:?}", plan.events);
+    assert!(decision.events.is_empty(), "{:?}", decision.events);
     let slice = held_slice(&cluster, "worker-0");
     assert_eq!(slice.revision, revision_before, "the revision stays");
     assert_eq!(cluster.slice_of("worker-0"), jobs_before, "the jobs stay");
@@ -2182,7 +2203,7 @@ fn delivered_plan_instances_reach_their_members_slices_with_their_revisions_coor
         .unwrap();
     assert_eq!(status0.slice_hash.as_deref(), Some(slice.hash.as_str()));
     let plans = cluster.settle();
-    assert!(plans.iter().all(|plan| refreshes(plan).is_empty()));
+    assert!(plans.iter().all(|decision| refreshes(decision).is_empty()));
     assert_eq!(cluster.condition("Ready").status, "True");
 
     // The entry leaves the slice when it stops being delivered (removing).
@@ -2194,8 +2215,11 @@ fn delivered_plan_instances_reach_their_members_slices_with_their_revisions_coor
         ],
         &[(1, "nginx:1"), (2, "nginx:2")],
     )]);
-    let plan = cluster.step();
-    assert_eq!(refreshes(&plan).keys().collect::<Vec<_>>(), ["worker-0"]);
+    let decision = cluster.step();
+    assert_eq!(
+        refreshes(&decision).keys().collect::<Vec<_>>(),
+        ["worker-0"]
+    );
     assert!(held_slice(&cluster, "worker-0").instances.is_empty());
     assert_eq!(
         held_slice(&cluster, "worker-0").hash,
@@ -2216,8 +2240,11 @@ fn an_instance_whose_revision_has_no_record_is_not_delivered_and_degrades_the_sw
         ],
         &[(1, "nginx:1")],
     )]);
-    let plan = cluster.step();
-    assert_eq!(refreshes(&plan).keys().collect::<Vec<_>>(), ["worker-0"]);
+    let decision = cluster.step();
+    assert_eq!(
+        refreshes(&decision).keys().collect::<Vec<_>>(),
+        ["worker-0"]
+    );
     assert!(held_slice(&cluster, "worker-1").instances.is_empty());
     let degraded = cluster.condition("Degraded");
     assert_eq!(
@@ -2233,10 +2260,10 @@ fn an_instance_whose_revision_has_no_record_is_not_delivered_and_degrades_the_sw
         degraded.message
     );
     assert_eq!(
-        plan.events.iter().filter(|e| e.warning).count(),
+        decision.events.iter().filter(|e| e.warning).count(),
         1,
         "one Warning on the transition: {:?}",
-        plan.events
+        decision.events
     );
     assert!(cluster.step().events.is_empty(), "no second Warning");
 }
@@ -2314,8 +2341,8 @@ fn instance_changes_reach_a_revoked_member_at_once_keeping_its_revoke_standing_u
         ],
         &[(1, "nginx:1")],
     )]);
-    let plan = cluster.step();
-    let written = refreshes(&plan);
+    let decision = cluster.step();
+    let written = refreshes(&decision);
     let (slice, phase, uid) = written.get("worker-0").expect("worker-0 refreshed at once");
     assert_eq!(*phase, "revoke", "the refresh keeps the revoke standing");
     assert_eq!(
@@ -2328,7 +2355,7 @@ fn instance_changes_reach_a_revoked_member_at_once_keeping_its_revoke_standing_u
         (revoked.revision, &revoked.jobs)
     );
     assert!(
-        !plan.operations.iter().any(|op| matches!(
+        !decision.operations.iter().any(|op| matches!(
             op,
             Operation::WriteSlice {
                 phase: "grant",
@@ -2337,7 +2364,7 @@ fn instance_changes_reach_a_revoked_member_at_once_keeping_its_revoke_standing_u
             }
         )),
         "no job granted before the revokes settle: {:?}",
-        plan.operations
+        decision.operations
     );
     // An acknowledgement of the slice as it was before the refresh settles nothing.
     let old_hash = revoked.hash.clone();
@@ -2350,9 +2377,9 @@ fn instance_changes_reach_a_revoked_member_at_once_keeping_its_revoke_standing_u
         lease.acked_hash = Some(hash);
         lease.acked_revision = Some(2);
     }
-    let plan = cluster.step();
+    let decision = cluster.step();
     assert!(
-        !plan.operations.iter().any(|op| matches!(
+        !decision.operations.iter().any(|op| matches!(
             op,
             Operation::WriteSlice {
                 phase: "grant",
@@ -2361,7 +2388,7 @@ fn instance_changes_reach_a_revoked_member_at_once_keeping_its_revoke_standing_u
             }
         )),
         "granted on an acknowledgement of a slice no longer written: {:?}",
-        plan.operations
+        decision.operations
     );
     // Acknowledging what was written settles it; the new member's grant carries its instance.
     let hash = held_slice(&cluster, "worker-0").hash;
@@ -2387,7 +2414,7 @@ fn under_restart_an_instance_change_restarts_no_pod() {
         &[(1, "nginx:1")],
     )]);
     let plans = cluster.settle();
-    assert!(plans.iter().any(|plan| !refreshes(plan).is_empty()));
+    assert!(plans.iter().any(|decision| !refreshes(decision).is_empty()));
     assert!(
         cluster.evicted.is_empty(),
         "restarted {:?}",
@@ -2468,15 +2495,16 @@ fn a_sticky_record_with_a_damaged_assignment_is_reported_and_the_slices_stand() 
     for record in cluster.obs.history.values_mut() {
         record.owners[0] = 77;
     }
-    let plan = cluster.step();
+    let decision = cluster.step();
     assert!(
-        plan.operations
+        decision
+            .operations
             .iter()
             .all(|operation| !matches!(operation, Operation::WriteSlice { .. })),
         "{:?}",
-        plan.operations
+        decision.operations
     );
-    let degraded = previous_condition(&plan.status, "Degraded").unwrap();
+    let degraded = previous_condition(&decision.status, "Degraded").unwrap();
     assert_eq!(degraded.reason, "HistoryInvalid");
     assert!(
         degraded
@@ -2500,15 +2528,15 @@ fn every_sticky_revision_of_the_sandbox_walk_moves_exactly_the_lower_bound() {
     for replicas in [3, 4, 3] {
         cluster.scale(replicas);
         let before = slices_in_force(&cluster);
-        let plan = cluster.step();
-        let summary = match &plan.status.pending_revision {
+        let decision = cluster.step();
+        let summary = match &decision.status.pending_revision {
             Some(pending) => {
                 let summary = pending.summary.clone();
                 cluster.approve_pending();
                 summary
             }
             // Re-homing the jobs of a member that left applies at once.
-            None => plan.proposal.clone().expect("a revision").summary,
+            None => decision.proposal.clone().expect("a revision").summary,
         };
         assert_eq!(summary.jobs_moved, summary.lower_bound, "to {replicas}");
         cluster.settle();
@@ -2558,7 +2586,11 @@ fn switching_from_bounded_to_sticky_moves_only_what_perfect_balance_forces() {
         if floor <= min && max <= ceil {
             // Already perfectly balanced: the switch is no new revision at all.
             assert_eq!(moved, 0);
-            assert!(plans.iter().all(|plan| plan.applied_revision.is_none()));
+            assert!(
+                plans
+                    .iter()
+                    .all(|decision| decision.applied_revision.is_none())
+            );
         }
     }
     assert_eq!(outcomes, BTreeSet::from([false, true]));
@@ -2576,8 +2608,8 @@ fn plans_that_cannot_be_read_leave_the_instances_in_the_slices_as_they_are() {
     cluster.settle();
     let held = held_slice(&cluster, "worker-0");
     cluster.obs.plans = Err("listing DeploymentPlans was refused: forbidden".to_owned());
-    let plan = cluster.step();
-    assert!(refreshes(&plan).is_empty(), "{:?}", plan.operations);
+    let decision = cluster.step();
+    assert!(refreshes(&decision).is_empty(), "{:?}", decision.operations);
     assert_eq!(held_slice(&cluster, "worker-0"), held);
     let degraded = cluster.condition("Degraded");
     assert_eq!(degraded.reason, "InstanceNotDelivered");
@@ -2634,10 +2666,11 @@ fn a_plan_whose_record_someone_else_edited_keeps_the_instances_its_members_hold(
 
 /// Who the history record written by `plan` for `revision` says approved it.
 fn recorded_approver(
-    plan: &Decision,
+    decision: &Decision,
     revision: u64,
 ) -> Option<crate::api::approval_record::ApprovalRecord> {
-    plan.operations
+    decision
+        .operations
         .iter()
         .find_map(|operation| match operation {
             Operation::WriteRevision(record) if record.revision == revision => {
@@ -2798,10 +2831,11 @@ fn weights_under_a_stateless_strategy_are_refused_and_the_slices_in_force_stay()
         },
     );
     cluster.obs.generation = Some(2);
-    let plan = cluster.step();
-    assert!(plan.operations.is_empty(), "{:?}", plan.operations);
+    let decision = cluster.step();
+    assert!(decision.operations.is_empty(), "{:?}", decision.operations);
     assert!(
-        plan.events
+        decision
+            .events
             .iter()
             .any(|e| e.warning && e.reason == "InvalidJobSettings")
     );

@@ -107,7 +107,7 @@ fn a_replaced_pod_moves_only_its_own_jobs_to_its_successor_and_its_slice_is_dele
     assert!(
         plans
             .iter()
-            .any(|plan| plan.operations.iter().any(|op| matches!(
+            .any(|decision| decision.operations.iter().any(|op| matches!(
                 op,
                 Operation::DeleteSlice { member, .. } if member == "web-5c9d-bbbbb"
             )))
@@ -136,14 +136,14 @@ fn a_terminating_pod_keeps_its_jobs_until_it_acknowledges_the_revoke() {
     let first = cluster.step();
     assert_eq!(first.applied_revision, Some(2));
     for _ in 0..3 {
-        let plan = cluster.step();
+        let decision = cluster.step();
         assert!(
-            !plan
+            !decision
                 .operations
                 .iter()
                 .any(|op| matches!(op, Operation::WriteSlice { phase: "grant", .. })),
             "granted before the leaving pod let go: {:?}",
-            plan.operations
+            decision.operations
         );
     }
     assert!(
@@ -167,8 +167,8 @@ fn an_unready_pod_of_a_deployment_is_failed_over_after_the_configured_time() {
         .get_mut("web-5c9d-ccccc")
         .expect("pod")
         .ready = false;
-    let plan = cluster.step();
-    assert_eq!(plan.applied_revision, None, "not before failover.after");
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, None, "not before failover.after");
     cluster.obs.now = t0() + SignedDuration::from_secs(31);
     cluster.settle();
     assert!(cluster.slice_of("web-5c9d-ccccc").is_empty());
@@ -214,8 +214,8 @@ fn a_deleted_pods_jobs_wait_for_its_successor_while_the_deployment_is_short_of_r
     let kept_a = cluster.slice_of("web-5c9d-aaaaa");
     pods_of(&mut cluster).remove("web-5c9d-bbbbb");
     // Gone, not replaced yet: it holds its place (unavailable); nothing moves.
-    let plan = cluster.step();
-    assert_eq!(plan.applied_revision, None, "{:?}", plan.operations);
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, None, "{:?}", decision.operations);
     assert_eq!(cluster.obs.status.ready.as_deref(), Some("2/3"));
     assert_eq!(cluster.slice_of("web-5c9d-bbbbb"), replaced);
     // The successor comes: the place is its own, with exactly those jobs.
@@ -253,15 +253,15 @@ fn restart_mode_with_a_deployment_pool_is_refused_naming_the_pool_and_nothing_is
     swarm.reload = ReloadPolicy::Restart;
     let mut cluster = Cluster::new(swarm, 0);
     cluster.obs.pools = vec![deployment(&["web-5c9d-aaaaa", "web-5c9d-bbbbb"])];
-    let plan = cluster.step();
-    assert_eq!(plan.applied_revision, None, "no revision applies");
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, None, "no revision applies");
     assert!(
-        !plan
+        !decision
             .operations
             .iter()
             .any(|operation| matches!(operation, Operation::Evict { .. })),
         "{:?}",
-        plan.operations
+        decision.operations
     );
     let degraded = cluster.condition("Degraded");
     assert_eq!(degraded.reason, "InvalidRollout");

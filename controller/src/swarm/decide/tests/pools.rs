@@ -29,9 +29,9 @@ impl Cluster {
     /// Plans and applies once; evicted pods are replaced by pods that are not
     /// Ready yet. Returns the plan and the pods evicted.
     fn step_replacing_unready(&mut self) -> (Decision, Vec<String>) {
-        let plan = decide(&self.obs);
+        let decision = decide(&self.obs);
         let mut evicted = Vec::new();
-        for (pod, uid) in apply_in_memory(&mut self.obs, &plan) {
+        for (pod, uid) in apply_in_memory(&mut self.obs, &decision) {
             for pool in &mut self.obs.pools {
                 for (ordinal, state) in &mut pool.pods {
                     if format!("{}-{ordinal}", pool.name) == pod && state.uid == uid {
@@ -42,8 +42,8 @@ impl Cluster {
             }
             evicted.push(pod);
         }
-        self.obs.status = plan.status.clone();
-        (plan, evicted)
+        self.obs.status = decision.status.clone();
+        (decision, evicted)
     }
 
     fn make_every_pod_ready(&mut self) {
@@ -80,7 +80,7 @@ fn restarts_go_one_pool_at_a_time_in_pool_order_each_after_the_previous_pool_is_
     let mut pools_in_turn: Vec<String> = Vec::new();
     let mut every_eviction: Vec<String> = Vec::new();
     for _ in 0..40 {
-        let (plan, evicted) = cluster.step_replacing_unready();
+        let (decision, evicted) = cluster.step_replacing_unready();
         every_eviction.extend(evicted.iter().cloned());
         let pools: BTreeSet<String> = evicted.iter().map(|pod| pool_of(pod)).collect();
         assert!(pools.len() <= 1, "two pools restarted at once: {evicted:?}");
@@ -104,7 +104,7 @@ fn restarts_go_one_pool_at_a_time_in_pool_order_each_after_the_previous_pool_is_
             );
         }
         cluster.make_every_pod_ready();
-        if plan.operations.is_empty() && cluster.rollout().phase == "Complete" {
+        if decision.operations.is_empty() && cluster.rollout().phase == "Complete" {
             break;
         }
     }
@@ -142,15 +142,15 @@ fn a_paused_rollout_evicts_and_grants_nothing_and_resuming_finishes_it() {
     cluster.make_every_pod_ready();
     let writes_before = cluster.writes.len();
     for _ in 0..5 {
-        let (plan, evicted) = cluster.step_replacing_unready();
+        let (decision, evicted) = cluster.step_replacing_unready();
         assert!(evicted.is_empty(), "evicted while paused: {evicted:?}");
         assert!(
-            !plan
+            !decision
                 .operations
                 .iter()
                 .any(|operation| matches!(operation, Operation::WriteSlice { phase: "grant", .. })),
             "granted while paused: {:?}",
-            plan.operations
+            decision.operations
         );
     }
     assert_eq!(cluster.writes.len(), writes_before);
@@ -175,14 +175,14 @@ fn a_pod_not_ready_past_the_progress_deadline_halts_before_the_next_pool_until_r
     cluster.obs.pools[0].pods.get_mut(&1).unwrap().ready = true;
     cluster.step_replacing_unready();
     cluster.obs.now = t0() + SignedDuration::from_secs(61);
-    let (plan, evicted) = cluster.step_replacing_unready();
+    let (decision, evicted) = cluster.step_replacing_unready();
     assert!(evicted.is_empty(), "{evicted:?}");
-    let warnings: Vec<&PlannedEvent> = plan
+    let warnings: Vec<&PlannedEvent> = decision
         .events
         .iter()
         .filter(|event| event.reason == "PoolRestartFailed")
         .collect();
-    assert_eq!(warnings.len(), 1, "{:?}", plan.events);
+    assert_eq!(warnings.len(), 1, "{:?}", decision.events);
     assert!(warnings[0].warning);
     assert!(
         warnings[0].note.contains("pool a") && warnings[0].note.contains("pod a-0 is not Ready"),
@@ -198,18 +198,18 @@ fn a_pod_not_ready_past_the_progress_deadline_halts_before_the_next_pool_until_r
     );
     // A pass later, the pod still not Ready: halted still, no second Event.
     cluster.obs.now = t0() + SignedDuration::from_secs(90);
-    let (plan, _) = cluster.step_replacing_unready();
+    let (decision, _) = cluster.step_replacing_unready();
     assert!(
-        !reasons(&plan).contains(&"PoolRestartFailed"),
+        !reasons(&decision).contains(&"PoolRestartFailed"),
         "{:?}",
-        plan.events
+        decision.events
     );
     // It stays halted, without a second Event, even once the pod is Ready.
     cluster.make_every_pod_ready();
     for _ in 0..3 {
-        let (plan, evicted) = cluster.step_replacing_unready();
+        let (decision, evicted) = cluster.step_replacing_unready();
         assert!(evicted.is_empty(), "{evicted:?}");
-        assert!(!reasons(&plan).contains(&"PoolRestartFailed"));
+        assert!(!reasons(&decision).contains(&"PoolRestartFailed"));
     }
     assert_eq!(cluster.rollout().phase, "Halted");
     // The user retries this revision: the rollout goes on to the end.
@@ -235,10 +235,10 @@ fn a_newer_revision_finishes_the_pool_in_progress_then_starts_again_from_the_fir
     cluster.obs.spec.jobs = (0..12).map(|i| format!("third:{i:03}")).collect();
     let mut order_seen: Vec<String> = Vec::new();
     for _ in 0..60 {
-        let (plan, evicted) = cluster.step_replacing_unready();
+        let (decision, evicted) = cluster.step_replacing_unready();
         order_seen.extend(evicted);
         cluster.make_every_pod_ready();
-        if plan.operations.is_empty() && cluster.rollout().phase == "Complete" {
+        if decision.operations.is_empty() && cluster.rollout().phase == "Complete" {
             break;
         }
     }
