@@ -67,6 +67,14 @@ impl Swarm {
         settings
     }
 
+    /// Whether every job has weight 1 and none is dedicated: the inputs
+    /// `reassign_weighted` hands to the unweighted `sticky` strategy.
+    fn plain(&self) -> bool {
+        self.jobs
+            .values()
+            .all(|setting| *setting == JobSetting::default())
+    }
+
     fn dedicated(&self) -> usize {
         self.jobs
             .values()
@@ -297,6 +305,24 @@ fn check_step(old: &Assignment, new: &Assignment, after: &Swarm) -> Result<(), T
         }
     }
     let floor = view.total.checked_div(n).unwrap_or(0);
+    if after.plain() {
+        // Plain settings take the unweighted `sticky` path, which balances
+        // to ⌊T⌋ or ⌈T⌉ rather than within w_max; every job it moves
+        // between survivors leaves a member holding more than ⌊T⌋.
+        let above_floor: u64 = view
+            .loads
+            .keys()
+            .map(|member| held.get(member).copied().unwrap_or(0).saturating_sub(floor))
+            .sum();
+        prop_assert!(
+            between_survivors <= above_floor,
+            "plain: moved {} between survivors, more than the {} held above floor {}",
+            between_survivors,
+            above_floor,
+            floor
+        );
+        return Ok(());
+    }
     let cap = floor + view.heaviest;
     let mut bound_times_n = 0u64;
     for member in view.loads.keys() {
