@@ -780,6 +780,17 @@ async fn a_canary_deployment_reaches_one_instance_first_and_the_rest_after_appro
         refused.contains("apply to rollout type Canary only"),
         "{refused}"
     );
+    // A domain order on a Canary rollout would be silently ignored: refused instead.
+    let (ok, refused) = try_patch_plan(
+        &env,
+        r#"{"spec":{"deployment":{"rollout":{"domainOrder":["b","a"]}}}}"#,
+    )
+    .await;
+    assert!(!ok, "domainOrder on a Canary rollout was accepted");
+    assert!(
+        refused.contains("domainOrder applies to rollout type Rolling only"),
+        "{refused}"
+    );
 
     let detail = shoal_ok(&env, &["plan", "web"]).await;
     assert!(

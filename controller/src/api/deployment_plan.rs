@@ -245,6 +245,9 @@ pub struct Payload {
 #[schemars(extend("x-kubernetes-validations" = [{
     "rule": "(has(self.type) && self.type == 'Canary') || (!has(self.canaryInstances) && !has(self.pauseSeconds))",
     "message": "canaryInstances and pauseSeconds apply to rollout type Canary only"
+}, {
+    "rule": "!has(self.domainOrder) || size(self.domainOrder) == 0 || !has(self.type) || self.type == 'Rolling'",
+    "message": "domainOrder applies to rollout type Rolling only (a Canary or BlueGreen rollout is not ordered by domain): set type Rolling, and canaryInstances and pauseSeconds to null in a merge patch"
 }]))]
 pub struct DeploymentRollout {
     /// `Rolling` (default): instances are updated in place, one update domain at a time
@@ -289,7 +292,9 @@ pub enum RolloutType {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentPlanStatus {
-    /// Ready, Progressing, AwaitingApproval, Degraded.
+    /// Ready, Progressing, AwaitingApproval, Degraded, WaitingForSwarm (open
+    /// operations target members the Swarm's revision in force does not hold yet),
+    /// ReportsIgnored, RolloutHalted.
     #[serde(default)]
     #[schemars(length(max = limits::MAX_CONDITIONS))]
     pub conditions: Vec<Condition>,
@@ -361,7 +366,7 @@ pub struct DeploymentPlanStatus {
     /// The canary or blue-green rollout of the latest deployment, when its rollout is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
-    /// `Pending`, `AwaitingApproval`, `Progressing`, `Ready` or `Degraded`.
+    /// `Pending`, `AwaitingApproval`, `WaitingForSwarm`, `Progressing`, `Ready` or `Degraded`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = limits::MAX_WORD))]
     pub phase: Option<String>,

@@ -14,7 +14,10 @@ use shoal_core::names::ANNOTATION_INSTANCE_STATES;
 use shoal_core::{format, names};
 
 use super::decide::drift::{HeldInstance, record_editors};
-use super::decide::{MemberLease, MemberPod, OtherPlan, PlanObservation, PoolObservation};
+use super::decide::{
+    MemberLease, MemberPod, OtherPlan, PendingSwarmRevision, PlanObservation, PoolObservation,
+    SwarmView,
+};
 use crate::api::deployment_plan::DeploymentPlan;
 use crate::api::swarm::Swarm;
 use crate::cluster::config_maps::{edited_by, owned_by, slice_object};
@@ -57,7 +60,7 @@ pub async fn observe(
         .get_opt(&swarm)
         .await
         .map_err(failed("its Swarm"))?;
-    let swarm_exists = swarm_object.is_some();
+    let swarm_view = swarm_object.as_ref().map(swarm_view);
     let selector = format!("{}={swarm}", names::LABEL_SWARM);
     let statefulsets = Api::<StatefulSet>::namespaced(client.clone(), namespace)
         .list(&ListParams::default().labels(&selector))
@@ -159,7 +162,7 @@ pub async fn observe(
         spec: plan.spec.clone(),
         annotations: plan.annotations().clone(),
         status: plan.status.clone().unwrap_or_default(),
-        swarm_exists,
+        swarm: swarm_view,
         pools,
         leases,
         other_plans,
@@ -169,6 +172,24 @@ pub async fn observe(
         now,
     };
     Ok(Some((plan, observation)))
+}
+
+/// What the plan reads of its Swarm's status: the members its revision in
+/// force holds, and the revision waiting for approval.
+fn swarm_view(swarm: &Swarm) -> SwarmView {
+    let status = swarm.status.clone().unwrap_or_default();
+    SwarmView {
+        members_in_force: status
+            .members
+            .into_iter()
+            .filter(|member| member.slice_hash.is_some())
+            .map(|member| member.name)
+            .collect(),
+        pending: status.pending_revision.map(|pending| PendingSwarmRevision {
+            revision: pending.revision,
+            approve_with: pending.approve_with,
+        }),
+    }
 }
 
 /// The instances of plan `plan` that the slices of `swarm` hold. Only slices the

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use shoal_controller::api::deployment_plan::{
-    DeploymentPlan, DeploymentPlanStatus, OperationStatus,
+    DeploymentPlan, DeploymentPlanStatus, OperationStatus, RolloutType,
 };
 use shoal_sandbox::observe::{InstanceProcess, instance_processes};
 use shoal_sandbox::{Sandbox, kubectl_shoal};
@@ -460,5 +460,131 @@ async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scal
         after.iter().all(|process| process.member != leaving_member),
         "{after:#?}"
     );
+
+    // The ordered-rollouts tutorial continues from here: a domain order on the
+    // canary rollout is refused, naming why; its patch as written is taken.
+    let (refused, message) = match user
+        .sandbox
+        .kubectl()
+        .run(&[
+            "patch",
+            "dplan",
+            "web",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"deployment":{"rollout":{"domainOrder":["west","east"]}}}}"#,
+        ])
+        .await
+    {
+        Ok(out) => (false, out),
+        Err(error) => (true, error.to_string()),
+    };
+    assert!(
+        refused,
+        "a domain order on a Canary rollout was taken: {message}"
+    );
+    assert!(
+        message.contains("domainOrder applies to rollout type Rolling only"),
+        "{message}"
+    );
+    user.patch_plan(
+        r#"{"spec":{"deployment":{
+  "payloads":[{"application":"nginx","coordinates":{"image":"nginx:1.27"}}],
+  "rollout":{"type":"Rolling","canaryInstances":null,"pauseSeconds":null,"domainOrder":["west","east"]}}}}"#,
+    )
+    .await;
+    let json = user.kubectl(&["get", "dplan", "web", "-o", "json"]).await;
+    let plan: DeploymentPlan = serde_json::from_str(&json).expect("a DeploymentPlan");
+    let rollout = plan.spec.deployment.rollout;
+    assert_eq!(rollout.type_, RolloutType::Rolling);
+    assert_eq!(rollout.domain_order, ["west", "east"]);
+    assert_eq!(rollout.canary_instances, None);
+    sandbox.shutdown().await.expect("the sandbox stops cleanly");
+}
+
+/// The plan's condition `type_` (status, reason, message), as `kubectl get` reads it.
+async fn plan_condition(user: &User<'_>, type_: &str) -> Option<(String, String, String)> {
+    let status = user.plan().await;
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_readme_order_after_the_tour_a_plan_on_new_pools_says_which_swarm_revision_to_approve() {
+    if !Path::new("/proc/self/environ").exists() {
+        eprintln!("skipped: reading instance processes needs /proc");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plans = concat!(env!("CARGO_MANIFEST_DIR"), "/plans");
+    let mut sandbox = Sandbox::start(shoal_sandbox::Options::new(dir.path()))
+        .await
+        .expect("the sandbox starts");
+    sandbox
+        .wait_converged(WAIT)
+        .await
+        .expect("the demo converges");
+    let user = User {
+        sandbox: &sandbox,
+        kubeconfig: sandbox.kubeconfig_path(),
+    };
+    // The tour's last step leaves the Swarm under Manual approval.
+    user.kubectl(&[
+        "patch",
+        "swarm",
+        "demo",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"approval":{"policy":"Manual"}}}"#,
+    ])
+    .await;
+    // The plan walkthrough, as written: the GPU pools, then the plan.
+    user.kubectl(&["apply", "-f", &format!("{plans}/40-gpu-pools.yaml")])
+        .await;
+    user.kubectl(&["apply", "-f", &format!("{plans}/50-deploymentplan.yaml")])
+        .await;
+    user.approve_waiting("CREATE", 3).await;
+    // The new members wait in a Swarm revision: the plan names it and what to type.
+    let (message, approve_with) = eventually("the plan waits for the Swarm", || async {
+        let json = user.kubectl(&["get", "swarm", "demo", "-o", "json"]).await;
+        let swarm: shoal_controller::api::swarm::Swarm =
+            serde_json::from_str(&json).expect("a Swarm");
+        let pending = swarm.status.and_then(|status| status.pending_revision);
+        let condition = plan_condition(&user, "WaitingForSwarm").await;
+        let phase = user.plan().await.phase;
+        match (pending, condition) {
+            (Some(pending), Some((status, _, message)))
+                if status == "True" && phase.as_deref() == Some("WaitingForSwarm") =>
+            {
+                Ok((message, pending.approve_with))
+            }
+            other => Err(format!("{other:?} phase {phase:?}")),
+        }
+    })
+    .await;
+    assert!(
+        message.contains("kubectl shoal approve demo") && message.contains(&approve_with),
+        "{message}"
+    );
+    let table = user.kubectl(&["get", "dplan", "web"]).await;
+    assert!(table.contains("WaitingForSwarm"), "{table}");
+    // Approving the Swarm's revision as the message says lets the plan finish.
+    user.shoal(&["approve", "demo"]).await;
+    user.running(dir.path(), 3, 1, "nginx:1.25").await;
+    let (status, reason, _) = plan_condition(&user, "WaitingForSwarm")
+        .await
+        .expect("the condition stays, False");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "MembersInForce")
+    );
+    // Two demo workers and four GPU members, as the walkthrough says to wait for.
+    let swarms = user.kubectl(&["get", "swarm", "demo"]).await;
+    assert!(swarms.contains("6/6"), "{swarms}");
     sandbox.shutdown().await.expect("the sandbox stops cleanly");
 }

@@ -9,7 +9,7 @@
 //! edits from touching it. A direct edit of the status by someone allowed to
 //! write it is put back from the member slices (see `drift`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -91,6 +91,28 @@ pub struct OtherPlan {
     pub status: DeploymentPlanStatus,
 }
 
+/// What a plan reads of its Swarm: instances reach a member only through the
+/// Swarm's slices, which exist only for the members of the Swarm's revision in
+/// force, so a plan placed on members that revision does not hold waits for the
+/// Swarm (and says so, naming what to approve).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SwarmView {
+    /// Members with a slice in the Swarm's revision in force
+    /// (`status.members[].sliceHash` set).
+    pub members_in_force: BTreeSet<String>,
+    /// The Swarm's revision waiting for approval, if one does.
+    pub pending: Option<PendingSwarmRevision>,
+}
+
+/// A Swarm revision waiting for approval, as its status names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingSwarmRevision {
+    /// Its number.
+    pub revision: u64,
+    /// The `shoal.dev/approve` value that approves it.
+    pub approve_with: String,
+}
+
 /// Everything [`decide`](decide()) looks at for one plan.
 #[derive(Debug, Clone)]
 pub struct PlanObservation {
@@ -106,8 +128,8 @@ pub struct PlanObservation {
     pub annotations: BTreeMap<String, String>,
     /// The status as last written.
     pub status: DeploymentPlanStatus,
-    /// Whether the Swarm `spec.swarm` exists in the namespace.
-    pub swarm_exists: bool,
+    /// The Swarm `spec.swarm`, when it exists in the namespace.
+    pub swarm: Option<SwarmView>,
     /// The Swarm's pools.
     pub pools: Vec<PoolObservation>,
     /// Member Leases by pod name.

@@ -234,7 +234,7 @@ fn decide_from_record(obs: &PlanObservation) -> PlanDecision {
 
 /// Checks what the schema cannot; returns the Swarm's members.
 fn check_inputs(obs: &PlanObservation) -> Result<Vec<shoal_core::deploy::DeployMember>, String> {
-    if !obs.swarm_exists {
+    if obs.swarm.is_none() {
         return Err(format!(
             "DeploymentPlan {}: spec.swarm names Swarm {:?}, which does not exist in this namespace",
             obs.name, obs.spec.swarm
@@ -1063,6 +1063,7 @@ impl<'a> Pass<'a> {
             installed: self.in_force_states().filter(|s| *s == "installed").count(),
             desired: obs.spec.deployment.instances,
             failed: self.failed_instances(),
+            waiting_for_swarm: status::members_not_in_force(obs, &self.operations),
         };
         let mut status = DeploymentPlanStatus {
             conditions: obs.status.conditions.clone(),

@@ -1,7 +1,7 @@
 //! Step 8 of `decide`: the operation history, the refusals, the conditions
 //! and phase, with the Events of their transitions.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use shoal_core::MemberId;
 use shoal_core::deploy::{Operation, OperationState, operation_hash};
@@ -26,6 +26,72 @@ pub(super) struct Counts {
     pub desired: u32,
     /// Failed instances, in words.
     pub failed: Vec<String>,
+    /// Members that open operations target but the Swarm's revision in force
+    /// does not hold (see [`members_not_in_force`]).
+    pub waiting_for_swarm: Vec<String>,
+}
+
+/// The members that open operations (waiting for approval or approved) put
+/// instances on but that the Swarm's revision in force does not hold: an
+/// instance reaches a member only in the member's slice, so those operations
+/// cannot finish until the Swarm puts the member in force.
+pub(super) fn members_not_in_force(obs: &PlanObservation, operations: &[Operation]) -> Vec<String> {
+    let Some(swarm) = &obs.swarm else {
+        return Vec::new();
+    };
+    let open = operations.iter().filter(|op| {
+        matches!(
+            op.state,
+            OperationState::Pending | OperationState::PendingApproval | OperationState::Approved
+        )
+    });
+    let targets: BTreeSet<String> = open
+        .filter_map(|op| op.to.as_ref().map(|member| member.to_string()))
+        .filter(|member| !swarm.members_in_force.contains(member))
+        .collect();
+    targets.into_iter().collect()
+}
+
+/// At most ten names, then how many more: a condition message stays small
+/// whatever the pool size.
+pub(super) fn first_few(names: &[String]) -> String {
+    const SHOWN: usize = 10;
+    let mut listed = names
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        listed.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    listed
+}
+
+/// `WaitingForSwarm`: True while open operations target members the Swarm's
+/// revision in force does not hold, naming them and what to approve on the
+/// Swarm (its pending revision and `approveWith`) when a revision waits.
+fn swarm_condition(obs: &PlanObservation, members: &[String], status: &mut DeploymentPlanStatus) {
+    let swarm = &obs.spec.swarm;
+    let on = (!members.is_empty()).then(|| {
+        let what = match obs.swarm.as_ref().and_then(|view| view.pending.as_ref()) {
+            Some(pending) => format!(
+                "Swarm {swarm} revision {} waits for approval: kubectl shoal approve {swarm} (or kubectl annotate swarm {swarm} --overwrite {ANNOTATION_APPROVE}={})",
+                pending.revision, pending.approve_with
+            ),
+            None => format!(
+                "no revision of Swarm {swarm} waits for approval yet; see kubectl describe swarm {swarm}"
+            ),
+        };
+        (
+            "MembersNotInForce",
+            format!(
+                "operations target member(s) {} that Swarm {swarm}'s revision in force does not hold yet; their instances are delivered once it does. {what}",
+                first_few(members)
+            ),
+        )
+    });
+    flag(obs, status, "WaitingForSwarm", on, "MembersInForce");
 }
 
 pub(super) fn previous_condition<'a>(
@@ -177,8 +243,8 @@ pub(super) fn record_request_refusals(
     }
 }
 
-/// Degraded, AwaitingApproval, Progressing, Ready and the phase; the Event
-/// of inputs becoming valid again.
+/// Degraded, AwaitingApproval, Progressing, WaitingForSwarm, Ready and the
+/// phase; the Event of inputs becoming valid again.
 pub(super) fn conditions(
     obs: &PlanObservation,
     counts: &Counts,
@@ -191,6 +257,7 @@ pub(super) fn conditions(
         installed,
         desired,
         failed,
+        waiting_for_swarm,
     } = counts;
     let (pending, under_way, installed, desired) = (*pending, *under_way, *installed, *desired);
     let ready = installed as u32 == desired
@@ -217,6 +284,7 @@ pub(super) fn conditions(
         )
     });
     flag(obs, status, "Progressing", progressing, "Settled");
+    swarm_condition(obs, waiting_for_swarm, status);
     let (reason, message) = if ready {
         ("AllInstalled", format!("{installed} instance(s) installed"))
     } else if !status.unplaced.is_empty() {
@@ -238,6 +306,8 @@ pub(super) fn conditions(
         "Degraded"
     } else if pending > 0 {
         "AwaitingApproval"
+    } else if !waiting_for_swarm.is_empty() {
+        "WaitingForSwarm"
     } else if under_way > 0 {
         "Progressing"
     } else if ready {

@@ -62,6 +62,18 @@ pub(super) fn spec(instances: u32, policy: &str, image: &str) -> DeploymentPlanS
     .expect("a valid spec")
 }
 
+/// The fixture Swarm, its revision in force holding every member of `pools`
+/// (the largest the tests use), none waiting.
+pub(super) fn swarm_holding_every_member() -> SwarmView {
+    SwarmView {
+        members_in_force: pools(8, 8)
+            .iter()
+            .flat_map(|pool| pool.members().map(|(name, _)| name).collect::<Vec<_>>())
+            .collect(),
+        pending: None,
+    }
+}
+
 pub(super) fn observation(spec: DeploymentPlanSpec) -> PlanObservation {
     PlanObservation {
         name: "web".to_owned(),
@@ -70,7 +82,7 @@ pub(super) fn observation(spec: DeploymentPlanSpec) -> PlanObservation {
         spec,
         annotations: BTreeMap::new(),
         status: Default::default(),
-        swarm_exists: true,
+        swarm: Some(swarm_holding_every_member()),
         pools: pools(2, 2),
         leases: BTreeMap::new(),
         other_plans: Vec::new(),
@@ -597,7 +609,7 @@ fn bad_input_keeps_the_last_good_status_and_says_which_object_and_input() {
             }),
             "StatefulSet gpu",
         ),
-        (Box::new(|obs| obs.swarm_exists = false), "Swarm \"demo\""),
+        (Box::new(|obs| obs.swarm = None), "Swarm \"demo\""),
         (
             Box::new(|obs| {
                 let copy = obs.spec.applications[0].clone();
@@ -1096,6 +1108,7 @@ mod gate;
 mod ordered;
 mod reports;
 mod size;
+mod swarm_waiting;
 mod user_operations;
 
 #[test]
