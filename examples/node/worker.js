@@ -33,11 +33,13 @@ function runOneJob(job, member) {
   });
 }
 
-async function getSlice(after) {
-  // The slice; with `after`, once its revision is above it (or the long poll ends).
+async function getSlice(held) {
+  // The slice; with `held` (a slice hash), once the delivered one is another (or the
+  // long poll ends). An instance change keeps the revision and changes the hash, so
+  // the hash, not the revision, says whether anything changed.
   let path = '/v1/slice';
-  if (after !== null) {
-    path += `?waitForRevisionAfter=${after}&timeoutSeconds=${LONG_POLL_SECONDS}`;
+  if (held !== null) {
+    path += `?waitForChangeFrom=${encodeURIComponent(held)}&timeoutSeconds=${LONG_POLL_SECONDS}`;
   }
   const reply = await fetch(API + path, { signal: AbortSignal.timeout((LONG_POLL_SECONDS + 10) * 1000) });
   if (reply.status === 404) return null; // no slice delivered yet
@@ -46,27 +48,33 @@ async function getSlice(after) {
 }
 
 async function acknowledge(revision, hash) {
+  // 'acked'; or 'not needed' (409: the sidecar acknowledges by itself, or a newer
+  // slice came, which the next poll brings); or null to try again (503: fenced).
   const reply = await fetch(API + '/v1/ack', {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify({ revision, hash }),
   });
-  if (reply.ok) return true;
-  // 409: a newer slice arrived meanwhile (or the sidecar acknowledges by itself);
-  // 503: fenced. Either way the next poll brings what to follow.
-  log(`ack of revision ${revision} refused: ${reply.status} ${await reply.text()}`);
+  if (reply.ok) return 'acked';
+  const reason = await reply.text();
+  if (reply.status === 409) {
+    log(`ack of revision ${revision} not needed: ${reply.status} ${reason}`);
+    return 'not needed';
+  }
+  log(`ack of revision ${revision} refused: ${reply.status} ${reason}`);
   await sleep(500);
-  return false;
+  return null;
 }
 
 async function followSlices() {
-  // HTTP mode: run exactly the jobs of the delivered slice, acknowledge each one.
+  // HTTP mode: run exactly the jobs of the delivered slice, acknowledge each slice
+  // once, by revision and hash.
   let running = new Set();
-  let acked = null;
+  let handled = null; // hash of the last slice followed and acknowledged
   for (;;) {
     let current;
     try {
-      current = await getSlice(acked);
+      current = await getSlice(handled);
     } catch (error) {
       log(`the sidecar is not reachable yet (${error.message}); retrying`);
       await sleep(1000);
@@ -86,10 +94,10 @@ async function followSlices() {
       await sleep(500);
       continue;
     }
-    if (current.revision !== acked && (await acknowledge(current.revision, current.hash))) {
-      acked = current.revision;
-      log(`${member} ack ${acked} ${[...running].sort().join(' ')}`);
-    }
+    if (current.hash === handled) continue;
+    const outcome = await acknowledge(current.revision, current.hash);
+    if (outcome !== null) handled = current.hash;
+    if (outcome === 'acked') log(`${member} ack ${current.revision} ${[...running].sort().join(' ')}`);
   }
 }
 

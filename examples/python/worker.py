@@ -45,11 +45,13 @@ def run_one_job(job, member):
     return 0
 
 
-def get_slice(after):
-    """The slice; with `after`, once its revision is above it (or the long poll ends)."""
+def get_slice(held):
+    """The slice; with `held` (a slice hash), once the delivered one is another
+    (or the long poll ends). An instance change keeps the revision and changes
+    the hash, so the hash, not the revision, says whether anything changed."""
     path = "/v1/slice"
-    if after is not None:
-        path += f"?waitForRevisionAfter={after}&timeoutSeconds={LONG_POLL_SECONDS}"
+    if held is not None:
+        path += f"?waitForChangeFrom={held}&timeoutSeconds={LONG_POLL_SECONDS}"
     try:
         with urllib.request.urlopen(API + path, timeout=LONG_POLL_SECONDS + 10) as reply:
             return json.load(reply)
@@ -60,29 +62,35 @@ def get_slice(after):
 
 
 def acknowledge(revision, slice_hash):
+    """"acked"; or "not needed" (409: the sidecar acknowledges by itself, or a
+    newer slice came, which the next poll brings); or None to try again (503:
+    fenced)."""
     body = json.dumps({"revision": revision, "hash": slice_hash}).encode()
     request = urllib.request.Request(
         API + "/v1/ack", data=body, headers={"Content-Type": "application/json"}, method="POST"
     )
     try:
         with urllib.request.urlopen(request, timeout=10):
-            return True
+            return "acked"
     except urllib.error.HTTPError as error:
-        # 409: a newer slice arrived meanwhile (or the sidecar acknowledges by itself);
-        # 503: fenced. Either way the next poll brings what to follow.
-        log(f"ack of revision {revision} refused: {error.code} {error.read().decode()}")
+        reason = error.read().decode()
+        if error.code == 409:
+            log(f"ack of revision {revision} not needed: {error.code} {reason}")
+            return "not needed"
+        log(f"ack of revision {revision} refused: {error.code} {reason}")
         time.sleep(0.5)
-        return False
+        return None
 
 
 def follow_slices():
-    """HTTP mode: run exactly the jobs of the delivered slice, acknowledge each one."""
+    """HTTP mode: run exactly the jobs of the delivered slice, acknowledge each
+    slice once, by revision and hash."""
     running = set()
-    acked = None
+    handled = None  # hash of the last slice followed and acknowledged
     member = "?"
     while True:
         try:
-            current = get_slice(acked)
+            current = get_slice(handled)
         except (urllib.error.URLError, OSError) as error:
             log(f"the sidecar is not reachable yet ({error}); retrying")
             time.sleep(1)
@@ -101,9 +109,13 @@ def follow_slices():
         if current["fenced"]:
             time.sleep(0.5)
             continue
-        if current["revision"] != acked and acknowledge(current["revision"], current["hash"]):
-            acked = current["revision"]
-            log(f"{member} ack {acked} {' '.join(sorted(running))}")
+        if current["hash"] == handled:
+            continue
+        outcome = acknowledge(current["revision"], current["hash"])
+        if outcome is not None:
+            handled = current["hash"]
+        if outcome == "acked":
+            log(f"{member} ack {current['revision']} {' '.join(sorted(running))}")
 
 
 def main():

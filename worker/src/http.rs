@@ -4,6 +4,7 @@
 //! | --- | --- |
 //! | `GET /v1/slice` | the delivered slice as JSON (`swarm`, `member`, `revision`, `hash`, `jobs`, `instances`, `fenced`); 404 before the first slice |
 //! | `GET /v1/slice?waitForRevisionAfter=N[&timeoutSeconds=T]` | long poll: answers once the delivered revision is above `N` or the delivery changes otherwise (e.g. fencing), or after `T` seconds (default 30, at most 300) with whatever is current |
+//! | `GET /v1/slice?waitForChangeFrom=H[&timeoutSeconds=T]` | long poll: answers once the delivered slice's hash is not `H` (an instance change keeps the revision and changes the hash) or the delivery changes otherwise, or after `T` seconds |
 //! | `GET /v1/watch` | NDJSON stream: the current slice, then one line per change |
 //! | `POST /v1/ack` | `{"revision": N, "hash": "sha256:…"}`: the application confirms it applied the delivered slice (file/HTTP mode without `--ack-on-apply`) |
 //! | `GET /healthz` | 200 while the process runs |
@@ -71,7 +72,30 @@ pub struct Readiness {
 #[serde(rename_all = "camelCase")]
 struct SliceQuery {
     wait_for_revision_after: Option<u64>,
+    /// A slice hash: answer once the delivered slice's hash is another. An
+    /// instance change keeps the revision and changes the hash, so a worker
+    /// that acknowledges by revision and hash waits with this.
+    wait_for_change_from: Option<String>,
     timeout_seconds: Option<u64>,
+}
+
+impl SliceQuery {
+    /// Whether this is a long poll at all.
+    fn waits(&self) -> bool {
+        self.wait_for_revision_after.is_some() || self.wait_for_change_from.is_some()
+    }
+
+    /// Whether `delivered` already differs from what the caller holds.
+    fn answered_by(&self, delivered: &Delivered) -> bool {
+        delivered.slice.as_ref().is_some_and(|slice| {
+            self.wait_for_revision_after
+                .is_some_and(|after| slice.revision > after)
+                || self
+                    .wait_for_change_from
+                    .as_deref()
+                    .is_some_and(|hash| slice.hash != hash)
+        })
+    }
 }
 
 const DEFAULT_LONG_POLL: Duration = Duration::from_secs(30);
@@ -157,19 +181,15 @@ fn current_slice_response(delivered: &Delivered) -> Response {
 
 async fn get_slice(State(shared): State<Arc<Shared>>, Query(query): Query<SliceQuery>) -> Response {
     let mut delivered = shared.delivered.subscribe();
-    let Some(after) = query.wait_for_revision_after else {
+    if !query.waits() {
         return current_slice_response(&delivered.borrow_and_update());
-    };
+    }
     let timeout = query
         .timeout_seconds
         .map_or(DEFAULT_LONG_POLL, Duration::from_secs)
         .min(MAX_LONG_POLL);
     let start = delivered.borrow_and_update().clone();
-    if start
-        .slice
-        .as_ref()
-        .is_some_and(|slice| slice.revision > after)
-    {
+    if query.answered_by(&start) {
         return current_slice_response(&start);
     }
     let mut shutdown = shared.shutdown.subscribe();

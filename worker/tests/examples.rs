@@ -63,6 +63,53 @@ async fn wait_for_line(log: &Path, line: &str) {
     .await;
 }
 
+/// Beside a sidecar that acknowledges by itself (`--ack-on-apply`, as the
+/// sandbox runs them), the example asks once per slice, is told it need not
+/// (409), and does not ask again.
+async fn a_sidecar_that_acknowledges_by_itself_is_asked_once_per_slice(example: &Example) {
+    let cluster = Cluster::start().await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let log = dir.path().join("pool-0.log");
+    let mut settings: Settings = short_lease_settings(&cluster, "pool-0");
+    settings.ack_on_apply = true;
+    let worker = Worker::start(cluster.client(), settings)
+        .await
+        .expect("the sidecar starts");
+    let mut application = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(example.command_line(&log))
+        .env("SHOAL_API", format!("http://{}", worker.http_addr()))
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the example starts");
+    let first = slice("pool-0", 1, &["stream:a"]);
+    write_slice(&cluster.client(), cluster.namespace(), &first).await;
+    wait_for_ack(&cluster, &first, LIMIT).await;
+    wait_for_line(&log, "pool-0 start stream:a").await;
+    let second = first
+        .with_instances(vec![web_instance()])
+        .expect("a valid instance");
+    write_slice(&cluster.client(), cluster.namespace(), &second).await;
+    wait_for_ack(&cluster, &second, LIMIT).await;
+    // Time for a retry loop (two a second, as before) to show.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let lines = log_lines(&log);
+    let asked = lines
+        .iter()
+        .filter(|line| line.starts_with("ack of revision 1 not needed: 409"))
+        .count();
+    assert!((1..=2).contains(&asked), "asked {asked} times: {lines:?}");
+    let refused = lines.iter().filter(|line| line.contains("refused")).count();
+    assert_eq!(refused, 0, "{lines:?}");
+    assert!(
+        !lines.iter().any(|line| line.starts_with("pool-0 ack")),
+        "the sidecar acknowledged, not the example: {lines:?}"
+    );
+    worker.stop().await.expect("the sidecar stops");
+    let _ = application.kill().await;
+}
+
 /// Two members; revision 1 gives `b` to pool-0, revision 2 moves it to pool-1. Checks
 /// that both acknowledge each revision and that `b` stops on pool-0 and starts on pool-1.
 async fn a_job_moves_between_two_members(example: &Example, exec_mode: bool) {
@@ -120,6 +167,18 @@ async fn a_job_moves_between_two_members(example: &Example, exec_mode: bool) {
         // The application, not the sidecar, acknowledged: its own log says so.
         wait_for_line(&log("pool-0"), "pool-0 ack 2 stream:a").await;
         wait_for_line(&log("pool-1"), "pool-1 ack 2 stream:b stream:c").await;
+        // An instance change keeps revision 2 with a new hash: the application
+        // acknowledges that too (the sidecar does not in this mode).
+        let instance_change = grant
+            .with_instances(vec![web_instance()])
+            .expect("a valid instance");
+        write_slice(&cluster.client(), cluster.namespace(), &instance_change).await;
+        wait_for_ack(&cluster, &instance_change, LIMIT).await;
+        let acks = log_lines(&log("pool-1"))
+            .iter()
+            .filter(|line| *line == "pool-1 ack 2 stream:b stream:c")
+            .count();
+        assert_eq!(acks, 2, "{:?}", log_lines(&log("pool-1")));
     }
     let pool_0 = log_lines(&log("pool-0"));
     assert!(
@@ -159,5 +218,19 @@ async fn the_python_example_runs_one_process_per_job_in_exec_mode() {
 async fn the_node_example_runs_one_process_per_job_in_exec_mode() {
     if let Some(example) = Example::find("node", "examples/node/worker.js") {
         a_job_moves_between_two_members(&example, true).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_example_asks_a_self_acknowledging_sidecar_once_per_slice() {
+    if let Some(example) = Example::find("python3", "examples/python/worker.py") {
+        a_sidecar_that_acknowledges_by_itself_is_asked_once_per_slice(&example).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_example_asks_a_self_acknowledging_sidecar_once_per_slice() {
+    if let Some(example) = Example::find("node", "examples/node/worker.js") {
+        a_sidecar_that_acknowledges_by_itself_is_asked_once_per_slice(&example).await;
     }
 }

@@ -138,6 +138,22 @@ async fn get_v1_slice_serves_json_and_a_long_poll_wakes_on_the_next_revision() {
         2,
         "a long poll that times out answers with the current slice"
     );
+
+    // An instance change keeps the revision and changes the hash: a long poll
+    // from the hash held wakes for it, where one by revision would not.
+    let held = timed_out.json()["hash"].as_str().unwrap().to_owned();
+    let from_hash = format!("/v1/slice?waitForChangeFrom={held}&timeoutSeconds=20");
+    let poll = tokio::spawn(async move { get(address, &from_hash).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!poll.is_finished(), "the long poll waits for another hash");
+    let same_revision = slice("pool-0", 2, &["stream:a", "stream:z"])
+        .with_instances(vec![web_instance()])
+        .expect("a valid instance");
+    write_slice(&cluster.client(), cluster.namespace(), &same_revision).await;
+    let woken = tokio::time::timeout(LIMIT, poll).await.unwrap().unwrap();
+    assert_eq!(woken.json()["revision"], 2);
+    assert_eq!(woken.json()["hash"], same_revision.hash.as_str());
+    assert_ne!(same_revision.hash, held);
     worker.stop().await.unwrap();
 }
 

@@ -56,6 +56,19 @@ pub async fn wait_for_ack(cluster: &Cluster, slice: &SliceView, limit: Duration)
     .await;
 }
 
+/// One plan instance, as the controller delivers it beside the jobs.
+pub fn web_instance() -> shoal_core::SliceInstance {
+    shoal_core::SliceInstance {
+        name: "web-0".into(),
+        plan: "web".into(),
+        deployment: 1,
+        applications: vec![shoal_core::InstanceApplication {
+            name: "nginx".into(),
+            coordinates: [("image".to_owned(), "nginx:1.27".to_owned())].into(),
+        }],
+    }
+}
+
 /// A slice for `member` as the controller would compute it.
 pub fn slice(member: &str, revision: u64, jobs: &[&str]) -> SliceView {
     SliceView::new("demo", member, revision, jobs.iter().copied()).expect("valid job keys")
