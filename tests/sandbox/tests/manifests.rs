@@ -169,6 +169,74 @@ async fn start_emulated(test: &str) -> Option<TestCluster> {
     }
 }
 
+/// The printer columns of CRD `name` as the server holds it.
+async fn printer_columns(cluster: &TestCluster, name: &str) -> Value {
+    let text = kubectl(cluster, &["get", "crd", name, "-o", "json"]).await;
+    let crd: Value = serde_json::from_str(&text).expect("a CRD as JSON");
+    crd["spec"]["versions"][0]["additionalPrinterColumns"].clone()
+}
+
+#[tokio::test]
+async fn the_documented_crd_upgrade_takes_over_crds_a_helm_install_created() {
+    let Some(cluster) =
+        start_emulated("the_documented_crd_upgrade_takes_over_crds_a_helm_install_created").await
+    else {
+        return;
+    };
+    // An earlier release's CRDs as Helm creates them (a create, manager "helm"):
+    // here the chart's, less their printer columns.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for file in ["swarms.yaml", "deploymentplans.yaml"] {
+        let text = std::fs::read_to_string(repo_path(&format!("chart/shoal/crds/{file}")))
+            .expect("the chart's CRD");
+        let mut crd: Value = serde_saphyr::from_str(&text).expect("a CRD");
+        for version in crd["spec"]["versions"].as_array_mut().expect("versions") {
+            version
+                .as_object_mut()
+                .expect("a version")
+                .remove("additionalPrinterColumns");
+        }
+        let earlier = dir.path().join(file);
+        std::fs::write(&earlier, serde_json::to_string(&crd).expect("JSON")).expect("write");
+        kubectl(
+            &cluster,
+            &[
+                "create",
+                "--field-manager=helm",
+                "-f",
+                &earlier.display().to_string(),
+            ],
+        )
+        .await;
+    }
+    assert_eq!(
+        printer_columns(&cluster, "swarms.shoal.dev").await,
+        Value::Null
+    );
+    // The upgrade step the install page gives, as written.
+    kubectl(
+        &cluster,
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            "chart/shoal/crds/",
+        ],
+    )
+    .await;
+    for name in ["swarms.shoal.dev", "deploymentplans.shoal.dev"] {
+        let columns = printer_columns(&cluster, name).await;
+        assert!(
+            columns
+                .as_array()
+                .is_some_and(|columns| !columns.is_empty()),
+            "{name} kept the earlier schema: {columns}"
+        );
+    }
+    cluster.cleanup().await;
+}
+
 #[tokio::test]
 async fn every_manifest_is_accepted_client_side_and_server_side_and_reads_back() {
     let Some(cluster) =

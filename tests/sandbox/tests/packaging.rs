@@ -23,13 +23,14 @@ const CHART: &str = "chart/shoal";
 const INSTALL_NAMESPACE: &str = "shoal-system";
 
 /// Each file of the chart and the manifest it is generated from.
-const CHART_SOURCES: [(&str, &str); 6] = [
+/// `manifests/namespace.yaml` is not among them: the release namespace is Helm's
+/// (`--create-namespace`, or made beforehand), never a template.
+const CHART_SOURCES: [(&str, &str); 5] = [
     ("manifests/crd.yaml", "crds/swarms.yaml"),
     (
         "manifests/crd-deploymentplan.yaml",
         "crds/deploymentplans.yaml",
     ),
-    ("manifests/namespace.yaml", "templates/namespace.yaml"),
     ("manifests/rbac.yaml", "templates/rbac.yaml"),
     ("manifests/roles/roles.yaml", "templates/roles.yaml"),
     (
@@ -224,7 +225,13 @@ fn the_default_render_of_the_chart_equals_kustomize_of_the_manifests_object_by_o
         rendered.push_str("\n---\n");
     }
     let from_chart = objects(&rendered, "the chart's render");
-    let from_kustomize = objects(&kustomize("manifests/"), "kubectl kustomize manifests/");
+    let mut from_kustomize = objects(&kustomize("manifests/"), "kubectl kustomize manifests/");
+    // The one object the chart leaves to Helm: the release namespace.
+    let namespace = format!("v1 Namespace /{INSTALL_NAMESPACE}");
+    assert!(
+        from_kustomize.remove(&namespace).is_some(),
+        "manifests/ no longer makes {namespace}"
+    );
     assert_eq!(
         from_chart.keys().collect::<Vec<_>>(),
         from_kustomize.keys().collect::<Vec<_>>(),
@@ -234,6 +241,21 @@ fn the_default_render_of_the_chart_equals_kustomize_of_the_manifests_object_by_o
         if let Some(difference) = first_difference(&from_chart[key], object, "") {
             panic!("{key} differs at {difference}");
         }
+    }
+}
+
+#[test]
+fn the_chart_templates_no_namespace_so_helm_owns_the_release_namespace() {
+    let templates = repo_path(&format!("{CHART}/templates"));
+    for entry in std::fs::read_dir(&templates).expect("the chart's templates") {
+        let path = entry.expect("a template").path();
+        let text = std::fs::read_to_string(&path).expect("a readable template");
+        assert!(
+            !text.lines().any(|line| line.trim() == "kind: Namespace"),
+            "{} makes a Namespace: helm install fails on a namespace it did not create, \
+             and --create-namespace then fails on the template",
+            path.display()
+        );
     }
 }
 
