@@ -28,6 +28,20 @@ pub struct Tour {
     pub plugin: Option<Plugin>,
     /// Where the deployment status endpoint listens; `None`: not served.
     pub status_api: Option<std::net::SocketAddr>,
+    /// Each member's sidecar, for running an example worker against it.
+    pub sidecars: Vec<Sidecar>,
+}
+
+/// A member's sidecar, for the tour.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sidecar {
+    /// The member (pod name).
+    pub pod: String,
+    /// Its local API (`worker/openapi.yaml`).
+    pub address: std::net::SocketAddr,
+    /// It acknowledges each slice itself (`--ack-on-apply`); otherwise it
+    /// waits for the application's `POST /v1/ack`.
+    pub acknowledges_itself: bool,
 }
 
 /// The `kubectl shoal` plugin, for the tour.
@@ -192,12 +206,58 @@ impl Tour {
         if let Some(address) = self.status_api {
             self.render_status_api(&mut text, address);
         }
+        self.render_sidecars(&mut text);
         let _ = writeln!(text, "Press Ctrl-C to stop the sandbox.");
         text
     }
 }
 
 impl Tour {
+    /// Each member's sidecar address, and how to run an example worker
+    /// against one.
+    fn render_sidecars(&self, text: &mut String) {
+        let Some(first) = self.sidecars.first() else {
+            return;
+        };
+        let _ = writeln!(
+            text,
+            "The members' sidecars (local API: worker/openapi.yaml):"
+        );
+        let lines: Vec<(String, String)> = self
+            .sidecars
+            .iter()
+            .map(|sidecar| {
+                let how = if sidecar.acknowledges_itself {
+                    format!(
+                        "acknowledges by itself; --app-ack {} lets your application do it",
+                        sidecar.pod
+                    )
+                } else {
+                    "waits for your application's POST /v1/ack".to_owned()
+                };
+                (format!("{}  http://{}", sidecar.pod, sidecar.address), how)
+            })
+            .collect();
+        push_aligned(text, &lines);
+        let example = self
+            .sidecars
+            .iter()
+            .find(|sidecar| !sidecar.acknowledges_itself)
+            .unwrap_or(first);
+        let run = [(
+            format!(
+                "SHOAL_API=http://{} python3 examples/python/worker.py",
+                example.address
+            ),
+            format!(
+                "follow {}'s slice (examples/node/worker.js likewise)",
+                example.pod
+            ),
+        )];
+        push_aligned(text, &run);
+        let _ = writeln!(text);
+    }
+
     /// How to read a deployment's status document over HTTP, as a caller
     /// bound to the reader role.
     fn render_status_api(&self, text: &mut String, address: std::net::SocketAddr) {
@@ -325,7 +385,44 @@ mod tests {
             exec_logs: Vec::new(),
             plugin: None,
             status_api: None,
+            sidecars: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_tour_names_each_sidecars_address_and_runs_the_example_against_the_one_left_to_it() {
+        let mut shown = tour("default");
+        assert!(
+            !shown.render().contains("sidecars"),
+            "none listed, none shown"
+        );
+        shown.sidecars = vec![
+            Sidecar {
+                pod: "swarm-worker-0".to_owned(),
+                address: "127.0.0.1:4100".parse().expect("an address"),
+                acknowledges_itself: true,
+            },
+            Sidecar {
+                pod: "swarm-worker-1".to_owned(),
+                address: "127.0.0.1:4101".parse().expect("an address"),
+                acknowledges_itself: false,
+            },
+        ];
+        let text = shown.render();
+        assert!(
+            text.contains("swarm-worker-0  http://127.0.0.1:4100")
+                && text.contains("--app-ack swarm-worker-0 lets your application do it"),
+            "{text}"
+        );
+        assert!(
+            text.contains("swarm-worker-1  http://127.0.0.1:4101")
+                && text.contains("waits for your application's POST /v1/ack"),
+            "{text}"
+        );
+        assert!(
+            text.contains("SHOAL_API=http://127.0.0.1:4101 python3 examples/python/worker.py"),
+            "{text}"
+        );
     }
 
     #[test]

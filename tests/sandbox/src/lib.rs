@@ -17,6 +17,6 @@ mod sandbox;
 mod sidecars;
 
 pub use convergence::{Converged, Observation, Verdict};
-pub use instructions::{Plugin, Tour};
+pub use instructions::{Plugin, Sidecar, Tour};
 pub use kubectl::{Kubectl, KubectlError, eventually, kubectl_shoal};
 pub use sandbox::{Options, Sandbox, SandboxError, default_crd, default_demo};

@@ -49,6 +49,12 @@ struct Cli {
     /// Address of the deployment status REST endpoint (port 0: any free port).
     #[arg(long, env = "SHOAL_SANDBOX_STATUS_API", default_value = "127.0.0.1:0")]
     status_api: SocketAddr,
+    /// Members (pod names, comma-separated or repeated) whose sidecar waits for
+    /// your application's acknowledgement instead of acknowledging each slice
+    /// itself: run an example worker against it (its address is printed at
+    /// once; the demo converges when the worker acknowledges).
+    #[arg(long, env = "SHOAL_SANDBOX_APP_ACK", value_delimiter = ',')]
+    app_ack: Vec<String>,
 }
 
 /// `target/shoal-sandbox` when the binary lives in `target/<profile>/`.
@@ -71,6 +77,22 @@ async fn stop_signal() -> anyhow::Result<&'static str> {
             Ok("Ctrl-C")
         }
         _ = terminate.recv() => Ok("SIGTERM"),
+    }
+}
+
+/// The sidecars waiting for the user's application, before waiting for the
+/// demo to converge (it cannot until the application acknowledges).
+async fn print_app_ack_sidecars(sandbox: &Sandbox, timeout: Duration) {
+    match sandbox.app_ack_sidecars(timeout).await {
+        Ok(sidecars) => {
+            for (pod, address) in sidecars {
+                eprintln!(
+                    "shoal-sandbox: {pod}'s sidecar waits for your application's acknowledgement; \
+                     run one against it: SHOAL_API=http://{address} python3 examples/python/worker.py"
+                );
+            }
+        }
+        Err(error) => eprintln!("shoal-sandbox: {error}"),
     }
 }
 
@@ -98,6 +120,7 @@ async fn main() -> anyhow::Result<()> {
         member_lease: Duration::from_secs(cli.member_lease_seconds.max(1)),
         controller_metrics: cli.controller_metrics,
         status_api: Some(cli.status_api),
+        app_ack: cli.app_ack,
     };
     eprintln!(
         "shoal-sandbox: starting the emulated cluster, applying {} and {}",
@@ -114,6 +137,7 @@ async fn main() -> anyhow::Result<()> {
         }
     };
     let timeout = Duration::from_secs(cli.converge_seconds);
+    print_app_ack_sidecars(&sandbox, timeout).await;
     let converged = tokio::select! {
         converged = sandbox.wait_converged(timeout) => converged,
         signal = &mut stop => {

@@ -1,6 +1,7 @@
 //! The sandbox itself: the emulated cluster, Shoal's CRD and the demo applied
 //! with the real kubectl, the controller and one sidecar per member pod.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -15,7 +16,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::convergence::{Converged, Verdict, judge};
-use crate::instructions::Tour;
+use crate::instructions::{Sidecar, Tour};
 use crate::kubectl::{Kubectl, KubectlError};
 use crate::observe::{self, ObserveError};
 use crate::sidecars::{SidecarOptions, Sidecars};
@@ -47,6 +48,10 @@ pub struct Options {
     /// any free port, see [`Sandbox::status_api_address`]); `None`: not served. Its RBAC
     /// (`status-api/rbac.yaml` beside the CRD) is applied when it is served.
     pub status_api: Option<SocketAddr>,
+    /// Members (pod names) whose sidecar waits for the application's
+    /// acknowledgement instead of acknowledging on apply: run an example worker
+    /// against each (the demo converges once it acknowledges).
+    pub app_ack: Vec<String>,
 }
 
 impl Options {
@@ -63,6 +68,7 @@ impl Options {
             member_lease: Duration::from_secs(15),
             controller_metrics: None,
             status_api: None,
+            app_ack: Vec::new(),
         }
     }
 }
@@ -271,6 +277,7 @@ impl Sandbox {
                 namespace: namespace.clone(),
                 dir: options.dir.clone(),
                 lease: options.member_lease,
+                app_ack: options.app_ack.iter().cloned().collect(),
             },
         );
         Ok(Sandbox {
@@ -418,6 +425,40 @@ impl Sandbox {
         }
     }
 
+    /// Each running sidecar's local API address, by pod.
+    pub async fn sidecar_addresses(&self) -> BTreeMap<String, SocketAddr> {
+        match &self.sidecars {
+            Some(sidecars) => sidecars.addresses().await,
+            None => BTreeMap::new(),
+        }
+    }
+
+    /// Waits until the sidecars of the `app_ack` members run; their addresses.
+    pub async fn app_ack_sidecars(
+        &self,
+        timeout: Duration,
+    ) -> Result<BTreeMap<String, SocketAddr>, SandboxError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let running = self.sidecar_addresses().await;
+            let wanted: BTreeMap<String, SocketAddr> = running
+                .into_iter()
+                .filter(|(pod, _)| self.options.app_ack.contains(pod))
+                .collect();
+            if wanted.len() == self.options.app_ack.len() {
+                return Ok(wanted);
+            }
+            if Instant::now() >= deadline {
+                return Err(SandboxError::Timeout {
+                    what: format!("the sidecars of {}", self.options.app_ack.join(", ")),
+                    timeout,
+                    last_seen: format!("running: {:?}", wanted.keys().collect::<Vec<_>>()),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// The instructions to print for a converged demo.
     pub async fn tour(&self, converged: &Converged) -> Result<Tour, SandboxError> {
         let pools = observe::pools(&self.client, &self.namespace, &converged.swarm).await?;
@@ -447,6 +488,16 @@ impl Sandbox {
                 .collect(),
             plugin: None,
             status_api: self.status_api_address(),
+            sidecars: self
+                .sidecar_addresses()
+                .await
+                .into_iter()
+                .map(|(pod, address)| Sidecar {
+                    acknowledges_itself: !self.options.app_ack.contains(&pod),
+                    pod,
+                    address,
+                })
+                .collect(),
         })
     }
 

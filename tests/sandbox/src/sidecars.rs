@@ -28,6 +28,9 @@ pub(crate) struct SidecarOptions {
     pub dir: PathBuf,
     /// Member Lease duration for pods without a `shoal-worker` container.
     pub lease: Duration,
+    /// Pods whose sidecar waits for the application's `POST /v1/ack` (no
+    /// `--ack-on-apply`): a user runs an example worker against it.
+    pub app_ack: BTreeSet<String>,
 }
 
 /// A pool's sidecars and the StatefulSet they belong to.
@@ -59,6 +62,16 @@ impl Sidecars {
             failures.extend(pool.members.failures().await);
         }
         failures
+    }
+
+    /// Each running sidecar's local API address, by pod.
+    pub async fn addresses(&self) -> BTreeMap<String, std::net::SocketAddr> {
+        let pools = self.pools.lock().await;
+        pools
+            .values()
+            .flat_map(|pool| pool.members.running())
+            .map(|(pod, running)| (pod, running.http_addr))
+            .collect()
     }
 
     /// Stops following pools and stops every sidecar gracefully.
@@ -249,8 +262,9 @@ pub(crate) fn sidecar_settings(
                 shell_quote(&log.display().to_string())
             ));
         }
-        // No application runs here to confirm a slice.
-        None => settings.ack_on_apply = true,
+        // No application runs here to confirm a slice, unless the user said
+        // they run one against this member's sidecar.
+        None => settings.ack_on_apply = !options.app_ack.contains(&name),
     }
     Ok(settings)
 }
@@ -286,6 +300,7 @@ mod tests {
             namespace: "demo-ns".to_owned(),
             dir: dir.to_path_buf(),
             lease: Duration::from_secs(6),
+            app_ack: BTreeSet::new(),
         }
     }
 

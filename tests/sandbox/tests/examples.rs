@@ -159,3 +159,60 @@ async fn the_python_example_converges_in_exec_mode_and_hands_jobs_over_on_a_scal
 async fn the_node_example_converges_in_exec_mode_and_hands_jobs_over_on_a_scale() {
     the_example_converges_and_follows_a_scale("node", "examples/node/worker.js").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_left_to_its_application_converges_once_the_http_example_acknowledges() {
+    let installed = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !installed {
+        println!("skipped: python3 is not installed, so examples/python/worker.py cannot run");
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/python/worker.py");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut options = Options::new(dir.path().join("sandbox"));
+    options.app_ack = vec!["swarm-worker-0".to_owned()];
+    let mut sandbox = Sandbox::start(options).await.expect("the sandbox starts");
+    // The address the sandbox prints before it waits for the demo.
+    let sidecars = sandbox
+        .app_ack_sidecars(CONVERGE)
+        .await
+        .expect("the member's sidecar runs");
+    let address = sidecars["swarm-worker-0"];
+    let log = dir.path().join("example.log");
+    let mut example = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "exec python3 {} >>{} 2>&1",
+            script.display(),
+            log.display()
+        ))
+        .env("SHOAL_API", format!("http://{address}"))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the example starts");
+    let converged = sandbox
+        .wait_converged_with(2, CONVERGE)
+        .await
+        .expect("the demo converges once the example acknowledges");
+    let slice = &converged.slices["swarm-worker-0"];
+    let jobs = slice.jobs.join(" ");
+    let acked = format!("swarm-worker-0 ack {} {jobs}", slice.revision);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        text.lines().any(|line| line == acked),
+        "{acked:?} not in:\n{text}"
+    );
+    // The tour lists both sidecars, and says which one waits for the application.
+    let tour = sandbox.tour(&converged).await.expect("the tour").render();
+    assert!(
+        tour.contains(&format!("swarm-worker-0  http://{address}"))
+            && tour.contains("waits for your application's POST /v1/ack")
+            && tour.contains("--app-ack swarm-worker-1"),
+        "{tour}"
+    );
+    let _ = example.kill().await;
+    sandbox.shutdown().await.expect("stops cleanly");
+}
