@@ -81,12 +81,16 @@ async fn wait_until_logs_match(dir: &Path, converged: &Converged) {
     }
 }
 
-async fn the_example_converges_and_follows_a_scale(interpreter: &str, script: &str) {
-    let installed = std::process::Command::new(interpreter)
+/// Whether `program --version` runs.
+fn installed(program: &str) -> bool {
+    std::process::Command::new(program)
         .arg("--version")
         .output()
-        .is_ok_and(|output| output.status.success());
-    if !installed {
+        .is_ok_and(|output| output.status.success())
+}
+
+async fn the_example_converges_and_follows_a_scale(interpreter: &str, script: &str) {
+    if !installed(interpreter) {
         println!("skipped: {interpreter} is not installed, so {script} cannot run");
         return;
     }
@@ -162,11 +166,7 @@ async fn the_node_example_converges_in_exec_mode_and_hands_jobs_over_on_a_scale(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_left_to_its_application_converges_once_the_http_example_acknowledges() {
-    let installed = std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if !installed {
+    if !installed("python3") {
         println!("skipped: python3 is not installed, so examples/python/worker.py cannot run");
         return;
     }
