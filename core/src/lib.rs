@@ -27,6 +27,7 @@
 pub mod assignment;
 pub mod deploy;
 pub mod diff;
+pub mod duration;
 pub mod format;
 pub mod gate;
 pub mod hash;

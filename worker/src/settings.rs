@@ -66,21 +66,21 @@ pub struct Settings {
 
     /// How long an instance's process must run before it is reported
     /// `installed` (it is `installing` until then).
-    #[arg(long, env = "SHOAL_INSTANCE_SETTLE", default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, env = "SHOAL_INSTANCE_SETTLE", default_value = "2s", value_parser = shoal_core::duration::parse_flag)]
     pub instance_settle: Duration,
 
     /// Exec mode: how long a revoked job's process may take to exit after
     /// SIGTERM before it gets SIGKILL.
-    #[arg(long, env = "SHOAL_STOP_GRACE", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "SHOAL_STOP_GRACE", default_value = "10s", value_parser = shoal_core::duration::parse_flag)]
     pub stop_grace: Duration,
 
     /// Exec mode: first delay before restarting a crashed process; doubles
     /// with each consecutive crash.
-    #[arg(long, env = "SHOAL_RESTART_BACKOFF", default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, env = "SHOAL_RESTART_BACKOFF", default_value = "1s", value_parser = shoal_core::duration::parse_flag)]
     pub restart_backoff: Duration,
 
     /// Exec mode: the longest delay between restarts of a crashing process.
-    #[arg(long, env = "SHOAL_RESTART_BACKOFF_MAX", default_value = "1m", value_parser = parse_duration)]
+    #[arg(long, env = "SHOAL_RESTART_BACKOFF_MAX", default_value = "1m", value_parser = shoal_core::duration::parse_flag)]
     pub restart_backoff_max: Duration,
 
     /// File/HTTP mode: acknowledge a revision as soon as it is delivered,
@@ -91,21 +91,21 @@ pub struct Settings {
 
     /// Duration of the member Lease (`leaseDurationSeconds`); renewed every
     /// third of it.
-    #[arg(long, env = "SHOAL_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, env = "SHOAL_LEASE_DURATION", default_value = "15s", value_parser = shoal_core::duration::parse_flag)]
     pub lease_duration: Duration,
 
     /// Clock-skew margin for self-fencing: the sidecar stops every job when
     /// it could not renew by `last renewal + lease duration - margin`, i.e.
     /// this long before the controller may see the Lease as expired. It must
     /// exceed the worst clock skew between this node and the controller's.
-    #[arg(long, env = "SHOAL_FENCE_MARGIN", default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, env = "SHOAL_FENCE_MARGIN", default_value = "2s", value_parser = shoal_core::duration::parse_flag)]
     pub fence_margin: Duration,
 
     /// SIGTERM → SIGKILL grace for jobs stopped by self-fencing (exec mode;
     /// at most `--stop-grace`). Fencing starts this long before the fencing
     /// deadline (last renewal, plus lease duration, minus margin), so that
     /// every job process is gone — not merely signalled — by then.
-    #[arg(long, env = "SHOAL_FENCE_GRACE", default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, env = "SHOAL_FENCE_GRACE", default_value = "2s", value_parser = shoal_core::duration::parse_flag)]
     pub fence_grace: Duration,
 
     /// Signal the application after each change: a file holding its pid.
@@ -176,30 +176,6 @@ impl Settings {
     }
 }
 
-/// Parses durations such as `500ms`, `10s`, `2m`, `1h` (a bare number is seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let amount: u64 = number.parse().map_err(|_| {
-        format!("duration {text:?} must start with a whole number, e.g. 10s or 500ms")
-    })?;
-    let duration = match unit {
-        "ms" => Duration::from_millis(amount),
-        "" | "s" => Duration::from_secs(amount),
-        "m" => Duration::from_secs(amount * 60),
-        "h" => Duration::from_secs(amount * 3600),
-        other => {
-            return Err(format!(
-                "duration {text:?} has unknown unit {other:?}; use ms, s, m or h"
-            ));
-        }
-    };
-    Ok(duration)
-}
-
 /// Accepts the signal names the sidecar knows how to send.
 pub fn parse_signal_name(text: &str) -> Result<String, String> {
     let upper = text.trim().to_ascii_uppercase();
@@ -218,18 +194,27 @@ mod tests {
     use clap::Parser;
 
     #[test]
-    fn durations_read_with_their_units() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-    }
-
-    #[test]
-    fn a_bad_duration_names_the_problem() {
-        assert!(parse_duration("fast").unwrap_err().contains("whole number"));
-        assert!(parse_duration("3d").unwrap_err().contains("unknown unit"));
+    fn duration_flags_take_the_shared_syntax_and_a_bad_one_is_refused_naming_it() {
+        let parse = |grace: &str| {
+            Settings::try_parse_from([
+                "shoal-worker",
+                "--pod-name",
+                "pool-0",
+                "--pod-namespace",
+                "default",
+                "--stop-grace",
+                grace,
+            ])
+        };
+        assert_eq!(parse("1m30s").unwrap().stop_grace, Duration::from_secs(90));
+        assert_eq!(parse("7").unwrap().stop_grace, Duration::from_secs(7));
+        let refused = parse("fast").unwrap_err().to_string();
+        assert!(
+            refused.contains("--stop-grace") && refused.contains("\"fast\""),
+            "{refused}"
+        );
+        let refused = parse("99999999999999999999m").unwrap_err().to_string();
+        assert!(refused.contains("is not a duration"), "{refused}");
     }
 
     #[test]

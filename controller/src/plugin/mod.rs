@@ -212,7 +212,7 @@ pub enum Command {
         #[arg(long = "for", value_enum, default_value_t = wait::WaitFor::InForce)]
         for_: wait::WaitFor,
         /// Give up after this long, e.g. `90s`, `5m`.
-        #[arg(long, default_value = "5m", value_parser = crate::swarm::decide::parse_duration)]
+        #[arg(long, default_value = "5m", value_parser = shoal_core::duration::parse_flag)]
         timeout: std::time::Duration,
     },
     /// Relocate one instance (make-before-break), to a named member or where
@@ -268,7 +268,7 @@ pub enum Command {
         #[arg(value_parser = swarm_rollout::RolloutObject::parse)]
         object: swarm_rollout::RolloutObject,
         /// Give up after this long, e.g. `90s`, `5m`.
-        #[arg(long, default_value = "5m", value_parser = crate::swarm::decide::parse_duration)]
+        #[arg(long, default_value = "5m", value_parser = shoal_core::duration::parse_flag)]
         timeout: std::time::Duration,
     },
     /// A plan's recorded deployment revisions with change cause and creation time.

@@ -415,43 +415,6 @@ pub fn strategy_of(spec: &StrategySpec) -> Strategy {
     }
 }
 
-/// Parses a duration such as `90s`, `5m`, `1h30m`, `250ms`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Err("empty duration".to_owned());
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(|b| b.is_ascii_digit()).count();
-        if digits == 0 {
-            return Err(format!("duration {text:?}: expected a number at {rest:?}"));
-        }
-        let number: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("duration {text:?}: number too large"))?;
-        rest = &rest[digits..];
-        let unit_len = rest.bytes().take_while(|b| b.is_ascii_alphabetic()).count();
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let part = match unit {
-            "ms" => Duration::from_millis(number),
-            "s" => Duration::from_secs(number),
-            "m" => Duration::from_secs(number.saturating_mul(60)),
-            "h" => Duration::from_secs(number.saturating_mul(3600)),
-            "" => return Err(format!("duration {text:?}: missing unit (ms, s, m, h)")),
-            other => {
-                return Err(format!(
-                    "duration {text:?}: unknown unit {other:?} (ms, s, m, h)"
-                ));
-            }
-        };
-        total = total.saturating_add(part);
-    }
-    Ok(total)
-}
-
 /// How long a member may be unavailable before its jobs move, when `failover.after` is
 /// unset: as long as Kubernetes waits before evicting pods from an unreachable node.
 pub const DEFAULT_FAILOVER_AFTER: &str = "5m";
@@ -478,7 +441,7 @@ fn duration_setting(
     setting: &str,
     text: &str,
 ) -> Result<Duration, InputProblem> {
-    parse_duration(text).map_err(|error| InputProblem {
+    shoal_core::duration::parse(text).map_err(|error| InputProblem {
         reason: "InvalidRollout",
         message: format!("Swarm {}: {setting}: {error}", obs.swarm),
     })

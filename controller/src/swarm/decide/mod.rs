@@ -63,7 +63,7 @@ pub use history::{
     RevisionRecord, StoredRecord, join_record, record_part_configmap, record_part_key, replay,
     store_record,
 };
-pub use inputs::{DEFAULT_VNODES, job_list, observed_inputs, parse_duration, strategy_of};
+pub use inputs::{DEFAULT_VNODES, job_list, observed_inputs, strategy_of};
 pub use instances::{Delivery, PlanForDelivery, deliveries};
 pub use members::member_of_pod;
 pub use ownership::unchecked_targets;

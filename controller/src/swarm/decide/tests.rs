@@ -960,16 +960,6 @@ fn a_plan_is_the_same_after_a_controller_restart() {
 }
 
 #[test]
-fn durations_parse_in_go_style_units() {
-    assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-    assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-    assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-    assert!(parse_duration("5").unwrap_err().contains("missing unit"));
-    assert!(parse_duration("5d").unwrap_err().contains("unknown unit"));
-    assert!(parse_duration("").is_err());
-}
-
-#[test]
 fn an_invalid_failover_duration_is_reported() {
     let mut spec = spec(jobs(4));
     spec.failover.after = Some("soon".to_owned());
