@@ -8,8 +8,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::utils::Backoff;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher::{self, Event, ExponentialBackoff};
 use tokio::sync::watch;
 
 use crate::Shared;
@@ -17,71 +16,34 @@ use crate::slice_doc::{self, SliceProblem, Stored};
 use crate::view::SliceView;
 use shoal_core::format::EncodedSlice;
 
-/// Exponential backoff with full jitter for the slice watch: the n-th retry waits a
-/// random time between 100 ms and `min(5 s, 100 ms * 2^n)`.
+/// The slice watch's backoff: the n-th retry waits between
+/// `c = min(2.5 s, 100 ms * 2^n)` and `2c` (backon's exponential backoff, each
+/// delay stretched by a random 0-100 %), so never more than 5 s.
 ///
 /// Tighter than kube's default (up to 30 s): one small watch per member is
 /// cheap, and after a partition heals the member should see revokes quickly.
 /// The jitter spreads hundreds of sidecars that lost the API server at the same
-/// moment over the whole window instead of reconnecting in lockstep. Each
-/// sidecar draws from its own generator, seeded from process randomness.
-#[derive(Debug, Clone)]
-pub struct WatchBackoff {
-    /// The upper end of the next delay's range.
-    ceiling: Duration,
-    /// State of the random generator (SplitMix64).
-    state: u64,
+/// moment over the window instead of reconnecting in lockstep: each draws from
+/// its own generator, seeded from process randomness unless `seed` is given
+/// (tests).
+pub fn watch_backoff(seed: Option<u64>) -> ExponentialBackoff {
+    let builder = backon::ExponentialBuilder::default()
+        .with_min_delay(WATCH_BACKOFF_START)
+        .with_max_delay(WATCH_BACKOFF_MAX / 2)
+        .with_factor(2.0)
+        .without_max_times()
+        .with_jitter();
+    match seed {
+        Some(seed) => builder.with_jitter_seed(seed),
+        None => builder,
+    }
+    .into()
 }
 
 /// The shortest delay and the first ceiling.
 pub const WATCH_BACKOFF_START: Duration = Duration::from_millis(100);
-/// The largest ceiling.
+/// The longest delay.
 pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(5);
-
-impl WatchBackoff {
-    /// A backoff whose random draws follow from `seed` (tests; [`Default`] seeds randomly).
-    pub fn seeded(seed: u64) -> WatchBackoff {
-        WatchBackoff {
-            ceiling: WATCH_BACKOFF_START,
-            state: seed,
-        }
-    }
-
-    /// The next pseudo-random number (SplitMix64: tiny, and good enough to spread retries).
-    fn next_random(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
-impl Default for WatchBackoff {
-    fn default() -> WatchBackoff {
-        use std::hash::BuildHasher;
-        // `RandomState` is keyed from the operating system's randomness per process.
-        WatchBackoff::seeded(std::hash::RandomState::new().hash_one(std::process::id()))
-    }
-}
-
-impl Iterator for WatchBackoff {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        let ceiling = self.ceiling;
-        self.ceiling = (self.ceiling * 2).min(WATCH_BACKOFF_MAX);
-        let span = (ceiling - WATCH_BACKOFF_START).as_millis() as u64;
-        let extra = self.next_random() % (span + 1);
-        Some(WATCH_BACKOFF_START + Duration::from_millis(extra))
-    }
-}
-
-impl Backoff for WatchBackoff {
-    fn reset(&mut self) {
-        self.ceiling = WATCH_BACKOFF_START;
-    }
-}
 
 /// Follows `<pod>-slice` until `shutdown` fires.
 pub(crate) async fn follow(
@@ -91,7 +53,7 @@ pub(crate) async fn follow(
 ) {
     let name = shared.slice_config_map.clone();
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let events = watcher::watcher(api, config).backoff(WatchBackoff::default());
+    let events = watcher::watcher(api, config).backoff(watch_backoff(None));
     futures::pin_mut!(events);
     // Whether the current (re)list saw the ConfigMap at all.
     let mut seen_in_list = false;
@@ -248,49 +210,52 @@ async fn read_slice(shared: &Shared, config_map: &ConfigMap) -> Result<SliceView
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::runtime::utils::Backoff as _;
 
-    /// The ceiling of the n-th delay (counting from 0).
-    fn ceiling(attempt: u32) -> Duration {
-        (WATCH_BACKOFF_START * 2u32.saturating_pow(attempt.min(16))).min(WATCH_BACKOFF_MAX)
+    /// The shortest delay of the n-th retry (counting from 0); the longest is twice it.
+    fn floor(attempt: u32) -> Duration {
+        (WATCH_BACKOFF_START * 2u32.saturating_pow(attempt.min(16))).min(WATCH_BACKOFF_MAX / 2)
     }
 
     #[test]
     fn two_sidecars_wait_different_times_within_the_backoff_bounds() {
-        let first: Vec<Duration> = WatchBackoff::default().take(12).collect();
-        let second: Vec<Duration> = WatchBackoff::default().take(12).collect();
+        let first: Vec<Duration> = watch_backoff(None).take(12).collect();
+        let second: Vec<Duration> = watch_backoff(None).take(12).collect();
         assert_ne!(first, second, "two sidecars would reconnect in lockstep");
         for delays in [&first, &second] {
             for (attempt, delay) in delays.iter().enumerate() {
                 let attempt = attempt as u32;
                 assert!(
-                    *delay >= WATCH_BACKOFF_START && *delay <= ceiling(attempt),
-                    "retry {attempt} waits {delay:?}, outside {WATCH_BACKOFF_START:?}..={:?}",
-                    ceiling(attempt)
+                    *delay >= floor(attempt) && *delay <= floor(attempt) * 2,
+                    "retry {attempt} waits {delay:?}, outside {:?}..={:?}",
+                    floor(attempt),
+                    floor(attempt) * 2
                 );
+                assert!(*delay <= WATCH_BACKOFF_MAX, "{delay:?}");
             }
         }
     }
 
     #[test]
     fn many_sidecars_spread_their_retries_over_the_window() {
-        // 200 sidecars at their 6th retry (ceiling 3.2 s): in lockstep they would all
-        // pick one delay; with jitter they cover most of the window.
+        // 200 sidecars at their 6th retry (window 2.5 s to 5 s): in lockstep they
+        // would all pick one delay; with jitter they cover most of the window.
         let delays: std::collections::BTreeSet<Duration> = (0..200u64)
-            .map(|seed| WatchBackoff::seeded(seed).nth(5).unwrap_or_default())
+            .map(|seed| watch_backoff(Some(seed)).nth(5).unwrap_or_default())
             .collect();
         assert!(delays.len() > 150, "only {} distinct delays", delays.len());
         let lowest = delays.first().copied().unwrap_or_default();
         let highest = delays.last().copied().unwrap_or_default();
-        assert!(lowest < Duration::from_millis(600), "{lowest:?}");
-        assert!(highest > Duration::from_millis(2700), "{highest:?}");
+        assert!(lowest < Duration::from_millis(3000), "{lowest:?}");
+        assert!(highest > Duration::from_millis(4500), "{highest:?}");
     }
 
     #[test]
     fn a_reset_starts_again_from_the_shortest_window() {
-        let mut backoff = WatchBackoff::seeded(7);
+        let mut backoff = watch_backoff(Some(7));
         let _ = backoff.by_ref().take(10).count();
         backoff.reset();
         let delay = backoff.next().unwrap_or_default();
-        assert!(delay <= ceiling(0), "{delay:?} after a reset");
+        assert!(delay <= floor(0) * 2, "{delay:?} after a reset");
     }
 }
