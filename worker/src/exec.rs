@@ -102,6 +102,9 @@ pub fn command_for(template: &str, job: &str, member: &str) -> String {
 }
 
 /// Quotes `value` for POSIX `sh`: wrapped in single quotes, each `'` written as `'\''`.
+/// The one shell quoting of the workspace (the sandbox uses it too). Kept by hand:
+/// it is one line, total over every string, where `shlex::try_quote` adds an error
+/// path (NUL) that the command templates would have to carry for nothing.
 pub fn shell_quote(value: &str) -> String {
     format!("'{}'", value.replace('\'', r"'\''"))
 }

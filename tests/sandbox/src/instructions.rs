@@ -70,7 +70,7 @@ fn shell_word(text: &str) -> String {
     if safe && !text.is_empty() {
         text.to_owned()
     } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
+        shoal_worker::exec::shell_quote(text)
     }
 }
 

@@ -13,6 +13,7 @@ use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use shoal_core::names;
 use shoal_worker::Settings;
+use shoal_worker::exec::shell_quote;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
@@ -267,11 +268,6 @@ pub(crate) fn sidecar_settings(
         None => settings.ack_on_apply = !options.app_ack.contains(&name),
     }
     Ok(settings)
-}
-
-/// `text` as one single-quoted shell word.
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 fn create_parent(file: &Path) -> Result<(), String> {
