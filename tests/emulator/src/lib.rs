@@ -5,6 +5,7 @@
 //! harness. It is never shipped to users as a substitute for a cluster.
 
 pub mod harness;
+pub mod http_client;
 pub mod server;
 pub mod sim;
 

@@ -18,7 +18,6 @@ use shoal_emulator::Faults;
 use shoal_emulator::harness::{KUBECONFIG_ENV, TestCluster};
 use shoal_worker::SliceView;
 use shoal_worker::slice_doc;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -150,131 +149,43 @@ where
     }
 }
 
-/// An HTTP response: status code and body.
-#[derive(Debug)]
-pub struct Response {
-    pub status: u16,
-    pub body: String,
-}
+pub use shoal_emulator::http_client::Response;
 
-impl Response {
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|error| panic!("{error}: {}", self.body))
-    }
-}
-
-/// One HTTP/1.1 request with `Connection: close`; reads the whole answer.
+/// One request to the sidecar; the whole answer (panics when there is none).
 pub async fn request(
     address: SocketAddr,
     method: &str,
     path: &str,
     body: Option<&str>,
 ) -> Response {
-    let mut stream = TcpStream::connect(address)
+    let headers = [("content-type", "application/json")];
+    shoal_emulator::http_client::request(address, method, path, &headers, body)
         .await
-        .expect("connect to sidecar");
-    let body = body.unwrap_or("");
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(body.as_bytes()).await.unwrap();
-    let mut reader = BufReader::new(stream);
-    let (status, chunked) = read_head(&mut reader).await;
-    let body = if chunked {
-        let mut body = Vec::new();
-        while let Some(chunk) = read_chunk(&mut reader).await {
-            body.extend(chunk);
-        }
-        body
-    } else {
-        let mut body = Vec::new();
-        reader.read_to_end(&mut body).await.unwrap();
-        body
-    };
-    Response {
-        status,
-        body: String::from_utf8(body).unwrap(),
-    }
+        .unwrap_or_else(|error| panic!("{error}"))
 }
 
 pub async fn get(address: SocketAddr, path: &str) -> Response {
     request(address, "GET", path, None).await
 }
 
-async fn read_head(reader: &mut BufReader<TcpStream>) -> (u16, bool) {
-    let mut status_line = String::new();
-    reader.read_line(&mut status_line).await.unwrap();
-    let status = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
-    let mut chunked = false;
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).await.unwrap();
-        if line == "\r\n" || line.is_empty() {
-            break;
-        }
-        if line
-            .to_ascii_lowercase()
-            .starts_with("transfer-encoding: chunked")
-        {
-            chunked = true;
-        }
-    }
-    (status, chunked)
-}
-
-async fn read_chunk(reader: &mut BufReader<TcpStream>) -> Option<Vec<u8>> {
-    let mut size_line = String::new();
-    if reader.read_line(&mut size_line).await.ok()? == 0 {
-        return None;
-    }
-    let size = usize::from_str_radix(size_line.trim(), 16).ok()?;
-    let mut chunk = vec![0; size + 2];
-    reader.read_exact(&mut chunk).await.ok()?;
-    chunk.truncate(size);
-    (size > 0).then_some(chunk)
-}
-
 /// A streaming NDJSON reader for `GET /v1/watch`.
 pub struct WatchStream {
-    reader: BufReader<TcpStream>,
-    pending: Vec<u8>,
+    lines: shoal_emulator::http_client::Lines,
 }
 
 impl WatchStream {
     pub async fn open(address: SocketAddr) -> WatchStream {
-        let mut stream = TcpStream::connect(address)
+        let (status, lines) = shoal_emulator::http_client::stream(address, "/v1/watch")
             .await
-            .expect("connect to sidecar");
-        stream
-            .write_all(b"GET /v1/watch HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            .await
-            .unwrap();
-        let mut reader = BufReader::new(stream);
-        let (status, chunked) = read_head(&mut reader).await;
+            .unwrap_or_else(|error| panic!("{error}"));
         assert_eq!(status, 200);
-        assert!(chunked, "the watch is streamed");
-        WatchStream {
-            reader,
-            pending: Vec::new(),
-        }
+        WatchStream { lines }
     }
 
     /// The next JSON line, or `None` when the stream ended.
     pub async fn next(&mut self) -> Option<serde_json::Value> {
-        loop {
-            if let Some(end) = self.pending.iter().position(|&byte| byte == b'\n') {
-                let line: Vec<u8> = self.pending.drain(..=end).collect();
-                return Some(serde_json::from_slice(&line).expect("NDJSON line"));
-            }
-            let chunk = read_chunk(&mut self.reader).await?;
-            self.pending.extend(chunk);
-        }
+        let line = self.lines.next_line().await?;
+        Some(serde_json::from_str(&line).expect("NDJSON line"))
     }
 }
 
