@@ -40,7 +40,7 @@ pub mod swarm;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-pub use runtime::{Clients, RunError, run, run_with_clients};
+pub use runtime::{Clients, RunError, default_identity, run, run_with_clients};
 
 /// Leader election on a Lease: only the holder reconciles.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +60,8 @@ pub struct Settings {
     pub namespace: Option<String>,
     /// Leader election; `None`: this process always reconciles.
     pub leader_election: Option<LeaderElection>,
-    /// This replica's identity (Lease holder, Event reporter instance).
+    /// This replica's identity (Lease holder, Event reporter instance); the binary
+    /// defaults it with [`default_identity`].
     pub identity: String,
     /// Address of the `/metrics`, `/healthz`, `/readyz` server; `None`: no server.
     pub metrics_address: Option<SocketAddr>,

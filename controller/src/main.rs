@@ -34,7 +34,8 @@ struct Cli {
     /// Seconds the leader holds the Lease without renewing it.
     #[arg(long, env = "SHOAL_LEADER_LEASE_SECONDS", default_value_t = 15)]
     leader_lease_seconds: u64,
-    /// This replica's identity (default: the pod name, else the host name).
+    /// This replica's identity, the leader Lease's holder (default: the pod name from
+    /// `POD_NAME`, else `<host name>-<process id>`).
     #[arg(long, env = "SHOAL_IDENTITY")]
     identity: Option<String>,
     /// Reconcile every Swarm at least this often, in seconds.
@@ -65,6 +66,17 @@ enum CrdKind {
     Deploymentplan,
 }
 
+/// The host name as the OS reports it (uname's nodename). Not `$HOSTNAME`: a shell
+/// variable that is often not exported, so a controller started from a script would not
+/// see it.
+fn host_name() -> Option<String> {
+    rustix::system::uname()
+        .nodename()
+        .to_str()
+        .ok()
+        .map(str::to_owned)
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -78,11 +90,13 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     init_logs(cli.log_format);
-    let identity = cli
-        .identity
-        .or_else(|| std::env::var("POD_NAME").ok())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "shoal-controller".to_owned());
+    let identity = cli.identity.unwrap_or_else(|| {
+        shoal_controller::default_identity(
+            std::env::var("POD_NAME").ok().as_deref(),
+            host_name().as_deref(),
+            std::process::id(),
+        )
+    });
     let lease_namespace = cli
         .leader_lease_namespace
         .or_else(|| std::env::var("POD_NAMESPACE").ok())

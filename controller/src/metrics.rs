@@ -8,6 +8,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use shoal_core::deploy::operation::OperationState;
+
+use crate::api::deployment_plan::{DeploymentPlanStatus, INSTANCE_STATES, ROLLOUT_PHASES};
 
 /// Label of the reconcile error counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -42,6 +45,28 @@ pub struct PhaseLabels {
     pub swarm: String,
     /// One of [`PHASES`].
     pub phase: String,
+}
+
+/// Labels of per-plan gauges.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PlanLabels {
+    /// The DeploymentPlan's namespace.
+    pub namespace: String,
+    /// DeploymentPlan name.
+    pub plan: String,
+}
+
+/// Labels of per-plan gauges with one series per state or phase, from a fixed list
+/// ([`OperationState::ALL`], [`INSTANCE_STATES`], [`PHASES`], [`ROLLOUT_PHASES`]), so
+/// the label set stays bounded whatever a status holds.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PlanStateLabels {
+    /// The DeploymentPlan's namespace.
+    pub namespace: String,
+    /// DeploymentPlan name.
+    pub plan: String,
+    /// The state or phase.
+    pub state: String,
 }
 
 /// Label of the build-info gauge.
@@ -88,6 +113,17 @@ pub struct Metrics {
     pub revision_in_force: Family<SwarmLabels, Gauge>,
     /// Jobs of each Swarm's revision in force that no member of its pools owns.
     pub unowned_jobs: Family<SwarmLabels, Gauge>,
+    /// Operations in each plan's status, by state.
+    pub plan_operations: Family<PlanStateLabels, Gauge>,
+    /// Seconds since the oldest operation of each plan not yet approved became so.
+    pub plan_oldest_pending_operation: Family<PlanLabels, Gauge>,
+    /// Instances in each plan's status, by state.
+    pub plan_instances: Family<PlanStateLabels, Gauge>,
+    /// 1 for each plan's current phase, 0 for its other phases.
+    pub plan_phase: Family<PlanStateLabels, Gauge>,
+    /// 1 for the phase of each plan's canary, blue-green or ordered rollout, 0 for the
+    /// other phases (all 0 without such a rollout).
+    pub plan_rollout_phase: Family<PlanStateLabels, Gauge>,
     /// 1 while this replica reconciles (holds the leader Lease, or runs without leader
     /// election), 0 while it stands by.
     pub leader: Gauge,
@@ -115,6 +151,11 @@ impl Metrics {
             swarm_phase: Family::default(),
             revision_in_force: Family::default(),
             unowned_jobs: Family::default(),
+            plan_operations: Family::default(),
+            plan_oldest_pending_operation: Family::default(),
+            plan_instances: Family::default(),
+            plan_phase: Family::default(),
+            plan_rollout_phase: Family::default(),
             leader: Gauge::default(),
             build_info: Family::default(),
             registry: Mutex::new(Registry::default()),
@@ -186,6 +227,31 @@ impl Metrics {
             metrics.unowned_jobs.clone(),
         );
         registry.register(
+            "plan_operations",
+            "Operations in each DeploymentPlan's status, by state",
+            metrics.plan_operations.clone(),
+        );
+        registry.register(
+            "plan_oldest_pending_operation_seconds",
+            "Seconds the oldest operation of each DeploymentPlan not yet approved (PENDING or PENDING_APPROVAL) has waited; 0 when none waits",
+            metrics.plan_oldest_pending_operation.clone(),
+        );
+        registry.register(
+            "plan_instances",
+            "Instances in each DeploymentPlan's status, by state",
+            metrics.plan_instances.clone(),
+        );
+        registry.register(
+            "plan_phase",
+            "1 for the phase each DeploymentPlan is in, 0 for its other phases",
+            metrics.plan_phase.clone(),
+        );
+        registry.register(
+            "plan_rollout_phase",
+            "1 for the phase of each DeploymentPlan's canary, blue-green or ordered rollout, 0 for the others",
+            metrics.plan_rollout_phase.clone(),
+        );
+        registry.register(
             "leader",
             "1 while this replica reconciles (leader or no leader election), 0 on standby",
             metrics.leader.clone(),
@@ -238,13 +304,47 @@ impl Metrics {
         }
     }
 
-    /// Every metric name the `/metrics` text carries (with the `_total`, `_bucket`,
-    /// `_sum`, `_count` and `_info` forms Prometheus sees), for checks that alerting rules
-    /// and dashboards name only metrics that exist.
-    ///
-    /// A family prints nothing until it has a series, so this encodes a fresh registry
-    /// with one series in each family.
-    pub fn exported_names() -> std::collections::BTreeSet<String> {
+    /// Sets the gauges of a DeploymentPlan after a pass. Every state and phase of the
+    /// fixed lists gets a series (0 when absent), so that none appears and vanishes; a
+    /// state outside them is not counted.
+    pub fn set_plan(&self, namespace: &str, plan: &str, gauges: &PlanGauges) {
+        let by_state = |state: &str| PlanStateLabels {
+            namespace: namespace.to_owned(),
+            plan: plan.to_owned(),
+            state: state.to_owned(),
+        };
+        for (state, count) in OperationState::ALL.iter().zip(gauges.operations) {
+            self.plan_operations
+                .get_or_create(&by_state(state.as_str()))
+                .set(count);
+        }
+        for (state, count) in INSTANCE_STATES.iter().zip(gauges.instances) {
+            self.plan_instances
+                .get_or_create(&by_state(state))
+                .set(count);
+        }
+        for phase in PHASES {
+            self.plan_phase
+                .get_or_create(&by_state(phase))
+                .set(i64::from(gauges.phase == Some(phase)));
+        }
+        for phase in ROLLOUT_PHASES {
+            self.plan_rollout_phase
+                .get_or_create(&by_state(phase))
+                .set(i64::from(gauges.rollout_phase == Some(phase)));
+        }
+        self.plan_oldest_pending_operation
+            .get_or_create(&PlanLabels {
+                namespace: namespace.to_owned(),
+                plan: plan.to_owned(),
+            })
+            .set(gauges.oldest_pending_seconds);
+    }
+
+    /// A registry with a series in every family: a family prints nothing until it has
+    /// one, and checks of what `/metrics` carries (names, HELP and TYPE, `promtool check
+    /// metrics`) must see them all.
+    pub fn with_every_family() -> Metrics {
         let every_family = Metrics::new();
         every_family.set_swarm(
             "namespace",
@@ -256,6 +356,7 @@ impl Metrics {
                 unowned_jobs: 0,
             },
         );
+        every_family.set_plan("namespace", "plan", &PlanGauges::default());
         every_family.wrote("configmap");
         every_family
             .reconcile_errors
@@ -263,10 +364,21 @@ impl Metrics {
                 category: "category".to_owned(),
             })
             .inc();
-        exported_names(&every_family.encode())
+        every_family
     }
 
-    /// The OpenMetrics text exposition.
+    /// Every metric name the `/metrics` text carries (with the `_total`, `_bucket`,
+    /// `_sum`, `_count` and `_info` forms Prometheus sees), for checks that alerting rules
+    /// and dashboards name only metrics that exist.
+    ///
+    /// A family prints nothing until it has a series, so this encodes
+    /// [`Metrics::with_every_family`].
+    pub fn exported_names() -> std::collections::BTreeSet<String> {
+        exported_names(&Metrics::with_every_family().encode())
+    }
+
+    /// The OpenMetrics text exposition (`/metrics` converts it to the format the scraper
+    /// asks for, `shoal_core::exposition`).
     pub fn encode(&self) -> String {
         let mut text = String::new();
         let registry = self
@@ -291,6 +403,69 @@ pub struct SwarmGauges<'a> {
     pub revision_in_force: u64,
     /// `status.unownedJobs`.
     pub unowned_jobs: u64,
+}
+
+/// What [`Metrics::set_plan`] records of one DeploymentPlan, read from its status by
+/// [`PlanGauges::of`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanGauges<'a> {
+    /// Operations per state, in the order of [`OperationState::ALL`].
+    pub operations: [i64; 5],
+    /// Seconds since the oldest operation not yet approved (`PENDING` or
+    /// `PENDING_APPROVAL`) entered its state; 0 when there is none.
+    pub oldest_pending_seconds: i64,
+    /// Instances per state, in the order of [`INSTANCE_STATES`].
+    pub instances: [i64; 8],
+    /// `status.phase`.
+    pub phase: Option<&'a str>,
+    /// `status.rollout.phase`.
+    pub rollout_phase: Option<&'a str>,
+}
+
+impl<'a> PlanGauges<'a> {
+    /// The gauges of `status` at `now`. An operation without a readable
+    /// `lastTransitionTime` (written before it existed) counts as waiting since `now`:
+    /// it is counted, and no age is made up for it.
+    pub fn of(status: &'a DeploymentPlanStatus, now: jiff::Timestamp) -> PlanGauges<'a> {
+        let mut gauges = PlanGauges {
+            phase: status.phase.as_deref(),
+            rollout_phase: status
+                .rollout
+                .as_ref()
+                .map(|rollout| rollout.phase.as_str()),
+            ..PlanGauges::default()
+        };
+        for operation in &status.operations {
+            let Some(index) = OperationState::ALL
+                .iter()
+                .position(|state| state.as_str() == operation.state)
+            else {
+                continue;
+            };
+            gauges.operations[index] += 1;
+            if matches!(
+                OperationState::ALL[index],
+                OperationState::Pending | OperationState::PendingApproval
+            ) {
+                let since = operation
+                    .last_transition_time
+                    .as_deref()
+                    .and_then(|text| text.parse::<jiff::Timestamp>().ok())
+                    .unwrap_or(now);
+                let waited = now.duration_since(since).as_secs().max(0);
+                gauges.oldest_pending_seconds = gauges.oldest_pending_seconds.max(waited);
+            }
+        }
+        for instance in &status.instances {
+            if let Some(index) = INSTANCE_STATES
+                .iter()
+                .position(|state| *state == instance.state)
+            {
+                gauges.instances[index] += 1;
+            }
+        }
+        gauges
+    }
 }
 
 /// The metric names of an OpenMetrics/Prometheus text exposition: the name of every sample
@@ -355,6 +530,107 @@ mod tests {
         }
     }
 
+    /// A plan's status as the controller writes it: operations of every kind of wait,
+    /// instances in several states, a halted canary.
+    fn plan_status() -> DeploymentPlanStatus {
+        serde_json::from_value(serde_json::json!({
+            "phase": "Degraded",
+            "rollout": {"deployment": 2, "phase": "Halted"},
+            "operations": [
+                {"id": "a", "type": "CREATE", "instance": "web-0", "deployment": 2,
+                 "state": "PENDING_APPROVAL", "hash": "h",
+                 "lastTransitionTime": "2026-01-01T10:00:00Z"},
+                {"id": "b", "type": "CREATE", "instance": "web-1", "deployment": 2,
+                 "state": "PENDING", "hash": "h",
+                 "lastTransitionTime": "2026-01-01T11:00:00Z"},
+                {"id": "c", "type": "UPDATE", "instance": "web-2", "deployment": 2,
+                 "state": "SUCCEEDED", "hash": "h",
+                 "lastTransitionTime": "2026-01-01T08:00:00Z"},
+                {"id": "d", "type": "UPDATE", "instance": "web-3", "deployment": 2,
+                 "state": "NOT_A_STATE", "hash": "h"}
+            ],
+            "instances": [
+                {"name": "web-0", "member": "m-0", "deployment": 2, "state": "installed"},
+                {"name": "web-1", "member": "m-1", "deployment": 2, "state": "installed"},
+                {"name": "web-2", "member": "m-2", "deployment": 2, "state": "failed"},
+                {"name": "web-3", "member": "m-3", "deployment": 2, "state": "sideways"}
+            ]
+        }))
+        .expect("a plan status")
+    }
+
+    #[test]
+    fn a_plan_reports_its_operations_instances_and_phases_by_state() {
+        let status = plan_status();
+        let now: jiff::Timestamp = "2026-01-01T12:00:00Z".parse().expect("a time");
+        let metrics = Metrics::new();
+        metrics.set_plan("team-a", "web", &PlanGauges::of(&status, now));
+        let text = metrics.encode();
+        for line in [
+            r#"shoal_plan_operations{namespace="team-a",plan="web",state="PENDING_APPROVAL"} 1"#,
+            r#"shoal_plan_operations{namespace="team-a",plan="web",state="PENDING"} 1"#,
+            r#"shoal_plan_operations{namespace="team-a",plan="web",state="SUCCEEDED"} 1"#,
+            r#"shoal_plan_operations{namespace="team-a",plan="web",state="APPROVED"} 0"#,
+            // The oldest waiting one entered PENDING_APPROVAL two hours before; the older
+            // SUCCEEDED one no longer waits.
+            r#"shoal_plan_oldest_pending_operation_seconds{namespace="team-a",plan="web"} 7200"#,
+            r#"shoal_plan_instances{namespace="team-a",plan="web",state="installed"} 2"#,
+            r#"shoal_plan_instances{namespace="team-a",plan="web",state="failed"} 1"#,
+            r#"shoal_plan_instances{namespace="team-a",plan="web",state="restarting"} 0"#,
+            r#"shoal_plan_phase{namespace="team-a",plan="web",state="Degraded"} 1"#,
+            r#"shoal_plan_phase{namespace="team-a",plan="web",state="Ready"} 0"#,
+            r#"shoal_plan_rollout_phase{namespace="team-a",plan="web",state="Halted"} 1"#,
+            r#"shoal_plan_rollout_phase{namespace="team-a",plan="web",state="Canary"} 0"#,
+        ] {
+            assert!(text.contains(line), "lacks {line}:\n{text}");
+        }
+        // States outside the fixed lists make no series: the label set stays bounded.
+        assert!(
+            !text.contains("NOT_A_STATE") && !text.contains("sideways"),
+            "{text}"
+        );
+        let series = |family: &str| {
+            text.lines()
+                .filter(|line| line.starts_with(&format!("{family}{{")))
+                .count()
+        };
+        assert_eq!(series("shoal_plan_operations"), 5);
+        assert_eq!(series("shoal_plan_instances"), INSTANCE_STATES.len());
+        assert_eq!(series("shoal_plan_phase"), PHASES.len());
+        assert_eq!(series("shoal_plan_rollout_phase"), ROLLOUT_PHASES.len());
+    }
+
+    #[test]
+    fn a_plan_with_nothing_waiting_reports_no_age_and_no_rollout_phase() {
+        let status = DeploymentPlanStatus {
+            phase: Some("Ready".to_owned()),
+            ..DeploymentPlanStatus::default()
+        };
+        let gauges = PlanGauges::of(&status, jiff::Timestamp::UNIX_EPOCH);
+        assert_eq!(gauges.oldest_pending_seconds, 0);
+        assert_eq!(gauges.operations, [0; 5]);
+        assert_eq!(gauges.rollout_phase, None);
+        let metrics = Metrics::new();
+        metrics.set_plan("ns", "web", &gauges);
+        let text = metrics.encode();
+        let rollout_phases_set = text
+            .lines()
+            .filter(|line| line.starts_with("shoal_plan_rollout_phase{") && line.ends_with(" 1"))
+            .count();
+        assert_eq!(rollout_phases_set, 0, "{text}");
+        assert!(text.contains(r#"shoal_plan_phase{namespace="ns",plan="web",state="Ready"} 1"#));
+    }
+
+    #[test]
+    fn the_instance_states_are_margos_six_then_stopped_and_restarting() {
+        let margo: Vec<&str> = shoal_core::deploy::status::DeploymentState::ALL
+            .iter()
+            .map(|state| state.as_str())
+            .collect();
+        assert_eq!(INSTANCE_STATES[..6], margo[..]);
+        assert_eq!(INSTANCE_STATES[6..], ["stopped", "restarting"]);
+    }
+
     #[test]
     fn build_info_names_the_version_and_leader_starts_at_zero() {
         let text = Metrics::new().encode();
@@ -380,6 +656,11 @@ mod tests {
             "shoal_api_writes_total",
             "shoal_leader",
             "shoal_build_info",
+            "shoal_plan_operations",
+            "shoal_plan_oldest_pending_operation_seconds",
+            "shoal_plan_instances",
+            "shoal_plan_phase",
+            "shoal_plan_rollout_phase",
         ] {
             assert!(names.contains(name), "{name} missing from {names:?}");
         }

@@ -202,6 +202,22 @@ pub async fn run_with_clients(
     Ok(())
 }
 
+/// The identity a replica holds the leader Lease under when `--identity` is not given:
+/// its pod's name (`POD_NAME`, which the Deployment passes) in a pod; elsewhere the host
+/// name the OS reports and the process id, `<host>-<pid>` (`shoal-controller-<pid>` when
+/// the host name cannot be read). A host name alone is not enough: two controllers run
+/// on one machine would share it and both lead. Empty values count as absent.
+pub fn default_identity(pod_name: Option<&str>, host_name: Option<&str>, pid: u32) -> String {
+    fn present(value: Option<&str>) -> Option<&str> {
+        value.map(str::trim).filter(|value| !value.is_empty())
+    }
+    match (present(pod_name), present(host_name)) {
+        (Some(pod), _) => pod.to_owned(),
+        (None, Some(host)) => format!("{host}-{pid}"),
+        (None, None) => format!("shoal-controller-{pid}"),
+    }
+}
+
 /// How long a replica waits for the leader Lease before saying, at info level, that it
 /// stands by: long enough for an uncontested Lease to be taken first.
 const STANDBY_NOTICE_AFTER: Duration = Duration::from_secs(2);
@@ -596,6 +612,32 @@ where
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn two_controllers_outside_a_pod_on_one_host_get_different_identities() {
+        let first = super::default_identity(None, Some("myhost"), 12345);
+        let second = super::default_identity(None, Some("myhost"), 12346);
+        assert_eq!(first, "myhost-12345");
+        assert_ne!(first, second);
+        // No host name (or an empty one): still one identity per process.
+        assert_ne!(
+            super::default_identity(None, Some(""), 1),
+            super::default_identity(None, None, 2)
+        );
+        assert_eq!(super::default_identity(None, None, 7), "shoal-controller-7");
+    }
+
+    #[test]
+    fn in_a_pod_the_identity_is_the_pod_name() {
+        assert_eq!(
+            super::default_identity(Some("shoal-controller-7d9f-abcde"), Some("node-1"), 1),
+            "shoal-controller-7d9f-abcde"
+        );
+        assert_eq!(
+            super::default_identity(Some(" "), Some("node-1"), 1),
+            "node-1-1"
+        );
+    }
+
     use super::*;
     use kube::runtime::watcher::Event;
 

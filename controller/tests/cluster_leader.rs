@@ -130,14 +130,18 @@ async fn a_leader_stopped_with_sigterm_exits_cleanly_and_its_standby_takes_over_
     env.finish().await;
 }
 
-/// The controller binary for `identity`, competing for the Lease `shoal-controller` in the
-/// test's namespace, logging JSON lines on a piped stderr.
-fn spawn_json_logging_binary(env: &Env, identity: &str) -> tokio::process::Child {
+/// The controller binary run outside a pod with no identity given (no `--identity`,
+/// `SHOAL_IDENTITY` or `POD_NAME`; no `HOSTNAME` either, which a script may not export),
+/// competing for the Lease `shoal-controller` in the test's namespace, logging JSON lines
+/// on a piped stderr.
+fn spawn_json_logging_binary(env: &Env) -> tokio::process::Child {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_shoal-controller"))
         .env("KUBECONFIG", env.kubeconfig_path())
         .env("SHOAL_NAMESPACE", &env.namespace)
         .env("SHOAL_LEADER_LEASE_NAMESPACE", &env.namespace)
-        .env("SHOAL_IDENTITY", identity)
+        .env_remove("SHOAL_IDENTITY")
+        .env_remove("POD_NAME")
+        .env_remove("HOSTNAME")
         .env("SHOAL_METRICS_ADDRESS", "127.0.0.1:0")
         .env_remove("RUST_LOG")
         .args(["--log-format", "json"])
@@ -178,13 +182,27 @@ async fn read_json_lines_until(
     }
 }
 
+/// The identity a binary started by [`spawn_json_logging_binary`] takes: the host name the
+/// OS reports and its process id.
+fn identity_outside_a_pod(child: &tokio::process::Child) -> String {
+    let host = rustix::system::uname()
+        .nodename()
+        .to_str()
+        .expect("a UTF-8 host name")
+        .to_owned();
+    format!("{host}-{}", child.id().expect("a running binary"))
+}
+
 /// `--log-format json` writes one JSON object per line, and a standby says at info level
-/// that it stands by and who leads, instead of staying silent.
+/// that it stands by and who leads, instead of staying silent. Two binaries started on
+/// one machine outside a pod, with no identity given, take `<host>-<pid>` each: one
+/// leads, the other stands by (with one identity between them both would lead).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_binary_logs_json_lines_and_a_standby_names_the_leader() {
+async fn two_binaries_outside_a_pod_log_json_lines_and_the_standby_names_the_leader() {
     use tokio::io::AsyncBufReadExt as _;
     let env = Env::start().await;
-    let mut first = spawn_json_logging_binary(&env, "first");
+    let mut first = spawn_json_logging_binary(&env);
+    let first_identity = identity_outside_a_pod(&first);
     let mut first_log = tokio::io::BufReader::new(first.stderr.take().expect("stderr")).lines();
     let mut first_lines = Vec::new();
     let leading = read_json_lines_until(&mut first_log, &mut first_lines, |line| {
@@ -194,9 +212,11 @@ async fn the_binary_logs_json_lines_and_a_standby_names_the_leader() {
     })
     .await;
     assert_eq!(leading["level"], "INFO");
-    assert_eq!(leading["fields"]["identity"], "first");
+    assert_eq!(leading["fields"]["identity"], first_identity.as_str());
 
-    let mut second = spawn_json_logging_binary(&env, "second");
+    let mut second = spawn_json_logging_binary(&env);
+    let second_identity = identity_outside_a_pod(&second);
+    assert_ne!(first_identity, second_identity);
     let mut second_log = tokio::io::BufReader::new(second.stderr.take().expect("stderr")).lines();
     let mut second_lines = Vec::new();
     let standing_by = read_json_lines_until(&mut second_log, &mut second_lines, |line| {
@@ -206,8 +226,20 @@ async fn the_binary_logs_json_lines_and_a_standby_names_the_leader() {
     })
     .await;
     assert_eq!(standing_by["level"], "INFO");
-    assert_eq!(standing_by["fields"]["leader"], "first", "{standing_by}");
-    assert_eq!(standing_by["fields"]["identity"], "second", "{standing_by}");
+    assert_eq!(
+        standing_by["fields"]["leader"],
+        first_identity.as_str(),
+        "{standing_by}"
+    );
+    assert_eq!(
+        standing_by["fields"]["identity"],
+        second_identity.as_str(),
+        "{standing_by}"
+    );
+    assert_eq!(
+        lease_holder(&env).await.as_deref(),
+        Some(first_identity.as_str())
+    );
 
     for child in [&mut first, &mut second] {
         let pid = Pid::from_raw(child.id().expect("running") as i32).expect("a pid");

@@ -1,4 +1,5 @@
-//! `/metrics`, `/healthz` and `/readyz` of an in-process controller.
+//! `/metrics`, `/healthz` and `/readyz` of an in-process controller, for Swarms and
+//! DeploymentPlans.
 
 mod common;
 
@@ -7,7 +8,7 @@ use std::time::Duration;
 use shoal_controller::Settings;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
+use common::{Env, all_jobs, eventually, job_keys, manual_plan_yaml, swarm_yaml};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -23,6 +24,8 @@ async fn get(address: std::net::SocketAddr, path: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metrics_server_reports_health_and_applied_revisions() {
     let env = Env::start().await;
+    // Before the controller starts: the plan controller watches only a served CRD.
+    env.install_plan_crd().await;
     let address = {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
         probe.local_addr().expect("address")
@@ -98,6 +101,32 @@ async fn the_metrics_server_reports_health_and_applied_revisions() {
             metrics.contains(name.as_str()),
             "/metrics lacks {name}:\n{metrics}"
         );
+    }
+
+    // A plan whose operations wait for a person: its pass sets the plan's gauges, under
+    // the plan's own namespace.
+    env.apply(&manual_plan_yaml("web", 2)).await;
+    let waiting = format!(
+        "shoal_plan_operations{{namespace=\"{namespace}\",plan=\"web\",state=\"PENDING_APPROVAL\"}} 2"
+    );
+    let metrics = eventually("the plan's operations counted", WAIT, || async {
+        let metrics = get(address, "/metrics").await?;
+        metrics.contains(&waiting).then_some(metrics)
+    })
+    .await;
+    for line in [
+        format!(
+            "shoal_plan_phase{{namespace=\"{namespace}\",plan=\"web\",state=\"AwaitingApproval\"}} 1"
+        ),
+        format!(
+            "shoal_plan_operations{{namespace=\"{namespace}\",plan=\"web\",state=\"SUCCEEDED\"}} 0"
+        ),
+        format!(
+            "shoal_plan_oldest_pending_operation_seconds{{namespace=\"{namespace}\",plan=\"web\"}}"
+        ),
+        format!("shoal_plan_instances{{namespace=\"{namespace}\",plan=\"web\",state=\"pending\"}}"),
+    ] {
+        assert!(metrics.contains(&line), "/metrics lacks {line}:\n{metrics}");
     }
     controller.stop().await;
     env.finish().await;

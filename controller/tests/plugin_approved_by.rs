@@ -11,7 +11,7 @@ mod plugin_common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Env, eventually, job_keys, swarm_yaml};
+use common::{Env, eventually, job_keys, manual_plan_yaml, swarm_yaml};
 use kube::Api;
 use plugin_common::{Run, shoal, shoal_with_env};
 use shoal_controller::Settings;
@@ -164,24 +164,7 @@ async fn operations_and_plan_history_name_the_user_who_ran_kubectl_shoal_approve
     env.pool("worker", "demo", 2).await;
     env.ready_pool("worker", 2).await;
     env.apply(&swarm_yaml("demo", &job_keys(2), "")).await;
-    env.apply(
-        r#"apiVersion: shoal.dev/v1alpha1
-kind: DeploymentPlan
-metadata:
-  name: web
-spec:
-  swarm: demo
-  applications:
-  - name: nginx
-  approval: {policy: Manual}
-  deployment:
-    instances: 1
-    payloads:
-    - application: nginx
-      coordinates: {image: "nginx:1"}
-"#,
-    )
-    .await;
+    env.apply(&manual_plan_yaml("web", 1)).await;
     let plans: Api<DeploymentPlan> = Api::namespaced(env.client.clone(), &env.namespace);
     let waiting = eventually("an operation waiting for approval", WAIT, || async {
         let status = plans.get("web").await.ok()?.status?;

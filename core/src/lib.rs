@@ -23,11 +23,14 @@
 //!   the controller and the sidecar.
 //! * [`seed`]: the seed's 27-stream job list, reused by examples and the sandbox.
 //! * [`log_format`]: the binaries' `--log-format text|json` choice.
+//! * [`exposition`]: the `/metrics` text format a scraper asks for, and the Prometheus
+//!   text format made from the registries' OpenMetrics.
 
 pub mod assignment;
 pub mod deploy;
 pub mod diff;
 pub mod duration;
+pub mod exposition;
 pub mod format;
 pub mod gate;
 pub mod hash;

@@ -9,7 +9,7 @@
 //! | `POST /v1/ack` | `{"revision": N, "hash": "sha256:…"}`: the application confirms it applied the delivered slice (file/HTTP mode without `--ack-on-apply`) |
 //! | `GET /healthz` | 200 while the process runs |
 //! | `GET /readyz` | 200 when the slice watch has synced and the sidecar is not fenced, else 503; JSON detail either way |
-//! | `GET /metrics` | Prometheus text format |
+//! | `GET /metrics` | Prometheus text format; OpenMetrics when `Accept` asks for `application/openmetrics-text` |
 //! | `GET /openapi.yaml` | the OpenAPI 3 document of this API (`worker/openapi.yaml`) |
 //!
 //! Any other path or method answers 404 with a JSON `error`. The slice is JSON on
@@ -22,7 +22,7 @@ use axum::Json;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use futures::StreamExt;
@@ -256,14 +256,18 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     (code, Json(readiness)).into_response()
 }
 
-async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+/// The Prometheus text format unless the scraper's `Accept` asks for OpenMetrics, as the
+/// controller's `/metrics` does.
+async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let format = shoal_core::exposition::negotiate(
+        headers
+            .get(header::ACCEPT)
+            .and_then(|accept| accept.to_str().ok()),
+    );
     match shared.metrics.render() {
         Ok(text) => (
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            text,
+            [(header::CONTENT_TYPE, format.content_type())],
+            shoal_core::exposition::render(&text, format),
         )
             .into_response(),
         Err(error) => error_body(

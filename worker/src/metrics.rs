@@ -131,7 +131,8 @@ impl Metrics {
         registry
     }
 
-    /// The metrics in the Prometheus text format.
+    /// The metrics as OpenMetrics text; `/metrics` serves them in the format the scraper
+    /// asks for (`shoal_core::exposition`).
     pub fn render(&self) -> Result<String, std::fmt::Error> {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry())?;

@@ -137,6 +137,13 @@ async fn the_binary_serves_metrics_on_their_own_port_and_logs_json_lines() {
     })
     .await;
     assert!(scraped.contains("shoal_worker_slice_jobs 2"), "{scraped}");
+    // A scrape that asks for nothing gets the Prometheus text format, in which a counter
+    // family is declared under its `_total` name (what `promtool check metrics` reads).
+    assert!(
+        scraped.contains("# TYPE shoal_worker_slice_updates_total counter\n")
+            && !scraped.contains("# EOF"),
+        "{scraped}"
+    );
     for private in ["/v1/slice", "/readyz"] {
         assert_eq!(
             get(metrics, private).await.status,

@@ -482,6 +482,33 @@ pub struct DeploymentRecord {
     pub refused_with: Vec<String>,
 }
 
+/// Every `status.rollout.phase` of every rollout type ([`RolloutStatus::phase`]), for
+/// the metrics' bounded label set.
+pub const ROLLOUT_PHASES: [&str; 9] = [
+    "Canary",
+    "CanaryWait",
+    "Promoted",
+    "Deploying",
+    "Switching",
+    "Progressing",
+    "Complete",
+    "Halted",
+    "Paused",
+];
+
+/// Every `status.instances[].state` ([`InstanceStatus::state`]): Margo's six, then the two
+/// a user's STOP and RESTART hold an instance in.
+pub const INSTANCE_STATES: [&str; 8] = [
+    "pending",
+    "installing",
+    "installed",
+    "removing",
+    "removed",
+    "failed",
+    "stopped",
+    "restarting",
+];
+
 /// Where a canary or blue-green rollout of one deployment revision stands.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -207,6 +207,11 @@ async fn reconcile(plan: Arc<DeploymentPlan>, ctx: Arc<Context>) -> Result<Actio
             plan: format!("{namespace}/{name}"),
             source,
         })?;
+    ctx.metrics.set_plan(
+        &namespace,
+        &name,
+        &crate::metrics::PlanGauges::of(&decision.status, observation.now),
+    );
     Ok(Action::requeue(
         decision.requeue_after.unwrap_or(ctx.settings.resync),
     ))

@@ -570,6 +570,28 @@ pub fn swarm_yaml(name: &str, jobs: &[String], extra_spec: &str) -> String {
     yaml
 }
 
+/// A DeploymentPlan `name` of the Swarm `demo`: one application needing no resources,
+/// `instances` of it, every operation approved by hand (`policy: Manual`).
+pub fn manual_plan_yaml(name: &str, instances: u32) -> String {
+    format!(
+        r#"apiVersion: shoal.dev/v1alpha1
+kind: DeploymentPlan
+metadata:
+  name: {name}
+spec:
+  swarm: demo
+  applications:
+  - name: nginx
+  approval: {{policy: Manual}}
+  deployment:
+    instances: {instances}
+    payloads:
+    - application: nginx
+      coordinates: {{image: "nginx:1"}}
+"#
+    )
+}
+
 /// Every uid each pod name has had, by pod name.
 pub type PodUids =
     std::sync::Arc<std::sync::Mutex<BTreeMap<String, std::collections::BTreeSet<String>>>>;

@@ -1,7 +1,8 @@
 //! `manifests/monitoring/`: the alerts and the dashboard name only metrics Shoal exports
 //! (read from the controller's and the sidecar's own registries), `promtool check rules`
-//! accepts the alerts when promtool is installed, the monitors scrape ports that exist,
-//! and the directory renders with `kubectl kustomize`.
+//! accepts the alerts and both binaries' `/metrics` text when promtool is installed, the
+//! monitors scrape ports that exist and keep Shoal's `namespace` label (`honorLabels`),
+//! every runbook an alert names exists, and the directory renders with `kubectl kustomize`.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -106,6 +107,11 @@ fn every_alert_names_only_exported_metrics_and_the_alerts_that_matter_exist() {
         "ShoalMemberNotAcknowledging",
         "ShoalMemberFenced",
         "ShoalControllerNoLeader",
+        "ShoalPlanOperationWaiting",
+        "ShoalPlanProgressingTooLong",
+        "ShoalPlanDegraded",
+        "ShoalPlanRolloutHalted",
+        "ShoalPlanInstancesFailed",
     ] {
         assert!(alerts.contains(wanted), "no {wanted} among {alerts:?}");
     }
@@ -140,6 +146,51 @@ fn promtool_accepts_the_alerting_rules() {
     );
 }
 
+/// What `curl <pod>:9464/metrics | promtool check metrics` sees: the Prometheus text
+/// format, every family with HELP and TYPE, for the sidecar as for the controller.
+#[test]
+fn promtool_accepts_both_binaries_metrics_as_a_plain_scrape_gets_them() {
+    use shoal_core::exposition::{Format, render, undeclared};
+    let sidecar = shoal_worker::metrics::Metrics::default()
+        .render()
+        .expect("the sidecar's metrics render");
+    let controller = shoal_controller::metrics::Metrics::with_every_family().encode();
+    let installed = std::process::Command::new("promtool")
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success());
+    for (binary, openmetrics) in [("shoal-worker", sidecar), ("shoal-controller", controller)] {
+        let text = render(&openmetrics, Format::Prometheus);
+        assert_eq!(
+            undeclared(&text, Format::Prometheus),
+            Vec::<String>::new(),
+            "{binary}:\n{text}"
+        );
+        if !installed {
+            continue;
+        }
+        let mut check = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("promtool runs");
+        std::io::Write::write_all(&mut check.stdin.take().expect("stdin"), text.as_bytes())
+            .expect("feeds promtool");
+        let checked = check.wait_with_output().expect("promtool finishes");
+        assert!(
+            checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
+            "promtool check metrics on {binary}:\n{}{}\n{text}",
+            String::from_utf8_lossy(&checked.stdout),
+            String::from_utf8_lossy(&checked.stderr)
+        );
+    }
+    if !installed {
+        println!("promtool is not on PATH (Debian: apt-get install prometheus); skipped it");
+    }
+}
+
 #[test]
 fn every_dashboard_panel_and_variable_names_only_exported_metrics() {
     let text = std::fs::read_to_string(repo_path("manifests/monitoring/dashboard.json"))
@@ -151,6 +202,10 @@ fn every_dashboard_panel_and_variable_names_only_exported_metrics() {
     let mut used = BTreeSet::new();
     for panel in panels {
         let title = panel["title"].as_str().expect("every panel has a title");
+        if panel["type"] == "row" {
+            // A row only groups the panels below it.
+            continue;
+        }
         let targets = panel["targets"].as_array().expect("targets");
         assert!(!targets.is_empty(), "panel {title} queries nothing");
         for target in targets {
@@ -169,6 +224,73 @@ fn every_dashboard_panel_and_variable_names_only_exported_metrics() {
     }
     // Both sides are on the dashboard: the controller and the sidecars.
     assert!(used.contains("shoal_leader") && used.contains("shoal_worker_fenced"));
+    // DeploymentPlans have a row of their own, showing every plan metric.
+    assert!(
+        panels
+            .iter()
+            .any(|panel| panel["type"] == "row" && panel["title"] == "DeploymentPlans"),
+        "no DeploymentPlans row"
+    );
+    for plan_metric in [
+        "shoal_plan_phase",
+        "shoal_plan_rollout_phase",
+        "shoal_plan_operations",
+        "shoal_plan_oldest_pending_operation_seconds",
+        "shoal_plan_instances",
+    ] {
+        assert!(used.contains(plan_metric), "no panel shows {plan_metric}");
+    }
+}
+
+/// Every alert's `runbook` annotation names a file of the repository and a heading in
+/// it (mdbook's anchor: the heading lowercased); every DeploymentPlan alert has one, and
+/// its runbook's commands take the alert's namespace.
+#[test]
+fn every_runbook_an_alert_names_exists_and_every_plan_alert_has_one() {
+    let rule = read_yaml("manifests/monitoring/alerts.yaml");
+    let mut plan_alerts = 0;
+    for group in rule["spec"]["groups"].as_array().expect("spec.groups") {
+        for entry in group["rules"].as_array().expect("rules") {
+            let alert = entry["alert"].as_str().expect("alert");
+            let Some(runbook) = entry["annotations"]["runbook"].as_str() else {
+                assert_ne!(group["name"], "shoal-plans", "{alert} has no runbook");
+                continue;
+            };
+            let (file, anchor) = runbook
+                .split_once('#')
+                .unwrap_or_else(|| panic!("{alert}: runbook {runbook} names no heading"));
+            let text = std::fs::read_to_string(repo_path(file))
+                .unwrap_or_else(|error| panic!("{alert}: runbook {file}: {error}"));
+            let section = text
+                .split("\n### ")
+                .skip(1)
+                .find(|section| {
+                    section.lines().next().is_some_and(|heading| {
+                        heading.trim().to_lowercase().replace(' ', "-") == anchor
+                    })
+                })
+                .unwrap_or_else(|| panic!("{alert}: {file} has no heading #{anchor}"));
+            assert!(
+                section.contains(alert),
+                "{alert}: #{anchor} is about another alert"
+            );
+            let body = section.split("\n## ").next().unwrap_or(section);
+            assert!(
+                body.contains("-n $NS"),
+                "{alert}: the runbook's commands do not take the alert's namespace"
+            );
+            if group["name"] == "shoal-plans" {
+                plan_alerts += 1;
+                assert!(
+                    entry["expr"]
+                        .as_str()
+                        .is_some_and(|expr| expr.contains("(namespace, plan)")),
+                    "{alert} does not keep the namespace and plan labels its runbook uses"
+                );
+            }
+        }
+    }
+    assert!(plan_alerts >= 5, "{plan_alerts} plan alerts");
 }
 
 /// The ServiceMonitor scrapes a port the controller's Service has; the PodMonitor a port
@@ -234,6 +356,34 @@ fn the_monitors_scrape_ports_that_exist() {
     .expect("defaults parse");
     let default_port = defaults.metrics_address.expect("a metrics address").port();
     assert_eq!(declared["containerPort"], u64::from(default_port));
+}
+
+/// The controller labels its per-Swarm and per-plan series with the object's namespace;
+/// without `honorLabels` Prometheus replaces that label with the scraped target's
+/// (`shoal-system`), and every filter, alert text and runbook command names the wrong one.
+#[test]
+fn both_monitors_keep_the_namespace_label_shoal_sets() {
+    for (file, endpoints) in [
+        ("manifests/monitoring/servicemonitor.yaml", "endpoints"),
+        (
+            "manifests/monitoring/podmonitor.yaml",
+            "podMetricsEndpoints",
+        ),
+    ] {
+        let monitor = read_yaml(file);
+        let endpoints = monitor["spec"][endpoints]
+            .as_array()
+            .unwrap_or_else(|| panic!("{file} has no {endpoints}"));
+        assert!(!endpoints.is_empty(), "{file} scrapes nothing");
+        for endpoint in endpoints {
+            assert_eq!(
+                endpoint["honorLabels"],
+                Value::Bool(true),
+                "{file}: endpoint {} lacks honorLabels: true",
+                endpoint["port"]
+            );
+        }
+    }
 }
 
 #[test]

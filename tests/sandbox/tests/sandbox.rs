@@ -55,16 +55,24 @@ fn all_jobs(slices: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
     all
 }
 
-/// The core's assignment of the seed's streams to `members` pods of the demo pool.
-fn core_assign(members: u32) -> shoal_core::assignment::Assignment {
+/// The core's assignment of the seed's streams to `members` pods of the demo pool under
+/// the demo's strategy, the default `sticky`, from the assignment in force (`None`:
+/// nothing applied yet, where `sticky` spreads as `bounded` does).
+fn core_assign(
+    in_force: Option<&shoal_core::assignment::Assignment>,
+    members: u32,
+) -> shoal_core::assignment::Assignment {
     let jobs = shoal_core::job::JobSet::parse(SEED_STREAMS).expect("valid streams");
     let members = shoal_core::member::pool_members("swarm-worker", members);
-    shoal_core::strategy::assign(&jobs, &members, &Default::default()).expect("assignable")
+    shoal_core::strategy::reassign(in_force, &jobs, &members, &shoal_core::Strategy::Sticky)
+        .expect("assignable")
 }
 
-/// [`core_assign`] as jobs by pod.
-fn core_assignment(members: u32) -> BTreeMap<String, BTreeSet<String>> {
-    let assignment = core_assign(members);
+/// `assignment` of `members` pods as jobs by pod.
+fn by_pod(
+    assignment: &shoal_core::assignment::Assignment,
+    members: u32,
+) -> BTreeMap<String, BTreeSet<String>> {
     shoal_core::member::pool_members("swarm-worker", members)
         .into_iter()
         .map(|member| {
@@ -77,6 +85,25 @@ fn core_assignment(members: u32) -> BTreeMap<String, BTreeSet<String>> {
             )
         })
         .collect()
+}
+
+/// The demo Swarm's `spec.strategy.type` as the API server stored it (defaults filled in).
+async fn strategy_of_the_demo(sandbox: &Sandbox) -> String {
+    sandbox
+        .kubectl()
+        .run(&[
+            "-n",
+            sandbox.namespace(),
+            "get",
+            "swarm",
+            sandbox.swarm(),
+            "-o",
+            "jsonpath={.spec.strategy.type}",
+        ])
+        .await
+        .expect("kubectl reads the Swarm")
+        .trim()
+        .to_owned()
 }
 
 fn seed_streams() -> Vec<String> {
@@ -252,15 +279,19 @@ async fn kubectl_scale_to_three_moves_only_the_streams_the_new_member_takes() {
     for (pod, jobs) in &after {
         assert_eq!(jobs.len(), 9, "{pod} holds ceil(27/3) streams");
     }
-    // Exactly the assignments the core computes for two and three members,
-    // so the streams that changed hands are exactly the core's planned moves.
-    assert_eq!(before, core_assignment(2));
-    assert_eq!(after, core_assignment(3));
+    // The demo is on the default strategy, as the README recommends.
+    assert_eq!(strategy_of_the_demo(&sandbox).await, "sticky");
+    // Exactly the assignments the core computes for two members, then for three from
+    // those two, so the streams that changed hands are exactly the core's planned moves.
+    let two = core_assign(None, 2);
+    let three = core_assign(Some(&two), 3);
+    assert_eq!(before, by_pod(&two, 2));
+    assert_eq!(after, by_pod(&three, 3));
     let moved: BTreeSet<String> = before
         .iter()
         .flat_map(|(pod, jobs)| jobs.difference(&after[pod]).cloned())
         .collect();
-    let planned = shoal_core::diff::diff(&core_assign(2), &core_assign(3));
+    let planned = shoal_core::diff::diff(&two, &three);
     let planned_moves: BTreeSet<String> = planned
         .moved
         .iter()
@@ -271,9 +302,10 @@ async fn kubectl_scale_to_three_moves_only_the_streams_the_new_member_takes() {
         after["swarm-worker-2"].is_subset(&moved),
         "the new member's streams all moved to it"
     );
-    // The new member must receive 9 streams; anything more is movement
-    // between the old members that balance alone does not require.
+    // The new member must receive 9 streams; anything more would be movement between
+    // the old members that balance alone does not require, and `sticky` makes none.
     assert_eq!(planned.lower_bound, 9);
+    assert_eq!(moved.len(), 9, "moved {moved:?}");
     eprintln!(
         "scale 2 -> 3: {} streams moved, lower bound {}",
         moved.len(),
@@ -624,6 +656,8 @@ async fn the_real_cluster_example_runs_in_the_sandbox_from_its_kustomization() {
         .expect("the sandbox applies manifests/example with kubectl apply -k");
     assert_eq!(sandbox.namespace(), "shoal-demo");
     assert_eq!(sandbox.swarm(), "demo");
+    // The real-cluster example is on the default strategy too.
+    assert_eq!(strategy_of_the_demo(&sandbox).await, "sticky");
     let converged = sandbox.wait_converged(CONVERGE).await.expect("converges");
     let slices =
         check_members_hold_their_slices(&sandbox, &["swarm-worker-0", "swarm-worker-1"]).await;

@@ -132,7 +132,8 @@ async fn sticky_scaling_two_three_four_three_moves_exactly_the_lower_bound_at_ea
             "--type",
             "merge",
             "-p",
-            r#"{"spec":{"strategy":{"type":"sticky"},"approval":{"policy":"Manual"}}}"#,
+            // The demo already runs the default strategy, sticky.
+            r#"{"spec":{"approval":{"policy":"Manual"}}}"#,
         ])
         .await
         .expect("kubectl patch succeeds");
