@@ -20,7 +20,7 @@ use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use shoal_controller::api::swarm::Swarm;
 use shoal_emulator::sim::{Cluster, is_running_and_ready};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 const NAMESPACE: &str = "default";
 
@@ -110,14 +110,8 @@ async fn wait_for_revision(client: &Client, revision: u64) -> Duration {
 
 async fn scrape(address: std::net::SocketAddr) -> String {
     for _ in 0..100 {
-        if let Ok(mut stream) = tokio::net::TcpStream::connect(address).await {
-            let request = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-            if stream.write_all(request.as_bytes()).await.is_ok() {
-                let mut response = String::new();
-                if stream.read_to_string(&mut response).await.is_ok() {
-                    return response;
-                }
-            }
+        if let Ok(response) = shoal_emulator::http_client::get(address, "/metrics").await {
+            return response.body;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -70,7 +70,6 @@ pub async fn serve(
 mod tests {
     use super::*;
     use shoal_core::exposition::{Format, undeclared};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// Serves [`router`] over every family on a free port, as a scraper meets it.
     async fn serve_every_family() -> SocketAddr {
@@ -88,30 +87,17 @@ mod tests {
 
     /// `GET /metrics` with `accept` (none when `None`): the Content-Type and the body.
     async fn scrape(address: SocketAddr, accept: Option<&str>) -> (String, String) {
-        let mut stream = tokio::net::TcpStream::connect(address)
-            .await
-            .expect("connects");
-        let accept = accept.map_or(String::new(), |accept| format!("Accept: {accept}\r\n"));
-        let request = format!(
-            "GET /metrics HTTP/1.1\r\nHost: localhost\r\n{accept}Connection: close\r\n\r\n"
-        );
-        stream.write_all(request.as_bytes()).await.expect("sends");
-        let mut response = String::new();
-        stream
-            .read_to_string(&mut response)
-            .await
-            .expect("reads the response");
-        let (head, body) = response.split_once("\r\n\r\n").expect("head and body");
-        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-        let content_type = head
-            .lines()
-            .find_map(|line| {
-                let (name, value) = line.split_once(':')?;
-                name.eq_ignore_ascii_case("content-type")
-                    .then(|| value.trim().to_owned())
-            })
-            .expect("a Content-Type");
-        (content_type, body.to_owned())
+        let headers: Vec<(&str, &str)> = accept
+            .map(|accept| ("accept", accept))
+            .into_iter()
+            .collect();
+        let response =
+            shoal_emulator::http_client::request(address, "GET", "/metrics", &headers, None)
+                .await
+                .expect("the metrics server answers");
+        assert_eq!(response.status, 200, "{}", response.body);
+        let content_type = response.header("content-type").expect("a Content-Type");
+        (content_type.to_owned(), response.body)
     }
 
     #[tokio::test]

@@ -6,19 +6,15 @@ mod common;
 use std::time::Duration;
 
 use shoal_controller::Settings;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::{Env, all_jobs, eventually, job_keys, manual_plan_yaml, swarm_yaml};
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// `GET path`: the body of a 200 answer; `None` until the server answers 200.
 async fn get(address: std::net::SocketAddr, path: &str) -> Option<String> {
-    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.ok()?;
-    Some(response)
+    let response = shoal_emulator::http_client::get(address, path).await.ok()?;
+    (response.status == 200).then_some(response.body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -36,13 +32,8 @@ async fn the_metrics_server_reports_health_and_applied_revisions() {
         resync: Duration::from_secs(5),
         ..Settings::default()
     });
-    let health = eventually("/healthz answers", WAIT, || get(address, "/healthz")).await;
-    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
-    let ready = eventually("/readyz is 200", WAIT, || async {
-        let ready = get(address, "/readyz").await?;
-        ready.starts_with("HTTP/1.1 200").then_some(ready)
-    })
-    .await;
+    eventually("/healthz is 200", WAIT, || get(address, "/healthz")).await;
+    let ready = eventually("/readyz is 200", WAIT, || get(address, "/readyz")).await;
     assert!(ready.contains("ready"));
 
     env.pool("worker", "demo", 2).await;

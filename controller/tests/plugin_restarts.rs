@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use shoal_controller::Settings;
 use shoal_controller::plugin::preview::DiffReport;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::{Env, eventually, job_keys, swarm_yaml};
 use plugin_common::shoal_json;
@@ -25,18 +24,10 @@ const SPEC: &str =
 
 /// `shoal_members_restarted_total` as the controller's `/metrics` reports it now.
 async fn restarted_metric(address: SocketAddr) -> u64 {
-    let mut stream = tokio::net::TcpStream::connect(address)
+    let response = shoal_emulator::http_client::get(address, "/metrics")
         .await
-        .expect("the metrics server answers");
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .await
-        .expect("request sent");
-    let mut response = String::new();
-    stream
-        .read_to_string(&mut response)
-        .await
-        .expect("response read");
+        .expect("the metrics server answers")
+        .body;
     response
         .lines()
         .find_map(|line| line.strip_prefix("shoal_members_restarted_total "))

@@ -1066,7 +1066,6 @@ mod tests {
     /// `--metrics-address`, moved to a free loopback port here) answers `/metrics`.
     #[tokio::test]
     async fn a_sidecar_from_its_pod_serves_metrics_on_its_own_port() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let cluster = TestCluster::start().await.unwrap();
         let client = cluster.client();
         let namespace = cluster.namespace().to_owned();
@@ -1095,14 +1094,11 @@ mod tests {
             .metrics_addr
             .expect("a metrics listener");
         assert_ne!(metrics, running["metered-0"].http_addr);
-        let mut stream = tokio::net::TcpStream::connect(metrics).await.unwrap();
-        stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        let answer = shoal_emulator::http_client::get(metrics, "/metrics")
             .await
-            .unwrap();
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).await.unwrap();
-        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+            .expect("the metrics listener answers");
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let answer = answer.body;
         assert!(answer.contains("shoal_worker_fenced"), "{answer}");
         members.stop().await;
         cluster.cleanup().await;

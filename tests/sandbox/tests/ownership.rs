@@ -1778,26 +1778,19 @@ fn the_ledger_pairs_log_lines_and_closes_processes_seen_dead() {
 // A revoke is settled by the acknowledgement of that revoke, not by an older
 // acknowledgement of a slice with the same jobs (hash).
 
-/// A minimal HTTP/1.1 exchange with a sidecar's localhost server: (status, body).
+/// One exchange with a sidecar's localhost server: (status, body).
 async fn http(
     addr: std::net::SocketAddr,
     method: &str,
     path: &str,
     body: &str,
 ) -> Option<(u16, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.ok()?;
-    let text = String::from_utf8_lossy(&response).into_owned();
-    let status = text.split_whitespace().nth(1)?.parse().ok()?;
-    let (_, body) = text.split_once("\r\n\r\n")?;
-    Some((status, body.to_owned()))
+    let headers = [("content-type", "application/json")];
+    let body = (!body.is_empty()).then_some(body);
+    let response = shoal_emulator::http_client::request(addr, method, path, &headers, body)
+        .await
+        .ok()?;
+    Some((response.status, response.body))
 }
 
 /// The slice a sidecar delivers to its application (`GET /v1/slice`).
