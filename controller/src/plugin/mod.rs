@@ -32,7 +32,7 @@
 //! kubectl shoal diff demo --jobs-file jobs.yaml   # a new job list (`jobs: [...]`, a YAML list, or lines)
 //! kubectl shoal approve demo --revision 4         # refused unless 4 is the pending revision
 //! kubectl shoal history demo [--revision 2]
-//! kubectl shoal undo demo [--to-revision 2]       # rewrites the job list and strategy; through the approval gate
+//! kubectl shoal undo demo [--to-revision 2]       # rewrites the job list and strategy (jobsFrom kept); through the gate
 //! kubectl shoal slices demo [worker-1]
 //! kubectl shoal plans | plan web | instances web | operations web
 //! kubectl shoal approve-op web create-web-0-r1-1
@@ -161,13 +161,19 @@ pub enum Command {
         revision: Option<u64>,
     },
     /// Roll back to the job list and strategy of a recorded revision: rewrites the Swarm's
-    /// `spec.jobs` (inline) and `spec.strategy`, which then go through the approval gate.
+    /// `spec.jobs` and `spec.strategy`, which then go through the approval gate. A Swarm
+    /// reading `spec.jobsFrom` keeps it: only its strategy is rolled back, and only when
+    /// those ConfigMaps hold the revision's jobs already (else refused, saying what to do).
     Undo {
         /// The Swarm.
         swarm: String,
         /// The revision to return to (default: the one before the revision in force).
         #[arg(long)]
         to_revision: Option<u64>,
+        /// Write the revision's jobs inline into `spec.jobs` even when the Swarm reads
+        /// `spec.jobsFrom`, removing it (a GitOps tool managing the Swarm will put it back).
+        #[arg(long)]
+        inline_jobs: bool,
     },
     /// Slice ConfigMaps per member, or one member's jobs.
     Slices {
@@ -684,9 +690,14 @@ pub async fn run(cli: &Cli) -> Result<String, Error> {
             &history::history(&target, swarm, *revision).await?,
             cli.output,
         ),
-        Command::Undo { swarm, to_revision } => {
-            render(&gate::undo(&target, swarm, *to_revision).await?, cli.output)
-        }
+        Command::Undo {
+            swarm,
+            to_revision,
+            inline_jobs,
+        } => render(
+            &gate::undo(&target, swarm, *to_revision, *inline_jobs).await?,
+            cli.output,
+        ),
         Command::Slices { swarm, member } => render(
             &slices::slices(&target, swarm, member.as_deref()).await?,
             cli.output,
