@@ -15,6 +15,7 @@
 //!   and the user operations `relocate`, `stop`, `start`, `restart`.
 //! * [`swarm_rollout`]: a Swarm's pool-by-pool restarts: `pause swarm/<name>`,
 //!   `resume swarm/<name>`, `rollout-status swarm/<name>`.
+//! * [`kind`]: `swarm/<name>`, `dplan/<name>` and the CRDs' other names, as kubectl takes them.
 //! * [`plan_rollout`]: a plan's ordered rollout: `pause`, `resume`,
 //!   `rollout-status`, `plan-history`, `plan-undo`.
 //!
@@ -55,6 +56,7 @@
 pub mod annotate;
 pub mod gate;
 pub mod history;
+pub mod kind;
 pub mod plan_rollout;
 pub mod plans;
 pub mod preview;
@@ -120,7 +122,8 @@ pub enum OutputFormat {
 pub enum Command {
     /// Pools, members, revisions, the pending revision, conditions, operations and recent Events.
     Status {
-        /// The Swarm.
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
         swarm: String,
         /// Keep watching: print the status again each time it changes (like `kubectl get -w`).
         #[arg(short = 'w', long)]
@@ -130,7 +133,8 @@ pub enum Command {
     ///
     /// Without options: what the controller would do with the cluster as it is now.
     Diff {
-        /// The Swarm.
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
         swarm: String,
         /// Scale a pool to this many replicas (with --pool when the Swarm has several pools).
         #[arg(long)]
@@ -146,7 +150,8 @@ pub enum Command {
     /// Approve the pending revision (annotates the Swarm `shoal.dev/approve=<revision>/<hash>`
     /// and `shoal.dev/approved-by=<you>`).
     Approve {
-        /// The Swarm.
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
         swarm: String,
         /// The revision to approve; refused unless it is the pending one.
         #[arg(long)]
@@ -154,7 +159,8 @@ pub enum Command {
     },
     /// Revisions recorded in the history ConfigMaps.
     History {
-        /// The Swarm.
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
         swarm: String,
         /// Also show this revision in detail: its members and who owned which job.
         #[arg(long)]
@@ -165,7 +171,8 @@ pub enum Command {
     /// reading `spec.jobsFrom` keeps it: only its strategy is rolled back, and only when
     /// those ConfigMaps hold the revision's jobs already (else refused, saying what to do).
     Undo {
-        /// The Swarm.
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
         swarm: String,
         /// The revision to return to (default: the one before the revision in force).
         #[arg(long)]
@@ -177,7 +184,8 @@ pub enum Command {
     },
     /// Slice ConfigMaps per member, or one member's jobs.
     Slices {
-        /// The Swarm.
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
         swarm: String,
         /// A member (pod name): print its jobs.
         member: Option<String>,
@@ -186,23 +194,27 @@ pub enum Command {
     Plans,
     /// One DeploymentPlan: applications, deployments, instance and operation summaries.
     Plan {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
     },
     /// A plan's instances: member, update domain, deployment, state, error; unplaced ones.
     Instances {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
     },
     /// A plan's operations and their states.
     Operations {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
     },
     /// Approve one operation waiting for approval (annotates the plan
     /// `shoal.dev/approve=<id>/<hash>` and `shoal.dev/approved-by=<you>`).
     ApproveOp {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
         /// The operation id (`kubectl shoal operations <plan>`).
         id: String,
@@ -212,7 +224,8 @@ pub enum Command {
     /// revision waits for approval; exit 1 with a message on timeout or when the Swarm is
     /// Degraded.
     Wait {
-        /// The Swarm.
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
         swarm: String,
         /// `in-force`: no revision pending or being applied; `ready`: also every member ready.
         #[arg(long = "for", value_enum, default_value_t = wait::WaitFor::InForce)]
@@ -224,7 +237,8 @@ pub enum Command {
     /// Relocate one instance (make-before-break), to a named member or where
     /// placement chooses (annotates the plan `shoal.dev/operate`).
     Relocate {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
         /// The instance, `<plan>-<n>`.
         instance: String,
@@ -234,21 +248,24 @@ pub enum Command {
     },
     /// Stop one instance's process, keeping its placement (annotates `shoal.dev/operate`).
     Stop {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
         /// The instance, `<plan>-<n>`.
         instance: String,
     },
     /// Start a stopped instance again (annotates `shoal.dev/operate`).
     Start {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
         /// The instance, `<plan>-<n>`.
         instance: String,
     },
     /// Restart one instance's process (annotates `shoal.dev/operate`).
     Restart {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
         /// The instance, `<plan>-<n>`.
         instance: String,
@@ -256,13 +273,15 @@ pub enum Command {
     /// Pause a rollout (sets `spec.paused`): a plan releases no further update; a Swarm
     /// (`swarm/<name>`) restarts no further pod and grants no job.
     Pause {
-        /// A DeploymentPlan (`<name>` or `plan/<name>`) or a Swarm (`swarm/<name>`).
+        /// `swarm/<name>` or `dplan/<name>`; a bare name is the DeploymentPlan (refused when a
+        /// Swarm has that name too).
         #[arg(value_parser = swarm_rollout::RolloutObject::parse)]
         object: swarm_rollout::RolloutObject,
     },
     /// Resume a paused rollout (clears `spec.paused`).
     Resume {
-        /// A DeploymentPlan (`<name>` or `plan/<name>`) or a Swarm (`swarm/<name>`).
+        /// `swarm/<name>` or `dplan/<name>`; a bare name is the DeploymentPlan (refused when a
+        /// Swarm has that name too).
         #[arg(value_parser = swarm_rollout::RolloutObject::parse)]
         object: swarm_rollout::RolloutObject,
     },
@@ -270,7 +289,8 @@ pub enum Command {
     /// pool (Swarm) is updating, done or waiting; exit 1 on timeout, when the rollout
     /// halts, or when the object is Degraded.
     RolloutStatus {
-        /// A DeploymentPlan (`<name>` or `plan/<name>`) or a Swarm (`swarm/<name>`).
+        /// `swarm/<name>` or `dplan/<name>`; a bare name is the DeploymentPlan (refused when a
+        /// Swarm has that name too).
         #[arg(value_parser = swarm_rollout::RolloutObject::parse)]
         object: swarm_rollout::RolloutObject,
         /// Give up after this long, e.g. `90s`, `5m`.
@@ -279,13 +299,15 @@ pub enum Command {
     },
     /// A plan's recorded deployment revisions with change cause and creation time.
     PlanHistory {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
     },
     /// Rewrite a plan's payloads and rollout from a recorded revision (default: the one
     /// before the latest), like `kubectl rollout undo`; a new revision through the gate.
     PlanUndo {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
         /// The recorded revision to go back to.
         #[arg(long)]
@@ -414,6 +436,19 @@ pub enum Error {
         /// Cause.
         source: kube::Error,
     },
+    /// `pause` / `resume` / `rollout-status <name>`: a Swarm has the bare name (and
+    /// perhaps a DeploymentPlan too), so which is meant must be said.
+    #[error("{}", bare_rollout_name(name, namespace, command, *plan_too))]
+    BareRolloutName {
+        /// The name given.
+        name: String,
+        /// Namespace.
+        namespace: String,
+        /// `pause`, `resume` or `rollout-status`.
+        command: &'static str,
+        /// Whether a DeploymentPlan has the name too.
+        plan_too: bool,
+    },
     /// Serializing the report failed.
     #[error("rendering the report as {format}: {message}")]
     Render {
@@ -450,6 +485,18 @@ impl Error {
             Error::AwaitingApproval(_) => wait::EXIT_AWAITING_APPROVAL,
             _ => 1,
         }
+    }
+}
+
+fn bare_rollout_name(name: &str, namespace: &str, command: &str, plan_too: bool) -> String {
+    if plan_too {
+        format!(
+            "both Swarm {namespace}/{name} and DeploymentPlan {namespace}/{name} exist; say which: `kubectl shoal {command} swarm/{name}` or `kubectl shoal {command} dplan/{name}`"
+        )
+    } else {
+        format!(
+            "no DeploymentPlan {namespace}/{name} (a bare name means a DeploymentPlan here), but Swarm {namespace}/{name} exists: `kubectl shoal {command} swarm/{name}`"
+        )
     }
 }
 
@@ -629,13 +676,14 @@ async fn set_paused(
     paused: bool,
     output: OutputFormat,
 ) -> Result<String, Error> {
-    match object {
-        RolloutObject::Plan(plan) => render(
-            &plan_rollout::set_paused(target, plan, paused).await?,
+    let command = if paused { "pause" } else { "resume" };
+    match swarm_rollout::resolve(target, object, command).await? {
+        RolloutObject::Swarm(swarm) => render(
+            &swarm_rollout::set_paused(target, &swarm, paused).await?,
             output,
         ),
-        RolloutObject::Swarm(swarm) => render(
-            &swarm_rollout::set_paused(target, swarm, paused).await?,
+        RolloutObject::Plan(plan) | RolloutObject::Bare(plan) => render(
+            &plan_rollout::set_paused(target, &plan, paused).await?,
             output,
         ),
     }
@@ -731,12 +779,12 @@ pub async fn run(cli: &Cli) -> Result<String, Error> {
         Command::Resume { object } => set_paused(&target, object, false, cli.output).await,
         Command::RolloutStatus { object, timeout } => {
             let print_line = |line: &str| print_now(&format!("{line}\n"));
-            match object {
-                RolloutObject::Plan(plan) => {
-                    plan_rollout::rollout_status(&target, plan, *timeout, print_line).await
-                }
+            match swarm_rollout::resolve(&target, object, "rollout-status").await? {
                 RolloutObject::Swarm(swarm) => {
-                    swarm_rollout::rollout_status(&target, swarm, *timeout, print_line).await
+                    swarm_rollout::rollout_status(&target, &swarm, *timeout, print_line).await
+                }
+                RolloutObject::Plan(plan) | RolloutObject::Bare(plan) => {
+                    plan_rollout::rollout_status(&target, &plan, *timeout, print_line).await
                 }
             }
         }

@@ -86,6 +86,21 @@ pub async fn shoal_ok(env: &Env, args: &[&str]) -> String {
     run.stdout
 }
 
+/// Runs the plugin, expecting it to fail with `expected` in its error; panics otherwise.
+pub async fn shoal_refused(env: &Env, args: &[&str], expected: &str) {
+    let run = shoal(env, args).await;
+    assert!(
+        !run.success,
+        "kubectl-shoal {args:?} succeeded: {}",
+        run.stdout
+    );
+    assert!(
+        run.stderr.contains(expected),
+        "kubectl-shoal {args:?}: {expected:?} not in: {}",
+        run.stderr
+    );
+}
+
 async fn versions<K>(env: &Env, into: &mut BTreeMap<String, String>)
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
