@@ -15,6 +15,8 @@
 //!   and the user operations `relocate`, `stop`, `start`, `restart`.
 //! * [`swarm_rollout`]: a Swarm's pool-by-pool restarts: `pause swarm/<name>`,
 //!   `resume swarm/<name>`, `rollout-status swarm/<name>`.
+//! * [`complete`]: `kubectl shoal <TAB>` through kubectl (`kubectl_complete-shoal`); and
+//!   `completion bash|zsh|fish` ([`completion`]).
 //! * [`kind`]: `swarm/<name>`, `dplan/<name>` and the CRDs' other names, as kubectl takes them.
 //! * [`plan_rollout`]: a plan's ordered rollout: `pause`, `resume`,
 //!   `rollout-status`, `plan-history`, `plan-undo`.
@@ -54,6 +56,7 @@
 //! annotation, `approve-op` the approver's name beside it).
 
 pub mod annotate;
+pub mod complete;
 pub mod gate;
 pub mod history;
 pub mod kind;
@@ -70,7 +73,7 @@ pub mod wait;
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -296,6 +299,12 @@ pub enum Command {
         /// Give up after this long, e.g. `90s`, `5m`.
         #[arg(long, default_value = "5m", value_parser = crate::swarm::decide::parse_duration)]
         timeout: std::time::Duration,
+    },
+    /// Print a shell completion script for `kubectl-shoal`, e.g.
+    /// `source <(kubectl shoal completion bash)`; writes nothing to the cluster.
+    Completion {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
     },
     /// A plan's recorded deployment revisions with change cause and creation time.
     PlanHistory {
@@ -689,8 +698,20 @@ async fn set_paused(
     }
 }
 
+/// The completion script of `shell` for the binary `kubectl-shoal` (the name it is
+/// installed under: shells complete commands, and `kubectl shoal` is kubectl's).
+pub fn completion(shell: clap_complete::Shell) -> String {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "kubectl-shoal", &mut script);
+    String::from_utf8_lossy(&script).into_owned()
+}
+
 /// Runs one command and returns what to print.
 pub async fn run(cli: &Cli) -> Result<String, Error> {
+    // The one command that needs no cluster.
+    if let Command::Completion { shell } = &cli.command {
+        return Ok(completion(*shell));
+    }
     let target = connect(cli).await?;
     match &cli.command {
         Command::Status {
@@ -788,6 +809,7 @@ pub async fn run(cli: &Cli) -> Result<String, Error> {
                 }
             }
         }
+        Command::Completion { shell } => Ok(completion(*shell)),
         Command::PlanHistory { plan } => {
             render(&plan_rollout::history(&target, plan).await?, cli.output)
         }
