@@ -207,7 +207,8 @@ spec:
         (alice_name.as_str(), true)
     );
 
-    let operations = succeeded(shoal(&env, &["operations", "web"]).await);
+    // Who approved is a wide column, as in `kubectl get -o wide`.
+    let operations = succeeded(shoal(&env, &["operations", "web", "-o", "wide"]).await);
     assert!(operations.contains(&alice_name), "{operations}");
     let history = succeeded(shoal(&env, &["plan-history", "web"]).await);
     assert!(history.contains("APPROVED-BY"), "{history}");

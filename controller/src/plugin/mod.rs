@@ -42,7 +42,8 @@
 //! ```
 //!
 //! `--kubeconfig`, `KUBECONFIG` (a list of files), `--context` and `-n` work as
-//! in kubectl; `-o yaml|json` prints the report as data.
+//! in kubectl; `-o yaml|json` prints the report as data; tables fit 120 columns, and
+//! `-o wide` shows every column at full width ([`table`]).
 //!
 //! # Rights
 //!
@@ -112,8 +113,10 @@ pub struct Cli {
 /// How a report is printed.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputFormat {
-    /// Readable tables.
+    /// Readable tables, at most 120 columns wide.
     Table,
+    /// Readable tables with every column, as wide as they are (like `kubectl get -o wide`).
+    Wide,
     /// YAML.
     Yaml,
     /// JSON.
@@ -553,14 +556,20 @@ pub fn hint(error: &kube::Error) -> &'static str {
 
 /// A command's result: serializable for `-o yaml|json`, and a readable table.
 pub trait Report: Serialize {
-    /// The readable rendering.
+    /// The readable rendering, at most [`table::MAX_TABLE_WIDTH`] columns wide where the
+    /// words allow.
     fn table(&self) -> String;
+    /// `-o wide`: every column; by default the table itself (it hides nothing).
+    fn wide(&self) -> String {
+        self.table()
+    }
 }
 
 /// Renders a report in the requested format.
 pub fn render<R: Report>(report: &R, format: OutputFormat) -> Result<String, Error> {
     match format {
         OutputFormat::Table => Ok(report.table()),
+        OutputFormat::Wide => Ok(report.wide()),
         OutputFormat::Json => serde_json::to_string_pretty(report)
             .map(|text| text + "\n")
             .map_err(|error| Error::Render {

@@ -477,8 +477,9 @@ pub struct OperationsReport {
     pub operations: Vec<OperationStatus>,
 }
 
-impl Report for OperationsReport {
-    fn table(&self) -> String {
+impl OperationsReport {
+    /// The operations; `Deployment`, `Approved-By` and `Hash` only when `wide`.
+    fn render(&self, wide: bool) -> String {
         let mut table = Table::new([
             "Operation",
             "Type",
@@ -491,7 +492,8 @@ impl Report for OperationsReport {
             "Approved-By",
             "Hash",
             "Message",
-        ]);
+        ])
+        .wide_only(&["Deployment", "Approved-By", "Hash"], wide);
         for op in &self.operations {
             table.row([
                 op.id.clone(),
@@ -511,6 +513,16 @@ impl Report for OperationsReport {
             ]);
         }
         table.render(&format!("DeploymentPlan {} has no operations.", self.plan))
+    }
+}
+
+impl Report for OperationsReport {
+    fn table(&self) -> String {
+        self.render(false)
+    }
+
+    fn wide(&self) -> String {
+        self.render(true)
     }
 }
 
