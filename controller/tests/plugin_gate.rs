@@ -322,3 +322,66 @@ async fn undo_keeps_jobs_from_and_refuses_a_job_list_it_does_not_own_unless_aske
     controller.stop().await;
     env.finish().await;
 }
+
+/// What a dry run must leave alone: the Swarm's generation (its spec) and annotations.
+async fn spec_and_annotations(env: &Env) -> (Option<i64>, String) {
+    let swarm = env.swarm("demo").await;
+    let annotations = serde_json::to_string(&swarm.metadata.annotations).expect("json");
+    (swarm.metadata.generation, annotations)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_runs_print_the_patch_or_the_servers_answer_and_change_nothing() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    env.apply(&swarm_yaml("demo", &job_keys(6), MANUAL)).await;
+    pending(&env, 1).await;
+    let approve_with = env
+        .swarm("demo")
+        .await
+        .status
+        .and_then(|s| s.pending_revision);
+    let approve_with = approve_with.expect("pending").approve_with;
+    let before = spec_and_annotations(&env).await;
+
+    let client = shoal_ok(&env, &["approve", "demo", "--dry-run=client"]).await;
+    assert!(
+        client.contains("Dry run (client): nothing was sent."),
+        "{client}"
+    );
+    assert!(
+        client.contains(&format!("\"shoal.dev/approve\": \"{approve_with}\"")),
+        "{client}"
+    );
+    let server: serde_json::Value =
+        shoal_json(&env, &["approve", "demo", "--dry-run=server"]).await;
+    assert_eq!(server["dryRun"], "server");
+    assert_eq!(
+        server["writes"][0]["result"]["metadata"]["annotations"]["shoal.dev/approve"],
+        approve_with.as_str(),
+        "the server's answer holds the approval: {server}"
+    );
+    assert_eq!(server["report"]["revision"], 1);
+
+    let paused = shoal_ok(&env, &["pause", "swarm/demo", "--dry-run=server"]).await;
+    assert!(
+        paused.contains("with dryRun=All and stored nothing"),
+        "{paused}"
+    );
+    assert!(paused.contains("\"paused\": true"), "{paused}");
+    let undo = shoal(&env, &["undo", "demo", "--dry-run"]).await;
+    assert!(!undo.success, "nothing to undo yet: {}", undo.stdout);
+    assert_eq!(
+        spec_and_annotations(&env).await,
+        before,
+        "a dry run changed the Swarm"
+    );
+    assert!(!env.swarm("demo").await.spec.paused);
+
+    // Then for real: the approval lands.
+    shoal_ok(&env, &["approve", "demo"]).await;
+    env.in_force("demo", 1, WAIT).await;
+    controller.stop().await;
+    env.finish().await;
+}

@@ -1,13 +1,14 @@
 //! `kubectl shoal approve` and `kubectl shoal undo`: one annotation each on
 //! the Swarm; the controller's approval gate does the rest.
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_CHANGE_CAUSE};
 
 use super::preview::{self, Change, DiffReport};
 use super::table::fields;
+use super::write::merge_patch;
 use super::{Error, Report, Target};
 use crate::api::swarm::{JobsFrom, RevisionSummary, Swarm};
 use crate::approvers::approval_annotations;
@@ -264,7 +265,7 @@ pub async fn approve(
     let api: Api<Swarm> = Api::namespaced(target.client.clone(), &target.namespace);
     let approver = crate::approvers::approver_name(&target.client).await;
     let namespace = target.namespace.clone();
-    let written = annotate_guarded(&api, swarm, |object: &Swarm| {
+    let written = annotate_guarded(&target.writes, &api, swarm, |object: &Swarm| {
         let status = object.status.clone().unwrap_or_default();
         let Some(pending) = status.pending_revision.clone() else {
             return Err(GateError::NothingPending {
@@ -557,10 +558,7 @@ pub async fn undo(
 /// Sends `undo`'s patch; a conflict means someone else edited the Swarm since it was read.
 async fn write_undo(target: &Target, swarm: &str, patch: serde_json::Value) -> Result<(), Error> {
     let api: Api<Swarm> = Api::namespaced(target.client.clone(), &target.namespace);
-    match api
-        .patch(swarm, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-    {
+    match merge_patch(&target.writes, &api, swarm, patch).await {
         Ok(_) => Ok(()),
         Err(error) if is_conflict(&error) => Err(GateError::ChangedWhileUndoing {
             swarm: swarm.to_owned(),

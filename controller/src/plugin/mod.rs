@@ -71,6 +71,7 @@ pub mod table;
 #[cfg(test)]
 mod testing;
 pub mod wait;
+pub mod write;
 
 use std::path::PathBuf;
 
@@ -162,6 +163,9 @@ pub enum Command {
         /// The revision to approve; refused unless it is the pending one.
         #[arg(long)]
         revision: Option<u64>,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Revisions recorded in the history ConfigMaps.
     History {
@@ -187,6 +191,9 @@ pub enum Command {
         /// `spec.jobsFrom`, removing it (a GitOps tool managing the Swarm will put it back).
         #[arg(long)]
         inline_jobs: bool,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Slice ConfigMaps per member, or one member's jobs.
     Slices {
@@ -224,6 +231,9 @@ pub enum Command {
         plan: String,
         /// The operation id (`kubectl shoal operations <plan>`).
         id: String,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Block until the controller has seen the Swarm's current spec, pool sizes and job
     /// list and the revision computed from them is in force (exit 0); exit 3 when that
@@ -251,6 +261,9 @@ pub enum Command {
         /// The member (pod name) to move it to.
         #[arg(long)]
         to: Option<String>,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Stop one instance's process, keeping its placement (annotates `shoal.dev/operate`).
     Stop {
@@ -259,6 +272,9 @@ pub enum Command {
         plan: String,
         /// The instance, `<plan>-<n>`.
         instance: String,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Start a stopped instance again (annotates `shoal.dev/operate`).
     Start {
@@ -267,6 +283,9 @@ pub enum Command {
         plan: String,
         /// The instance, `<plan>-<n>`.
         instance: String,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Restart one instance's process (annotates `shoal.dev/operate`).
     Restart {
@@ -275,6 +294,9 @@ pub enum Command {
         plan: String,
         /// The instance, `<plan>-<n>`.
         instance: String,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Pause a rollout (sets `spec.paused`): a plan releases no further update; a Swarm
     /// (`swarm/<name>`) restarts no further pod and grants no job.
@@ -283,6 +305,9 @@ pub enum Command {
         /// Swarm has that name too).
         #[arg(value_parser = swarm_rollout::RolloutObject::parse)]
         object: swarm_rollout::RolloutObject,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Resume a paused rollout (clears `spec.paused`).
     Resume {
@@ -290,6 +315,9 @@ pub enum Command {
         /// Swarm has that name too).
         #[arg(value_parser = swarm_rollout::RolloutObject::parse)]
         object: swarm_rollout::RolloutObject,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Block until a rollout is done (exit 0), printing which update domain (plan) or
     /// pool (Swarm) is updating, done or waiting; exit 1 on timeout, when the rollout
@@ -324,7 +352,35 @@ pub enum Command {
         /// The recorded revision to go back to.
         #[arg(long)]
         to_revision: Option<u64>,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
+}
+
+impl Command {
+    /// The `--dry-run` of a changing command; `none` for every other.
+    pub fn dry_run(&self) -> write::DryRun {
+        self.write_args()
+            .map_or(write::DryRun::None, |write| write.dry_run)
+    }
+
+    /// The write flags of a command that changes an object; `None` for the reading ones.
+    pub fn write_args(&self) -> Option<&write::WriteArgs> {
+        match self {
+            Command::Approve { write, .. }
+            | Command::Undo { write, .. }
+            | Command::ApproveOp { write, .. }
+            | Command::Relocate { write, .. }
+            | Command::Stop { write, .. }
+            | Command::Start { write, .. }
+            | Command::Restart { write, .. }
+            | Command::Pause { write, .. }
+            | Command::Resume { write, .. }
+            | Command::PlanUndo { write, .. } => Some(write),
+            _ => None,
+        }
+    }
 }
 
 /// Why a command failed. One variant per failing step; each names the object
@@ -601,6 +657,8 @@ pub struct Target {
     pub client: Client,
     /// The namespace.
     pub namespace: String,
+    /// How this run writes (`--dry-run`).
+    pub writes: write::Writes,
 }
 
 /// Connects like kubectl does: `--kubeconfig`, else `KUBECONFIG` (a list of
@@ -634,7 +692,11 @@ pub async fn connect(cli: &Cli) -> Result<Target, Error> {
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
     let client = Client::try_from(config).map_err(Error::Client)?;
-    Ok(Target { client, namespace })
+    Ok(Target {
+        client,
+        writes: write::Writes::new(cli.command.dry_run(), &namespace),
+        namespace,
+    })
 }
 
 /// Reads a Swarm, with an error that says how to find it when it is missing.
@@ -695,12 +757,15 @@ async fn set_paused(
     output: OutputFormat,
 ) -> Result<String, Error> {
     let command = if paused { "pause" } else { "resume" };
+    let writes = &target.writes;
     match swarm_rollout::resolve(target, object, command).await? {
-        RolloutObject::Swarm(swarm) => render(
+        RolloutObject::Swarm(swarm) => write::render_written(
+            writes,
             &swarm_rollout::set_paused(target, &swarm, paused).await?,
             output,
         ),
-        RolloutObject::Plan(plan) | RolloutObject::Bare(plan) => render(
+        RolloutObject::Plan(plan) | RolloutObject::Bare(plan) => write::render_written(
+            writes,
             &plan_rollout::set_paused(target, &plan, paused).await?,
             output,
         ),
@@ -722,20 +787,76 @@ pub async fn run(cli: &Cli) -> Result<String, Error> {
         return Ok(completion(*shell));
     }
     let target = connect(cli).await?;
-    match &cli.command {
+    if cli.command.write_args().is_some() {
+        return change(&target, &cli.command, cli.output).await;
+    }
+    read(&target, &cli.command, cli.output).await
+}
+
+/// Runs a command that changes an object (the ones with `--dry-run`).
+async fn change(target: &Target, command: &Command, output: OutputFormat) -> Result<String, Error> {
+    let writes = &target.writes;
+    let operate = async |plan: &str, verb: Verb, instance: &str, to: Option<&str>| {
+        let report = plans::operate(target, plan, verb, instance, to).await?;
+        write::render_written(writes, &report, output)
+    };
+    match command {
+        Command::Approve {
+            swarm, revision, ..
+        } => write::render_written(
+            writes,
+            &gate::approve(target, swarm, *revision).await?,
+            output,
+        ),
+        Command::Undo {
+            swarm,
+            to_revision,
+            inline_jobs,
+            ..
+        } => {
+            let report = gate::undo(target, swarm, *to_revision, *inline_jobs).await?;
+            write::render_written(writes, &report, output)
+        }
+        Command::ApproveOp { plan, id, .. } => {
+            write::render_written(writes, &plans::approve_op(target, plan, id).await?, output)
+        }
+        Command::Relocate {
+            plan, instance, to, ..
+        } => operate(plan, Verb::Relocate, instance, to.as_deref()).await,
+        Command::Stop { plan, instance, .. } => operate(plan, Verb::Stop, instance, None).await,
+        Command::Start { plan, instance, .. } => operate(plan, Verb::Start, instance, None).await,
+        Command::Restart { plan, instance, .. } => {
+            operate(plan, Verb::Restart, instance, None).await
+        }
+        Command::Pause { object, .. } => set_paused(target, object, true, output).await,
+        Command::Resume { object, .. } => set_paused(target, object, false, output).await,
+        Command::PlanUndo {
+            plan, to_revision, ..
+        } => write::render_written(
+            writes,
+            &plan_rollout::undo(target, plan, *to_revision).await?,
+            output,
+        ),
+        _ => read(target, command, output).await,
+    }
+}
+
+/// Runs a command that only reads.
+async fn read(target: &Target, command: &Command, output: OutputFormat) -> Result<String, Error> {
+    match command {
         Command::Status {
             swarm,
             watch: false,
-        } => render(&status::status(&target, swarm).await?, cli.output),
+        } => render(&status::status(target, swarm).await?, output),
         Command::Status { swarm, watch: true } => {
-            wait::watch_status(&target, swarm, cli.output, print_now).await
+            wait::watch_status(target, swarm, output, print_now).await
         }
         Command::Wait {
             swarm,
             for_,
             timeout,
         } => {
-            wait::wait(&target, swarm, *for_, *timeout, |line| {
+            wait::wait(target, swarm, *for_, *timeout, |line| {
                 print_now(&format!("{line}\n"))
             })
             .await
@@ -745,86 +866,73 @@ pub async fn run(cli: &Cli) -> Result<String, Error> {
             replicas,
             pool,
             jobs_file,
-        } => {
-            let change = match (replicas, jobs_file) {
-                (Some(replicas), _) => preview::Change::Replicas {
-                    pool: pool.clone(),
-                    replicas: *replicas,
-                },
-                (None, Some(path)) => preview::Change::Jobs {
-                    source: path.display().to_string(),
-                    jobs: preview::read_jobs_file(path)?,
-                },
-                (None, None) => preview::Change::AsIs,
-            };
-            let (_, mut observation) = observe(&target, swarm).await?;
-            let report = preview::preview(&mut observation, &target.namespace, &change)?;
-            render(&report, cli.output)
-        }
-        Command::Approve { swarm, revision } => {
-            render(&gate::approve(&target, swarm, *revision).await?, cli.output)
-        }
-        Command::History { swarm, revision } => render(
-            &history::history(&target, swarm, *revision).await?,
-            cli.output,
-        ),
-        Command::Undo {
-            swarm,
-            to_revision,
-            inline_jobs,
         } => render(
-            &gate::undo(&target, swarm, *to_revision, *inline_jobs).await?,
-            cli.output,
+            &diff(target, swarm, *replicas, pool, jobs_file).await?,
+            output,
         ),
+        Command::History { swarm, revision } => {
+            render(&history::history(target, swarm, *revision).await?, output)
+        }
         Command::Slices { swarm, member } => render(
-            &slices::slices(&target, swarm, member.as_deref()).await?,
-            cli.output,
+            &slices::slices(target, swarm, member.as_deref()).await?,
+            output,
         ),
-        Command::Plans => render(&plans::plans(&target).await?, cli.output),
-        Command::Plan { plan } => render(&plans::plan(&target, plan).await?, cli.output),
-        Command::Instances { plan } => render(&plans::instances(&target, plan).await?, cli.output),
-        Command::Operations { plan } => {
-            render(&plans::operations(&target, plan).await?, cli.output)
-        }
-        Command::ApproveOp { plan, id } => {
-            render(&plans::approve_op(&target, plan, id).await?, cli.output)
-        }
-        Command::Relocate { plan, instance, to } => render(
-            &plans::operate(&target, plan, Verb::Relocate, instance, to.as_deref()).await?,
-            cli.output,
-        ),
-        Command::Stop { plan, instance } => render(
-            &plans::operate(&target, plan, Verb::Stop, instance, None).await?,
-            cli.output,
-        ),
-        Command::Start { plan, instance } => render(
-            &plans::operate(&target, plan, Verb::Start, instance, None).await?,
-            cli.output,
-        ),
-        Command::Restart { plan, instance } => render(
-            &plans::operate(&target, plan, Verb::Restart, instance, None).await?,
-            cli.output,
-        ),
-        Command::Pause { object } => set_paused(&target, object, true, cli.output).await,
-        Command::Resume { object } => set_paused(&target, object, false, cli.output).await,
+        Command::Plans => render(&plans::plans(target).await?, output),
+        Command::Plan { plan } => render(&plans::plan(target, plan).await?, output),
+        Command::Instances { plan } => render(&plans::instances(target, plan).await?, output),
+        Command::Operations { plan } => render(&plans::operations(target, plan).await?, output),
         Command::RolloutStatus { object, timeout } => {
-            let print_line = |line: &str| print_now(&format!("{line}\n"));
-            match swarm_rollout::resolve(&target, object, "rollout-status").await? {
-                RolloutObject::Swarm(swarm) => {
-                    swarm_rollout::rollout_status(&target, &swarm, *timeout, print_line).await
-                }
-                RolloutObject::Plan(plan) | RolloutObject::Bare(plan) => {
-                    plan_rollout::rollout_status(&target, &plan, *timeout, print_line).await
-                }
-            }
+            rollout_status(target, object, *timeout).await
         }
         Command::Completion { shell } => Ok(completion(*shell)),
         Command::PlanHistory { plan } => {
-            render(&plan_rollout::history(&target, plan).await?, cli.output)
+            render(&plan_rollout::history(target, plan).await?, output)
         }
-        Command::PlanUndo { plan, to_revision } => render(
-            &plan_rollout::undo(&target, plan, *to_revision).await?,
-            cli.output,
-        ),
+        // `run` sends the changing commands to `change`; boxed: the two call each other.
+        _ => Box::pin(change(target, command, output)).await,
+    }
+}
+
+/// `diff`: what the change given by the flags would do.
+async fn diff(
+    target: &Target,
+    swarm: &str,
+    replicas: Option<u32>,
+    pool: &Option<String>,
+    jobs_file: &Option<PathBuf>,
+) -> Result<preview::DiffReport, Error> {
+    let change = match (replicas, jobs_file) {
+        (Some(replicas), _) => preview::Change::Replicas {
+            pool: pool.clone(),
+            replicas,
+        },
+        (None, Some(path)) => preview::Change::Jobs {
+            source: path.display().to_string(),
+            jobs: preview::read_jobs_file(path)?,
+        },
+        (None, None) => preview::Change::AsIs,
+    };
+    let (_, mut observation) = observe(target, swarm).await?;
+    Ok(preview::preview(
+        &mut observation,
+        &target.namespace,
+        &change,
+    )?)
+}
+
+/// `rollout-status` of a Swarm or a plan.
+async fn rollout_status(
+    target: &Target,
+    object: &RolloutObject,
+    timeout: std::time::Duration,
+) -> Result<String, Error> {
+    let print_line = |line: &str| print_now(&format!("{line}\n"));
+    match swarm_rollout::resolve(target, object, "rollout-status").await? {
+        RolloutObject::Swarm(swarm) => {
+            swarm_rollout::rollout_status(target, &swarm, timeout, print_line).await
+        }
+        RolloutObject::Plan(plan) | RolloutObject::Bare(plan) => {
+            plan_rollout::rollout_status(target, &plan, timeout, print_line).await
+        }
     }
 }

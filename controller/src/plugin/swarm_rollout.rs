@@ -9,11 +9,11 @@
 //! or the time is up (exit 1). `judge_swarm_rollout` is the pure part.
 
 use kube::Api;
-use kube::api::{Patch, PatchParams};
 
 use super::kind::{self, Kind};
 use super::plan_rollout::PauseReport;
 use super::wait::{Progress, WaitFor, judge, poll_until};
+use super::write::merge_patch;
 use super::{Error, Target, get_swarm};
 use crate::api::deployment_plan::DeploymentPlan;
 use crate::api::swarm::Swarm;
@@ -72,8 +72,8 @@ pub async fn resolve(
 pub async fn set_paused(target: &Target, name: &str, paused: bool) -> Result<PauseReport, Error> {
     get_swarm(target, name).await?;
     let patch = serde_json::json!({"spec": {"paused": paused}});
-    Api::<Swarm>::namespaced(target.client.clone(), &target.namespace)
-        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+    let api = Api::<Swarm>::namespaced(target.client.clone(), &target.namespace);
+    merge_patch(&target.writes, &api, name, patch)
         .await
         .map_err(|source| Error::PauseSwarm {
             swarm: name.to_owned(),
