@@ -294,7 +294,8 @@ impl Report for HistoryReport {
 }
 
 impl HistoryReport {
-    /// The revisions (`Unavailable` and `Hash` only when `wide`) and the detail asked for.
+    /// The revisions (`Unavailable`, `Strategy` and `Hash` only when `wide`) and the detail
+    /// asked for.
     fn render(&self, wide: bool) -> String {
         let now = Timestamp::now();
         let mut out = format!(
@@ -313,7 +314,7 @@ impl HistoryReport {
             "Approved-By",
             "Hash",
         ])
-        .wide_only(&["Unavailable", "Hash"], wide);
+        .wide_only(&["Unavailable", "Strategy", "Hash"], wide);
         for row in &self.revisions {
             table.row([
                 row.revision.to_string(),

@@ -114,6 +114,18 @@ pub struct HistoryReport {
 
 impl Report for HistoryReport {
     fn table(&self) -> String {
+        self.render(false)
+    }
+
+    fn wide(&self) -> String {
+        self.render(true)
+    }
+}
+
+impl HistoryReport {
+    /// The revisions; CREATED as an age (`5m`), with `wide` as the time itself.
+    fn render(&self, wide: bool) -> String {
+        let now = jiff::Timestamp::now();
         let mut table = Table::new([
             "REVISION",
             "STATE",
@@ -121,12 +133,18 @@ impl Report for HistoryReport {
             "CHANGE-CAUSE",
             "APPROVED-BY",
             "PAYLOADS",
-        ]);
+        ])
+        .wide_only(&[], wide);
         for row in &self.revisions {
+            let created = if wide || row.created.is_empty() {
+                row.created.clone()
+            } else {
+                super::status::age(Some(&row.created), now)
+            };
             table.row([
                 row.revision.to_string(),
                 row.state.clone(),
-                row.created.clone(),
+                created,
                 row.change_cause.clone(),
                 row.approved_by.clone(),
                 row.payloads.clone(),

@@ -14,8 +14,8 @@ pub const MAX_TABLE_WIDTH: usize = 120;
 const MIN_FITTED_WIDTH: usize = 12;
 
 /// Words longer than this (hashes, annotation values in messages) are split across lines
-/// when fitting a table; shorter ones (names, ids a user copies) never are.
-const LONG_WORD: usize = 32;
+/// when fitting a table; shorter ones (names, user names, ids a user copies) never are.
+const LONG_WORD: usize = 64;
 
 /// A table being built row by row.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -319,9 +319,9 @@ mod tests {
     }
 
     #[test]
-    fn only_words_longer_than_32_characters_are_split_to_fit() {
+    fn only_words_longer_than_64_characters_are_split_to_fit() {
         let mut table = Table::new(["Id", "Message"]);
-        let id = "create-web-0-r1-1-and-some-more-x";
+        let id = "system:serviceaccount:shoal-test-g8w5pu93:alice-the-approver";
         table.row([id.to_owned(), format!("approve with {}", "x".repeat(200))]);
         let text = table.render("none");
         assert!(widest_line(&text) <= MAX_TABLE_WIDTH, "{text}");
