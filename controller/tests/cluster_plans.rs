@@ -1167,6 +1167,7 @@ async fn a_guarded_write_that_loses_a_race_reads_again_and_keeps_the_other_write
     use kube::ResourceExt;
     use shoal_controller::plugin::annotate::annotate_guarded;
     use shoal_controller::plugin::plans::operate_annotation;
+    use shoal_controller::plugin::write::{DryRun, Writes};
     use shoal_core::names::ANNOTATION_OPERATE;
 
     let env = Env::start().await;
@@ -1177,7 +1178,8 @@ async fn a_guarded_write_that_loses_a_race_reads_again_and_keeps_the_other_write
     let runtime = tokio::runtime::Handle::current();
     // What each read saw: resourceVersion and the operate annotation.
     let mut reads: Vec<(Option<String>, Option<String>)> = Vec::new();
-    annotate_guarded(&api, "web", |plan: &DeploymentPlan| {
+    let writes = Writes::new(DryRun::None, &env.namespace);
+    annotate_guarded(&writes, &api, "web", |plan: &DeploymentPlan| {
         let current = plan.annotations().get(ANNOTATION_OPERATE).cloned();
         reads.push((plan.resource_version(), current.clone()));
         if reads.len() == 1 {

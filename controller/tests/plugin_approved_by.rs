@@ -190,7 +190,8 @@ async fn operations_and_plan_history_name_the_user_who_ran_kubectl_shoal_approve
         (alice_name.as_str(), true)
     );
 
-    let operations = succeeded(shoal(&env, &["operations", "web"]).await);
+    // Who approved is a wide column, as in `kubectl get -o wide`.
+    let operations = succeeded(shoal(&env, &["operations", "web", "-o", "wide"]).await);
     assert!(operations.contains(&alice_name), "{operations}");
     let history = succeeded(shoal(&env, &["plan-history", "web"]).await);
     assert!(history.contains("APPROVED-BY"), "{history}");

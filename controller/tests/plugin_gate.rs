@@ -249,3 +249,139 @@ async fn history_lists_the_recorded_revisions_and_undo_rewrites_the_swarm_throug
     controller.stop().await;
     env.finish().await;
 }
+
+/// A Swarm reading its job list from ConfigMap `jobs` (keys `job:0`… `job:<n-1>`).
+async fn swarm_from_config_map(env: &Env, jobs: usize, strategy: &str) {
+    let keys: String = (0..jobs).map(|i| format!("      - job:{i}\n")).collect();
+    env.apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: jobs\ndata:\n  config.yml: |\n    jobs:\n{keys}"
+    ))
+    .await;
+    env.apply(&format!(
+        "apiVersion: shoal.dev/v1alpha1\nkind: Swarm\nmetadata:\n  name: demo\nspec:\n  jobsFrom:\n    configMapKeyRef:\n      name: jobs\n      key: config.yml\n  strategy:\n    type: {strategy}\n"
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_keeps_jobs_from_and_refuses_a_job_list_it_does_not_own_unless_asked_to_inline_it() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    swarm_from_config_map(&env, 6, "bounded").await;
+    env.in_force("demo", 1, WAIT).await;
+    swarm_from_config_map(&env, 9, "bounded").await;
+    env.in_force("demo", 2, WAIT).await;
+
+    // Revision 1's jobs are not in the ConfigMap: undo is refused and writes nothing.
+    let before = env.swarm("demo").await.metadata.resource_version;
+    let run = shoal(&env, &["undo", "demo"]).await;
+    assert!(!run.success, "{}", run.stdout);
+    let namespace = &env.namespace;
+    for part in [
+        format!("Swarm {namespace}/demo takes its job list from ConfigMap jobs (spec.jobsFrom)"),
+        "revision 1's job list (6 jobs) differs from the one there now (9 jobs)".to_owned(),
+        "revert the change in Git, or edit ConfigMap jobs".to_owned(),
+        format!("kubectl shoal undo demo -n {namespace} --to-revision 1 --inline-jobs"),
+    ] {
+        assert!(
+            run.stderr.contains(&part),
+            "{part:?} not in: {}",
+            run.stderr
+        );
+    }
+    assert_eq!(env.swarm("demo").await.metadata.resource_version, before);
+
+    // Only the strategy changed since revision 2: undo rolls back the strategy alone.
+    swarm_from_config_map(&env, 9, "ring").await;
+    env.in_force("demo", 3, WAIT).await;
+    let undo: UndoReport = shoal_json(&env, &["undo", "demo"]).await;
+    assert_eq!(undo.to_revision, 2);
+    assert_eq!(undo.kept_jobs_from.as_deref(), Some("ConfigMap jobs"));
+    assert_eq!(undo.replaced_jobs_from, None);
+    let swarm = env.swarm("demo").await;
+    assert!(swarm.spec.jobs.is_empty(), "{:?}", swarm.spec.jobs);
+    assert!(swarm.spec.jobs_from.is_some(), "jobsFrom was dropped");
+    assert_eq!(
+        format!("{:?}", swarm.spec.strategy.type_),
+        "Bounded",
+        "the strategy is revision 2's"
+    );
+    env.in_force("demo", 4, WAIT).await;
+
+    // Asked for explicitly, the old list goes inline and jobsFrom goes.
+    let undo: UndoReport = shoal_json(
+        &env,
+        &["undo", "demo", "--to-revision", "1", "--inline-jobs"],
+    )
+    .await;
+    assert_eq!(undo.replaced_jobs_from.as_deref(), Some("ConfigMap jobs"));
+    let swarm = env.swarm("demo").await;
+    assert_eq!(swarm.spec.jobs.len(), 6);
+    assert_eq!(swarm.spec.jobs_from, None);
+    controller.stop().await;
+    env.finish().await;
+}
+
+/// What a dry run must leave alone: the Swarm's generation (its spec) and annotations.
+async fn spec_and_annotations(env: &Env) -> (Option<i64>, String) {
+    let swarm = env.swarm("demo").await;
+    let annotations = serde_json::to_string(&swarm.metadata.annotations).expect("json");
+    (swarm.metadata.generation, annotations)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_runs_print_the_patch_or_the_servers_answer_and_change_nothing() {
+    let env = Env::start().await;
+    let controller = env.start_controller();
+    env.pool("worker", "demo", 2).await;
+    env.apply(&swarm_yaml("demo", &job_keys(6), MANUAL)).await;
+    pending(&env, 1).await;
+    let approve_with = env
+        .swarm("demo")
+        .await
+        .status
+        .and_then(|s| s.pending_revision);
+    let approve_with = approve_with.expect("pending").approve_with;
+    let before = spec_and_annotations(&env).await;
+
+    let client = shoal_ok(&env, &["approve", "demo", "--dry-run=client"]).await;
+    assert!(
+        client.contains("Dry run (client): nothing was sent."),
+        "{client}"
+    );
+    assert!(
+        client.contains(&format!("\"shoal.dev/approve\": \"{approve_with}\"")),
+        "{client}"
+    );
+    let server: serde_json::Value =
+        shoal_json(&env, &["approve", "demo", "--dry-run=server"]).await;
+    assert_eq!(server["dryRun"], "server");
+    assert_eq!(
+        server["writes"][0]["result"]["metadata"]["annotations"]["shoal.dev/approve"],
+        approve_with.as_str(),
+        "the server's answer holds the approval: {server}"
+    );
+    assert_eq!(server["report"]["revision"], 1);
+
+    let paused = shoal_ok(&env, &["pause", "swarm/demo", "--dry-run=server"]).await;
+    assert!(
+        paused.contains("with dryRun=All and stored nothing"),
+        "{paused}"
+    );
+    assert!(paused.contains("\"paused\": true"), "{paused}");
+    let undo = shoal(&env, &["undo", "demo", "--dry-run"]).await;
+    assert!(!undo.success, "nothing to undo yet: {}", undo.stdout);
+    assert_eq!(
+        spec_and_annotations(&env).await,
+        before,
+        "a dry run changed the Swarm"
+    );
+    assert!(!env.swarm("demo").await.spec.paused);
+
+    // Then for real: the approval lands.
+    shoal_ok(&env, &["approve", "demo"]).await;
+    env.in_force("demo", 1, WAIT).await;
+    controller.stop().await;
+    env.finish().await;
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{Env, eventually, job_keys, swarm_yaml};
 use plugin_common::{
-    moved, owners, resource_versions, shoal, shoal_json, shoal_ok, shoal_with_env,
+    moved, owners, resource_versions, shoal, shoal_json, shoal_ok, shoal_refused, shoal_with_env,
 };
 use shoal_controller::plugin::preview::DiffReport;
 use shoal_controller::plugin::slices::SlicesReport;
@@ -479,5 +479,72 @@ async fn diff_of_one_pool_among_two_matches_what_the_controller_does_when_that_p
         .collect();
     assert_eq!(predicted, moved(&before, &after));
     controller.stop().await;
+    env.finish().await;
+}
+
+const PLAN_DEMO: &str = r#"apiVersion: shoal.dev/v1alpha1
+kind: DeploymentPlan
+metadata:
+  name: demo
+spec:
+  swarm: demo
+  applications:
+  - name: nginx
+    resources: {cores: 1}
+  deployment:
+    instances: 1
+    payloads:
+    - application: nginx
+      coordinates: {image: "nginx:1"}
+"#;
+
+/// `spec.paused` of the Swarm and of the plan named `demo`.
+async fn paused(env: &Env) -> (bool, bool) {
+    let plans: kube::Api<shoal_controller::api::deployment_plan::DeploymentPlan> =
+        kube::Api::namespaced(env.client.clone(), &env.namespace);
+    let plan = plans.get("demo").await.expect("the plan exists");
+    (env.swarm("demo").await.spec.paused, plan.spec.paused)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_are_named_as_kubectl_names_them_and_a_bare_name_both_kinds_carry_is_refused() {
+    let env = Env::start().await;
+    env.install_plan_crd().await;
+    env.apply(&swarm_yaml("demo", &job_keys(2), "")).await;
+    env.apply(PLAN_DEMO).await;
+    for args in [
+        ["status", "swarm/demo"],
+        ["history", "sw/demo"],
+        ["slices", "swarms.shoal.dev/demo"],
+        ["plan", "dplan/demo"],
+        ["instances", "deploymentplans/demo"],
+        ["operations", "deploymentplan/demo"],
+    ] {
+        shoal_ok(&env, &args).await;
+    }
+    shoal_refused(
+        &env,
+        &["status", "dplan/demo"],
+        "dplan/demo is a DeploymentPlan, and this command takes a Swarm",
+    )
+    .await;
+
+    // Ambiguous: both kinds are named demo. Nothing is written.
+    let namespace = &env.namespace;
+    for command in ["pause", "resume", "rollout-status"] {
+        let expected = format!(
+            "both Swarm {namespace}/demo and DeploymentPlan {namespace}/demo exist; say which: `kubectl shoal {command} swarm/demo` or `kubectl shoal {command} dplan/demo`"
+        );
+        shoal_refused(&env, &[command, "demo"], &expected).await;
+    }
+    assert_eq!(paused(&env).await, (false, false));
+    shoal_ok(&env, &["pause", "swarm/demo"]).await;
+    assert_eq!(paused(&env).await, (true, false));
+    shoal_ok(&env, &["pause", "dplan/demo"]).await;
+    assert_eq!(paused(&env).await, (true, true));
+
+    // Only a Swarm has the name: a bare name (a plan's) is refused, naming the Swarm form.
+    env.apply(&swarm_yaml("solo", &job_keys(1), "")).await;
+    shoal_refused(&env, &["pause", "solo"], "`kubectl shoal pause swarm/solo`").await;
     env.finish().await;
 }

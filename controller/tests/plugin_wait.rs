@@ -138,8 +138,32 @@ async fn wait_fails_at_once_with_the_reason_when_the_swarm_is_degraded() {
     env.finish().await;
 }
 
+/// Reads a watcher's output into `seen` until a line shows `revision` in force.
+async fn read_until(
+    stdout: &mut tokio::process::ChildStdout,
+    seen: &mut String,
+    revision: u64,
+) -> String {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut buffer = [0u8; 4096];
+    let shows = |text: &str| {
+        text.lines().any(|line| {
+            line.starts_with("Revision in force") && line.ends_with(&format!(" {revision}"))
+        })
+    };
+    while !shows(seen) {
+        let read = tokio::time::timeout_at(deadline, stdout.read(&mut buffer))
+            .await
+            .unwrap_or_else(|_| panic!("no revision {revision} within {WAIT:?}:\n{seen}"))
+            .expect("reading the watcher");
+        assert!(read > 0, "the watcher ended:\n{seen}");
+        seen.push_str(&String::from_utf8_lossy(&buffer[..read]));
+    }
+    seen.clone()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn status_watch_prints_the_status_again_when_a_new_revision_is_in_force() {
+async fn status_watch_prints_the_status_once_and_again_only_when_it_changes() {
     let env = Env::start().await;
     let controller = env.start_controller();
     env.pool("worker", "demo", 2).await;
@@ -159,29 +183,19 @@ async fn status_watch_prints_the_status_again_when_a_new_revision_is_in_force() 
         .expect("kubectl-shoal starts");
     let mut stdout = watcher.stdout.take().expect("piped stdout");
     let mut seen = String::new();
-    // Reads the watcher's output until a line shows `revision` in force.
-    let mut read_until = async |revision: u64| {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        let mut buffer = [0u8; 4096];
-        let shows = |text: &str| {
-            text.lines().any(|line| {
-                line.starts_with("Revision in force") && line.ends_with(&format!(" {revision}"))
-            })
-        };
-        while !shows(&seen) {
-            let read = tokio::time::timeout_at(deadline, stdout.read(&mut buffer))
-                .await
-                .unwrap_or_else(|_| panic!("no revision {revision} within {WAIT:?}:\n{seen}"))
-                .expect("reading the watcher");
-            assert!(read > 0, "the watcher ended:\n{seen}");
-            seen.push_str(&String::from_utf8_lossy(&buffer[..read]));
-        }
-        seen.clone()
-    };
-    let first = read_until(1).await;
+    let first = read_until(&mut stdout, &mut seen, 1).await;
     assert_eq!(first.matches("Revision in force").count(), 1, "{first}");
+    // Nothing changes: three seconds (three polls) print nothing, though the ages in the
+    // table grow.
+    let mut quiet = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(3), stdout.read_to_end(&mut quiet)).await;
+    assert!(
+        quiet.is_empty(),
+        "printed again without a change:\n{}",
+        String::from_utf8_lossy(&quiet)
+    );
     env.apply(&swarm_yaml("demo", &job_keys(8), "")).await;
-    let later = read_until(2).await;
+    let later = read_until(&mut stdout, &mut seen, 2).await;
     assert!(
         later.matches("Revision in force").count() >= 2,
         "the status was not printed again:\n{later}"

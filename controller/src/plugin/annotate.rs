@@ -10,7 +10,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
+
+use super::write::{Writes, merge_patch};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
@@ -37,14 +39,16 @@ pub fn is_conflict(error: &kube::Error) -> bool {
 
 /// Reads `name`, lets `compute` check the request and say which annotations
 /// to set (and what to report), and writes them by merge patch with the read
-/// `resourceVersion` as a precondition; on a conflict, again from a fresh read.
+/// `resourceVersion` as a precondition; on a conflict, again from a fresh read. Under a
+/// dry run ([`Writes`]) the patch is held back or only checked by the server.
 pub async fn annotate_guarded<K, T, E>(
+    writes: &Writes,
     api: &Api<K>,
     name: &str,
     mut compute: impl FnMut(&K) -> Result<(BTreeMap<String, String>, T), E>,
 ) -> Result<T, AnnotateError<E>>
 where
-    K: Resource + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + serde::Serialize + Debug,
 {
     for _ in 0..ATTEMPTS {
         let object = api
@@ -59,10 +63,7 @@ where
                 "annotations": annotations,
             }
         });
-        match api
-            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
+        match merge_patch(writes, api, name, patch).await {
             Ok(_) => return Ok(report),
             Err(error) if is_conflict(&error) => continue,
             Err(error) => return Err(AnnotateError::Api(error)),

@@ -1,16 +1,18 @@
 //! `kubectl shoal approve` and `kubectl shoal undo`: one annotation each on
 //! the Swarm; the controller's approval gate does the rest.
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_CHANGE_CAUSE};
 
 use super::preview::{self, Change, DiffReport};
 use super::table::fields;
+use super::write::merge_patch;
 use super::{Error, Report, Target};
 use crate::api::swarm::{JobsFrom, RevisionSummary, Swarm};
 use crate::approvers::approval_annotations;
+use crate::swarm::decide::{Observation, RevisionRecord, job_list};
 
 use super::annotate::{ATTEMPTS as APPROVE_ATTEMPTS, AnnotateError, annotate_guarded, is_conflict};
 
@@ -150,6 +152,25 @@ pub enum GateError {
         /// Cause.
         source: kube::Error,
     },
+    /// The job list lives in the `jobsFrom` ConfigMaps, which Shoal does not write, and
+    /// the revision's differs from it.
+    #[error(
+        "Swarm {namespace}/{swarm} takes its job list from {source_name} (spec.jobsFrom), which Shoal does not write, and revision {revision}'s job list ({then} jobs) differs from the one there now ({now}); undo leaves spec.jobsFrom alone so that a GitOps tool has nothing to fight. Restore the job list where it is kept (revert the change in Git, or edit {source_name}): `kubectl shoal history {swarm} -n {namespace} --revision {revision} -o yaml` lists revision {revision}'s jobs and `kubectl shoal diff {swarm} -n {namespace} --jobs-file <file>` previews a list. To write revision {revision}'s jobs inline into the Swarm instead, dropping spec.jobsFrom, run `kubectl shoal undo {swarm} -n {namespace} --to-revision {revision} --inline-jobs`"
+    )]
+    JobsFromElsewhere {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// The revision asked for.
+        revision: u64,
+        /// `ConfigMap a`, `ConfigMaps a, b` or `the ConfigMaps labelled k=v`.
+        source_name: String,
+        /// Jobs of the revision.
+        then: usize,
+        /// The job list now, in words: `N jobs`, or why it cannot be read.
+        now: String,
+    },
     /// Rolling back would change nothing.
     #[error(
         "Swarm {namespace}/{swarm}: rolling back to revision {revision} changes nothing ({decision}); a rollback restores a revision's job list and strategy, not its members, and revision {revision} has the job list and strategy in force"
@@ -244,7 +265,7 @@ pub async fn approve(
     let api: Api<Swarm> = Api::namespaced(target.client.clone(), &target.namespace);
     let approver = crate::approvers::approver_name(&target.client).await;
     let namespace = target.namespace.clone();
-    let written = annotate_guarded(&api, swarm, |object: &Swarm| {
+    let written = annotate_guarded(&target.writes, &api, swarm, |object: &Swarm| {
         let status = object.status.clone().unwrap_or_default();
         let Some(pending) = status.pending_revision.clone() else {
             return Err(GateError::NothingPending {
@@ -332,22 +353,36 @@ pub struct UndoReport {
     pub swarm: String,
     /// Namespace.
     pub namespace: String,
-    /// The revision whose job list and strategy come back.
+    /// The revision whose strategy (and, unless the Swarm reads `jobsFrom`, job list) comes back.
     pub to_revision: u64,
-    /// The `jobsFrom` ConfigMaps the Swarm no longer reads (its job list is now inline),
-    /// as `ConfigMap a`, `ConfigMaps a, b` or `the ConfigMaps labelled k=v`.
+    /// The `jobsFrom` ConfigMaps the Swarm no longer reads (`--inline-jobs`: its job list is
+    /// now inline), as `ConfigMap a`, `ConfigMaps a, b` or `the ConfigMaps labelled k=v`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaced_jobs_from: Option<String>,
+    /// The `jobsFrom` ConfigMaps the Swarm still reads: only the strategy was rewritten.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_jobs_from: Option<String>,
     /// What the rollback does, computed before writing.
     pub preview: DiffReport,
 }
 
 impl Report for UndoReport {
     fn table(&self) -> String {
+        let what = if self.kept_jobs_from.is_some() {
+            "strategy"
+        } else {
+            "job list and strategy"
+        };
         let mut out = format!(
-            "Swarm {}/{}: job list and strategy rewritten to those of revision {}; the change goes through the approval gate like any edit.\n",
+            "Swarm {}/{}: {what} rewritten to those of revision {}; the change goes through the approval gate like any edit.\n",
             self.namespace, self.swarm, self.to_revision
         );
+        if let Some(config_maps) = &self.kept_jobs_from {
+            out.push_str(&format!(
+                "The job list is still read from {config_maps} (spec.jobsFrom), which holds revision {}'s jobs already.\n",
+                self.to_revision
+            ));
+        }
         if let Some(config_maps) = &self.replaced_jobs_from {
             out.push_str(&format!(
                 "The job list is now inline in the Swarm (spec.jobs); it no longer reads {config_maps} (spec.jobsFrom). Put jobsFrom back to read them again.\n"
@@ -362,16 +397,14 @@ impl Report for UndoReport {
 /// Largest Swarm `undo` writes: a real API server refuses objects much over 1 MiB.
 const MAX_UNDO_BYTES: usize = 1024 * 1024;
 
-/// Rolls back by rewriting the Swarm's job list and strategy to those of a recorded
-/// revision, as `kubectl rollout undo` rewrites a Deployment's template: one write, with
-/// the Swarm's resourceVersion as precondition. The controller then treats it as any edit
-/// (a new revision, through the approval gate); nothing stays behind to undo the undo.
-pub async fn undo(
+/// The revision `undo` returns to: `to_revision`, else the latest recorded before the one
+/// in force; refused when it is not recorded or cannot be replayed.
+fn undo_record(
     target: &Target,
     swarm: &str,
+    observation: &Observation,
     to_revision: Option<u64>,
-) -> Result<UndoReport, Error> {
-    let (object, mut observation) = super::observe(target, swarm).await?;
+) -> Result<RevisionRecord, GateError> {
     let current = observation.status.current_revision;
     let kept: Vec<u64> = observation.history.keys().copied().collect();
     let revision = match to_revision {
@@ -394,21 +427,100 @@ pub async fn undo(
             namespace: target.namespace.clone(),
             revision,
             kept,
-        }
-        .into());
+        });
     };
     if record.jobs_omitted {
         return Err(GateError::NotReplayable {
             swarm: swarm.to_owned(),
             namespace: target.namespace.clone(),
             revision,
-        }
-        .into());
+        });
     }
+    Ok(record)
+}
+
+/// Whether `undo` rewrites the job list. A Swarm reading `jobsFrom` keeps it: the job list
+/// lives in ConfigMaps its owner (often Git) writes, so only the strategy is rolled back,
+/// and only when those ConfigMaps hold the revision's jobs already; otherwise it is refused
+/// unless `--inline-jobs` asks for the list inline.
+fn rewrites_jobs(
+    target: &Target,
+    object: &Swarm,
+    observation: &Observation,
+    record: &RevisionRecord,
+    inline_jobs: bool,
+) -> Result<bool, GateError> {
+    let Some(from) = object.spec.jobs_from.as_ref().filter(|_| !inline_jobs) else {
+        return Ok(true);
+    };
+    let now = job_list(
+        &observation.swarm,
+        &observation.spec,
+        &observation.job_source,
+    );
+    let same = now.as_ref().is_ok_and(|jobs| {
+        jobs.len() == record.jobs.len()
+            && jobs
+                .iter()
+                .zip(&record.jobs)
+                .all(|(key, job)| key.as_str() == job)
+    });
+    if same {
+        return Ok(false);
+    }
+    Err(GateError::JobsFromElsewhere {
+        swarm: observation.swarm.clone(),
+        namespace: target.namespace.clone(),
+        revision: record.revision,
+        source_name: from.describe(),
+        then: record.jobs.len(),
+        now: match now {
+            Ok(jobs) => format!("{} jobs", jobs.len()),
+            Err(problem) => format!("unreadable: {}", problem.message),
+        },
+    })
+}
+
+/// The merge patch `undo` writes: the strategy, the job list when `jobs`, and the
+/// change cause; the Swarm's resourceVersion as precondition.
+fn undo_patch(object: &Swarm, record: &RevisionRecord, jobs: bool) -> serde_json::Value {
+    let swarm = object.metadata.name.as_deref().unwrap_or_default();
+    let revision = record.revision;
+    let mut spec = json!({ "strategy": record.strategy });
+    if jobs {
+        spec["jobs"] = json!(record.jobs);
+        spec["jobsFrom"] = serde_json::Value::Null;
+    }
+    json!({
+        "metadata": {
+            "resourceVersion": object.metadata.resource_version,
+            "annotations": {
+                ANNOTATION_CHANGE_CAUSE: format!("kubectl shoal undo {swarm} --to-revision {revision}"),
+            },
+        },
+        "spec": spec,
+    })
+}
+
+/// Rolls back by rewriting the Swarm's strategy, and its job list unless that is read
+/// from `jobsFrom` (see [`rewrites_jobs`]), to those of a recorded revision, as `kubectl
+/// rollout undo` rewrites a Deployment's template: one write, with the Swarm's
+/// resourceVersion as precondition. The controller then treats it as any edit (a new
+/// revision, through the approval gate); nothing stays behind to undo the undo.
+pub async fn undo(
+    target: &Target,
+    swarm: &str,
+    to_revision: Option<u64>,
+    inline_jobs: bool,
+) -> Result<UndoReport, Error> {
+    let (object, mut observation) = super::observe(target, swarm).await?;
+    let record = undo_record(target, swarm, &observation, to_revision)?;
+    let revision = record.revision;
+    let jobs = rewrites_jobs(target, &object, &observation, &record, inline_jobs)?;
     let report = preview::preview(
         &mut observation,
         &target.namespace,
-        &Change::RollbackTo(revision),
+        &Change::RollbackTo { revision, jobs },
     )?;
     if report.revision.is_none() {
         return Err(GateError::NothingToUndo {
@@ -419,19 +531,7 @@ pub async fn undo(
         }
         .into());
     }
-    let patch = json!({
-        "metadata": {
-            "resourceVersion": object.metadata.resource_version,
-            "annotations": {
-                ANNOTATION_CHANGE_CAUSE: format!("kubectl shoal undo {swarm} --to-revision {revision}"),
-            },
-        },
-        "spec": {
-            "jobs": record.jobs,
-            "jobsFrom": null,
-            "strategy": record.strategy,
-        },
-    });
+    let patch = undo_patch(&object, &record, jobs);
     let bytes = patch.to_string().len();
     if bytes > MAX_UNDO_BYTES {
         return Err(GateError::TooLargeToInline {
@@ -443,33 +543,33 @@ pub async fn undo(
         }
         .into());
     }
-    let api: Api<Swarm> = Api::namespaced(target.client.clone(), &target.namespace);
-    match api
-        .patch(swarm, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-    {
-        Ok(_) => {}
-        Err(error) if is_conflict(&error) => {
-            return Err(GateError::ChangedWhileUndoing {
-                swarm: swarm.to_owned(),
-                namespace: target.namespace.clone(),
-            }
-            .into());
-        }
-        Err(source) => {
-            return Err(GateError::Rewrite {
-                swarm: swarm.to_owned(),
-                namespace: target.namespace.clone(),
-                source,
-            }
-            .into());
-        }
-    }
+    write_undo(target, swarm, patch).await?;
+    let jobs_from = object.spec.jobs_from.as_ref().map(JobsFrom::describe);
     Ok(UndoReport {
         swarm: swarm.to_owned(),
         namespace: target.namespace.clone(),
         to_revision: revision,
-        replaced_jobs_from: object.spec.jobs_from.as_ref().map(JobsFrom::describe),
+        replaced_jobs_from: jobs_from.clone().filter(|_| jobs),
+        kept_jobs_from: jobs_from.filter(|_| !jobs),
         preview: report,
     })
+}
+
+/// Sends `undo`'s patch; a conflict means someone else edited the Swarm since it was read.
+async fn write_undo(target: &Target, swarm: &str, patch: serde_json::Value) -> Result<(), Error> {
+    let api: Api<Swarm> = Api::namespaced(target.client.clone(), &target.namespace);
+    match merge_patch(&target.writes, &api, swarm, patch).await {
+        Ok(_) => Ok(()),
+        Err(error) if is_conflict(&error) => Err(GateError::ChangedWhileUndoing {
+            swarm: swarm.to_owned(),
+            namespace: target.namespace.clone(),
+        }
+        .into()),
+        Err(source) => Err(GateError::Rewrite {
+            swarm: swarm.to_owned(),
+            namespace: target.namespace.clone(),
+            source,
+        }
+        .into()),
+    }
 }

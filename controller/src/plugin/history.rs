@@ -285,6 +285,18 @@ fn optional<T: ToString>(value: Option<T>) -> String {
 
 impl Report for HistoryReport {
     fn table(&self) -> String {
+        self.render(false)
+    }
+
+    fn wide(&self) -> String {
+        self.render(true)
+    }
+}
+
+impl HistoryReport {
+    /// The revisions (`Unavailable`, `Strategy` and `Hash` only when `wide`) and the detail
+    /// asked for.
+    fn render(&self, wide: bool) -> String {
         let now = Timestamp::now();
         let mut out = format!(
             "Revision History of Swarm {}/{} (revision {} in force)\n",
@@ -301,7 +313,8 @@ impl Report for HistoryReport {
             "Moved From Previous",
             "Approved-By",
             "Hash",
-        ]);
+        ])
+        .wide_only(&["Unavailable", "Strategy", "Hash"], wide);
         for row in &self.revisions {
             table.row([
                 row.revision.to_string(),

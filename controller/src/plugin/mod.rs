@@ -15,6 +15,9 @@
 //!   and the user operations `relocate`, `stop`, `start`, `restart`.
 //! * [`swarm_rollout`]: a Swarm's pool-by-pool restarts: `pause swarm/<name>`,
 //!   `resume swarm/<name>`, `rollout-status swarm/<name>`.
+//! * [`complete`]: `kubectl shoal <TAB>` through kubectl (`kubectl_complete-shoal`); and
+//!   `completion bash|zsh|fish` ([`completion`]).
+//! * [`kind`]: `swarm/<name>`, `dplan/<name>` and the CRDs' other names, as kubectl takes them.
 //! * [`plan_rollout`]: a plan's ordered rollout: `pause`, `resume`,
 //!   `rollout-status`, `plan-history`, `plan-undo`.
 //!
@@ -32,14 +35,15 @@
 //! kubectl shoal diff demo --jobs-file jobs.yaml   # a new job list (`jobs: [...]`, a YAML list, or lines)
 //! kubectl shoal approve demo --revision 4         # refused unless 4 is the pending revision
 //! kubectl shoal history demo [--revision 2]
-//! kubectl shoal undo demo [--to-revision 2]       # rewrites the job list and strategy; through the approval gate
+//! kubectl shoal undo demo [--to-revision 2]       # rewrites the job list and strategy (jobsFrom kept); through the gate
 //! kubectl shoal slices demo [worker-1]
 //! kubectl shoal plans | plan web | instances web | operations web
 //! kubectl shoal approve-op web create-web-0-r1-1
 //! ```
 //!
 //! `--kubeconfig`, `KUBECONFIG` (a list of files), `--context` and `-n` work as
-//! in kubectl; `-o yaml|json` prints the report as data.
+//! in kubectl; `-o yaml|json` prints the report as data; tables fit 120 columns, and
+//! `-o wide` shows every column at full width ([`table`]).
 //!
 //! # Rights
 //!
@@ -53,8 +57,10 @@
 //! annotation, `approve-op` the approver's name beside it).
 
 pub mod annotate;
+pub mod complete;
 pub mod gate;
 pub mod history;
+pub mod kind;
 pub mod plan_rollout;
 pub mod plans;
 pub mod preview;
@@ -65,10 +71,11 @@ pub mod table;
 #[cfg(test)]
 mod testing;
 pub mod wait;
+pub mod write;
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -107,8 +114,10 @@ pub struct Cli {
 /// How a report is printed.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputFormat {
-    /// Readable tables.
+    /// Readable tables, at most 120 columns wide.
     Table,
+    /// Readable tables with every column, as wide as they are (like `kubectl get -o wide`).
+    Wide,
     /// YAML.
     Yaml,
     /// JSON.
@@ -120,7 +129,8 @@ pub enum OutputFormat {
 pub enum Command {
     /// Pools, members, revisions, the pending revision, conditions, operations and recent Events.
     Status {
-        /// The Swarm.
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
         swarm: String,
         /// Keep watching: print the status again each time it changes (like `kubectl get -w`).
         #[arg(short = 'w', long)]
@@ -130,7 +140,8 @@ pub enum Command {
     ///
     /// Without options: what the controller would do with the cluster as it is now.
     Diff {
-        /// The Swarm.
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
         swarm: String,
         /// Scale a pool to this many replicas (with --pool when the Swarm has several pools).
         #[arg(long)]
@@ -146,32 +157,48 @@ pub enum Command {
     /// Approve the pending revision (annotates the Swarm `shoal.dev/approve=<revision>/<hash>`
     /// and `shoal.dev/approved-by=<you>`).
     Approve {
-        /// The Swarm.
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
         swarm: String,
         /// The revision to approve; refused unless it is the pending one.
         #[arg(long)]
         revision: Option<u64>,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Revisions recorded in the history ConfigMaps.
     History {
-        /// The Swarm.
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
         swarm: String,
         /// Also show this revision in detail: its members and who owned which job.
         #[arg(long)]
         revision: Option<u64>,
     },
     /// Roll back to the job list and strategy of a recorded revision: rewrites the Swarm's
-    /// `spec.jobs` (inline) and `spec.strategy`, which then go through the approval gate.
+    /// `spec.jobs` and `spec.strategy`, which then go through the approval gate. A Swarm
+    /// reading `spec.jobsFrom` keeps it: only its strategy is rolled back, and only when
+    /// those ConfigMaps hold the revision's jobs already (else refused, saying what to do).
     Undo {
-        /// The Swarm.
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
         swarm: String,
         /// The revision to return to (default: the one before the revision in force).
         #[arg(long)]
         to_revision: Option<u64>,
+        /// Write the revision's jobs inline into `spec.jobs` even when the Swarm reads
+        /// `spec.jobsFrom`, removing it (a GitOps tool managing the Swarm will put it back).
+        #[arg(long)]
+        inline_jobs: bool,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Slice ConfigMaps per member, or one member's jobs.
     Slices {
-        /// The Swarm.
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
         swarm: String,
         /// A member (pod name): print its jobs.
         member: Option<String>,
@@ -180,33 +207,41 @@ pub enum Command {
     Plans,
     /// One DeploymentPlan: applications, deployments, instance and operation summaries.
     Plan {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
     },
     /// A plan's instances: member, update domain, deployment, state, error; unplaced ones.
     Instances {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
     },
     /// A plan's operations and their states.
     Operations {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
     },
     /// Approve one operation waiting for approval (annotates the plan
     /// `shoal.dev/approve=<id>/<hash>` and `shoal.dev/approved-by=<you>`).
     ApproveOp {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
         /// The operation id (`kubectl shoal operations <plan>`).
         id: String,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Block until the controller has seen the Swarm's current spec, pool sizes and job
     /// list and the revision computed from them is in force (exit 0); exit 3 when that
     /// revision waits for approval; exit 1 with a message on timeout or when the Swarm is
     /// Degraded.
     Wait {
-        /// The Swarm.
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
         swarm: String,
         /// `in-force`: no revision pending or being applied; `ready`: also every member ready.
         #[arg(long = "for", value_enum, default_value_t = wait::WaitFor::InForce)]
@@ -218,73 +253,134 @@ pub enum Command {
     /// Relocate one instance (make-before-break), to a named member or where
     /// placement chooses (annotates the plan `shoal.dev/operate`).
     Relocate {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
         /// The instance, `<plan>-<n>`.
         instance: String,
         /// The member (pod name) to move it to.
         #[arg(long)]
         to: Option<String>,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Stop one instance's process, keeping its placement (annotates `shoal.dev/operate`).
     Stop {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
         /// The instance, `<plan>-<n>`.
         instance: String,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Start a stopped instance again (annotates `shoal.dev/operate`).
     Start {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
         /// The instance, `<plan>-<n>`.
         instance: String,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Restart one instance's process (annotates `shoal.dev/operate`).
     Restart {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
         /// The instance, `<plan>-<n>`.
         instance: String,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Pause a rollout (sets `spec.paused`): a plan releases no further update; a Swarm
     /// (`swarm/<name>`) restarts no further pod and grants no job.
     Pause {
-        /// A DeploymentPlan (`<name>` or `plan/<name>`) or a Swarm (`swarm/<name>`).
+        /// `swarm/<name>` or `dplan/<name>`; a bare name is the DeploymentPlan (refused when a
+        /// Swarm has that name too).
         #[arg(value_parser = swarm_rollout::RolloutObject::parse)]
         object: swarm_rollout::RolloutObject,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Resume a paused rollout (clears `spec.paused`).
     Resume {
-        /// A DeploymentPlan (`<name>` or `plan/<name>`) or a Swarm (`swarm/<name>`).
+        /// `swarm/<name>` or `dplan/<name>`; a bare name is the DeploymentPlan (refused when a
+        /// Swarm has that name too).
         #[arg(value_parser = swarm_rollout::RolloutObject::parse)]
         object: swarm_rollout::RolloutObject,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
     /// Block until a rollout is done (exit 0), printing which update domain (plan) or
     /// pool (Swarm) is updating, done or waiting; exit 1 on timeout, when the rollout
     /// halts, or when the object is Degraded.
     RolloutStatus {
-        /// A DeploymentPlan (`<name>` or `plan/<name>`) or a Swarm (`swarm/<name>`).
+        /// `swarm/<name>` or `dplan/<name>`; a bare name is the DeploymentPlan (refused when a
+        /// Swarm has that name too).
         #[arg(value_parser = swarm_rollout::RolloutObject::parse)]
         object: swarm_rollout::RolloutObject,
         /// Give up after this long, e.g. `90s`, `5m`.
         #[arg(long, default_value = "5m", value_parser = shoal_core::duration::parse_flag)]
         timeout: std::time::Duration,
     },
+    /// Print a shell completion script for `kubectl-shoal`, e.g.
+    /// `source <(kubectl shoal completion bash)`; writes nothing to the cluster.
+    Completion {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
     /// A plan's recorded deployment revisions with change cause and creation time.
     PlanHistory {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
     },
     /// Rewrite a plan's payloads and rollout from a recorded revision (default: the one
     /// before the latest), like `kubectl rollout undo`; a new revision through the gate.
     PlanUndo {
-        /// The plan.
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
         plan: String,
         /// The recorded revision to go back to.
         #[arg(long)]
         to_revision: Option<u64>,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
     },
+}
+
+impl Command {
+    /// The `--dry-run` of a changing command; `none` for every other.
+    pub fn dry_run(&self) -> write::DryRun {
+        self.write_args()
+            .map_or(write::DryRun::None, |write| write.dry_run)
+    }
+
+    /// The write flags of a command that changes an object; `None` for the reading ones.
+    pub fn write_args(&self) -> Option<&write::WriteArgs> {
+        match self {
+            Command::Approve { write, .. }
+            | Command::Undo { write, .. }
+            | Command::ApproveOp { write, .. }
+            | Command::Relocate { write, .. }
+            | Command::Stop { write, .. }
+            | Command::Start { write, .. }
+            | Command::Restart { write, .. }
+            | Command::Pause { write, .. }
+            | Command::Resume { write, .. }
+            | Command::PlanUndo { write, .. } => Some(write),
+            _ => None,
+        }
+    }
 }
 
 /// Why a command failed. One variant per failing step; each names the object
@@ -408,6 +504,19 @@ pub enum Error {
         /// Cause.
         source: kube::Error,
     },
+    /// `pause` / `resume` / `rollout-status <name>`: a Swarm has the bare name (and
+    /// perhaps a DeploymentPlan too), so which is meant must be said.
+    #[error("{}", bare_rollout_name(name, namespace, command, *plan_too))]
+    BareRolloutName {
+        /// The name given.
+        name: String,
+        /// Namespace.
+        namespace: String,
+        /// `pause`, `resume` or `rollout-status`.
+        command: &'static str,
+        /// Whether a DeploymentPlan has the name too.
+        plan_too: bool,
+    },
     /// Serializing the report failed.
     #[error("rendering the report as {format}: {message}")]
     Render {
@@ -444,6 +553,18 @@ impl Error {
             Error::AwaitingApproval(_) => wait::EXIT_AWAITING_APPROVAL,
             _ => 1,
         }
+    }
+}
+
+fn bare_rollout_name(name: &str, namespace: &str, command: &str, plan_too: bool) -> String {
+    if plan_too {
+        format!(
+            "both Swarm {namespace}/{name} and DeploymentPlan {namespace}/{name} exist; say which: `kubectl shoal {command} swarm/{name}` or `kubectl shoal {command} dplan/{name}`"
+        )
+    } else {
+        format!(
+            "no DeploymentPlan {namespace}/{name} (a bare name means a DeploymentPlan here), but Swarm {namespace}/{name} exists: `kubectl shoal {command} swarm/{name}`"
+        )
     }
 }
 
@@ -491,14 +612,20 @@ pub fn hint(error: &kube::Error) -> &'static str {
 
 /// A command's result: serializable for `-o yaml|json`, and a readable table.
 pub trait Report: Serialize {
-    /// The readable rendering.
+    /// The readable rendering, at most [`table::MAX_TABLE_WIDTH`] columns wide where the
+    /// words allow.
     fn table(&self) -> String;
+    /// `-o wide`: every column; by default the table itself (it hides nothing).
+    fn wide(&self) -> String {
+        self.table()
+    }
 }
 
 /// Renders a report in the requested format.
 pub fn render<R: Report>(report: &R, format: OutputFormat) -> Result<String, Error> {
     match format {
         OutputFormat::Table => Ok(report.table()),
+        OutputFormat::Wide => Ok(report.wide()),
         OutputFormat::Json => serde_json::to_string_pretty(report)
             .map(|text| text + "\n")
             .map_err(|error| Error::Render {
@@ -530,6 +657,8 @@ pub struct Target {
     pub client: Client,
     /// The namespace.
     pub namespace: String,
+    /// How this run writes (`--dry-run`).
+    pub writes: write::Writes,
 }
 
 /// Connects like kubectl does: `--kubeconfig`, else `KUBECONFIG` (a list of
@@ -563,7 +692,11 @@ pub async fn connect(cli: &Cli) -> Result<Target, Error> {
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
     let client = Client::try_from(config).map_err(Error::Client)?;
-    Ok(Target { client, namespace })
+    Ok(Target {
+        client,
+        writes: write::Writes::new(cli.command.dry_run(), &namespace),
+        namespace,
+    })
 }
 
 /// Reads a Swarm, with an error that says how to find it when it is missing.
@@ -623,35 +756,107 @@ async fn set_paused(
     paused: bool,
     output: OutputFormat,
 ) -> Result<String, Error> {
-    match object {
-        RolloutObject::Plan(plan) => render(
-            &plan_rollout::set_paused(target, plan, paused).await?,
+    let command = if paused { "pause" } else { "resume" };
+    let writes = &target.writes;
+    match swarm_rollout::resolve(target, object, command).await? {
+        RolloutObject::Swarm(swarm) => write::render_written(
+            writes,
+            &swarm_rollout::set_paused(target, &swarm, paused).await?,
             output,
         ),
-        RolloutObject::Swarm(swarm) => render(
-            &swarm_rollout::set_paused(target, swarm, paused).await?,
+        RolloutObject::Plan(plan) | RolloutObject::Bare(plan) => write::render_written(
+            writes,
+            &plan_rollout::set_paused(target, &plan, paused).await?,
             output,
         ),
     }
 }
 
+/// The completion script of `shell` for the binary `kubectl-shoal` (the name it is
+/// installed under: shells complete commands, and `kubectl shoal` is kubectl's).
+pub fn completion(shell: clap_complete::Shell) -> String {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "kubectl-shoal", &mut script);
+    String::from_utf8_lossy(&script).into_owned()
+}
+
 /// Runs one command and returns what to print.
 pub async fn run(cli: &Cli) -> Result<String, Error> {
+    // The one command that needs no cluster.
+    if let Command::Completion { shell } = &cli.command {
+        return Ok(completion(*shell));
+    }
     let target = connect(cli).await?;
-    match &cli.command {
+    if cli.command.write_args().is_some() {
+        return change(&target, &cli.command, cli.output).await;
+    }
+    read(&target, &cli.command, cli.output).await
+}
+
+/// Runs a command that changes an object (the ones with `--dry-run`).
+async fn change(target: &Target, command: &Command, output: OutputFormat) -> Result<String, Error> {
+    let writes = &target.writes;
+    let operate = async |plan: &str, verb: Verb, instance: &str, to: Option<&str>| {
+        let report = plans::operate(target, plan, verb, instance, to).await?;
+        write::render_written(writes, &report, output)
+    };
+    match command {
+        Command::Approve {
+            swarm, revision, ..
+        } => write::render_written(
+            writes,
+            &gate::approve(target, swarm, *revision).await?,
+            output,
+        ),
+        Command::Undo {
+            swarm,
+            to_revision,
+            inline_jobs,
+            ..
+        } => {
+            let report = gate::undo(target, swarm, *to_revision, *inline_jobs).await?;
+            write::render_written(writes, &report, output)
+        }
+        Command::ApproveOp { plan, id, .. } => {
+            write::render_written(writes, &plans::approve_op(target, plan, id).await?, output)
+        }
+        Command::Relocate {
+            plan, instance, to, ..
+        } => operate(plan, Verb::Relocate, instance, to.as_deref()).await,
+        Command::Stop { plan, instance, .. } => operate(plan, Verb::Stop, instance, None).await,
+        Command::Start { plan, instance, .. } => operate(plan, Verb::Start, instance, None).await,
+        Command::Restart { plan, instance, .. } => {
+            operate(plan, Verb::Restart, instance, None).await
+        }
+        Command::Pause { object, .. } => set_paused(target, object, true, output).await,
+        Command::Resume { object, .. } => set_paused(target, object, false, output).await,
+        Command::PlanUndo {
+            plan, to_revision, ..
+        } => write::render_written(
+            writes,
+            &plan_rollout::undo(target, plan, *to_revision).await?,
+            output,
+        ),
+        _ => read(target, command, output).await,
+    }
+}
+
+/// Runs a command that only reads.
+async fn read(target: &Target, command: &Command, output: OutputFormat) -> Result<String, Error> {
+    match command {
         Command::Status {
             swarm,
             watch: false,
-        } => render(&status::status(&target, swarm).await?, cli.output),
+        } => render(&status::status(target, swarm).await?, output),
         Command::Status { swarm, watch: true } => {
-            wait::watch_status(&target, swarm, cli.output, print_now).await
+            wait::watch_status(target, swarm, output, print_now).await
         }
         Command::Wait {
             swarm,
             for_,
             timeout,
         } => {
-            wait::wait(&target, swarm, *for_, *timeout, |line| {
+            wait::wait(target, swarm, *for_, *timeout, |line| {
                 print_now(&format!("{line}\n"))
             })
             .await
@@ -661,80 +866,73 @@ pub async fn run(cli: &Cli) -> Result<String, Error> {
             replicas,
             pool,
             jobs_file,
-        } => {
-            let change = match (replicas, jobs_file) {
-                (Some(replicas), _) => preview::Change::Replicas {
-                    pool: pool.clone(),
-                    replicas: *replicas,
-                },
-                (None, Some(path)) => preview::Change::Jobs {
-                    source: path.display().to_string(),
-                    jobs: preview::read_jobs_file(path)?,
-                },
-                (None, None) => preview::Change::AsIs,
-            };
-            let (_, mut observation) = observe(&target, swarm).await?;
-            let report = preview::preview(&mut observation, &target.namespace, &change)?;
-            render(&report, cli.output)
-        }
-        Command::Approve { swarm, revision } => {
-            render(&gate::approve(&target, swarm, *revision).await?, cli.output)
-        }
-        Command::History { swarm, revision } => render(
-            &history::history(&target, swarm, *revision).await?,
-            cli.output,
+        } => render(
+            &diff(target, swarm, *replicas, pool, jobs_file).await?,
+            output,
         ),
-        Command::Undo { swarm, to_revision } => {
-            render(&gate::undo(&target, swarm, *to_revision).await?, cli.output)
+        Command::History { swarm, revision } => {
+            render(&history::history(target, swarm, *revision).await?, output)
         }
         Command::Slices { swarm, member } => render(
-            &slices::slices(&target, swarm, member.as_deref()).await?,
-            cli.output,
+            &slices::slices(target, swarm, member.as_deref()).await?,
+            output,
         ),
-        Command::Plans => render(&plans::plans(&target).await?, cli.output),
-        Command::Plan { plan } => render(&plans::plan(&target, plan).await?, cli.output),
-        Command::Instances { plan } => render(&plans::instances(&target, plan).await?, cli.output),
-        Command::Operations { plan } => {
-            render(&plans::operations(&target, plan).await?, cli.output)
-        }
-        Command::ApproveOp { plan, id } => {
-            render(&plans::approve_op(&target, plan, id).await?, cli.output)
-        }
-        Command::Relocate { plan, instance, to } => render(
-            &plans::operate(&target, plan, Verb::Relocate, instance, to.as_deref()).await?,
-            cli.output,
-        ),
-        Command::Stop { plan, instance } => render(
-            &plans::operate(&target, plan, Verb::Stop, instance, None).await?,
-            cli.output,
-        ),
-        Command::Start { plan, instance } => render(
-            &plans::operate(&target, plan, Verb::Start, instance, None).await?,
-            cli.output,
-        ),
-        Command::Restart { plan, instance } => render(
-            &plans::operate(&target, plan, Verb::Restart, instance, None).await?,
-            cli.output,
-        ),
-        Command::Pause { object } => set_paused(&target, object, true, cli.output).await,
-        Command::Resume { object } => set_paused(&target, object, false, cli.output).await,
+        Command::Plans => render(&plans::plans(target).await?, output),
+        Command::Plan { plan } => render(&plans::plan(target, plan).await?, output),
+        Command::Instances { plan } => render(&plans::instances(target, plan).await?, output),
+        Command::Operations { plan } => render(&plans::operations(target, plan).await?, output),
         Command::RolloutStatus { object, timeout } => {
-            let print_line = |line: &str| print_now(&format!("{line}\n"));
-            match object {
-                RolloutObject::Plan(plan) => {
-                    plan_rollout::rollout_status(&target, plan, *timeout, print_line).await
-                }
-                RolloutObject::Swarm(swarm) => {
-                    swarm_rollout::rollout_status(&target, swarm, *timeout, print_line).await
-                }
-            }
+            rollout_status(target, object, *timeout).await
         }
+        Command::Completion { shell } => Ok(completion(*shell)),
         Command::PlanHistory { plan } => {
-            render(&plan_rollout::history(&target, plan).await?, cli.output)
+            render(&plan_rollout::history(target, plan).await?, output)
         }
-        Command::PlanUndo { plan, to_revision } => render(
-            &plan_rollout::undo(&target, plan, *to_revision).await?,
-            cli.output,
-        ),
+        // `run` sends the changing commands to `change`; boxed: the two call each other.
+        _ => Box::pin(change(target, command, output)).await,
+    }
+}
+
+/// `diff`: what the change given by the flags would do.
+async fn diff(
+    target: &Target,
+    swarm: &str,
+    replicas: Option<u32>,
+    pool: &Option<String>,
+    jobs_file: &Option<PathBuf>,
+) -> Result<preview::DiffReport, Error> {
+    let change = match (replicas, jobs_file) {
+        (Some(replicas), _) => preview::Change::Replicas {
+            pool: pool.clone(),
+            replicas,
+        },
+        (None, Some(path)) => preview::Change::Jobs {
+            source: path.display().to_string(),
+            jobs: preview::read_jobs_file(path)?,
+        },
+        (None, None) => preview::Change::AsIs,
+    };
+    let (_, mut observation) = observe(target, swarm).await?;
+    Ok(preview::preview(
+        &mut observation,
+        &target.namespace,
+        &change,
+    )?)
+}
+
+/// `rollout-status` of a Swarm or a plan.
+async fn rollout_status(
+    target: &Target,
+    object: &RolloutObject,
+    timeout: std::time::Duration,
+) -> Result<String, Error> {
+    let print_line = |line: &str| print_now(&format!("{line}\n"));
+    match swarm_rollout::resolve(target, object, "rollout-status").await? {
+        RolloutObject::Swarm(swarm) => {
+            swarm_rollout::rollout_status(target, &swarm, timeout, print_line).await
+        }
+        RolloutObject::Plan(plan) | RolloutObject::Bare(plan) => {
+            plan_rollout::rollout_status(target, &plan, timeout, print_line).await
+        }
     }
 }

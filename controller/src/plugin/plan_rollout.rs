@@ -9,12 +9,12 @@
 //! policy like any other. The pure pieces (`undo_patch`, `judge_rollout`,
 //! `history_rows`) are tested here; the commands are thin reads and patches.
 
-use kube::api::{Patch, PatchParams};
 use serde::Serialize;
 
 use super::plans::{PlansError, api_error, get_plan, plans_api};
 use super::table::Table;
 use super::wait::{Progress, poll_until};
+use super::write::merge_patch;
 use super::{Error, Report, Target};
 use crate::api::deployment_plan::{DeploymentPlan, DeploymentPlanStatus, DeploymentRecord};
 use crate::approvers::ApprovalRecord;
@@ -68,8 +68,7 @@ pub async fn set_paused(
 ) -> Result<PauseReport, PlansError> {
     get_plan(target, name).await?;
     let patch = serde_json::json!({"spec": {"paused": paused}});
-    plans_api(target)
-        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+    merge_patch(&target.writes, &plans_api(target), name, patch)
         .await
         .map_err(api_error(
             target,
@@ -115,6 +114,18 @@ pub struct HistoryReport {
 
 impl Report for HistoryReport {
     fn table(&self) -> String {
+        self.render(false)
+    }
+
+    fn wide(&self) -> String {
+        self.render(true)
+    }
+}
+
+impl HistoryReport {
+    /// The revisions; CREATED as an age (`5m`), with `wide` as the time itself.
+    fn render(&self, wide: bool) -> String {
+        let now = jiff::Timestamp::now();
         let mut table = Table::new([
             "REVISION",
             "STATE",
@@ -122,12 +133,18 @@ impl Report for HistoryReport {
             "CHANGE-CAUSE",
             "APPROVED-BY",
             "PAYLOADS",
-        ]);
+        ])
+        .wide_only(&[], wide);
         for row in &self.revisions {
+            let created = if wide || row.created.is_empty() {
+                row.created.clone()
+            } else {
+                super::status::age(Some(&row.created), now)
+            };
             table.row([
                 row.revision.to_string(),
                 row.state.clone(),
-                row.created.clone(),
+                created,
                 row.change_cause.clone(),
                 row.approved_by.clone(),
                 row.payloads.clone(),
@@ -273,8 +290,7 @@ pub async fn undo(
 ) -> Result<UndoReport, Error> {
     let plan = get_plan(target, name).await?;
     let (revision, patch) = undo_patch(name, &plan.status.unwrap_or_default(), to_revision)?;
-    plans_api(target)
-        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+    merge_patch(&target.writes, &plans_api(target), name, patch)
         .await
         .map_err(api_error(
             target,

@@ -477,8 +477,9 @@ pub struct OperationsReport {
     pub operations: Vec<OperationStatus>,
 }
 
-impl Report for OperationsReport {
-    fn table(&self) -> String {
+impl OperationsReport {
+    /// The operations; `Deployment`, `Approved-By` and `Hash` only when `wide`.
+    fn render(&self, wide: bool) -> String {
         let mut table = Table::new([
             "Operation",
             "Type",
@@ -491,7 +492,8 @@ impl Report for OperationsReport {
             "Approved-By",
             "Hash",
             "Message",
-        ]);
+        ])
+        .wide_only(&["Deployment", "Approved-By", "Hash"], wide);
         for op in &self.operations {
             table.row([
                 op.id.clone(),
@@ -511,6 +513,16 @@ impl Report for OperationsReport {
             ]);
         }
         table.render(&format!("DeploymentPlan {} has no operations.", self.plan))
+    }
+}
+
+impl Report for OperationsReport {
+    fn table(&self) -> String {
+        self.render(false)
+    }
+
+    fn wide(&self) -> String {
+        self.render(true)
     }
 }
 
@@ -607,7 +619,7 @@ pub async fn operate(
     }
     let tag = jiff::Timestamp::now().as_millisecond().to_string();
     let item = request_item(verb, instance, to, &tag);
-    let written = annotate_guarded(&plans_api(target), name, |plan: &DeploymentPlan| {
+    let written = annotate_plan(target, name, |plan: &DeploymentPlan| {
         let status = plan.status.clone().unwrap_or_default();
         check_instance(name, &status, instance)?;
         let value = operate_annotation(
@@ -733,6 +745,15 @@ pub(super) fn plans_api(target: &Target) -> Api<DeploymentPlan> {
     Api::namespaced(target.client.clone(), &target.namespace)
 }
 
+/// [`annotate_guarded`] on the plan `name`, under this run's `--dry-run`.
+async fn annotate_plan<T>(
+    target: &Target,
+    name: &str,
+    compute: impl FnMut(&DeploymentPlan) -> Result<(BTreeMap<String, String>, T), PlansError>,
+) -> Result<T, AnnotateError<PlansError>> {
+    annotate_guarded(&target.writes, &plans_api(target), name, compute).await
+}
+
 pub(super) fn api_error(target: &Target, what: String) -> impl FnOnce(kube::Error) -> PlansError {
     let namespace = target.namespace.clone();
     move |source| PlansError::Api {
@@ -842,7 +863,7 @@ pub async fn approve_op(
     id: &str,
 ) -> Result<ApproveOpReport, PlansError> {
     let approver = approver_name(&target.client).await;
-    let written = annotate_guarded(&plans_api(target), name, |plan: &DeploymentPlan| {
+    let written = annotate_plan(target, name, |plan: &DeploymentPlan| {
         let status = plan.status.clone().unwrap_or_default();
         let (value, _) = approval_annotation(
             name,

@@ -42,8 +42,14 @@ pub enum Change {
         /// The keys.
         jobs: Vec<String>,
     },
-    /// Rewrite the job list and strategy to those of a recorded revision (`undo`).
-    RollbackTo(u64),
+    /// Rewrite the strategy, and with `jobs` the job list, to those of a recorded
+    /// revision (`undo`; without `jobs` the job list stays where the Swarm reads it).
+    RollbackTo {
+        /// The recorded revision.
+        revision: u64,
+        /// Whether the job list is rewritten too (inline, `jobsFrom` dropped).
+        jobs: bool,
+    },
 }
 
 /// Why a change cannot be previewed.
@@ -337,7 +343,7 @@ fn apply_change(
                 jobs.len()
             ))
         }
-        Change::RollbackTo(revision) => {
+        Change::RollbackTo { revision, jobs } => {
             let record = obs
                 .history
                 .get(revision)
@@ -348,10 +354,15 @@ fn apply_change(
                     namespace: namespace.to_owned(),
                     revision: *revision,
                 })?;
+            obs.spec.strategy = record.strategy;
+            if !jobs {
+                return Ok(format!(
+                    "rewrite the Swarm's strategy to that of revision {revision}"
+                ));
+            }
             obs.spec.jobs = record.jobs;
             obs.spec.jobs_from = None;
             obs.job_source = JobSource::NotReferenced;
-            obs.spec.strategy = record.strategy;
             Ok(format!(
                 "rewrite the Swarm's job list and strategy to those of revision {revision}"
             ))

@@ -2,58 +2,78 @@
 //! `pause swarm/<name>`, `resume swarm/<name>`, `rollout-status swarm/<name>`.
 //!
 //! The same commands take a DeploymentPlan, by bare name as before or as
-//! `plan/<name>`, the way `kubectl rollout pause deployment/<name>` names its
-//! object. Pause and resume set the Swarm's `spec.paused` (a merge patch:
+//! `dplan/<name>`, the way `kubectl rollout pause deployment/<name>` names its
+//! object; a bare name a Swarm also has is refused ([`resolve`]). Pause and resume set the Swarm's `spec.paused` (a merge patch:
 //! nothing else changes); `rollout-status` reads the Swarm until its revision
 //! is in force with every pool restarted (exit 0), halted or Degraded (exit 1)
 //! or the time is up (exit 1). `judge_swarm_rollout` is the pure part.
 
 use kube::Api;
-use kube::api::{Patch, PatchParams};
 
+use super::kind::{self, Kind};
 use super::plan_rollout::PauseReport;
 use super::wait::{Progress, WaitFor, judge, poll_until};
+use super::write::merge_patch;
 use super::{Error, Target, get_swarm};
+use crate::api::deployment_plan::DeploymentPlan;
 use crate::api::swarm::Swarm;
 
 /// The object a rollout command acts on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RolloutObject {
-    /// A DeploymentPlan: a bare name, `plan/<name>` or `deploymentplan/<name>`.
+    /// A DeploymentPlan: `dplan/<name>` (or another of its kind's names, see [`kind`]).
     Plan(String),
     /// A Swarm: `swarm/<name>` (or `swarms/`, `sw/`).
     Swarm(String),
+    /// A bare name: the DeploymentPlan, as in earlier releases, unless a Swarm has it too
+    /// ([`resolve`]).
+    Bare(String),
 }
 
 impl RolloutObject {
-    /// Parses `<kind>/<name>` or a bare plan name (the command-line argument).
+    /// Parses `<kind>/<name>` or a bare name (the command-line argument).
     pub fn parse(text: &str) -> Result<RolloutObject, String> {
-        let Some((kind, name)) = text.split_once('/') else {
-            return Ok(RolloutObject::Plan(text.to_owned()));
-        };
-        if name.is_empty() {
-            return Err(format!("{text:?} names no object: give <kind>/<name>"));
-        }
-        match kind.to_ascii_lowercase().as_str() {
-            "swarm" | "swarms" | "sw" | "swarm.shoal.dev" => {
-                Ok(RolloutObject::Swarm(name.to_owned()))
-            }
-            "plan" | "deploymentplan" | "deploymentplans" | "deploymentplan.shoal.dev" => {
-                Ok(RolloutObject::Plan(name.to_owned()))
-            }
-            other => Err(format!(
-                "{other:?} is not a kind with a rollout: give swarm/<name>, or a DeploymentPlan as <name> or plan/<name>"
-            )),
-        }
+        Ok(match kind::split(text)? {
+            (Some(Kind::Swarm), name) => RolloutObject::Swarm(name),
+            (Some(Kind::Plan), name) => RolloutObject::Plan(name),
+            (None, name) => RolloutObject::Bare(name),
+        })
     }
+}
+
+/// What a bare name means to `pause`, `resume` and `rollout-status`: the DeploymentPlan
+/// as before; refused when a Swarm has the name too (naming both and the explicit forms),
+/// and when only a Swarm has it (saying to write `swarm/<name>`). A kind that cannot be
+/// read (no right, no CRD) counts as absent, so plan users keep working as before.
+pub async fn resolve(
+    target: &Target,
+    object: &RolloutObject,
+    command: &'static str,
+) -> Result<RolloutObject, Error> {
+    let RolloutObject::Bare(name) = object else {
+        return Ok(object.clone());
+    };
+    let plans: Api<DeploymentPlan> = Api::namespaced(target.client.clone(), &target.namespace);
+    let swarms: Api<Swarm> = Api::namespaced(target.client.clone(), &target.namespace);
+    let plan = plans.get_opt(name).await.ok().flatten().is_some();
+    let swarm = swarms.get_opt(name).await.ok().flatten().is_some();
+    if swarm {
+        return Err(Error::BareRolloutName {
+            name: name.clone(),
+            namespace: target.namespace.clone(),
+            command,
+            plan_too: plan,
+        });
+    }
+    Ok(RolloutObject::Plan(name.clone()))
 }
 
 /// `kubectl shoal pause|resume swarm/<name>`: sets `spec.paused`.
 pub async fn set_paused(target: &Target, name: &str, paused: bool) -> Result<PauseReport, Error> {
     get_swarm(target, name).await?;
     let patch = serde_json::json!({"spec": {"paused": paused}});
-    Api::<Swarm>::namespaced(target.client.clone(), &target.namespace)
-        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+    let api = Api::<Swarm>::namespaced(target.client.clone(), &target.namespace);
+    merge_patch(&target.writes, &api, name, patch)
         .await
         .map_err(|source| Error::PauseSwarm {
             swarm: name.to_owned(),
@@ -126,23 +146,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_bare_name_is_a_plan_and_swarm_slash_name_is_a_swarm() {
+    fn a_bare_name_is_unqualified_and_kind_slash_name_picks_the_kind() {
         assert_eq!(
             RolloutObject::parse("web"),
-            Ok(RolloutObject::Plan("web".to_owned()))
+            Ok(RolloutObject::Bare("web".to_owned()))
         );
-        assert_eq!(
-            RolloutObject::parse("plan/web"),
-            Ok(RolloutObject::Plan("web".to_owned()))
-        );
-        assert_eq!(
-            RolloutObject::parse("swarm/demo"),
-            Ok(RolloutObject::Swarm("demo".to_owned()))
-        );
-        assert_eq!(
-            RolloutObject::parse("Swarms/demo"),
-            Ok(RolloutObject::Swarm("demo".to_owned()))
-        );
+        for text in ["plan/web", "dplan/web", "deploymentplans/web"] {
+            assert_eq!(
+                RolloutObject::parse(text),
+                Ok(RolloutObject::Plan("web".to_owned()))
+            );
+        }
+        for text in ["swarm/demo", "Swarms/demo", "sw/demo"] {
+            assert_eq!(
+                RolloutObject::parse(text),
+                Ok(RolloutObject::Swarm("demo".to_owned()))
+            );
+        }
         let refused = RolloutObject::parse("deployment/web").expect_err("no rollout of its own");
         assert!(refused.contains("swarm/<name>"), "{refused}");
         assert!(RolloutObject::parse("swarm/").is_err());

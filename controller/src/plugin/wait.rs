@@ -9,6 +9,9 @@
 //! those inputs is in force (exit 0), or waits for approval (exit
 //! [`EXIT_AWAITING_APPROVAL`]), or the Swarm is Degraded (exit 1); a timeout exits 1.
 //!
+//! `status --watch` prints when the report's data changes, not its text: the table's
+//! ages grow every second by themselves.
+//!
 //! Both poll the cluster once a second: the status report draws on the Swarm, its pods,
 //! slices, Leases and Events, and one read of each per second is cheaper for the API
 //! server than a watch on each for a short-lived command.
@@ -234,18 +237,18 @@ pub async fn watch_status(
     format: OutputFormat,
     mut print: impl FnMut(&str),
 ) -> Result<String, Error> {
-    let mut last = String::new();
+    let mut last: Option<status::StatusReport> = None;
     loop {
         let report = status::status(target, swarm).await?;
-        let text = render(&report, format)?;
-        if text != last {
+        // The report, not its text, decides: the table's ages ("5s") grow by themselves.
+        if last.as_ref() != Some(&report) {
+            let text = render(&report, format)?;
             print(&match format {
-                OutputFormat::Table => text.clone(),
                 // One document per change, as `kubectl get -w -o yaml|json` prints them.
                 OutputFormat::Yaml => format!("---\n{text}"),
-                OutputFormat::Json => text.clone(),
+                _ => text,
             });
-            last = text;
+            last = Some(report);
         }
         tokio::time::sleep(POLL).await;
     }

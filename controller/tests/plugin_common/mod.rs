@@ -79,11 +79,41 @@ pub async fn shoal_json<T: DeserializeOwned>(env: &Env, args: &[&str]) -> T {
         .unwrap_or_else(|error| panic!("kubectl-shoal {all:?}: {error}\n{}", run.stdout))
 }
 
-/// Runs the plugin (table output) and returns stdout; panics naming the failure.
+/// Runs the plugin (table output) and returns stdout; panics naming the failure, and
+/// when a default table (its `+`/`|` lines) is wider than 120 columns (only `-o wide` may be).
 pub async fn shoal_ok(env: &Env, args: &[&str]) -> String {
     let run = shoal(env, args).await;
     assert!(run.success, "kubectl-shoal {args:?} failed: {}", run.stderr);
+    if !args.contains(&"-o") {
+        let table_lines = run
+            .stdout
+            .lines()
+            .filter(|line| line.starts_with(['+', '|']));
+        for line in table_lines {
+            assert!(
+                line.chars().count() <= 120,
+                "kubectl-shoal {args:?} printed a line of {} columns:\n{}",
+                line.chars().count(),
+                run.stdout
+            );
+        }
+    }
     run.stdout
+}
+
+/// Runs the plugin, expecting it to fail with `expected` in its error; panics otherwise.
+pub async fn shoal_refused(env: &Env, args: &[&str], expected: &str) {
+    let run = shoal(env, args).await;
+    assert!(
+        !run.success,
+        "kubectl-shoal {args:?} succeeded: {}",
+        run.stdout
+    );
+    assert!(
+        run.stderr.contains(expected),
+        "kubectl-shoal {args:?}: {expected:?} not in: {}",
+        run.stderr
+    );
 }
 
 async fn versions<K>(env: &Env, into: &mut BTreeMap<String, String>)

@@ -47,18 +47,40 @@ pub struct Sidecar {
 /// The `kubectl shoal` plugin, for the tour.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plugin {
-    /// The directory holding (or to hold) `kubectl-shoal`.
+    /// The directory holding (or to hold) `kubectl-shoal`: cargo's profile directory.
     pub dir: PathBuf,
     /// Whether `kubectl-shoal` is there already.
     pub built: bool,
+    /// A directory holding only links to it, `kubectl-shoal` and `kubectl_complete-shoal`:
+    /// what the tour puts on `PATH`. Not `dir` itself: `kubectl plugin list` exits 1 on
+    /// cargo's `kubectl-shoal.d` beside the binary there.
+    pub links: PathBuf,
 }
 
+/// The names the plugin is linked under: the plugin, and kubectl's completion helper.
+const LINKED_NAMES: [&str; 2] = ["kubectl-shoal", "kubectl_complete-shoal"];
+
 impl Plugin {
-    /// The plugin next to `program` (the sandbox binary: same cargo profile directory).
-    pub fn beside(program: &std::path::Path) -> Option<Plugin> {
+    /// The plugin next to `program` (the sandbox binary: same cargo profile directory),
+    /// to be linked into `links`.
+    pub fn beside(program: &std::path::Path, links: PathBuf) -> Option<Plugin> {
         let dir = program.parent()?.to_path_buf();
         let built = dir.join("kubectl-shoal").is_file();
-        Some(Plugin { dir, built })
+        Some(Plugin { dir, built, links })
+    }
+
+    /// Makes `links` with a link per name in it to the binary in `dir` (dangling until it
+    /// is built), replacing links left by an earlier run.
+    pub fn link(&self) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.links)?;
+        for name in LINKED_NAMES {
+            let link = self.links.join(name);
+            if link.symlink_metadata().is_ok() {
+                std::fs::remove_file(&link)?;
+            }
+            std::os::unix::fs::symlink(self.dir.join("kubectl-shoal"), link)?;
+        }
+        Ok(())
     }
 }
 
@@ -309,9 +331,13 @@ impl Tour {
         lines.push((
             format!(
                 "export PATH={}:\"$PATH\"",
-                shell_word(&plugin.dir.display().to_string())
+                shell_word(&plugin.links.display().to_string())
             ),
-            "where kubectl finds kubectl-shoal".to_owned(),
+            "holds only links to kubectl-shoal: `kubectl plugin list` accepts it".to_owned(),
+        ));
+        lines.push((
+            "cargo install --locked --path controller --bin kubectl-shoal".to_owned(),
+            "or install it for good (on cargo's bin directory)".to_owned(),
         ));
         lines.push((
             format!("kubectl shoal status {swarm}{namespace}"),
@@ -483,11 +509,14 @@ mod tests {
         missing.plugin = Some(Plugin {
             dir: PathBuf::from("/repo/target/debug"),
             built: false,
+            links: PathBuf::from("/tmp/s/bin"),
         });
         let text = missing.render();
         assert!(text.contains("cargo build -p shoal-controller --bin kubectl-shoal"));
+        assert!(text.contains(r#"export PATH=/tmp/s/bin:"$PATH""#), "{text}");
+        assert!(!text.contains("target/debug:"), "{text}");
         assert!(
-            text.contains(r#"export PATH=/repo/target/debug:"$PATH""#),
+            text.contains("cargo install --locked --path controller --bin kubectl-shoal"),
             "{text}"
         );
         assert!(
@@ -498,10 +527,64 @@ mod tests {
         built.plugin = Some(Plugin {
             dir: PathBuf::from("/repo/target/debug"),
             built: true,
+            links: PathBuf::from("/tmp/s/bin"),
         });
         let text = built.render();
         assert!(!text.contains("cargo build"), "{text}");
         assert!(!tour("default").render().contains("kubectl shoal"));
+    }
+
+    /// `kubectl plugin list` with `first` ahead of the `PATH`; `None` without kubectl.
+    fn plugin_list(first: &std::path::Path) -> Option<std::process::Output> {
+        let path = format!(
+            "{}:{}",
+            first.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let kubectl = std::env::var("SHOAL_KUBECTL").unwrap_or_else(|_| "kubectl".to_owned());
+        std::process::Command::new(kubectl)
+            .args(["plugin", "list"])
+            .env("PATH", path)
+            .output()
+            .ok()
+    }
+
+    #[test]
+    fn kubectl_plugin_list_accepts_the_path_the_tour_prints_and_not_cargos_directory() {
+        use std::os::unix::fs::PermissionsExt;
+        // Cargo's profile directory: the binary and its dependency file beside it.
+        let profile = tempfile::tempdir().expect("a directory");
+        let binary = profile.path().join("kubectl-shoal");
+        std::fs::write(&binary, "#!/bin/sh\necho shoal\n").expect("write");
+        std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::write(profile.path().join("kubectl-shoal.d"), "deps\n").expect("write");
+        let sandbox = tempfile::tempdir().expect("a directory");
+        let plugin = Plugin::beside(
+            &profile.path().join("shoal-sandbox"),
+            sandbox.path().join("bin"),
+        )
+        .expect("a plugin");
+        plugin.link().expect("links");
+        plugin.link().expect("links again, over the first");
+        let Some(listed) = plugin_list(&plugin.links) else {
+            eprintln!("skipped: no kubectl on PATH");
+            return;
+        };
+        let stdout = String::from_utf8_lossy(&listed.stdout);
+        assert!(
+            listed.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&listed.stderr)
+        );
+        assert!(
+            stdout.contains(&format!("{}/kubectl-shoal", plugin.links.display())),
+            "{stdout}"
+        );
+        let old_advice = plugin_list(profile.path()).expect("kubectl ran once");
+        assert!(
+            !old_advice.status.success(),
+            "kubectl plugin list accepts kubectl-shoal.d now"
+        );
     }
 
     #[test]

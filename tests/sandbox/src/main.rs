@@ -109,9 +109,12 @@ async fn main() -> anyhow::Result<()> {
         Some(dir) => dir,
         None => default_dir()?,
     };
+    let dir = std::path::absolute(&dir)
+        .with_context(|| format!("resolving the sandbox directory {}", dir.display()))?;
+    // The sandbox's own directory: its `bin` holds only the plugin's links.
+    let plugin_links = dir.join("bin");
     let options = Options {
-        dir: std::path::absolute(&dir)
-            .with_context(|| format!("resolving the sandbox directory {}", dir.display()))?,
+        dir,
         port: cli.port,
         namespace: cli.namespace,
         crd: cli.crd,
@@ -160,7 +163,17 @@ async fn main() -> anyhow::Result<()> {
         .context("describing the demo")?;
     tour.plugin = std::env::current_exe()
         .ok()
-        .and_then(|program| Plugin::beside(&program));
+        .and_then(|program| Plugin::beside(&program, plugin_links));
+    // Without its links the tour offers the plugin nowhere rather than a PATH that fails.
+    if let Some(plugin) = &tour.plugin
+        && let Err(error) = plugin.link()
+    {
+        eprintln!(
+            "shoal-sandbox: cannot link the plugin into {}: {error}",
+            plugin.links.display()
+        );
+        tour.plugin = None;
+    }
     println!("{}", tour.render());
     let outcome = tokio::select! {
         signal = &mut stop => signal.map(|name| eprintln!("shoal-sandbox: {name}; stopping")),
