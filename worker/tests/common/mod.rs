@@ -1,8 +1,8 @@
 //! Helpers shared by the sidecar's tests, on top of the harness's
 //! [`TestCluster`] (the emulator by default, or the real cluster in
 //! `SHOAL_TEST_KUBECONFIG`, with a fresh namespace per test): writing slice
-//! ConfigMaps as the controller does, a tiny HTTP/1.1 client for the
-//! localhost server, a TCP partition, and polling with a deadline.
+//! ConfigMaps as the controller does, requests to the
+//! localhost server (through `shoal_emulator::http_client`), a TCP partition, and polling with a deadline.
 
 #![allow(dead_code)]
 
