@@ -260,3 +260,86 @@ fn a_halted_blue_green_rollout_names_the_green_copy_not_a_canary() {
         ("True", "GreenCopyFailed")
     );
 }
+
+#[test]
+fn a_green_copy_whose_member_leaves_before_it_is_installed_is_placed_again_elsewhere() {
+    let mut obs = blue_green_rollout(2, "Manual");
+    obs.pools = pools(3, 0);
+    pass(&mut obs);
+    let whole = obs.status.approve_deployment_with.clone().expect("a value");
+    approve(&mut obs, &whole);
+    pass(&mut obs);
+    let green = obs
+        .status
+        .operations
+        .iter()
+        .find(|op| op.type_ == "RELOCATE" && op.state == "APPROVED")
+        .cloned()
+        .expect("an approved green copy");
+    let departed = green.to_member.clone().expect("a target");
+    // Its member leaves before the copy is installed.
+    let (pool, ordinal) = departed.rsplit_once('-').expect("a pod name");
+    let ordinal: u32 = ordinal.parse().expect("an ordinal");
+    obs.pools
+        .iter_mut()
+        .find(|p| p.name == pool)
+        .expect("the pool")
+        .pods
+        .remove(&ordinal);
+    for _ in 0..3 {
+        pass(&mut obs);
+    }
+    let again: Vec<_> = obs
+        .status
+        .operations
+        .iter()
+        .filter(|op| {
+            op.type_ == "RELOCATE"
+                && op.instance == green.instance
+                && op.id != green.id
+                && op.deployment == 2
+        })
+        .cloned()
+        .collect();
+    assert_eq!(again.len(), 1, "{:#?}", obs.status.operations);
+    let target = again[0].to_member.clone().expect("a target");
+    assert_ne!(target, departed, "placed again on the member that left");
+    let entries = entries(&obs);
+    assert!(
+        !entries.iter().any(|(_, member, _, _)| *member == departed),
+        "an entry stays on the member that left: {entries:?}"
+    );
+}
+
+#[test]
+fn a_green_copy_waiting_for_approval_whose_target_leaves_is_offered_again_elsewhere() {
+    let mut obs = blue_green_rollout(2, "Manual");
+    obs.pools = pools(3, 0);
+    pass(&mut obs);
+    let green = ops_in(&obs, "PENDING_APPROVAL")
+        .into_iter()
+        .find(|op| op.type_ == "RELOCATE")
+        .expect("a green copy waiting");
+    let departed = green.to_member.clone().expect("a target");
+    let (pool, ordinal) = departed.rsplit_once('-').expect("a pod name");
+    let ordinal: u32 = ordinal.parse().expect("an ordinal");
+    obs.pools
+        .iter_mut()
+        .find(|p| p.name == pool)
+        .expect("the pool")
+        .pods
+        .remove(&ordinal);
+    for _ in 0..3 {
+        pass(&mut obs);
+    }
+    let waiting: Vec<_> = ops_in(&obs, "PENDING_APPROVAL")
+        .into_iter()
+        .filter(|op| op.type_ == "RELOCATE" && op.instance == green.instance)
+        .collect();
+    assert_eq!(waiting.len(), 1, "{:#?}", obs.status.operations);
+    assert_ne!(
+        waiting[0].to_member.as_deref(),
+        Some(departed.as_str()),
+        "still offered on the member that left"
+    );
+}
