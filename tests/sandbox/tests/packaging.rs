@@ -26,8 +26,8 @@ const CHART: &str = "chart/shoal";
 /// The namespace of the cluster-wide install, which the chart takes from its release.
 const INSTALL_NAMESPACE: &str = "shoal-system";
 
-/// One file of the chart: the manifest it is generated from and the value that
-/// switches it on (`None`: always rendered).
+/// One file of the chart: the manifest it is generated from and the template
+/// condition that switches it on (`None`: always rendered).
 struct ChartSource {
     manifest: &'static str,
     chart_file: &'static str,
@@ -43,59 +43,73 @@ const fn always(manifest: &'static str, chart_file: &'static str) -> ChartSource
 }
 
 const fn when(
-    value: &'static str,
+    condition: &'static str,
     manifest: &'static str,
     chart_file: &'static str,
 ) -> ChartSource {
     ChartSource {
         manifest,
         chart_file,
-        when: Some(value),
+        when: Some(condition),
     }
 }
+
+/// The cluster-wide install's RBAC and roles.
+const CLUSTER_SCOPE: &str = "eq .Values.scope \"cluster\"";
+/// The install for the release namespace only (`manifests/namespaced/`).
+const NAMESPACE_SCOPE: &str = "eq .Values.scope \"namespace\"";
 
 /// Each file of the chart. `manifests/namespace.yaml` is not among them: the
 /// release namespace is Helm's (`--create-namespace`, or made beforehand), never
 /// a template.
-const CHART_SOURCES: [ChartSource; 11] = [
+const CHART_SOURCES: [ChartSource; 12] = [
     always("manifests/crd.yaml", "crds/swarms.yaml"),
     always(
         "manifests/crd-deploymentplan.yaml",
         "crds/deploymentplans.yaml",
     ),
-    always("manifests/rbac.yaml", "templates/rbac.yaml"),
-    always("manifests/roles/roles.yaml", "templates/roles.yaml"),
+    when(CLUSTER_SCOPE, "manifests/rbac.yaml", "templates/rbac.yaml"),
+    when(
+        CLUSTER_SCOPE,
+        "manifests/roles/roles.yaml",
+        "templates/roles.yaml",
+    ),
+    when(
+        NAMESPACE_SCOPE,
+        "manifests/namespaced/rbac.yaml",
+        "templates/rbac-namespaced.yaml",
+    ),
     always(
         "manifests/controller/controller.yaml",
         "templates/controller.yaml",
     ),
     when(
-        "statusApi.enabled",
+        ".Values.statusApi.enabled",
         "manifests/status-api/rbac.yaml",
         "templates/status-api-rbac.yaml",
     ),
     when(
-        "monitoring.serviceMonitor",
+        ".Values.monitoring.serviceMonitor",
         "manifests/monitoring/servicemonitor.yaml",
         "templates/servicemonitor.yaml",
     ),
     when(
-        "monitoring.podMonitor",
+        ".Values.monitoring.podMonitor",
         "manifests/monitoring/podmonitor.yaml",
         "templates/podmonitor.yaml",
     ),
     when(
-        "monitoring.prometheusRule",
+        ".Values.monitoring.prometheusRule",
         "manifests/monitoring/alerts.yaml",
         "templates/prometheusrule.yaml",
     ),
     when(
-        "admissionPolicies.enabled",
+        ".Values.admissionPolicies.enabled",
         "manifests/admission/policies.yaml",
         "templates/admission-policies.yaml",
     ),
     when(
-        "admissionPolicies.enabled",
+        ".Values.admissionPolicies.enabled",
         "manifests/admission/approvers.yaml",
         "templates/admission-approvers.yaml",
     ),
@@ -138,19 +152,32 @@ fn templated_line(trimmed: &str) -> Option<String> {
     Some(line.to_owned())
 }
 
-/// Lines the chart adds after a manifest line (the status API's flag and port).
+/// Lines the chart adds after a manifest line of the controller, under their
+/// condition: the status API's flag and port, the namespace scope's variable.
 fn added_after(trimmed: &str, indent: &str) -> Option<String> {
-    let added = match trimmed {
-        "- --log-format=text" => {
-            format!("{indent}- --status-api-address=0.0.0.0:{{{{ .Values.statusApi.port }}}}")
-        }
-        "ports:" => format!(
-            "{indent}  - name: status-api\n{indent}    containerPort: {{{{ .Values.statusApi.port }}}}\n{indent}    protocol: TCP"
+    let item = &indent[..indent.len().saturating_sub(2)];
+    let (condition, added) = match trimmed {
+        "- --log-format=text" => (
+            ".Values.statusApi.enabled",
+            format!("{indent}- --status-api-address=0.0.0.0:{{{{ .Values.statusApi.port }}}}"),
+        ),
+        "ports:" => (
+            ".Values.statusApi.enabled",
+            format!(
+                "{indent}  - name: status-api\n{indent}    containerPort: {{{{ .Values.statusApi.port }}}}\n{indent}    protocol: TCP"
+            ),
+        ),
+        // Watch the release namespace only (as manifests/namespaced/ patches it in).
+        "value: info,kube=warn" => (
+            NAMESPACE_SCOPE,
+            format!(
+                "{item}- name: SHOAL_NAMESPACE\n{item}  valueFrom:\n{item}    fieldRef:\n{item}      fieldPath: metadata.namespace"
+            ),
         ),
         _ => return None,
     };
     Some(format!(
-        "{{{{- if .Values.statusApi.enabled }}}}\n{added}\n{{{{- end }}}}\n"
+        "{{{{- if {condition} }}}}\n{added}\n{{{{- end }}}}\n"
     ))
 }
 
@@ -169,10 +196,11 @@ fn chart_file_of(source: &ChartSource, manifest: &str) -> String {
         generated.push_str(manifest);
         return generated;
     }
-    if let Some(value) = source.when {
-        generated.push_str(&format!("{{{{- if .Values.{value} }}}}\n"));
+    if let Some(condition) = source.when {
+        generated.push_str(&format!("{{{{- if {condition} }}}}\n"));
     }
     let controller = source.chart_file == "templates/controller.yaml";
+    let mut previous = "";
     for line in manifest.lines() {
         let indent = &line[..line.len() - line.trim_start().len()];
         let escaped = line.replace("{{", "{{ \"{{\" }}").replace(
@@ -191,6 +219,17 @@ fn chart_file_of(source: &ChartSource, manifest: &str) -> String {
         {
             generated.push_str(&added);
         }
+        // A RoleBinding's ServiceAccount is in the release namespace (kustomize's
+        // `namespace:` sets it for `manifests/namespaced/`).
+        if source.manifest.starts_with("manifests/namespaced/")
+            && previous == "- kind: ServiceAccount"
+            && line.trim() == "name: shoal-controller"
+        {
+            generated.push_str(&format!(
+                "{indent}namespace: {{{{ .Release.Namespace }}}}\n"
+            ));
+        }
+        previous = line.trim();
     }
     if source.when.is_some() {
         generated.push_str("{{- end }}\n");
@@ -274,10 +313,10 @@ fn template_value(value: &Value) -> gtmpl_value::Value {
 
 /// `template` rendered as Helm would, with `values` (Go's `text/template`
 /// through `gtmpl`; a missing value or an unknown function fails, naming `file`).
-fn render(template: &str, values: &Value, chart: &Value, file: &str) -> String {
+fn render(template: &str, values: &Value, chart: &Value, namespace: &str, file: &str) -> String {
     let context = serde_json::json!({
         "Values": values,
-        "Release": {"Namespace": INSTALL_NAMESPACE, "Name": "shoal"},
+        "Release": {"Namespace": namespace, "Name": "shoal"},
         "Chart": {"Version": chart["version"], "AppVersion": chart["appVersion"]},
     });
     let mut parsed = gtmpl::Template::default();
@@ -289,9 +328,10 @@ fn render(template: &str, values: &Value, chart: &Value, file: &str) -> String {
         .unwrap_or_else(|error| panic!("{file}: {error}"))
 }
 
-/// What `helm install` sends with `values`, as one YAML stream: `crds/` as they
-/// are (Helm never templates them), then every template rendered.
-fn render_chart(values: &Value) -> String {
+/// What `helm install --namespace <namespace>` sends with `values`, as one YAML
+/// stream: `crds/` as they are (Helm never templates them), then every template
+/// rendered.
+fn render_chart_in(values: &Value, namespace: &str) -> String {
     let chart = yaml(&read(&format!("{CHART}/Chart.yaml")), "Chart.yaml");
     let mut rendered = String::new();
     for source in &CHART_SOURCES {
@@ -300,11 +340,16 @@ fn render_chart(values: &Value) -> String {
         if source.chart_file.starts_with("crds/") {
             rendered.push_str(&text);
         } else {
-            rendered.push_str(&render(&text, values, &chart, &path));
+            rendered.push_str(&render(&text, values, &chart, namespace, &path));
         }
         rendered.push_str("\n---\n");
     }
     rendered
+}
+
+/// [`render_chart_in`] the cluster-wide install's namespace.
+fn render_chart(values: &Value) -> String {
+    render_chart_in(values, INSTALL_NAMESPACE)
 }
 
 /// The chart's default values with `overrides` merged in (as `--set` does).
@@ -348,6 +393,31 @@ fn objects(stream: &str, what: &str) -> BTreeMap<String, Value> {
         );
     }
     found
+}
+
+/// Kinds that live in no namespace.
+const CLUSTER_KINDS: [&str; 6] = [
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "Namespace",
+];
+
+/// The objects of a rendered chart as `helm install --namespace <namespace>`
+/// creates them: a namespaced object that names no namespace goes into it.
+fn installed_objects(stream: &str, namespace: &str) -> BTreeMap<String, Value> {
+    let mut placed = String::new();
+    for (_, mut object) in objects(stream, "the chart's render") {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        if !CLUSTER_KINDS.contains(&kind) && object["metadata"]["namespace"].is_null() {
+            object["metadata"]["namespace"] = Value::String(namespace.to_owned());
+        }
+        placed.push_str(&serde_json::to_string(&object).expect("JSON"));
+        placed.push_str("\n---\n");
+    }
+    objects(&placed, "the chart's render")
 }
 
 /// Where two values first differ, as a path and both sides; `None` when equal.
@@ -422,7 +492,19 @@ fn assert_renders(
     overrides: &Value,
     expected: &BTreeMap<String, Value>,
 ) -> BTreeMap<String, Value> {
-    let rendered = objects(&render_chart(&values_with(overrides)), "the chart's render");
+    assert_renders_in(overrides, INSTALL_NAMESPACE, expected)
+}
+
+/// [`assert_renders`] for an install into `namespace`.
+fn assert_renders_in(
+    overrides: &Value,
+    namespace: &str,
+    expected: &BTreeMap<String, Value>,
+) -> BTreeMap<String, Value> {
+    let rendered = installed_objects(
+        &render_chart_in(&values_with(overrides), namespace),
+        namespace,
+    );
     assert_eq!(
         rendered.keys().collect::<Vec<_>>(),
         expected.keys().collect::<Vec<_>>(),
@@ -452,6 +534,17 @@ fn each_switch_the_install_page_shows_adds_exactly_its_manifests() {
     );
     let admission = serde_json::json!({"admissionPolicies": {"enabled": true}});
     assert_renders(&admission, &kustomized(&[base[0], "manifests/admission/"]));
+}
+
+#[test]
+fn the_namespace_scope_renders_the_namespaced_kustomization_for_the_release_namespace() {
+    // manifests/namespaced/ installs into shoal-demo; the chart, into its release namespace.
+    let mut expected = kustomized(&["manifests/namespaced/"]);
+    for crd in ["manifests/crd.yaml", "manifests/crd-deploymentplan.yaml"] {
+        expected.extend(objects(&read(crd), crd));
+    }
+    let scope = serde_json::json!({"scope": "namespace"});
+    assert_renders_in(&scope, "shoal-demo", &expected);
 }
 
 /// The controller Deployment's container in a render.
