@@ -164,13 +164,19 @@ async fn the_node_example_converges_in_exec_mode_and_hands_jobs_over_on_a_scale(
     the_example_converges_and_follows_a_scale("node", "examples/node/worker.js").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_left_to_its_application_converges_once_the_http_example_acknowledges() {
-    if !installed("python3") {
-        println!("skipped: python3 is not installed, so examples/python/worker.py cannot run");
+/// The tour's way to try an example: `--app-ack swarm-worker-0`, then the
+/// example over HTTP against the address the sandbox prints.
+async fn a_member_left_to_its_application_converges_once_the_example_acknowledges(
+    interpreter: &str,
+    script: &str,
+) {
+    if !installed(interpreter) {
+        println!("skipped: {interpreter} is not installed, so {script} cannot run");
         return;
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/python/worker.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(script);
     let dir = tempfile::tempdir().expect("temp dir");
     let mut options = Options::new(dir.path().join("sandbox"));
     options.app_ack = vec!["swarm-worker-0".to_owned()];
@@ -185,7 +191,7 @@ async fn a_member_left_to_its_application_converges_once_the_http_example_acknow
     let mut example = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "exec python3 {} >>{} 2>&1",
+            "exec {interpreter} {} >>{} 2>&1",
             script.display(),
             log.display()
         ))
@@ -215,4 +221,22 @@ async fn a_member_left_to_its_application_converges_once_the_http_example_acknow
     );
     let _ = example.kill().await;
     sandbox.shutdown().await.expect("stops cleanly");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_example_over_http_acknowledges_a_member_the_sandbox_leaves_to_it() {
+    a_member_left_to_its_application_converges_once_the_example_acknowledges(
+        "python3",
+        "examples/python/worker.py",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_example_over_http_acknowledges_a_member_the_sandbox_leaves_to_it() {
+    a_member_left_to_its_application_converges_once_the_example_acknowledges(
+        "node",
+        "examples/node/worker.js",
+    )
+    .await;
 }
