@@ -31,7 +31,10 @@ LONG_POLL_SECONDS = 30
 
 
 def log(text):
-    print(text, flush=True)
+    # One write per line: the processes of one member share one output file, and
+    # print() may write the text and its newline separately, so two processes
+    # stopping at once could interleave their lines.
+    os.write(sys.stdout.fileno(), f"{text}\n".encode())
 
 
 def run_one_job(job, member):
