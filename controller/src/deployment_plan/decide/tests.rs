@@ -109,6 +109,21 @@ fn ops_in(obs: &PlanObservation, state: &str) -> Vec<OperationStatus> {
         .collect()
 }
 
+/// Member `pod` (`<pool>-<ordinal>`) leaves its pool: its pod is gone.
+pub(super) fn leave(obs: &mut PlanObservation, pod: &str) {
+    let (pool, ordinal) = pod.rsplit_once('-').expect("a pod name");
+    let ordinal: u32 = ordinal.parse().expect("an ordinal");
+    let removed = obs
+        .pools
+        .iter_mut()
+        .find(|p| p.name == pool)
+        .and_then(|p| p.pods.remove(&ordinal));
+    assert!(
+        removed.is_some(),
+        "{pod} is no member of the fixture's pools"
+    );
+}
+
 /// The member's own sidecar reports `states` on its Lease.
 pub(super) fn report(obs: &mut PlanObservation, pod: &str, states: serde_json::Value) {
     let (pool, ordinal) = pod.rsplit_once('-').expect("a pod name");
@@ -882,11 +897,7 @@ fn a_target_member_that_leaves_fails_its_operation_and_the_instance_is_placed_ag
     pass(&mut obs);
     let first = ops_in(&obs, "APPROVED")[0].clone();
     let member = first.to_member.clone().expect("to");
-    let (pool, ordinal) = member.rsplit_once('-').expect("pod");
-    let ordinal: u32 = ordinal.parse().expect("ordinal");
-    for p in obs.pools.iter_mut().filter(|p| p.name == pool) {
-        p.pods.remove(&ordinal);
-    }
+    leave(&mut obs, &member);
     pass(&mut obs);
     let failed = obs
         .status

@@ -278,14 +278,7 @@ fn a_green_copy_whose_member_leaves_before_it_is_installed_is_placed_again_elsew
         .expect("an approved green copy");
     let departed = green.to_member.clone().expect("a target");
     // Its member leaves before the copy is installed.
-    let (pool, ordinal) = departed.rsplit_once('-').expect("a pod name");
-    let ordinal: u32 = ordinal.parse().expect("an ordinal");
-    obs.pools
-        .iter_mut()
-        .find(|p| p.name == pool)
-        .expect("the pool")
-        .pods
-        .remove(&ordinal);
+    leave(&mut obs, &departed);
     for _ in 0..3 {
         pass(&mut obs);
     }
@@ -321,14 +314,7 @@ fn a_green_copy_waiting_for_approval_whose_target_leaves_is_offered_again_elsewh
         .find(|op| op.type_ == "RELOCATE")
         .expect("a green copy waiting");
     let departed = green.to_member.clone().expect("a target");
-    let (pool, ordinal) = departed.rsplit_once('-').expect("a pod name");
-    let ordinal: u32 = ordinal.parse().expect("an ordinal");
-    obs.pools
-        .iter_mut()
-        .find(|p| p.name == pool)
-        .expect("the pool")
-        .pods
-        .remove(&ordinal);
+    leave(&mut obs, &departed);
     for _ in 0..3 {
         pass(&mut obs);
     }
