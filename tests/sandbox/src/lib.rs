@@ -20,3 +20,12 @@ pub use convergence::{Converged, Observation, Verdict};
 pub use instructions::{Plugin, Sidecar, Tour};
 pub use kubectl::{Kubectl, KubectlError, eventually, kubectl_shoal};
 pub use sandbox::{Options, Sandbox, SandboxError, default_crd, default_demo};
+
+/// Whether `program --version` runs: the tests that use an optional tool
+/// (an interpreter, promtool, shellcheck) skip, saying so, when it does not.
+pub fn installed(program: &str) -> bool {
+    std::process::Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success())
+}

