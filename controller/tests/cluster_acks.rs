@@ -1,7 +1,7 @@
 //! Revoke then grant on member Lease acknowledgements: a job moves to its new
 //! owner only after the old owner acknowledged giving it up.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! The approval gate end to end, with kubectl alone.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Bad input is named in a condition and an Event; the last good revision stays in force.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

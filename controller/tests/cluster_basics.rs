@@ -1,6 +1,6 @@
 //! The controller on the emulated cluster: Swarms applied and scaled with the real kubectl.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! ever in two slices meanwhile (watched by a poller throughout). Runs on the emulator (its simulated Deployment and ReplicaSet
 //! controllers) and on a real control plane alike.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};

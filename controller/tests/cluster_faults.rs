@@ -2,7 +2,7 @@
 //! retries, and converges. Emulator only: these tests inject faults into the
 //! API server (skipped with a printed reason on `SHOAL_TEST_KUBECONFIG`).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

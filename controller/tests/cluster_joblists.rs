@@ -7,8 +7,8 @@
 //! restarted mid-rollout recovers the owners and moves no more than the lower bound.
 //! Runs on the emulator and on a real cluster.
 
-mod common;
-mod plugin_common;
+use crate::common;
+use crate::plugin_common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! real cluster, so Shoal never sees it; such a list is split over several
 //! ConfigMaps (`cluster_joblists.rs`). Runs on the emulator and on a real cluster.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

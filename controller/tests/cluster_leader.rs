@@ -2,7 +2,7 @@
 //! standby takes over when the leader dies, or at once when the leader is stopped with
 //! SIGTERM (a rolling update of the controller Deployment).
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! `/metrics`, `/healthz` and `/readyz` of an in-process controller, for Swarms and
 //! DeploymentPlans.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

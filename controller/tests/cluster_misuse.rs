@@ -2,7 +2,7 @@
 //! cluster (the emulator, or `SHOAL_TEST_KUBECONFIG`), the controller running. Each test
 //! names the reason, Event or state that proves the promise held.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

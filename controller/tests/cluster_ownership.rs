@@ -3,7 +3,7 @@
 //! reported as Degraded with a Warning naming both objects, and survives the
 //! Swarm's deletion.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

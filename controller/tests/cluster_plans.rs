@@ -3,8 +3,8 @@
 //! members reporting their instances on their own Lease, scale-down, and
 //! instances that fit nowhere.
 
-mod common;
-mod plugin_common;
+use crate::common;
+use crate::plugin_common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -5,8 +5,8 @@
 //! of two pods each; one pool's pods carry a readiness gate, so the test
 //! decides when its restarted pods become Ready (on a real cluster too).
 
-mod common;
-mod plugin_common;
+use crate::common;
+use crate::plugin_common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,7 +3,7 @@
 //! is the real sequence: eviction, the StatefulSet controller recreates the pod
 //! (a new uid), the kubelet reports it Ready.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

@@ -6,8 +6,8 @@
 //! on their own Lease, as their sidecar would. Runs on the emulator or a real
 //! control plane (`SHOAL_TEST_KUBECONFIG`).
 
-mod common;
-mod plugin_common;
+use crate::common;
+use crate::plugin_common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

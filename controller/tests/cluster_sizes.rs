@@ -4,7 +4,7 @@
 //! annotation, and 10,000 instances. Each keeps working within the status
 //! budget, or says why it cannot, while approvals still apply.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

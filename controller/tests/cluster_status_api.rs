@@ -6,8 +6,8 @@
 //! plane (`SHOAL_TEST_KUBECONFIG`): TokenReview and SubjectAccessReview are
 //! answered by the API server in both.
 
-mod common;
-mod plugin_common;
+use crate::common;
+use crate::plugin_common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

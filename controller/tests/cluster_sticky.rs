@@ -2,7 +2,7 @@
 //! a restarted controller reads the assignment in force back from the cluster (the
 //! revision record), so it moves nothing, and its next revision is still minimal.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! and the others balance by weight; a restarted controller moves nothing; removing the
 //! dedicated job releases its member to the shared jobs.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -3,9 +3,8 @@
 //! fails with a message naming the field, and nothing is stored. Every Swarm shipped as
 //! an example (manifests, the sandbox demo, the README and the book) still applies.
 
-mod common;
-#[path = "support/documents.rs"]
-mod documents;
+use crate::common;
+use crate::documents;
 
 use std::path::Path;
 

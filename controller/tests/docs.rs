@@ -3,8 +3,7 @@
 //! exists (`kubectl shoal` subcommands, cargo packages, test and bench targets; Event and
 //! condition reasons the controller really emits).
 
-#[path = "support/documents.rs"]
-mod documents;
+use crate::documents;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -304,9 +303,28 @@ fn unknown_cargo_target(line: &str, packages: &[(String, PathBuf)]) -> Option<St
                     file.display()
                 ));
             }
+            if flag == "--test" && !is_test_target(&read(&dir.join("Cargo.toml")), target) {
+                return Some(format!(
+                    "{package} has no --test {target}: {} is a module of one of its test targets",
+                    file.display()
+                ));
+            }
         }
     }
     None
+}
+
+/// Whether the manifest `cargo_toml` makes `tests/{target}.rs` a test target of its
+/// own: every file there is one, unless `autotests = false` leaves only those a
+/// `[[test]]` names (a package whose tests are modules of one binary).
+fn is_test_target(cargo_toml: &str, target: &str) -> bool {
+    let lines: Vec<&str> = cargo_toml.lines().map(str::trim).collect();
+    if !lines.contains(&"autotests = false") {
+        return true;
+    }
+    lines
+        .windows(2)
+        .any(|pair| pair[0] == "[[test]]" && pair[1] == format!("name = \"{target}\""))
 }
 
 #[test]
@@ -328,6 +346,21 @@ fn the_cargo_command_checker_knows_packages_and_targets() {
     assert!(unknown_cargo_target("cargo run -p shoal-nothing", &packages).is_some());
     assert!(
         unknown_cargo_target("cargo test -p shoal-controller --test nothing", &packages).is_some()
+    );
+    // A file that is a module of the one test binary is no target of its own.
+    assert!(
+        unknown_cargo_target(
+            "cargo test -p shoal-controller --test cluster_basics",
+            &packages
+        )
+        .is_some()
+    );
+    assert_eq!(
+        unknown_cargo_target(
+            "cargo test -p shoal-controller --test integration cluster_basics::",
+            &packages
+        ),
+        None
     );
     assert!(unknown_cargo_target("cargo bench -p shoal-core --bench nothing", &packages).is_some());
 }

@@ -3,10 +3,9 @@
 //! `crd_manifest.rs` holds equal to the code), and the command pages from the binaries'
 //! own `--help`. Each test fails when the committed page differs from what it would
 //! generate; regenerate the pages with
-//! `SHOAL_WRITE_DOCS=1 cargo test -p shoal-controller --test docs_reference`.
+//! `SHOAL_WRITE_DOCS=1 cargo test -p shoal-controller --test integration docs_reference::`.
 
-#[path = "support/documents.rs"]
-mod documents;
+use crate::documents;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -14,7 +13,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const REGENERATE: &str = "SHOAL_WRITE_DOCS=1 cargo test -p shoal-controller --test docs_reference";
+const REGENERATE: &str =
+    "SHOAL_WRITE_DOCS=1 cargo test -p shoal-controller --test integration docs_reference::";
 
 /// Compares the committed page with the generated one, or writes it when
 /// `SHOAL_WRITE_DOCS=1`.

@@ -5,8 +5,8 @@
 //! controller's own approvals name the policy. Emulator only: it installs a
 //! cluster-scoped admission policy, which a shared real cluster must not get from a test.
 
-mod common;
-mod plugin_common;
+use crate::common;
+use crate::plugin_common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,8 +1,8 @@
 //! `kubectl shoal approve|history|undo` (and `diff` of a pending revision): the
 //! real plugin binary against the emulated cluster with the controller in-process.
 
-mod common;
-mod plugin_common;
+use crate::common;
+use crate::plugin_common;
 
 use std::time::Duration;
 

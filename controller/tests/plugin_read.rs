@@ -1,8 +1,8 @@
 //! `kubectl shoal status|slices|diff` and its errors: the real plugin binary
 //! against the emulated cluster, its output compared with what the cluster holds.
 
-mod common;
-mod plugin_common;
+use crate::common;
+use crate::plugin_common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

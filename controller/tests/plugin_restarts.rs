@@ -5,8 +5,8 @@
 //! `restartsNeeded` is their sum, and so are the increase of
 //! `shoal_members_restarted_total` and the MemberRestarted Events.
 
-mod common;
-mod plugin_common;
+use crate::common;
+use crate::plugin_common;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

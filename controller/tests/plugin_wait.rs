@@ -1,8 +1,8 @@
 //! `kubectl shoal wait` and `kubectl shoal status --watch` through the real plugin
 //! binary against a cluster with the controller running.
 
-mod common;
-mod plugin_common;
+use crate::common;
+use crate::plugin_common;
 
 use std::process::Stdio;
 use std::time::Duration;

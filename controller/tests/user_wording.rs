@@ -6,8 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-#[path = "support/documents.rs"]
-mod documents;
+use crate::documents;
 
 /// Words that only make sense inside the project's history.
 const INTERNAL_WORDS: [&str; 4] = ["seed 0", "k8s-swarm", "mrds", "seed-compatible"];
