@@ -33,6 +33,18 @@ use sha2::{Digest, Sha256};
 /// The JSON Schema of [`DeploymentStatusDocument`], as published in the repository.
 pub const SCHEMA: &str = include_str!("../../../schemas/deployment-status.schema.json");
 
+/// The published schema's definition of `version`'s document, as a schema of
+/// its own (its root refers to that definition): what a validator takes.
+pub fn schema_of(version: SpecVersion) -> Value {
+    let definition = match version {
+        SpecVersion::V1 => "DeploymentStatusManifest",
+        SpecVersion::V1Rc3 => "DeploymentStatusManifest-1.0.0-rc.3",
+    };
+    let mut schema: Value = serde_json::from_str(SCHEMA).unwrap_or_default();
+    schema["$ref"] = Value::String(format!("#/$defs/{definition}"));
+    schema
+}
+
 /// `apiVersion` of the documents Shoal writes: the value of the specification's examples.
 pub const API_VERSION: &str = "deployment.margo.org/v1alpha1";
 
@@ -194,18 +206,19 @@ pub struct ComponentStatus {
     pub error: Option<StatusError>,
 }
 
-/// The status document of one deployment (Margo `DeploymentStatusManifest`). States are kept as text so that a reported document with
-/// a state outside the enumeration is a semantic error (see `validate`), not
-/// a malformed one.
+/// The status document of one deployment (Margo `DeploymentStatusManifest`).
+/// States are kept as text so that a reported document with a state outside
+/// the enumeration is a semantic error (see `validate`), not a malformed one.
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentStatusDocument {
-    /// [`API_VERSION`] when Shoal writes it; required on input by Margo 1.0.0.
+    /// `deployment.margo.org/v1alpha1` when Shoal writes it; required on input by Margo 1.0.0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_WORD)))]
     pub api_version: Option<String>,
-    /// [`KIND`] when Shoal writes it; on input, [`KIND`] or the draft's [`DRAFT_KIND`].
+    /// `DeploymentStatusManifest` when Shoal writes it; on input, that or the
+    /// draft's `DeploymentStatus`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_WORD)))]
     pub kind: Option<String>,

@@ -277,6 +277,32 @@ mod tests {
         DeploymentRecord, DeploymentRollout, InstanceError, UnplacedInstance,
     };
     use crate::deployment_plan::decide::tests::{observation, pass, report, spec};
+    use shoal_core::deploy::status::{SpecVersion, schema_of};
+
+    /// `super::documents`, each checked against both definitions of the
+    /// published schema (Margo 1.0.0 and 1.0.0-rc.3).
+    fn documents(
+        obs: &PlanObservation,
+        status: &DeploymentPlanStatus,
+    ) -> Vec<DeploymentStatusDocument> {
+        let documents = super::documents(obs, status);
+        assert_published(&documents);
+        documents
+    }
+
+    fn assert_published(documents: &[DeploymentStatusDocument]) {
+        for version in [SpecVersion::V1, SpecVersion::V1Rc3] {
+            let validator = jsonschema::validator_for(&schema_of(version)).expect("compiles");
+            for document in documents {
+                let json = serde_json::to_value(document).expect("serialises");
+                let problems: Vec<String> = validator
+                    .iter_errors(&json)
+                    .map(|e| e.to_string())
+                    .collect();
+                assert_eq!(problems, Vec::<String>::new(), "{version}: {json}");
+            }
+        }
+    }
 
     fn entry(name: &str, revision: u64, state: &str) -> InstanceStatus {
         InstanceStatus {
@@ -551,6 +577,7 @@ mod tests {
             serde_json::json!({"web-0": {"state": "failed", "deployment": 1, "code": "ExitCode2", "message": "boom"}}),
         );
         let third = pass(&mut obs);
+        assert_published(&third.status.deployment_status);
         let document = &third.status.deployment_status[0];
         assert_eq!(document.status.state, "failed");
         assert_eq!(
@@ -568,6 +595,7 @@ mod tests {
         pass(&mut obs);
         obs.swarm = None;
         let decided = pass(&mut obs);
+        assert_published(&decided.status.deployment_status);
         let document = decided
             .status
             .deployment_status
