@@ -52,6 +52,7 @@ fn expected<'a>(id: &'a str, components: &'a [String], version: SpecVersion) -> 
         components,
         version,
         client: None,
+        latest_revision: 9,
     }
 }
 

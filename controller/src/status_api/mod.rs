@@ -26,7 +26,7 @@
 //! error code not from a gateway) or that contradicts the deployment
 //! (another `deploymentId`, a component that is not one of the plan's
 //! applications, one missing or listed twice, a state outside the
-//! enumeration), with `errors[]` naming each field; 201 for a device's first
+//! enumeration, an `adoptedManifestVersion` later than the latest revision), with `errors[]` naming each field; 201 for a device's first
 //! report on a deployment and 200 after. Every error is
 //! `application/problem+json` (RFC 9457) with a typed problem URI (see
 //! [`problem`]) and carries no internal text: a failure inside (503) is
@@ -300,6 +300,10 @@ async fn report(
         components: &applications,
         version: route.version,
         client: route.client,
+        latest_revision: plan
+            .status
+            .as_ref()
+            .map_or(0, |status| status.latest_deployment),
     };
     let mut document = checked_document(text, &expected).map_err(|problems| {
         Problem::semantic(
@@ -413,6 +417,7 @@ mod tests {
             components: &components,
             version: SpecVersion::V1,
             client: Some("edge-1"),
+            latest_revision: 1,
         };
         let problems = checked_document(r#"{"deploymentId": "d"}"#, &expected).expect_err("a 422");
         let pointers: Vec<String> = problems.iter().map(DocumentError::pointer).collect();

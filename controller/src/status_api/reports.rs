@@ -92,22 +92,23 @@ pub fn is_of_client(device_id: &str, client_id: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
-/// Checks a client id: 1–63 ASCII letters, digits, `-`, `_`, `.`, starting
-/// with a letter or digit (it becomes part of a ConfigMap data key).
+/// Checks a client id: 1–63 ASCII letters, digits, `-`, `_`, `.`, `~` (the
+/// unreserved characters Margo's device ids are made of), starting with a
+/// letter or digit (it becomes part of a ConfigMap data key, escaped).
 pub fn check_client_id(client_id: &str) -> Result<(), Problem> {
     let fits = !client_id.is_empty()
         && client_id.len() <= MAX_CLIENT_ID
         && client_id.starts_with(|c: char| c.is_ascii_alphanumeric())
         && client_id
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~'));
     if fits {
         Ok(())
     } else {
         Err(Problem::new(
             StatusCode::BAD_REQUEST,
             format!(
-                "client id {client_id:?} must be 1-{MAX_CLIENT_ID} letters, digits, '-', '_' or '.', starting with a letter or digit"
+                "client id {client_id:?} must be 1-{MAX_CLIENT_ID} letters, digits, '-', '_', '.' or '~', starting with a letter or digit"
             ),
         ))
     }

@@ -274,6 +274,16 @@ pub enum DocumentError {
     /// A `kind` other than `DeploymentStatusManifest`.
     #[error("kind {0:?} is not DeploymentStatusManifest")]
     WrongKind(String),
+    /// An `adoptedManifestVersion` later than any revision the deployment has had.
+    #[error(
+        "adoptedManifestVersion {reported} was never published: the deployment's latest revision is {latest}"
+    )]
+    UnpublishedManifestVersion {
+        /// The version reported.
+        reported: u64,
+        /// The deployment's latest revision.
+        latest: u64,
+    },
     /// An `adoptedManifestVersion` that is not a whole number of at least 1.
     #[error("adoptedManifestVersion {0} is not a manifest version (a whole number, 1 or more)")]
     BadManifestVersion(String),
@@ -360,7 +370,10 @@ impl DocumentError {
         match self {
             DocumentError::Missing { field, .. } => (*field).to_owned(),
             DocumentError::WrongKind(_) => "/kind".to_owned(),
-            DocumentError::BadManifestVersion(_) => "/adoptedManifestVersion".to_owned(),
+            DocumentError::BadManifestVersion(_)
+            | DocumentError::UnpublishedManifestVersion { .. } => {
+                "/adoptedManifestVersion".to_owned()
+            }
             DocumentError::DeploymentIdDiffers { .. } => "/deploymentId".to_owned(),
             DocumentError::UnknownComponent { index, .. }
             | DocumentError::DuplicateComponent { index, .. } => {
@@ -528,6 +541,9 @@ pub struct Expected<'a> {
     pub version: SpecVersion,
     /// The client the route names.
     pub client: Option<&'a str>,
+    /// The deployment's latest revision: a later `adoptedManifestVersion`
+    /// names a manifest never published.
+    pub latest_revision: u64,
 }
 
 /// Checks a reported document against the deployment addressed: the same
@@ -544,6 +560,15 @@ pub fn validate(
         problems.push(DocumentError::DeploymentIdDiffers {
             expected: expected.deployment_id.to_owned(),
             body: document.deployment_id.clone(),
+        });
+    }
+    if let Some(reported) = document
+        .adopted_manifest_version
+        .filter(|reported| *reported > expected.latest_revision)
+    {
+        problems.push(DocumentError::UnpublishedManifestVersion {
+            reported,
+            latest: expected.latest_revision,
         });
     }
     problems.extend(device_problems(document, expected));
