@@ -212,8 +212,8 @@ fn state_of(text: &str) -> Option<DeploymentState> {
     }
 }
 
-/// One Event per deployment whose overall state changed (or that appears
-/// in a state other than `pending`).
+/// One Event per deployment revision whose overall state changed (or that
+/// appears in a state other than `pending`).
 fn transitions(
     plan: &str,
     before: &[DeploymentStatusDocument],
@@ -224,7 +224,11 @@ fn transitions(
         .filter_map(|document| {
             let previous = before
                 .iter()
-                .find(|old| old.deployment_id == document.deployment_id)
+                .find(|old| {
+                    // One id stands for every revision: the revision tells them apart.
+                    old.deployment_id == document.deployment_id
+                        && old.adopted_manifest_version == document.adopted_manifest_version
+                })
                 .map(|old| old.status.state.as_str());
             let state = DeploymentState::parse(&document.status.state)?;
             let changed = match previous {
@@ -608,5 +612,24 @@ mod tests {
         assert!(error.message.contains("Swarm \"demo\""), "{error:?}");
         let reasons: Vec<&str> = decided.events.iter().map(|e| e.reason.as_str()).collect();
         assert!(reasons.contains(&"DeploymentFailed"), "{reasons:?}");
+    }
+
+    #[test]
+    fn an_event_compares_each_revision_with_its_own_earlier_document() {
+        let first = status(1, vec![entry("web-0", 1, "installed")]);
+        let before = documents(&obs(1, DeploymentPlanStatus::default()), &first);
+        let second = status(
+            2,
+            vec![
+                entry("web-0", 1, "installed"),
+                entry("web-1", 2, "installed"),
+            ],
+        );
+        let after = documents(&obs(1, DeploymentPlanStatus::default()), &second);
+        let events = transitions("web", &before, &after);
+        let notes: Vec<&str> = events.iter().map(|e| e.note.as_str()).collect();
+        assert_eq!(events.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("revision 2"), "{notes:?}");
+        assert_eq!(transitions("web", &after, &after), []);
     }
 }
