@@ -19,7 +19,7 @@ use plugin_common::shoal_ok;
 use serde_json::{Value, json};
 use shoal_controller::api::deployment_plan::DeploymentPlan;
 use shoal_controller::status_api::{StatusApi, serve};
-use shoal_core::deploy::status::DeploymentStatusDocument;
+use shoal_core::deploy::status::{DeploymentStatusDocument, SpecVersion, schema_of};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -180,10 +180,30 @@ async fn document_in(env: &Env, state: &str) -> DeploymentStatusDocument {
         status
             .deployment_status
             .into_iter()
-            .find(|d| d.adopted_manifest_version.as_deref() == Some("1"))
+            .find(|d| d.adopted_manifest_version == Some(1))
             .filter(|d| d.status.state == state)
     })
     .await
+}
+
+/// Checks a served document against both definitions of the schema Shoal
+/// publishes (re-stated from Margo 1.0.0 and 1.0.0-rc.3).
+fn assert_published(document: &Value) {
+    let valid = |version| jsonschema::is_valid(&schema_of(version), document);
+    assert!(
+        valid(SpecVersion::V1) && valid(SpecVersion::V1Rc3),
+        "{document}"
+    );
+}
+
+/// A Margo 1.0.0 report on deployment `id`: `status` as given, component
+/// nginx as in `nginx` (its state and any more fields), exporter pending.
+fn report_body(id: &str, status: Value, mut nginx: Value) -> String {
+    nginx["name"] = json!("nginx");
+    json!({"apiVersion": "deployment.margo.org/v1alpha1", "kind": "DeploymentStatusManifest",
+        "deploymentId": id, "status": status,
+        "components": [nginx, {"name": "exporter", "state": "pending"}]})
+    .to_string()
 }
 
 /// The member's sidecar reports `state` for web-0 on its own Lease.
@@ -276,6 +296,7 @@ async fn the_endpoint_serves_the_plans_document_and_keeps_reports_across_a_resta
     );
     let served: DeploymentStatusDocument = serde_json::from_str(&read.body).expect("a document");
     assert_eq!(served, installed);
+    assert_published(&read.json());
     let names: Vec<&str> = served.components.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["nginx", "exporter"]);
     let events = env.events().await;
@@ -297,9 +318,8 @@ async fn the_endpoint_serves_the_plans_document_and_keeps_reports_across_a_resta
     curl(&url, Some(&stranger), None)
         .await
         .assert_problem(403, "may not get");
-    let valid = json!({"deploymentId": id, "status": {"state": "installed"},
-        "components": [{"name": "nginx", "state": "installed"}]})
-    .to_string();
+    let installed = json!({"state": "installed"});
+    let valid = report_body(&id, installed.clone(), installed.clone());
     let client_url = format!(
         "{}/api/v1/clients/edge-1/deployments/{id}/status",
         endpoint.base
@@ -318,8 +338,8 @@ async fn the_endpoint_serves_the_plans_document_and_keeps_reports_across_a_resta
     // Bodies: malformed 400, contradictions 422, first report 201, then 200.
     curl(&client_url, Some(&reporter), Some("{\"deploymentId\":"))
         .await
-        .assert_problem(400, "does not parse");
-    let other_id = valid.replace(&id, "another-id");
+        .assert_problem(400, "not JSON");
+    let other_id = report_body("another-id", installed.clone(), installed.clone());
     curl(&client_url, Some(&reporter), Some(&other_id))
         .await
         .assert_problem(422, "differs");
@@ -327,22 +347,36 @@ async fn the_endpoint_serves_the_plans_document_and_keeps_reports_across_a_resta
     curl(&client_url, Some(&reporter), Some(&unknown_component))
         .await
         .assert_problem(422, "redis");
-    let bad_state = valid.replace("\"state\":\"installed\"}]", "\"state\":\"running\"}]");
-    curl(&client_url, Some(&reporter), Some(&bad_state))
-        .await
-        .assert_problem(422, "running");
+    let bad_state = report_body(&id, installed.clone(), json!({"state": "running"}));
+    let refused = curl(&client_url, Some(&reporter), Some(&bad_state)).await;
+    refused.assert_problem(422, "running");
+    let problem = refused.json();
+    assert_eq!(
+        problem["type"],
+        "https://docs.margo.org/specification/margo-management-interface/problem-types#semantic-error"
+    );
+    assert_eq!(problem["errors"][0]["pointer"], "/components/0/state");
+    assert_eq!(problem["errors"][0]["field"], "components.0.state");
+    // rc.3's route wants adoptedManifestVersion and a deviceId; 1.0.0's a kind.
     curl(&url, Some(&reporter), Some(&valid))
         .await
-        .assert_problem(422, "deviceId");
+        .assert_problem(
+            422,
+            "adoptedManifestVersion is required by Margo 1.0.0-rc.3",
+        );
+    let draft_kind = valid.replace("DeploymentStatusManifest", "Deployment");
+    curl(&client_url, Some(&reporter), Some(&draft_kind))
+        .await
+        .assert_problem(422, "kind \"Deployment\"");
     curl(&client_url, Some(&reporter), None)
         .await
         .assert_problem(404, "has not reported");
     let created = curl(&client_url, Some(&reporter), Some(&valid)).await;
     assert_eq!(created.code, 201, "{created:?}");
     assert_eq!(created.json()["deviceId"], "edge-1");
-    let failing = json!({"deploymentId": id, "deviceId": "edge-1",
-        "status": {"state": "failed", "error": {"code": "HostUnavailable", "message": "no cluster"}},
-        "components": [{"name": "nginx", "state": "pending"}]})
+    let failing = json!({"deploymentId": id, "deviceId": "edge-1", "adoptedManifestVersion": 1,
+        "status": {"state": "failed", "error": {"code": "HostUnavailable", "source": "web", "message": "no cluster"}},
+        "components": [{"name": "nginx", "state": "pending"}, {"name": "exporter", "state": "pending"}]})
     .to_string();
     let replaced = curl(&url, Some(&reporter), Some(&failing)).await;
     assert_eq!(replaced.code, 200, "{replaced:?}");
@@ -377,7 +411,32 @@ async fn the_endpoint_serves_the_plans_document_and_keeps_reports_across_a_resta
     )
     .await;
     assert_eq!(schema.code, 200);
-    assert_eq!(schema.json()["title"], "DeploymentStatus");
+    assert_eq!(schema.json()["title"], "DeploymentStatusManifest");
+
+    // A gateway reports for a device behind it, which keeps its own report.
+    let child = report_body(
+        &id,
+        json!({"state": "failed", "error": {"code": "102",
+        "source": "edge-1", "message": "Child device unreachable"}}),
+        json!({"state": "pending"}),
+    )
+    .replace(
+        "\"deploymentId\"",
+        "\"deviceId\":\"edge-1/camera-2\",\"deploymentId\"",
+    );
+    let kept_child = curl(&client_url, Some(&reporter), Some(&child)).await;
+    assert_eq!(kept_child.code, 201, "{kept_child:?}");
+    let read_child = curl(
+        &format!("{client_url}?deviceId=edge-1/camera-2"),
+        Some(&reader),
+        None,
+    )
+    .await;
+    assert_eq!(
+        read_child.json()["status"]["error"]["code"],
+        "102",
+        "{read_child:?}"
+    );
 
     // An instance whose process fails: the document says failed, with the error.
     let failed = json!({"state": "failed", "deployment": 1, "code": "ExitCode1", "message": "exited with status 1"});
@@ -387,12 +446,17 @@ async fn the_endpoint_serves_the_plans_document_and_keeps_reports_across_a_resta
         .error
         .clone()
         .expect("the component's error");
-    assert_eq!(error.code, "ExitCode1");
-    assert_eq!(error.source.as_deref(), Some("instance web-0 on east-0"));
+    // The component's name as source; the instance and member in the message.
+    assert_eq!(
+        (error.code.as_str(), error.source.as_deref()),
+        ("ExitCode1", Some("nginx"))
+    );
+    assert!(error.message.contains("web-0 on east-0"), "{error:?}");
     let url = format!("{}/api/v1/deployments/{id}/status", endpoint.base);
-    let served: DeploymentStatusDocument =
-        serde_json::from_str(&curl(&url, Some(&reader), None).await.body).expect("a document");
+    let body = curl(&url, Some(&reader), None).await.body;
+    let served: DeploymentStatusDocument = serde_json::from_str(&body).expect("a document");
     assert_eq!(served, document);
+    assert_published(&serde_json::from_str(&body).expect("JSON"));
 
     endpoint.stop().await;
     controller.stop().await;
@@ -435,9 +499,8 @@ async fn a_report_is_refused_when_the_reports_configmap_is_not_the_plans() {
     let id = document_in(&env, "pending").await.deployment_id;
     let squatter = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-deployment-reports\ndata:\n  mine: \"yes\"\n";
     env.apply(squatter).await;
-    let report = json!({"deploymentId": id, "status": {"state": "installed"},
-        "components": [{"name": "nginx", "state": "installed"}]})
-    .to_string();
+    let installed = json!({"state": "installed"});
+    let report = report_body(&id, installed.clone(), installed);
     let url = format!(
         "{}/api/v1/clients/edge-1/deployments/{id}/status",
         endpoint.base
@@ -484,10 +547,11 @@ async fn reports_stay_within_their_budget_and_refusals_tell_nothing_internal() {
 
     let message = "m".repeat(60 * 1024);
     for device in 0..20 {
-        let body = json!({"deploymentId": id,
-            "status": {"state": "failed", "error": {"code": "Big", "message": message}},
-            "components": [{"name": "nginx", "state": "failed"}]})
-        .to_string();
+        let body = report_body(
+            &id,
+            json!({"state": "failed", "error": {"code": "Big", "message": message}}),
+            json!({"state": "failed"}),
+        );
         let answer = curl(
             &client_url(&format!("edge-{device}")),
             Some(&reporter),
@@ -514,9 +578,11 @@ async fn reports_stay_within_their_budget_and_refusals_tell_nothing_internal() {
     let newest = curl(&client_url("edge-19"), Some(&reader), None).await;
     assert_eq!(newest.code, 200, "{newest:?}");
 
-    let oversized = json!({"deploymentId": id, "status": {"state": "installed"},
-        "components": [{"name": "nginx", "state": "installed", "pad": "p".repeat(100 * 1024)}]})
-    .to_string();
+    let oversized = report_body(
+        &id,
+        json!({"state": "installed"}),
+        json!({"state": "installed", "pad": "p".repeat(100 * 1024)}),
+    );
     curl(&client_url("edge-big"), Some(&reporter), Some(&oversized))
         .await
         .assert_problem(413, "over 65536 bytes");
@@ -553,11 +619,13 @@ async fn reports_stay_within_their_budget_and_refusals_tell_nothing_internal() {
     env.finish().await;
 }
 
-/// A report on a deployment the plan no longer lists (its record left the
-/// deployment history) is dropped by the next report kept: storage follows
-/// the plan's history rather than growing with every deployment it ever had.
+/// A deployment keeps its id through its revisions (Margo: one id per
+/// deployment, the revision in `adoptedManifestVersion`), so a device's report
+/// on it is replaced, never piled up per revision; a report kept under an id
+/// the plan does not have (an earlier Shoal version gave each revision its
+/// own) is dropped by the next report kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reports_of_deployments_the_plan_no_longer_lists_go_with_the_next_report() {
+async fn a_deployment_keeps_its_id_through_revisions_and_reports_of_ids_the_plan_lacks_go() {
     let env = Env::start().await;
     let (controller, endpoint, uids) = serving_one_plan(&env).await;
     env.kubectl(&[
@@ -571,29 +639,37 @@ async fn reports_of_deployments_the_plan_no_longer_lists_go_with_the_next_report
     ])
     .await;
     let (_, reporter, _) = callers(&env).await;
-    let first = document_in(&env, "pending").await.deployment_id;
-    let report_on = |id: &str| {
-        json!({"deploymentId": id, "status": {"state": "installed"},
-            "components": [{"name": "nginx", "state": "installed"}]})
-        .to_string()
-    };
-    let url = |device: &str, id: &str| {
-        format!(
-            "{}/api/v1/clients/{device}/deployments/{id}/status",
-            endpoint.base
-        )
-    };
-    let kept = curl(
-        &url("edge-1", &first),
-        Some(&reporter),
-        Some(&report_on(&first)),
-    )
-    .await;
+    let id = document_in(&env, "pending").await.deployment_id;
+    let installed = json!({"state": "installed"});
+    let report = report_body(&id, installed.clone(), installed);
+    let url = format!(
+        "{}/api/v1/clients/edge-1/deployments/{id}/status",
+        endpoint.base
+    );
+    let kept = curl(&url, Some(&reporter), Some(&report)).await;
     assert_eq!(kept.code, 201, "{kept:?}");
+    let stale = "00000000-0000-8000-8000-000000000001.edge-1.json";
+    env.kubectl(&[
+        "patch",
+        "configmap",
+        "web-deployment-reports",
+        "--type",
+        "merge",
+        "-p",
+        &json!({"data": {stale: "{}"}}).to_string(),
+    ])
+    .await;
 
     // The instance is installed (its CREATE done), then runs deployment 2.
     let installed = json!({"state": "installed", "deployment": 1});
-    report(&env, "east-0", &uids["east-0"], installed).await;
+    report_instance_states(
+        &env,
+        "east-0",
+        &uids["east-0"],
+        "east-0",
+        json!({"web-0": installed}),
+    )
+    .await;
     document_in(&env, "installed").await;
     env.kubectl(&[
         "patch",
@@ -605,23 +681,23 @@ async fn reports_of_deployments_the_plan_no_longer_lists_go_with_the_next_report
         r#"{"spec":{"deployment":{"payloads":[{"application":"nginx","coordinates":{"image":"nginx:1.28"}}]}}}"#,
     ])
     .await;
-    let second = eventually("deployment 1 leaves the plan's documents", WAIT, || async {
-        let documents = plan(&env)
-            .await
-            .status
-            .unwrap_or_default()
-            .deployment_status;
-        let ids: Vec<String> = documents.iter().map(|d| d.deployment_id.clone()).collect();
-        (!ids.contains(&first) && ids.len() == 1).then(|| ids[0].clone())
-    })
-    .await;
-    let kept = curl(
-        &url("edge-2", &second),
-        Some(&reporter),
-        Some(&report_on(&second)),
+    eventually(
+        "deployment 2 is the latest document, under the same id",
+        WAIT,
+        || async {
+            let documents = plan(&env)
+                .await
+                .status
+                .unwrap_or_default()
+                .deployment_status;
+            let latest = documents.last()?;
+            let same_id = documents.iter().all(|d| d.deployment_id == id);
+            (same_id && latest.adopted_manifest_version == Some(2)).then_some(())
+        },
     )
     .await;
-    assert_eq!(kept.code, 201, "{kept:?}");
+    let replaced = curl(&url, Some(&reporter), Some(&report)).await;
+    assert_eq!(replaced.code, 200, "{replaced:?}");
     let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
     let keys: Vec<String> = maps
         .get("web-deployment-reports")
@@ -631,7 +707,7 @@ async fn reports_of_deployments_the_plan_no_longer_lists_go_with_the_next_report
         .unwrap_or_default()
         .into_keys()
         .collect();
-    assert_eq!(keys, [format!("{second}.edge-2.json")]);
+    assert_eq!(keys, [format!("{id}.edge-1.json")]);
     endpoint.stop().await;
     controller.stop().await;
     env.finish().await;

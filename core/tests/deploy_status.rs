@@ -4,8 +4,9 @@
 
 use serde_json::{Value, json};
 use shoal_core::deploy::status::{
-    ComponentInput, DeploymentState, DocumentError, ParseError, SCHEMA, StatusError, document_for,
-    parse_document, parse_json_document, validate,
+    ComponentInput, DeploymentRef, DeploymentState, DocumentError, Expected, ParseError,
+    SpecVersion, StatusError, document_for, parse_document, parse_json_document, required_fields,
+    schema_of, validate,
 };
 
 const SEED_ID: &str = "3a5549f2-02a4-4faf-9bc4-1ea9866684c1";
@@ -19,73 +20,40 @@ fn seed_components() -> Vec<String> {
     vec!["digitron-orchestrator".into(), "database-services".into()]
 }
 
-/// The subset of JSON Schema the published schema uses: `type`, `required`,
-/// `properties`, `items`, `enum`, `minLength` and local `$ref`s. Returns
-/// every violation with its JSON pointer.
-fn schema_violations(schema_root: &Value, schema: &Value, value: &Value, at: &str) -> Vec<String> {
-    if let Some(reference) = schema["$ref"].as_str() {
-        let target = schema_root
-            .pointer(reference.trim_start_matches('#'))
-            .unwrap_or_else(|| panic!("unresolved $ref {reference}"));
-        return schema_violations(schema_root, target, value, at);
-    }
-    let mut problems = Vec::new();
-    if let Some(kind) = schema["type"].as_str() {
-        let fits = match kind {
-            "object" => value.is_object(),
-            "array" => value.is_array(),
-            "string" => value.is_string(),
-            other => panic!("schema type {other} not handled by this checker"),
-        };
-        if !fits {
-            return vec![format!("{at}: not a {kind}: {value}")];
-        }
-    }
-    if let Some(allowed) = schema["enum"].as_array()
-        && !allowed.contains(value)
-    {
-        problems.push(format!("{at}: {value} not in {allowed:?}"));
-    }
-    if let (Some(min), Some(text)) = (schema["minLength"].as_u64(), value.as_str())
-        && (text.chars().count() as u64) < min
-    {
-        problems.push(format!("{at}: shorter than {min}"));
-    }
-    for required in schema["required"].as_array().into_iter().flatten() {
-        let name = required.as_str().expect("required names are strings");
-        if value.get(name).is_none() {
-            problems.push(format!("{at}: {name} is required"));
-        }
-    }
-    if let (Some(properties), Some(object)) = (schema["properties"].as_object(), value.as_object())
-    {
-        for (name, property) in properties {
-            if let Some(field) = object.get(name) {
-                problems.extend(schema_violations(
-                    schema_root,
-                    property,
-                    field,
-                    &format!("{at}/{name}"),
-                ));
-            }
-        }
-    }
-    if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
-        for (index, item) in array.iter().enumerate() {
-            problems.extend(schema_violations(
-                schema_root,
-                items,
-                item,
-                &format!("{at}/{index}"),
-            ));
-        }
-    }
-    problems
+/// A validator of the published schema's definition `definition`.
+fn validator(definition: &str) -> jsonschema::Validator {
+    let version = if definition == RC3 {
+        SpecVersion::V1Rc3
+    } else {
+        SpecVersion::V1
+    };
+    jsonschema::validator_for(&schema_of(version)).expect("the published schema compiles")
 }
 
+const V1: &str = "DeploymentStatusManifest";
+const RC3: &str = "DeploymentStatusManifest-1.0.0-rc.3";
+
+/// Every violation of `definition` by `document`, as `<pointer>: <what>`.
+fn violations_of(definition: &str, document: &Value) -> Vec<String> {
+    validator(definition)
+        .iter_errors(document)
+        .map(|error| format!("{}: {error}", error.instance_path()))
+        .collect()
+}
+
+/// Violations of 1.0.0's schema.
 fn violations(document: &Value) -> Vec<String> {
-    let schema: Value = serde_json::from_str(SCHEMA).expect("the published schema is JSON");
-    schema_violations(&schema, &schema, document, "")
+    violations_of(V1, document)
+}
+
+fn expected<'a>(id: &'a str, components: &'a [String], version: SpecVersion) -> Expected<'a> {
+    Expected {
+        deployment_id: id,
+        components,
+        version,
+        client: None,
+        latest_revision: 9,
+    }
 }
 
 #[test]
@@ -107,9 +75,9 @@ fn the_seeds_draft_examples_parse_into_the_released_shape() {
             .map(|c| c.state.as_str())
             .collect();
         assert_eq!(states, components, "example {number}");
-        assert_eq!(validate(&document, SEED_ID, &seed_components()), Ok(()));
-        let json = serde_json::to_value(&document).expect("serialises");
-        assert_eq!(violations(&json), Vec::<String>::new(), "example {number}");
+        let components = seed_components();
+        let expected = expected(SEED_ID, &components, SpecVersion::V1);
+        assert_eq!(validate(&document, &expected), Ok(()));
     }
 }
 
@@ -132,20 +100,73 @@ fn the_drafts_errors_keep_their_code_and_message_whichever_way_message_is_spelle
 }
 
 #[test]
-fn the_released_shape_parses_with_device_and_manifest_version() {
+fn the_released_shape_parses_with_device_and_a_numeric_manifest_version() {
     let document = parse_document(&fixture("released.json")).expect("parses");
     assert_eq!(document.device_id.as_deref(), Some("edge-device-7"));
-    assert_eq!(document.adopted_manifest_version.as_deref(), Some("4"));
+    assert_eq!(document.adopted_manifest_version, Some(4));
     assert_eq!(document.components.len(), 2);
     assert_eq!(
         document.status.error.and_then(|e| e.source).as_deref(),
-        Some("web-1 on pool-1")
+        Some("web")
     );
-    let numeric = parse_document(
-        r#"{"deploymentId": "d", "adoptedManifestVersion": 7, "status": {"state": "pending"}}"#,
+    let text = parse_document(
+        r#"{"deploymentId": "d", "adoptedManifestVersion": "7", "status": {"state": "pending"}}"#,
     )
-    .expect("a numeric version is read as text");
-    assert_eq!(numeric.adopted_manifest_version.as_deref(), Some("7"));
+    .expect("a version kept as text by earlier Shoal versions is read as its number");
+    assert_eq!(text.adopted_manifest_version, Some(7));
+}
+
+#[test]
+fn the_specifications_own_examples_parse_and_validate_against_its_schemas() {
+    let v1: Value = serde_json::from_str(&fixture("spec-1.0.0-example.json")).expect("JSON");
+    assert_eq!(violations_of(V1, &v1), Vec::<String>::new());
+    let rc3: Value = serde_json::from_str(&fixture("spec-1.0.0-rc.3-example.json")).expect("JSON");
+    assert_eq!(violations_of(RC3, &rc3), Vec::<String>::new());
+    let components = seed_components();
+    for (name, version, body) in [
+        ("1.0.0", SpecVersion::V1, &v1),
+        ("rc.3", SpecVersion::V1Rc3, &rc3),
+    ] {
+        assert_eq!(required_fields(body, version), [], "{name}");
+        let document = parse_json_document(&body.to_string()).expect("parses");
+        let id = "a3e2f5dc-912e-494f-8395-52cf3769bc06";
+        assert_eq!(
+            validate(&document, &expected(id, &components, version)),
+            Ok(()),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn each_version_requires_its_own_fields_and_names_each_missing_one() {
+    let bare = json!({"deploymentId": "d", "status": {"state": "pending"}});
+    let pointers = |version| -> Vec<String> {
+        required_fields(&bare, version)
+            .iter()
+            .map(DocumentError::pointer)
+            .collect()
+    };
+    assert_eq!(
+        pointers(SpecVersion::V1),
+        ["/apiVersion", "/kind", "/components"]
+    );
+    assert_eq!(
+        pointers(SpecVersion::V1Rc3),
+        ["/adoptedManifestVersion", "/components"]
+    );
+    let wrong = json!({"apiVersion": "v1", "kind": "Deployment", "deploymentId": "d",
+        "adoptedManifestVersion": 0, "status": {"state": "pending"}, "components": []});
+    assert_eq!(
+        required_fields(&wrong, SpecVersion::V1),
+        [
+            DocumentError::WrongKind("Deployment".into()),
+            DocumentError::BadManifestVersion("0".into())
+        ]
+    );
+    let draft = json!({"apiVersion": "deployment.margo/v1", "kind": "DeploymentStatus",
+        "metadata": {"deploymentId": "d"}, "status": {"state": "pending", "components": []}});
+    assert_eq!(required_fields(&draft, SpecVersion::V1), []);
 }
 
 #[test]
@@ -190,7 +211,7 @@ fn a_body_that_is_not_a_document_is_a_parse_error_naming_what_is_missing() {
 }
 
 #[test]
-fn validation_names_a_differing_id_an_unknown_component_a_duplicate_and_a_state_off_the_enum() {
+fn validation_names_each_problem_with_the_pointer_of_its_field() {
     let document = parse_document(
         r#"{"deploymentId": "other", "status": {"state": "done"},
             "components": [
@@ -199,7 +220,9 @@ fn validation_names_a_differing_id_an_unknown_component_a_duplicate_and_a_state_
               {"name": "cache", "state": "Running"}]}"#,
     )
     .expect("parses: these are semantic problems");
-    let problems = validate(&document, SEED_ID, &seed_components()).expect_err("invalid");
+    let components = seed_components();
+    let problems =
+        validate(&document, &expected(SEED_ID, &components, SpecVersion::V1)).expect_err("invalid");
     assert_eq!(
         problems,
         vec![
@@ -208,52 +231,112 @@ fn validation_names_a_differing_id_an_unknown_component_a_duplicate_and_a_state_
                 body: "other".into()
             },
             DocumentError::UnknownState {
-                at: "status.state".into(),
+                at: "/status/state".into(),
                 state: "done".into()
             },
-            DocumentError::DuplicateComponent("database-services".into()),
+            DocumentError::DuplicateComponent {
+                index: 1,
+                name: "database-services".into()
+            },
             DocumentError::UnknownComponent {
+                index: 2,
                 name: "cache".into(),
                 known: "digitron-orchestrator, database-services".into()
             },
             DocumentError::UnknownState {
-                at: "components[cache].state".into(),
+                at: "/components/2/state".into(),
                 state: "Running".into()
             },
+            DocumentError::MissingComponent("digitron-orchestrator".into()),
         ]
     );
-}
-
-#[test]
-fn the_schema_checker_refuses_what_the_schema_forbids() {
-    let bad = json!({
-        "deploymentId": "",
-        "status": {"state": "done", "error": {"message": "no code"}},
-        "components": [{"state": "installed"}]
-    });
-    let places: Vec<String> = violations(&bad)
-        .iter()
-        .map(|problem| problem.split(':').next().unwrap_or_default().to_owned())
-        .collect();
+    let pointers: Vec<String> = problems.iter().map(DocumentError::pointer).collect();
     assert_eq!(
-        places,
+        pointers,
         [
-            "/components/0",
             "/deploymentId",
-            "/status/error",
-            "/status/state"
+            "/status/state",
+            "/components/1/name",
+            "/components/2/name",
+            "/components/2/state",
+            "/components"
         ]
-    );
-    assert_eq!(
-        violations(&json!({"status": {"state": "pending"}})),
-        [": deploymentId is required", ": components is required"]
     );
 }
 
-/// Every document `document_for` can write for up to three components, each
-/// with up to two instances in any state (and an error on failed ones).
+fn gateway_report(
+    device_id: &str,
+    code: &str,
+    source: &str,
+) -> shoal_core::deploy::status::DeploymentStatusDocument {
+    parse_json_document(
+        &json!({"deploymentId": SEED_ID, "deviceId": device_id,
+            "status": {"state": "failed", "error": {"code": code, "source": source, "message": "Child device unreachable"}},
+            "components": [{"name": "digitron-orchestrator", "state": "pending"},
+                           {"name": "database-services", "state": "pending"}]})
+        .to_string(),
+    )
+    .expect("parses")
+}
+
 #[test]
-fn every_document_shoal_writes_validates_against_the_published_schema() {
+fn a_gateway_reports_for_a_child_device_behind_it_and_uses_the_reserved_codes_as_itself() {
+    let components = seed_components();
+    let under = |client, version| Expected {
+        client: Some(client),
+        ..expected(SEED_ID, &components, version)
+    };
+    let child = gateway_report("gateway01/subdevice01", "102", "gateway01");
+    assert_eq!(
+        validate(&child, &under("gateway01", SpecVersion::V1)),
+        Ok(())
+    );
+    assert_eq!(
+        validate(&child, &under("gateway01", SpecVersion::V1Rc3)),
+        Ok(())
+    );
+    let placed_by_gateway = gateway_report("gateway01/*", "103", "gateway01");
+    assert_eq!(
+        validate(&placed_by_gateway, &under("gateway01", SpecVersion::V1)),
+        Ok(())
+    );
+    let pointers = |document, client, version| -> Vec<String> {
+        validate(document, &under(client, version))
+            .err()
+            .unwrap_or_default()
+            .iter()
+            .map(DocumentError::pointer)
+            .collect()
+    };
+    assert_eq!(
+        pointers(&placed_by_gateway, "gateway01", SpecVersion::V1Rc3),
+        ["/deviceId"],
+        "rc.3's deviceId has no /*"
+    );
+    assert_eq!(
+        pointers(&child, "gateway02", SpecVersion::V1),
+        ["/deviceId"],
+        "a device behind another client"
+    );
+    let from_child = gateway_report("gateway01/subdevice01", "101", "subdevice01");
+    assert_eq!(
+        pointers(&from_child, "gateway01", SpecVersion::V1),
+        ["/status/error/source"],
+        "a reserved code from someone other than the gateway"
+    );
+    let own = gateway_report(
+        "gateway01/subdevice01",
+        "ExitCode1",
+        "digitron-orchestrator",
+    );
+    assert_eq!(validate(&own, &under("gateway01", SpecVersion::V1)), Ok(()));
+}
+
+/// Every document `document_for` can write for two components, each with up
+/// to two instances in any state (and an error on failed ones), validates
+/// against both published schemas and Shoal's own checks of either version.
+#[test]
+fn every_document_shoal_writes_validates_against_the_published_schemas() {
     let mut per_component: Vec<Vec<DeploymentState>> = vec![vec![]];
     for first in DeploymentState::ALL {
         per_component.push(vec![first]);
@@ -268,23 +351,56 @@ fn every_document_shoal_writes_validates_against_the_published_schema() {
             .contains(&DeploymentState::Failed)
             .then(|| StatusError {
                 code: "ExitCode1".into(),
-                source: Some("web-0 on pool-0".into()),
-                message: "exited".into(),
+                source: None,
+                message: "instance web-0 on pool-0: exited".into(),
             }),
     };
+    let (v1, rc3) = (validator(V1), validator(RC3));
+    let deployment = DeploymentRef {
+        id: "3a5549f2-02a4-4faf-9bc4-1ea9866684c1",
+        name: "web",
+        revision: 5,
+    };
+    let names = vec!["nginx".to_owned(), "db".to_owned()];
     let mut written = 0;
     for a in &per_component {
         for b in per_component.iter().step_by(3) {
-            let components = [input("nginx", a), input("db", b)];
-            let document = document_for("3a5549f2", 5, &components);
+            let document = document_for(deployment, &[input("nginx", a), input("db", b)]);
             let json = serde_json::to_value(&document).expect("serialises");
-            assert_eq!(violations(&json), Vec::<String>::new(), "{json}");
-            let names = vec!["nginx".to_owned(), "db".to_owned()];
-            assert_eq!(validate(&document, "3a5549f2", &names), Ok(()), "{json}");
+            for (schema, version) in [(&v1, SpecVersion::V1), (&rc3, SpecVersion::V1Rc3)] {
+                let problems: Vec<String> =
+                    schema.iter_errors(&json).map(|e| e.to_string()).collect();
+                assert_eq!(problems, Vec::<String>::new(), "{version}: {json}");
+                assert_eq!(required_fields(&json, version), [], "{json}");
+                let expected = expected(deployment.id, &names, version);
+                assert_eq!(validate(&document, &expected), Ok(()), "{json}");
+            }
             written += 1;
         }
     }
     assert!(written > 500, "{written} documents checked");
-    let empty = serde_json::to_value(document_for("x", 1, &[])).expect("serialises");
+    let empty = serde_json::to_value(document_for(deployment, &[])).expect("serialises");
     assert_eq!(violations(&empty), Vec::<String>::new());
+    assert_eq!(violations_of(RC3, &empty), Vec::<String>::new());
+}
+
+#[test]
+fn the_schema_refuses_what_the_specification_forbids() {
+    let bad = json!({
+        "apiVersion": "deployment.margo.org/v1alpha1",
+        "kind": "DeploymentStatus",
+        "deploymentId": "d",
+        "deviceId": "a//b",
+        "status": {"state": "done"},
+        "components": [{"state": "installed"}]
+    });
+    let mut places: Vec<String> = violations(&bad)
+        .iter()
+        .map(|problem| problem.split(':').next().unwrap_or_default().to_owned())
+        .collect();
+    places.sort();
+    assert_eq!(
+        places,
+        ["/components/0", "/deviceId", "/kind", "/status/state"]
+    );
 }

@@ -378,10 +378,11 @@ pub struct DeploymentPlanStatus {
     /// change, never a change (see `deployment::reports`).
     #[serde(default, skip_serializing_if = "IgnoredReports::is_empty")]
     pub ignored_reports: IgnoredReports,
-    /// One deployment status document (Margo `DeploymentStatus`) per deployment
-    /// revision in use or recent, oldest first: overall state, one entry per
-    /// application, errors. The same document `GET
-    /// /api/v1/deployments/{deploymentId}/status` serves.
+    /// One deployment status document (Margo 1.0.0 `DeploymentStatusManifest`)
+    /// per deployment revision in use or recent, oldest first, all under the
+    /// plan's one `deploymentId`, the revision in `adoptedManifestVersion`:
+    /// overall state, one entry per application, errors. `GET
+    /// /api/v1/deployments/{deploymentId}/status` serves the latest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = limits::MAX_DEPLOYMENT_RECORDS))]
     pub deployment_status: Vec<DeploymentStatusDocument>,

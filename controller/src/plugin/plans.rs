@@ -324,7 +324,7 @@ fn deployment_status_table(documents: &[DeploymentStatusDocument]) -> String {
         table.row([
             document
                 .adopted_manifest_version
-                .clone()
+                .map(|revision| revision.to_string())
                 .unwrap_or_default(),
             document.deployment_id.clone(),
             document.status.state.clone(),

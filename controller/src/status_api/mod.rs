@@ -1,13 +1,15 @@
 //! The deployment status REST endpoint (Margo's workload deployment status
-//! interface), served by the controller on its own listener:
+//! interface), served by the controller on its own listener. Reports follow
+//! the Margo Workload Management API as published in `margo/specification`,
+//! each route the version whose path it is:
 //!
 //! | request | answer |
 //! | --- | --- |
-//! | `GET /api/v1/deployments/{deploymentId}/status` | the document Shoal computes from its members' reports (the one in the plan's `status.deploymentStatus`) |
-//! | `POST /api/v1/deployments/{deploymentId}/status` | keeps the body as the report of the client its `deviceId` names |
-//! | `GET /api/v1/clients/{clientId}/deployments/{deploymentId}/status` | what that client reported |
-//! | `POST /api/v1/clients/{clientId}/deployments/{deploymentId}/status` | keeps the body as that client's report |
-//! | `GET /api/v1/schemas/deployment-status` | the document's JSON Schema (no token needed) |
+//! | `POST /api/v1/clients/{clientId}/deployments/{deploymentId}/status` | Margo 1.0.0: keeps the body as the report of `{clientId}`, or of the device behind it its `deviceId` names (`{clientId}/child…`) |
+//! | `POST /api/v1/deployments/{deploymentId}/status` | Margo 1.0.0-rc.3: keeps the body as the report of the device its `deviceId` names; the first id of `deviceId` is the reporting client |
+//! | `GET /api/v1/deployments/{deploymentId}/status` | the document Shoal computes from its members' reports (the latest revision's in the plan's `status.deploymentStatus`) |
+//! | `GET /api/v1/clients/{clientId}/deployments/{deploymentId}/status[?deviceId=…]` | what that client (or a device behind it) reported |
+//! | `GET /api/v1/schemas/deployment-status` | the document's JSON Schema, re-stated from the specification (no token needed) |
 //!
 //! Every other request needs a Kubernetes bearer token (checked with a
 //! TokenReview: 401 without one or with a bad one) and permission on the
@@ -15,15 +17,20 @@
 //! `update` to report, on `deploymentplans/deploymentstatus`; 403 when
 //! refused; a caller who may not see every plan's deployments gets the same
 //! 403 for a deployment id no plan has, so the answer tells nothing of which
-//! ids exist). Then: 404 for a deployment id no plan has (or a client that
+//! ids exist). Then: 404 for a deployment id no plan has (or a device that
 //! never reported), 413 for a body over 64 KiB, 400 for a body that is not a
-//! JSON document, 422 for one that
-//! contradicts the deployment (another `deploymentId`, a component that is
-//! not one of the plan's applications, a state outside the enumeration, a
-//! `deviceId` other than the path's client), 201 for a client's first report
-//! on a deployment and 200 after. Every error is `application/problem+json`
-//! (RFC 9457) and carries no internal text: a failure inside (503) is logged,
-//! and the caller learns only which step failed.
+//! JSON object of the document's shape or a malformed client id, 422 for one
+//! the route's version refuses (a field it requires absent, another `kind`,
+//! an `adoptedManifestVersion` that is no number, a `deviceId` off its
+//! pattern or not the client or a device behind it, a reserved gateway
+//! error code not from a gateway) or that contradicts the deployment
+//! (another `deploymentId`, a component that is not one of the plan's
+//! applications, one missing or listed twice, a state outside the
+//! enumeration, an `adoptedManifestVersion` later than the latest revision), with `errors[]` naming each field; 201 for a device's first
+//! report on a deployment and 200 after. Every error is
+//! `application/problem+json` (RFC 9457) with a typed problem URI (see
+//! [`problem`]) and carries no internal text: a failure inside (503) is
+//! logged, and the caller learns only which step failed.
 //!
 //! Reports are kept in the cluster (see [`reports`]), never only in memory.
 
@@ -32,13 +39,16 @@ use std::future::Future;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
-use shoal_core::deploy::status::{DeploymentStatusDocument, SCHEMA, parse_json_document, validate};
+use shoal_core::deploy::status::{
+    DeploymentStatusDocument, DocumentError, Expected, ParseError, SCHEMA, SpecVersion,
+    parse_json_document, required_fields, validate,
+};
 
 use crate::api::deployment_plan::DeploymentPlan;
 
@@ -102,7 +112,8 @@ async fn schema() -> Response {
     ([(header::CONTENT_TYPE, "application/schema+json")], SCHEMA).into_response()
 }
 
-/// The plan that has deployment `deployment_id`, and its document.
+/// The plan that has deployment `deployment_id`, and its latest revision's
+/// document (one id stands for every revision of a plan's deployment).
 pub fn find_deployment<'a>(
     plans: &'a [DeploymentPlan],
     deployment_id: &str,
@@ -113,7 +124,8 @@ pub fn find_deployment<'a>(
             .as_ref()?
             .deployment_status
             .iter()
-            .find(|document| document.deployment_id == deployment_id)?;
+            .filter(|document| document.deployment_id == deployment_id)
+            .max_by_key(|document| document.adopted_manifest_version)?;
         Some((plan, document))
     })
 }
@@ -194,32 +206,56 @@ async fn get_computed(
     Ok(json(StatusCode::OK, &document))
 }
 
+/// The device a client's GET asks about: `?deviceId=` (the client or a
+/// device behind it), else the client itself.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DeviceQuery {
+    device_id: Option<String>,
+}
+
 async fn get_client_report(
     State(api): State<StatusApi>,
     Path((client_id, deployment_id)): Path<(String, String)>,
+    Query(query): Query<DeviceQuery>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     reports::check_client_id(&client_id)?;
+    let device_id = query.device_id.unwrap_or_else(|| client_id.clone());
+    if !reports::is_of_client(&device_id, &client_id) {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "deviceId {device_id:?} is neither client {client_id:?} nor a device behind it"
+            ),
+        ));
+    }
     let (plan, _) = admit(&api, &headers, "get", &deployment_id).await?;
-    let report = reports::read(&api.client, &plan, &deployment_id, &client_id).await?;
+    let report = reports::read(&api.client, &plan, &deployment_id, &device_id).await?;
     let report = report.ok_or_else(|| {
         Problem::new(
             StatusCode::NOT_FOUND,
-            format!("client {client_id:?} has not reported on deployment {deployment_id}"),
+            format!("device {device_id:?} has not reported on deployment {deployment_id}"),
         )
     })?;
     Ok(json(StatusCode::OK, &report))
 }
 
+/// Margo 1.0.0-rc.3's route: the client is the first id of the body's `deviceId`.
 async fn post_report(
     State(api): State<StatusApi>,
     Path(deployment_id): Path<String>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    report(&api, &headers, &deployment_id, None, body).await
+    let route = Route {
+        version: SpecVersion::V1Rc3,
+        client: None,
+    };
+    report(&api, &headers, &deployment_id, route, body).await
 }
 
+/// Margo 1.0.0's route: the client is the path's.
 async fn post_client_report(
     State(api): State<StatusApi>,
     Path((client_id, deployment_id)): Path<(String, String)>,
@@ -227,44 +263,68 @@ async fn post_client_report(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     reports::check_client_id(&client_id)?;
-    report(&api, &headers, &deployment_id, Some(&client_id), body).await
+    let route = Route {
+        version: SpecVersion::V1,
+        client: Some(&client_id),
+    };
+    report(&api, &headers, &deployment_id, route, body).await
+}
+
+/// What the route a report came by says: the specification version it
+/// follows, and the client it names (1.0.0's path does, rc.3's does not).
+#[derive(Clone, Copy)]
+struct Route<'a> {
+    version: SpecVersion,
+    client: Option<&'a str>,
 }
 
 async fn report(
     api: &StatusApi,
     headers: &HeaderMap,
     deployment_id: &str,
-    path_client: Option<&str>,
+    route: Route<'_>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     let (plan, _) = admit(api, headers, "update", deployment_id).await?;
     let body = body_of(body)?;
     let text = std::str::from_utf8(&body)
         .map_err(|_| Problem::new(StatusCode::BAD_REQUEST, "the body is not UTF-8 text"))?;
-    let mut document = parse_json_document(text)
-        .map_err(|error| Problem::new(StatusCode::BAD_REQUEST, error.to_string()))?;
     let applications: Vec<String> = plan
         .spec
         .applications
         .iter()
         .map(|application| application.name.clone())
         .collect();
-    validate(&document, deployment_id, &applications).map_err(|problems| {
-        let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
-        Problem::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
+    let expected = Expected {
+        deployment_id,
+        components: &applications,
+        version: route.version,
+        client: route.client,
+        latest_revision: plan
+            .status
+            .as_ref()
+            .map_or(0, |status| status.latest_deployment),
+    };
+    let mut document = checked_document(text, &expected).map_err(|problems| {
+        Problem::semantic(
             format!(
-                "deployment {deployment_id} of DeploymentPlan {}/{}: {}",
+                "the report on deployment {deployment_id} of DeploymentPlan {}/{} does not meet {}: {}",
                 plan.namespace().unwrap_or_default(),
                 plan.name_any(),
-                problems.join("; ")
+                route.version,
+                problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
             ),
+            &problems,
         )
-    })?;
-    let client_id = reporting_client(path_client, document.device_id.as_deref())?;
-    reports::check_client_id(&client_id)?;
-    document.device_id = Some(client_id.clone());
-    let created = reports::write(&api.client, &plan, &client_id, &document).await?;
+    })??;
+    let device_id = reporting_device(route.client, document.device_id.as_deref())?;
+    reports::check_client_id(reports::client_of(&device_id))?;
+    document.device_id = Some(device_id.clone());
+    let created = reports::write(&api.client, &plan, &device_id, &document).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -273,18 +333,61 @@ async fn report(
     Ok(json(status, &document))
 }
 
-/// Who reports: the path's client, else the body's `deviceId`; both given
-/// and different is a contradiction (422), neither is a missing field.
-fn reporting_client(path: Option<&str>, device: Option<&str>) -> Result<String, Problem> {
-    match (path, device) {
-        (Some(path), Some(device)) if path != device => Err(Problem::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("deviceId {device:?} in the document differs from client {path:?} in the path"),
-        )),
-        (Some(client), _) | (None, Some(client)) => Ok(client.to_owned()),
-        (None, None) => Err(Problem::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
+/// The document of `text`, checked against the route's version and the
+/// deployment: the outer error lists what the version or the deployment
+/// refuses (422); the inner one is a body that is not a JSON object of the
+/// document's shape (400).
+fn checked_document(
+    text: &str,
+    expected: &Expected<'_>,
+) -> Result<Result<DeploymentStatusDocument, Problem>, Vec<DocumentError>> {
+    let malformed = |detail: String| Ok(Err(Problem::new(StatusCode::BAD_REQUEST, detail)));
+    let body: serde_json::Value = match serde_json::from_str(text) {
+        Ok(body @ serde_json::Value::Object(_)) => body,
+        Ok(_) => return malformed("the body is not a JSON object".to_owned()),
+        Err(error) => return malformed(format!("the body is not JSON: {error}")),
+    };
+    let mut problems = required_fields(&body, expected.version);
+    let document = match parse_json_document(text) {
+        Ok(document) => document,
+        Err(ParseError::Missing(field)) => {
+            problems.insert(0, missing(field, expected.version));
+            return Err(problems);
+        }
+        Err(error) => return malformed(error.to_string()),
+    };
+    if let Err(found) = validate(&document, expected) {
+        problems.extend(found);
+    }
+    if problems.is_empty() {
+        Ok(Ok(document))
+    } else {
+        Err(problems)
+    }
+}
+
+/// A field the parser found absent, as the problem of the version.
+fn missing(field: &'static str, version: SpecVersion) -> DocumentError {
+    let field = match field {
+        "deploymentId" => "/deploymentId",
+        "status" => "/status",
+        _ => "/status/state",
+    };
+    DocumentError::Missing { field, version }
+}
+
+/// Who the report is about: the body's `deviceId` (already checked to be the
+/// path's client or behind it), else the path's client; on rc.3's route,
+/// which names no client, `deviceId` is required.
+fn reporting_device(path: Option<&str>, device: Option<&str>) -> Result<String, Problem> {
+    match (device, path) {
+        (Some(device), _) | (None, Some(device)) => Ok(device.to_owned()),
+        (None, None) => Err(Problem::semantic(
             "name the reporting device: deviceId in the document, or POST to /api/v1/clients/{clientId}/deployments/{deploymentId}/status",
+            &[DocumentError::Missing {
+                field: "/deviceId",
+                version: SpecVersion::V1Rc3,
+            }],
         )),
     }
 }
@@ -294,16 +397,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_reporting_client_is_the_paths_or_the_documents_and_never_two() {
-        assert_eq!(reporting_client(Some("a"), None).ok(), Some("a".into()));
-        assert_eq!(reporting_client(None, Some("b")).ok(), Some("b".into()));
+    fn the_reporting_device_is_the_documents_else_the_paths_client() {
+        assert_eq!(reporting_device(Some("a"), None).ok(), Some("a".into()));
+        assert_eq!(reporting_device(None, Some("b")).ok(), Some("b".into()));
         assert_eq!(
-            reporting_client(Some("a"), Some("a")).ok(),
-            Some("a".into())
+            reporting_device(Some("gw"), Some("gw/child")).ok(),
+            Some("gw/child".into())
         );
-        let differs = reporting_client(Some("a"), Some("b")).expect_err("a contradiction");
-        assert_eq!(differs.status, StatusCode::UNPROCESSABLE_ENTITY);
-        let neither = reporting_client(None, None).expect_err("nobody reports");
+        let neither = reporting_device(None, None).expect_err("nobody reports");
         assert_eq!(neither.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(neither.errors[0].pointer, "/deviceId");
+    }
+
+    #[test]
+    fn a_report_missing_what_its_version_requires_is_refused_field_by_field() {
+        let components = vec!["nginx".to_owned()];
+        let expected = Expected {
+            deployment_id: "d",
+            components: &components,
+            version: SpecVersion::V1,
+            client: Some("edge-1"),
+            latest_revision: 1,
+        };
+        let problems = checked_document(r#"{"deploymentId": "d"}"#, &expected).expect_err("a 422");
+        let pointers: Vec<String> = problems.iter().map(DocumentError::pointer).collect();
+        assert_eq!(pointers, ["/status", "/apiVersion", "/kind", "/components"]);
+        let malformed = checked_document("[1]", &expected).expect("no field problems");
+        assert_eq!(
+            malformed.expect_err("a 400").status,
+            StatusCode::BAD_REQUEST
+        );
     }
 }

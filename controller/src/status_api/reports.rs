@@ -1,7 +1,9 @@
 //! Reported documents, kept in the cluster: one ConfigMap per plan,
 //! `<plan>-deployment-reports`, owned by the plan (a `controller: true`
 //! ownerReference to its uid, so it goes with the plan), one data key per
-//! deployment and reporting client, `<deploymentId>.<clientId>.json`, holding
+//! deployment and reporting device, `<deploymentId>.<deviceId, escaped>.json`
+//! (see [`escape`]: a device behind a gateway, `gateway/child`, has its own
+//! key), holding
 //! `{"reportedAt": <RFC 3339>, "document": <the report>}` (a bare document, as
 //! earlier versions wrote, is read too).
 //!
@@ -51,27 +53,62 @@ pub fn reports_name(plan: &str) -> String {
     format!("{plan}-deployment-reports")
 }
 
-/// The data key of one client's report on one deployment.
-fn key(deployment_id: &str, client_id: &str) -> String {
-    format!("{deployment_id}.{client_id}.json")
+/// Longest `deviceId` kept, in characters: escaped (at most three
+/// characters each) behind a deployment id it still fits a ConfigMap data
+/// key's 253.
+pub const MAX_DEVICE_ID: usize = 70;
+
+/// The data key of one device's report on one deployment.
+fn key(deployment_id: &str, device_id: &str) -> String {
+    format!("{deployment_id}.{}.json", escape(device_id))
 }
 
-/// Checks a client id: 1–63 ASCII letters, digits, `-`, `_`, `.`, starting
-/// with a letter or digit (it becomes part of a ConfigMap data key).
+/// A device id as a ConfigMap data key may spell it (letters, digits, `-`,
+/// `_`, `.`): every other character, and `_` and `.` themselves, as `_XX`
+/// (its byte in hex), so that no two ids share a key and the key's only dots
+/// are its separators. `gateway01/dev.1` is `gateway01_2Fdev_2E1`.
+fn escape(device_id: &str) -> String {
+    device_id
+        .bytes()
+        .map(|byte| {
+            if byte.is_ascii_alphanumeric() || byte == b'-' {
+                char::from(byte).to_string()
+            } else {
+                format!("_{byte:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The reporting client of a device: the first id of its hierarchy.
+pub fn client_of(device_id: &str) -> &str {
+    device_id.split('/').next().unwrap_or_default()
+}
+
+/// Whether `device_id` is `client_id` or a device behind it.
+pub fn is_of_client(device_id: &str, client_id: &str) -> bool {
+    device_id
+        .strip_prefix(client_id)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Checks a client id: 1–63 ASCII letters, digits, `-`, `_`, `.`, `~` (the
+/// unreserved characters Margo's device ids are made of), starting with a
+/// letter or digit (it becomes part of a ConfigMap data key, escaped).
 pub fn check_client_id(client_id: &str) -> Result<(), Problem> {
     let fits = !client_id.is_empty()
         && client_id.len() <= MAX_CLIENT_ID
         && client_id.starts_with(|c: char| c.is_ascii_alphanumeric())
         && client_id
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~'));
     if fits {
         Ok(())
     } else {
         Err(Problem::new(
             StatusCode::BAD_REQUEST,
             format!(
-                "client id {client_id:?} must be 1-{MAX_CLIENT_ID} letters, digits, '-', '_' or '.', starting with a letter or digit"
+                "client id {client_id:?} must be 1-{MAX_CLIENT_ID} letters, digits, '-', '_', '.' or '~', starting with a letter or digit"
             ),
         ))
     }
@@ -121,12 +158,12 @@ async fn owned_map(client: &Client, plan: &DeploymentPlan) -> Result<Option<Conf
     }
 }
 
-/// What `client_id` reported on the deployment, if anything.
+/// What `device_id` reported on the deployment, if anything.
 pub async fn read(
     client: &Client,
     plan: &DeploymentPlan,
     deployment_id: &str,
-    client_id: &str,
+    device_id: &str,
 ) -> Result<Option<DeploymentStatusDocument>, Problem> {
     let Some(map) = owned_map(client, plan).await? else {
         return Ok(None);
@@ -134,7 +171,7 @@ pub async fn read(
     let stored = map
         .data
         .as_ref()
-        .and_then(|data| data.get(&key(deployment_id, client_id)));
+        .and_then(|data| data.get(&key(deployment_id, device_id)));
     Ok(stored
         .and_then(|text| stored_report(text))
         .map(|report| report.document))
@@ -168,14 +205,17 @@ fn stored_report(text: &str) -> Option<StoredReport> {
     })
 }
 
-/// A data key's deployment id and client id (`<deploymentId>.<clientId>.json`;
-/// a deployment id is a UUID, so the first `.` ends it).
+/// A data key's deployment id and reporting client, escaped
+/// (`<deploymentId>.<deviceId, escaped>.json`; a deployment id is a UUID, so
+/// the first `.` ends it, and the escaped `/` ends the client).
 fn key_parts(key: &str) -> Option<(&str, &str)> {
-    key.strip_suffix(".json")?.split_once('.')
+    let (deployment, device) = key.strip_suffix(".json")?.split_once('.')?;
+    Some((deployment, device.split("_2F").next().unwrap_or_default()))
 }
 
-/// The keys to drop so that `new_key` (of `new_bytes`, by `client_id`) can be
-/// kept within the bounds (see the module docs), given what `data` holds and
+/// The keys to drop so that `new_key` (of `new_bytes`, by `client_id`, as
+/// escaped in keys: a gateway's reports and those of the devices behind it
+/// share its budget) can be kept within the bounds (see the module docs), given what `data` holds and
 /// the deployment ids the plan still has.
 fn to_prune(
     data: &BTreeMap<String, String>,
@@ -227,20 +267,29 @@ fn to_prune(
     prune
 }
 
-/// Keeps `document` as `client_id`'s report; `true` when it is the client's
+/// Keeps `document` as `device_id`'s report; `true` when it is the device's
 /// first report on the deployment (created), `false` when it replaced one.
 /// Prunes in the same write (see the module docs).
 pub async fn write(
     client: &Client,
     plan: &DeploymentPlan,
-    client_id: &str,
+    device_id: &str,
     document: &DeploymentStatusDocument,
 ) -> Result<bool, Problem> {
     let namespace = plan.namespace().unwrap_or_default();
     let plan_name = plan.name_any();
     let name = reports_name(&plan_name);
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-    let data_key = key(&document.deployment_id, client_id);
+    if device_id.chars().count() > MAX_DEVICE_ID {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "deviceId {device_id:?} is longer than {MAX_DEVICE_ID} characters, the most Shoal keeps a report for"
+            ),
+        ));
+    }
+    let data_key = key(&document.deployment_id, device_id);
+    let client_id = escape(client_of(device_id));
     let stored = StoredReport {
         reported_at: jiff::Timestamp::now().to_string(),
         document: document.clone(),
@@ -258,7 +307,7 @@ pub async fn write(
             let prune = to_prune(
                 &data,
                 &deployments,
-                client_id,
+                &client_id,
                 &data_key,
                 data_key.len() + text.len(),
             );
@@ -405,6 +454,22 @@ mod tests {
         assert!(left + new_bytes <= MAX_PLAN_BYTES, "{left}");
         assert!(prune.contains(&"d.edge-0.json".to_owned()), "{prune:?}");
         assert!(!prune.contains(&"d.edge-19.json".to_owned()), "{prune:?}");
+    }
+
+    #[test]
+    fn a_device_behind_a_gateway_has_its_own_key_and_shares_the_gateways_budget() {
+        assert_eq!(escape("gateway01/dev.1_a~b"), "gateway01_2Fdev_2E1_5Fa_7Eb");
+        assert_ne!(escape("a/b"), escape("a_2Fb"), "no two ids share a key");
+        let child = key("d", "gateway01/dev01");
+        assert_eq!(child, "d.gateway01_2Fdev01.json");
+        assert_eq!(key_parts(&child), Some(("d", "gateway01")));
+        assert_eq!(key_parts("d.gateway01.json"), Some(("d", "gateway01")));
+        assert!(is_of_client("gw/child", "gw"));
+        assert!(is_of_client("gw", "gw"));
+        assert!(!is_of_client("gw2/child", "gw"));
+        assert_eq!(client_of("gw/a/b"), "gw");
+        let worst = "~".repeat(MAX_DEVICE_ID);
+        assert!(key("3a5549f2-02a4-4faf-9bc4-1ea9866684c1", &worst).len() <= 253);
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! * [`domains`]: the order in which update domains are rolled out.
 //! * [`canary`]: which instances take a new deployment first in a canary
 //!   rollout.
-//! * [`status`]: the deployment status document (Margo `DeploymentStatus`),
+//! * [`status`]: the deployment status document (Margo `DeploymentStatusManifest`),
 //!   its aggregation rule and validation.
 //! * [`pool`]: what a pool declares in its annotations (capabilities,
 //!   capacity, update domain) and each member's update domain.

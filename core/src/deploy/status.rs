@@ -1,36 +1,83 @@
-//! The deployment status document (Margo's `DeploymentStatus`): one per
-//! deployment revision of a plan, an overall state, one entry per component
-//! (the plan's applications), errors with a code, a source and a message.
+//! The deployment status document: Margo's `DeploymentStatusManifest`, one
+//! per deployment of a plan, an overall state, one entry per component (the
+//! plan's applications), errors with a code, a source and a message.
 //!
-//! * [`DeploymentStatusDocument`]: the document, the superset of Margo's
-//!   released shape (`deploymentId`, `status`, `components` at the top) and
-//!   the earlier draft's (`metadata.deploymentId`, `status.components`);
-//!   [`parse_document`] reads either (JSON or YAML), Shoal writes the
-//!   released one.
+//! Shoal follows the Margo Workload Management API as published in
+//! `margo/specification`: version 1.0.0 (`apiVersion`, `kind` required) and
+//! 1.0.0-rc.3 (`adoptedManifestVersion` required, a number). A document Shoal
+//! writes carries every field either version requires, so it is valid under
+//! both (neither forbids extra fields).
+//!
+//! * [`DeploymentStatusDocument`]: the document; [`parse_document`] also
+//!   reads the earlier draft shape (`metadata.deploymentId`,
+//!   `status.components`), JSON or YAML.
 //! * [`overall_state`]: the one rule deriving a state from the states below
 //!   it (a deployment's from its components', a component's from its
-//!   instances').
-//! * [`validate`]: what a reported document must satisfy beyond its shape
-//!   (the deployment it names, its components, the state enumeration).
-//! * [`deployment_id`]: the stable id of one deployment revision of a plan.
+//!   instances'): the most severe wins, in the spec's order.
+//! * [`required_fields`] and [`validate`]: what a reported document must
+//!   satisfy under a [`SpecVersion`], each problem a [`DocumentError`] with
+//!   the JSON pointer of the field it is about.
+//! * [`deployment_id`]: the stable id of a plan's deployment (one for every
+//!   revision; the revision is the document's `adoptedManifestVersion`).
 //!
 //! The JSON Schema of the document is `schemas/deployment-status.schema.json`
-//! at the repository root ([`SCHEMA`]).
+//! at the repository root ([`SCHEMA`]), re-stated from the specification.
 
 use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The JSON Schema of [`DeploymentStatusDocument`], as published in the repository.
 pub const SCHEMA: &str = include_str!("../../../schemas/deployment-status.schema.json");
 
-/// `apiVersion` of the documents Shoal writes.
-pub const API_VERSION: &str = "deployment.margo/v1alpha1";
+/// The published schema's definition of `version`'s document, as a schema of
+/// its own (its root refers to that definition): what a validator takes.
+pub fn schema_of(version: SpecVersion) -> Value {
+    let definition = match version {
+        SpecVersion::V1 => "DeploymentStatusManifest",
+        SpecVersion::V1Rc3 => "DeploymentStatusManifest-1.0.0-rc.3",
+    };
+    let mut schema: Value = serde_json::from_str(SCHEMA).unwrap_or_default();
+    schema["$ref"] = Value::String(format!("#/$defs/{definition}"));
+    schema
+}
 
-/// `kind` of the documents Shoal writes.
-pub const KIND: &str = "DeploymentStatus";
+/// `apiVersion` of the documents Shoal writes: the value of the specification's examples.
+pub const API_VERSION: &str = "deployment.margo.org/v1alpha1";
+
+/// `kind` of the documents Shoal writes, the only one Margo 1.0.0 allows.
+pub const KIND: &str = "DeploymentStatusManifest";
+
+/// `kind` of the earlier draft, still read from reports sent by older clients.
+pub const DRAFT_KIND: &str = "DeploymentStatus";
+
+/// The error codes Margo reserves for errors a see-thru gateway generates
+/// (101 unknown child device, 102 child device unreachable, 103 autonomous
+/// placement not supported); their `source` must be the gateway's device id.
+pub const GATEWAY_ERROR_CODES: [&str; 3] = ["101", "102", "103"];
+
+/// Which published version of Margo's Workload Management API a report follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecVersion {
+    /// 1.0.0: `POST /api/v1/clients/{clientId}/deployments/{deploymentId}/status`;
+    /// `apiVersion` and `kind` required; `deviceId` may end in `/*`.
+    V1,
+    /// 1.0.0-rc.3: `POST /api/v1/deployments/{deploymentId}/status`;
+    /// `adoptedManifestVersion` (a number) required; no `/*` in `deviceId`.
+    V1Rc3,
+}
+
+impl fmt::Display for SpecVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SpecVersion::V1 => "Margo 1.0.0",
+            SpecVersion::V1Rc3 => "Margo 1.0.0-rc.3",
+        })
+    }
+}
 
 /// A deployment's, a component's or an instance's state: Margo's six
 /// states, the same enumeration the sidecar reports its instances in (one
@@ -64,6 +111,21 @@ impl DeploymentState {
     pub fn parse(text: &str) -> Option<DeploymentState> {
         Self::ALL.into_iter().find(|state| state.as_str() == text)
     }
+
+    /// How severe the state is in the spec's precedence, `failed > removing >
+    /// installing > pending > removed > installed`. (The published text lists
+    /// `removing` twice, "… > pending > removing > installed"; the second can
+    /// only mean `removed`, the one state the list would otherwise leave out.)
+    pub fn severity(self) -> u8 {
+        match self {
+            DeploymentState::Installed => 0,
+            DeploymentState::Removed => 1,
+            DeploymentState::Pending => 2,
+            DeploymentState::Installing => 3,
+            DeploymentState::Removing => 4,
+            DeploymentState::Failed => 5,
+        }
+    }
 }
 
 impl fmt::Display for DeploymentState {
@@ -72,38 +134,16 @@ impl fmt::Display for DeploymentState {
     }
 }
 
-/// The overall state of something made of parts in `states`. The one rule,
-/// used for a deployment (from its components) and for a component (from the
-/// instances running it):
-///
-/// 1. no part: `pending` (nothing to install yet);
-/// 2. any part `failed`: `failed`;
-/// 3. every part `removed`: `removed`;
-/// 4. any part `removing` or `removed` (but not all removed): `removing`;
-/// 5. every part `installed`: `installed`;
-/// 6. every part `pending`: `pending`;
-/// 7. otherwise (some part installing, or some installed while others are
-///    still pending): `installing` — a deployment is installing until every
-///    part has gone through installing.
+/// The overall state of something made of parts in `states`: the most severe
+/// of them ([`DeploymentState::severity`]), as Margo requires of a
+/// deployment's state from its components'; Shoal derives a component's state
+/// from its instances' by the same rule. No part at all: `pending` (nothing
+/// to install yet).
 pub fn overall_state(states: impl IntoIterator<Item = DeploymentState>) -> DeploymentState {
-    use DeploymentState::*;
-    let seen: BTreeSet<DeploymentState> = states.into_iter().collect();
-    let only = |state| seen.len() == 1 && seen.contains(&state);
-    if seen.is_empty() {
-        Pending
-    } else if seen.contains(&Failed) {
-        Failed
-    } else if only(Removed) {
-        Removed
-    } else if seen.contains(&Removing) || seen.contains(&Removed) {
-        Removing
-    } else if only(Installed) {
-        Installed
-    } else if only(Pending) {
-        Pending
-    } else {
-        Installing
-    }
+    states
+        .into_iter()
+        .max_by_key(|state| state.severity())
+        .unwrap_or(DeploymentState::Pending)
 }
 
 /// Longest text of a status document as a plan's status keeps it (a message, a source,
@@ -125,7 +165,9 @@ pub struct StatusError {
     #[serde(default)]
     #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_WORD)))]
     pub code: String,
-    /// Who reported it (an instance and its member, an agent).
+    /// Who generated it: the deployment's name (for `status.error`), the
+    /// component's name (for `components[].error`), or the id of the see-thru
+    /// gateway that generated it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_TEXT)))]
     pub source: Option<String>,
@@ -164,33 +206,39 @@ pub struct ComponentStatus {
     pub error: Option<StatusError>,
 }
 
-/// The status document of one deployment (Margo `DeploymentStatus`), in the
-/// released shape. States are kept as text so that a reported document with
-/// a state outside the enumeration is a semantic error (see `validate`), not
-/// a malformed one.
+/// The status document of one deployment (Margo `DeploymentStatusManifest`).
+/// States are kept as text so that a reported document with a state outside
+/// the enumeration is a semantic error (see `validate`), not a malformed one.
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentStatusDocument {
-    /// `deployment.margo/v1alpha1` when Shoal writes it; any value accepted on input.
+    /// `deployment.margo.org/v1alpha1` when Shoal writes it; required on input by Margo 1.0.0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_WORD)))]
     pub api_version: Option<String>,
-    /// `DeploymentStatus` when Shoal writes it; any value accepted on input.
+    /// `DeploymentStatusManifest` when Shoal writes it; on input, that or the
+    /// draft's `DeploymentStatus`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_WORD)))]
     pub kind: Option<String>,
-    /// The deployment's id: a UUID derived from the plan's uid and the revision.
+    /// The deployment's id: a UUID derived from the plan's uid, the same for every revision.
     #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_TEXT)))]
     pub deployment_id: String,
-    /// The device (agent) reporting, when one reports.
+    /// The device the deployment runs on, with its gateway hierarchy
+    /// (`gateway/child`), when a device reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_TEXT)))]
     pub device_id: Option<String>,
-    /// The manifest version the document reflects: the plan's deployment revision.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schemars", schemars(length(max = MAX_DOCUMENT_TEXT)))]
-    pub adopted_manifest_version: Option<String>,
+    /// The manifest version the document reflects: the plan's deployment
+    /// revision (a number; text holding a number, as earlier Shoal versions
+    /// wrote it, is read too).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "manifest_version"
+    )]
+    pub adopted_manifest_version: Option<u64>,
     /// The overall state.
     pub status: OverallStatus,
     /// One entry per component.
@@ -210,9 +258,35 @@ pub enum ParseError {
     Missing(&'static str),
 }
 
-/// What a reported document gets wrong about its deployment (HTTP 422).
+/// What a reported document gets wrong (HTTP 422): a field the version
+/// requires, a value it forbids, or a contradiction of the deployment
+/// addressed. [`DocumentError::pointer`] names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DocumentError {
+    /// A field the specification version requires is absent.
+    #[error("{field} is required by {version}")]
+    Missing {
+        /// The field's JSON pointer.
+        field: &'static str,
+        /// The version that requires it.
+        version: SpecVersion,
+    },
+    /// A `kind` other than `DeploymentStatusManifest`.
+    #[error("kind {0:?} is not DeploymentStatusManifest")]
+    WrongKind(String),
+    /// An `adoptedManifestVersion` later than any revision the deployment has had.
+    #[error(
+        "adoptedManifestVersion {reported} was never published: the deployment's latest revision is {latest}"
+    )]
+    UnpublishedManifestVersion {
+        /// The version reported.
+        reported: u64,
+        /// The deployment's latest revision.
+        latest: u64,
+    },
+    /// An `adoptedManifestVersion` that is not a whole number of at least 1.
+    #[error("adoptedManifestVersion {0} is not a manifest version (a whole number, 1 or more)")]
+    BadManifestVersion(String),
     /// The body names another deployment than the one addressed.
     #[error("deploymentId {body:?} in the document differs from {expected:?} in the path")]
     DeploymentIdDiffers {
@@ -224,42 +298,112 @@ pub enum DocumentError {
     /// A component the deployment does not have.
     #[error("component {name:?} is not part of the deployment (its components: {known})")]
     UnknownComponent {
+        /// Its index in `components`.
+        index: usize,
         /// The component named.
         name: String,
         /// The deployment's components, comma-separated.
         known: String,
     },
     /// A component listed twice.
-    #[error("component {0:?} is listed more than once")]
-    DuplicateComponent(String),
+    #[error("component {name:?} is listed more than once")]
+    DuplicateComponent {
+        /// The index of the second entry.
+        index: usize,
+        /// The component named.
+        name: String,
+    },
+    /// A component of the deployment the document has no entry for (Margo:
+    /// one entry for each component).
+    #[error("component {0:?} of the deployment has no entry")]
+    MissingComponent(String),
     /// A state outside the enumeration.
     #[error(
-        "{at}: state {state:?} is not one of pending, installing, installed, removing, removed, failed"
+        "state {state:?} is not one of pending, installing, installed, removing, removed, failed"
     )]
     UnknownState {
-        /// Where: `status.state` or `components[<name>].state`.
+        /// The JSON pointer of the state.
         at: String,
         /// The state given.
         state: String,
     },
+    /// A `deviceId` off the specification's pattern.
+    #[error(
+        "deviceId {device_id:?} is not a device id of {version}: one or more '/'-separated ids of letters, digits, '.', '_', '~' and '-'{}",
+        if *version == SpecVersion::V1 { ", optionally ending in /*" } else { "" }
+    )]
+    BadDeviceId {
+        /// The id given.
+        device_id: String,
+        /// The version whose pattern it misses.
+        version: SpecVersion,
+    },
+    /// A `deviceId` that is neither the reporting client nor a device below it.
+    #[error(
+        "deviceId {device_id:?} is neither client {client:?} nor a device behind it ({client}/…)"
+    )]
+    DeviceNotOfClient {
+        /// The id given.
+        device_id: String,
+        /// The client reporting.
+        client: String,
+    },
+    /// A reserved gateway error code whose source is not a gateway above the device.
+    #[error(
+        "error code {code} is reserved for gateway-generated errors: source must be the id of the gateway (a device above {device_id:?}), not {source_id:?}"
+    )]
+    GatewayCodeSource {
+        /// The JSON pointer of the error.
+        at: String,
+        /// The reserved code.
+        code: String,
+        /// The source given.
+        source_id: String,
+        /// The device reported on.
+        device_id: String,
+    },
 }
 
-/// A version given as a string or a number (`adoptedManifestVersion: 4`).
-fn string_or_number<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<String>, D::Error> {
+impl DocumentError {
+    /// The JSON pointer (RFC 6901) of the field the problem is about.
+    pub fn pointer(&self) -> String {
+        match self {
+            DocumentError::Missing { field, .. } => (*field).to_owned(),
+            DocumentError::WrongKind(_) => "/kind".to_owned(),
+            DocumentError::BadManifestVersion(_)
+            | DocumentError::UnpublishedManifestVersion { .. } => {
+                "/adoptedManifestVersion".to_owned()
+            }
+            DocumentError::DeploymentIdDiffers { .. } => "/deploymentId".to_owned(),
+            DocumentError::UnknownComponent { index, .. }
+            | DocumentError::DuplicateComponent { index, .. } => {
+                format!("/components/{index}/name")
+            }
+            DocumentError::MissingComponent(_) => "/components".to_owned(),
+            DocumentError::UnknownState { at, .. } => at.clone(),
+            DocumentError::BadDeviceId { .. } | DocumentError::DeviceNotOfClient { .. } => {
+                "/deviceId".to_owned()
+            }
+            DocumentError::GatewayCodeSource { at, .. } => format!("{at}/source"),
+        }
+    }
+}
+
+/// A version given as a number or as text holding one (`"4"`, as earlier
+/// Shoal versions wrote it); other text reads as no version.
+fn manifest_version<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Version {
-        Text(String),
         Number(u64),
+        Text(String),
+        Other(serde::de::IgnoredAny),
     }
-    Ok(
-        Option::<Version>::deserialize(deserializer)?.map(|version| match version {
-            Version::Text(text) => text,
-            Version::Number(number) => number.to_string(),
-        }),
-    )
+    Ok(match Option::<Version>::deserialize(deserializer)? {
+        Some(Version::Number(number)) => Some(number),
+        Some(Version::Text(text)) => text.trim().parse().ok(),
+        Some(Version::Other(_)) | None => None,
+    })
 }
 
 /// Either shape on the wire; [`parse_document`] folds it into the released one.
@@ -274,8 +418,8 @@ struct WireDocument {
     deployment_id: Option<String>,
     #[serde(default)]
     device_id: Option<String>,
-    #[serde(default, deserialize_with = "string_or_number")]
-    adopted_manifest_version: Option<String>,
+    #[serde(default, deserialize_with = "manifest_version")]
+    adopted_manifest_version: Option<u64>,
     /// The draft: `metadata.deploymentId` (and a `timeStamp`, not kept).
     #[serde(default)]
     metadata: Option<WireMetadata>,
@@ -349,48 +493,198 @@ fn fold(wire: WireDocument) -> Result<DeploymentStatusDocument, ParseError> {
     })
 }
 
+/// The fields `version` requires of a report that [`parse_json_document`]
+/// does not (it reads older shapes too), checked on the body as sent:
+/// `components` (the draft's `status.components` counts), and for 1.0.0
+/// `apiVersion` and a `kind` of `DeploymentStatusManifest` (or the draft's
+/// `DeploymentStatus`), for rc.3 `adoptedManifestVersion`, a whole number
+/// from 1 (text is refused here: the published schema says number).
+pub fn required_fields(body: &Value, version: SpecVersion) -> Vec<DocumentError> {
+    let mut problems = Vec::new();
+    let missing = |field| DocumentError::Missing { field, version };
+    if version == SpecVersion::V1 {
+        if !body["apiVersion"].is_string() {
+            problems.push(missing("/apiVersion"));
+        }
+        match body["kind"].as_str() {
+            None => problems.push(missing("/kind")),
+            Some(KIND | DRAFT_KIND) => {}
+            Some(other) => problems.push(DocumentError::WrongKind(other.to_owned())),
+        }
+    }
+    match &body["adoptedManifestVersion"] {
+        Value::Null if version == SpecVersion::V1Rc3 => {
+            problems.push(missing("/adoptedManifestVersion"));
+        }
+        Value::Null => {}
+        given if given.as_u64().is_none_or(|number| number == 0) => {
+            problems.push(DocumentError::BadManifestVersion(given.to_string()));
+        }
+        _ => {}
+    }
+    if !body["components"].is_array() && !body["status"]["components"].is_array() {
+        problems.push(missing("/components"));
+    }
+    problems
+}
+
+/// What a report is checked against: the deployment addressed, its
+/// components, the specification version of the route, and the reporting
+/// client (`None`: the route names none, and the `deviceId`'s first id is it).
+#[derive(Debug, Clone, Copy)]
+pub struct Expected<'a> {
+    /// The id addressed.
+    pub deployment_id: &'a str,
+    /// The deployment's components, in order.
+    pub components: &'a [String],
+    /// The version of the route.
+    pub version: SpecVersion,
+    /// The client the route names.
+    pub client: Option<&'a str>,
+    /// The deployment's latest revision: a later `adoptedManifestVersion`
+    /// names a manifest never published.
+    pub latest_revision: u64,
+}
+
 /// Checks a reported document against the deployment addressed: the same
-/// `deploymentId`, only the deployment's components and each at most once,
-/// every state in the enumeration. Every problem is returned, in document order.
+/// `deploymentId`, each of the deployment's components exactly once and no
+/// other, every state in the enumeration, a `deviceId` of the version's
+/// pattern under the reporting client, and reserved gateway codes from a
+/// gateway. Every problem is returned, in document order.
 pub fn validate(
     document: &DeploymentStatusDocument,
-    deployment_id: &str,
-    components: &[String],
+    expected: &Expected<'_>,
 ) -> Result<(), Vec<DocumentError>> {
     let mut problems = Vec::new();
-    if document.deployment_id != deployment_id {
+    if document.deployment_id != expected.deployment_id {
         problems.push(DocumentError::DeploymentIdDiffers {
-            expected: deployment_id.to_owned(),
+            expected: expected.deployment_id.to_owned(),
             body: document.deployment_id.clone(),
         });
     }
-    if DeploymentState::parse(&document.status.state).is_none() {
-        problems.push(DocumentError::UnknownState {
-            at: "status.state".to_owned(),
-            state: document.status.state.clone(),
+    if let Some(reported) = document
+        .adopted_manifest_version
+        .filter(|reported| *reported > expected.latest_revision)
+    {
+        problems.push(DocumentError::UnpublishedManifestVersion {
+            reported,
+            latest: expected.latest_revision,
         });
     }
+    problems.extend(device_problems(document, expected));
+    check_state(&document.status.state, "/status/state", &mut problems);
+    check_gateway_code(
+        document,
+        document.status.error.as_ref(),
+        "/status/error",
+        &mut problems,
+    );
     let mut seen = BTreeSet::new();
-    for component in &document.components {
-        if !components.contains(&component.name) {
+    for (index, component) in document.components.iter().enumerate() {
+        if !expected.components.contains(&component.name) {
             problems.push(DocumentError::UnknownComponent {
+                index,
                 name: component.name.clone(),
-                known: components.join(", "),
+                known: expected.components.join(", "),
             });
         } else if !seen.insert(component.name.as_str()) {
-            problems.push(DocumentError::DuplicateComponent(component.name.clone()));
-        }
-        if DeploymentState::parse(&component.state).is_none() {
-            problems.push(DocumentError::UnknownState {
-                at: format!("components[{}].state", component.name),
-                state: component.state.clone(),
+            problems.push(DocumentError::DuplicateComponent {
+                index,
+                name: component.name.clone(),
             });
         }
+        let at = format!("/components/{index}");
+        check_state(&component.state, &format!("{at}/state"), &mut problems);
+        let error = component.error.as_ref();
+        check_gateway_code(document, error, &format!("{at}/error"), &mut problems);
     }
+    problems.extend(
+        expected
+            .components
+            .iter()
+            .filter(|name| !seen.contains(name.as_str()))
+            .map(|name| DocumentError::MissingComponent(name.clone())),
+    );
     if problems.is_empty() {
         Ok(())
     } else {
         Err(problems)
+    }
+}
+
+fn check_state(state: &str, at: &str, problems: &mut Vec<DocumentError>) {
+    if DeploymentState::parse(state).is_none() {
+        problems.push(DocumentError::UnknownState {
+            at: at.to_owned(),
+            state: state.to_owned(),
+        });
+    }
+}
+
+/// Whether `id` is a device id of `version`: `id[/id…]` of RFC 3986
+/// unreserved characters; 1.0.0 also allows a final `/*` (a gateway that
+/// was asked to place the deployment and could not).
+pub fn is_device_id(id: &str, version: SpecVersion) -> bool {
+    let id = match id.strip_suffix("/*") {
+        Some(placed_by_gateway) if version == SpecVersion::V1 => placed_by_gateway,
+        _ => id,
+    };
+    id.split('/').all(|part| {
+        !part.is_empty()
+            && part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '~' | '-'))
+    })
+}
+
+/// The `deviceId` problems: off the pattern, or not the client or below it.
+fn device_problems(
+    document: &DeploymentStatusDocument,
+    expected: &Expected<'_>,
+) -> Option<DocumentError> {
+    let device_id = document.device_id.as_deref()?;
+    if !is_device_id(device_id, expected.version) {
+        return Some(DocumentError::BadDeviceId {
+            device_id: device_id.to_owned(),
+            version: expected.version,
+        });
+    }
+    let client = expected.client?;
+    let of_client = device_id == client
+        || device_id
+            .strip_prefix(client)
+            .is_some_and(|rest| rest.starts_with('/'));
+    (!of_client).then(|| DocumentError::DeviceNotOfClient {
+        device_id: device_id.to_owned(),
+        client: client.to_owned(),
+    })
+}
+
+/// A reserved gateway code's source must be a gateway above the device
+/// reported on: a proper prefix of its `deviceId` hierarchy.
+fn check_gateway_code(
+    document: &DeploymentStatusDocument,
+    error: Option<&StatusError>,
+    at: &str,
+    problems: &mut Vec<DocumentError>,
+) {
+    let Some(error) = error.filter(|error| GATEWAY_ERROR_CODES.contains(&error.code.as_str()))
+    else {
+        return;
+    };
+    let device_id = document.device_id.as_deref().unwrap_or_default();
+    let source = error.source.as_deref().unwrap_or_default();
+    let is_gateway = !source.is_empty()
+        && device_id
+            .strip_prefix(source)
+            .is_some_and(|rest| rest.starts_with('/'));
+    if !is_gateway {
+        problems.push(DocumentError::GatewayCodeSource {
+            at: at.to_owned(),
+            code: error.code.clone(),
+            source_id: source.to_owned(),
+            device_id: device_id.to_owned(),
+        });
     }
 }
 
@@ -402,31 +696,33 @@ pub struct ComponentInput {
     pub name: String,
     /// The states of the instances running it.
     pub states: Vec<DeploymentState>,
-    /// The error of the first failed instance, if one failed.
+    /// The error of the first failed instance, if one failed (its `source` is
+    /// replaced: Margo wants the component's name there).
     pub error: Option<StatusError>,
 }
 
+/// The deployment a document is written for.
+#[derive(Debug, Clone, Copy)]
+pub struct DeploymentRef<'a> {
+    /// Its stable id ([`deployment_id`]).
+    pub id: &'a str,
+    /// Its name (the plan's), the `source` of a deployment-wide error.
+    pub name: &'a str,
+    /// The revision the document reflects (`adoptedManifestVersion`).
+    pub revision: u64,
+}
+
 /// The document Shoal writes for one deployment: components in the order
-/// given, each with its state from its instances, the overall state from the
-/// components; a failed deployment carries its first failed component's error.
+/// given, each with its state from its instances and, when failed, its error
+/// with the component's name as source; the overall state from the
+/// components; a failed deployment carries its first failed component's
+/// error, with the deployment's name as source and the component named in
+/// the message.
 pub fn document_for(
-    deployment_id: &str,
-    revision: u64,
+    deployment: DeploymentRef<'_>,
     components: &[ComponentInput],
 ) -> DeploymentStatusDocument {
-    let components: Vec<ComponentStatus> = components
-        .iter()
-        .map(|component| {
-            let state = overall_state(component.states.iter().copied());
-            ComponentStatus {
-                name: component.name.clone(),
-                state: state.as_str().to_owned(),
-                error: (state == DeploymentState::Failed)
-                    .then(|| component.error.clone())
-                    .flatten(),
-            }
-        })
-        .collect();
+    let components: Vec<ComponentStatus> = components.iter().map(component_status).collect();
     let state = overall_state(
         components
             .iter()
@@ -434,17 +730,22 @@ pub fn document_for(
     );
     let error = (state == DeploymentState::Failed)
         .then(|| {
-            components
-                .iter()
-                .find_map(|component| component.error.clone())
+            components.iter().find_map(|component| {
+                let error = component.error.as_ref()?;
+                Some(StatusError {
+                    code: error.code.clone(),
+                    source: Some(deployment.name.to_owned()),
+                    message: format!("component {}: {}", component.name, error.message),
+                })
+            })
         })
         .flatten();
     DeploymentStatusDocument {
         api_version: Some(API_VERSION.to_owned()),
         kind: Some(KIND.to_owned()),
-        deployment_id: deployment_id.to_owned(),
+        deployment_id: deployment.id.to_owned(),
         device_id: None,
-        adopted_manifest_version: Some(revision.to_string()),
+        adopted_manifest_version: Some(deployment.revision),
         status: OverallStatus {
             state: state.as_str().to_owned(),
             error,
@@ -453,12 +754,29 @@ pub fn document_for(
     }
 }
 
-/// The id of deployment `revision` of the plan whose uid is `plan_uid`: a
-/// UUID (RFC 9562 version 8, name-based on SHA-256) so that the same plan
-/// and revision always give the same id, and another plan (even one
-/// recreated under the same name, which gets a new uid) never does.
-pub fn deployment_id(plan_uid: &str, revision: u64) -> String {
-    let digest = Sha256::digest(format!("shoal.dev/deployment\n{plan_uid}\n{revision}"));
+fn component_status(component: &ComponentInput) -> ComponentStatus {
+    let state = overall_state(component.states.iter().copied());
+    let error = (state == DeploymentState::Failed)
+        .then(|| component.error.clone())
+        .flatten()
+        .map(|error| StatusError {
+            source: Some(component.name.clone()),
+            ..error
+        });
+    ComponentStatus {
+        name: component.name.clone(),
+        state: state.as_str().to_owned(),
+        error,
+    }
+}
+
+/// The id of the deployment of the plan whose uid is `plan_uid`: a UUID
+/// (RFC 9562 version 8, name-based on SHA-256), the same for every revision
+/// of the deployment (Margo keeps one id per deployment and tells revisions
+/// apart by `adoptedManifestVersion`), and never that of another plan (one
+/// recreated under the same name gets a new uid).
+pub fn deployment_id(plan_uid: &str) -> String {
+    let digest = Sha256::digest(format!("shoal.dev/deployment\n{plan_uid}"));
     let mut bytes = [0u8; 16];
     bytes.copy_from_slice(&digest[..16]);
     bytes[6] = (bytes[6] & 0x0f) | 0x80; // version 8
@@ -480,24 +798,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_overall_state_follows_the_table() {
+    fn the_overall_state_is_the_most_severe_in_the_specs_order() {
         let table: &[(&[DeploymentState], DeploymentState)] = &[
             (&[], Pending),
             (&[Pending], Pending),
-            (&[Pending, Pending], Pending),
             (&[Pending, Installing], Installing),
-            (&[Pending, Installed], Installing),
+            (&[Pending, Installed], Pending),
             (&[Installing, Installed], Installing),
-            (&[Installed], Installed),
             (&[Installed, Installed], Installed),
             (&[Installed, Failed], Failed),
             (&[Pending, Failed], Failed),
             (&[Removing, Failed], Failed),
             (&[Removed, Failed], Failed),
             (&[Installed, Removing], Removing),
-            (&[Installed, Removed], Removing),
+            (&[Installing, Removing], Removing),
+            (&[Installed, Removed], Removed),
+            (&[Pending, Removed], Pending),
             (&[Removing, Removed], Removing),
-            (&[Removed], Removed),
             (&[Removed, Removed], Removed),
         ];
         for (states, expected) in table {
@@ -522,11 +839,10 @@ mod tests {
     }
 
     #[test]
-    fn a_deployment_id_is_a_version_8_uuid_stable_per_plan_and_revision() {
-        let id = deployment_id("0b5c7a4e-uid", 3);
-        assert_eq!(id, deployment_id("0b5c7a4e-uid", 3));
-        assert_ne!(id, deployment_id("0b5c7a4e-uid", 4));
-        assert_ne!(id, deployment_id("another-uid", 3));
+    fn a_deployment_id_is_a_version_8_uuid_one_per_plan_for_every_revision() {
+        let id = deployment_id("0b5c7a4e-uid");
+        assert_eq!(id, deployment_id("0b5c7a4e-uid"));
+        assert_ne!(id, deployment_id("another-uid"));
         let groups: Vec<usize> = id.split('-').map(str::len).collect();
         assert_eq!(groups, [8, 4, 4, 4, 12]);
         assert_eq!(&id[14..15], "8");
@@ -534,15 +850,19 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_component_fails_the_deployment_with_its_error() {
+    fn a_failed_component_fails_the_deployment_with_the_component_and_deployment_as_sources() {
         let error = StatusError {
             code: "ExitCode1".into(),
-            source: Some("web-1 on pool-1".into()),
-            message: "exited with status 1".into(),
+            source: Some("instance web-1 on pool-1".into()),
+            message: "instance web-1 on pool-1: exited with status 1".into(),
+        };
+        let deployment = DeploymentRef {
+            id: "id-1",
+            name: "web",
+            revision: 2,
         };
         let document = document_for(
-            "id-1",
-            2,
+            deployment,
             &[
                 ComponentInput {
                     name: "nginx".into(),
@@ -552,16 +872,35 @@ mod tests {
                 ComponentInput {
                     name: "db".into(),
                     states: vec![Installed, Failed],
-                    error: Some(error.clone()),
+                    error: Some(error),
                 },
             ],
         );
+        assert_eq!(document.kind.as_deref(), Some("DeploymentStatusManifest"));
         assert_eq!(document.status.state, "failed");
-        assert_eq!(document.status.error, Some(error.clone()));
-        assert_eq!(document.components[0].state, "installed");
+        let overall = document.status.error.clone().expect("an overall error");
+        assert_eq!(overall.source.as_deref(), Some("web"));
+        assert_eq!(
+            overall.message,
+            "component db: instance web-1 on pool-1: exited with status 1"
+        );
         assert_eq!(document.components[0].error, None);
-        assert_eq!(document.components[1].state, "failed");
-        assert_eq!(document.components[1].error, Some(error));
-        assert_eq!(document.adopted_manifest_version.as_deref(), Some("2"));
+        let component = document.components[1].error.clone().expect("an error");
+        assert_eq!(component.source.as_deref(), Some("db"));
+        assert_eq!(component.code, "ExitCode1");
+        assert_eq!(document.adopted_manifest_version, Some(2));
+    }
+
+    #[test]
+    fn device_ids_follow_each_versions_pattern() {
+        for id in ["edge-1", "gw.1/child_2/x~y", "a/b/c"] {
+            assert!(is_device_id(id, SpecVersion::V1), "{id}");
+            assert!(is_device_id(id, SpecVersion::V1Rc3), "{id}");
+        }
+        assert!(is_device_id("gw/*", SpecVersion::V1));
+        assert!(!is_device_id("gw/*", SpecVersion::V1Rc3));
+        for id in ["", "/a", "a/", "a//b", "a b", "*", "a/*/b", "ü"] {
+            assert!(!is_device_id(id, SpecVersion::V1), "{id:?}");
+        }
     }
 }

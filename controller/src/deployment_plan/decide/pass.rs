@@ -175,6 +175,10 @@ pub fn decide(obs: &PlanObservation) -> PlanDecision {
 fn decide_from_record(obs: &PlanObservation) -> PlanDecision {
     let members = match check_inputs(obs) {
         Ok(members) => members,
+        Err(problem) if obs.swarm.is_none() => {
+            let decision = degraded(obs, problem.clone());
+            return super::status_document::swarm_missing(obs, decision, &problem);
+        }
         Err(problem) => return degraded(obs, problem),
     };
     let mut pass = Pass::new(obs, members.clone());

@@ -59,10 +59,10 @@ impl PrunableStatus for DeploymentPlanStatus {
             .position(|record| !in_use.contains(&record.revision));
         if let Some(index) = unused {
             let gone = self.deployments.remove(index);
-            let revision = gone.revision.to_string();
+            let revision = gone.revision;
             let mut bytes = entry_bytes(&gone);
             self.deployment_status.retain(|document| {
-                let of_gone = document.adopted_manifest_version.as_deref() == Some(&revision);
+                let of_gone = document.adopted_manifest_version == Some(revision);
                 if of_gone {
                     bytes += entry_bytes(document);
                 }
