@@ -10,11 +10,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{Env, eventually, job_keys, report_instance_states, swarm_yaml};
-use kube::Api;
-use plugin_common::{shoal, shoal_ok};
+use kube::{Api, ResourceExt};
+use plugin_common::{shoal, shoal_json, shoal_ok};
 use shoal_controller::api::deployment_plan::{
     DeploymentPlan, DeploymentPlanStatus, OperationStatus,
 };
+use shoal_core::names::ANNOTATION_APPROVE;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -808,7 +809,29 @@ async fn a_canary_deployment_reaches_one_instance_first_and_the_rest_after_appro
         .approve_deployment_with
         .clone()
         .expect("the whole deployment's approval");
-    annotate_approval(&env, &whole).await;
+    // `approve-op --all` first shows what it approves (a client dry run writes nothing),
+    // then writes exactly status.approveDeploymentWith.
+    let waiting: Vec<String> = ops(&promoted, "PENDING_APPROVAL")
+        .into_iter()
+        .map(|op| op.id)
+        .collect();
+    let preview: serde_json::Value =
+        shoal_json(&env, &["approve-op", "web", "--all", "--dry-run=client"]).await;
+    assert_eq!(preview["report"]["annotation"], whole.as_str(), "{preview}");
+    assert_eq!(preview["report"]["approval"]["revision"], 2, "{preview}");
+    assert_eq!(
+        preview["report"]["approval"]["operations"],
+        serde_json::json!(waiting),
+        "{preview}"
+    );
+    let plans: Api<DeploymentPlan> = Api::namespaced(env.client.clone(), &env.namespace);
+    let unapproved = plans.get("web").await.expect("the plan");
+    assert_eq!(unapproved.annotations().get(ANNOTATION_APPROVE), None);
+    let written = shoal_ok(&env, &["approve-op", "web", "--all"]).await;
+    assert!(
+        written.contains(&whole) && written.contains(&waiting[0]),
+        "{written}"
+    );
     let updated = eventually("both instances run deployment 2", WAIT, || async {
         let status = status(&env, "web").await;
         status

@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::{Env, eventually, job_keys, report_instance_states, swarm_yaml};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, ResourceExt};
-use plugin_common::shoal_ok;
+use plugin_common::{shoal, shoal_json, shoal_ok};
 use serde_json::{Value, json};
 use shoal_controller::api::deployment_plan::DeploymentPlan;
 use shoal_controller::status_api::{StatusApi, serve};
@@ -437,6 +437,30 @@ async fn the_endpoint_serves_the_plans_document_and_keeps_reports_across_a_resta
         "102",
         "{read_child:?}"
     );
+    // The user sees what each device reported beside Shoal's own state.
+    let listed: Value = shoal_json(&env, &["reports", "web"]).await;
+    let seen: Vec<(&str, &str, Option<u64>, &str)> = listed["reports"]
+        .as_array()
+        .expect("a list of reports")
+        .iter()
+        .map(|row| {
+            (
+                row["deviceId"].as_str().unwrap_or_default(),
+                row["state"].as_str().unwrap_or_default(),
+                row["revision"].as_u64(),
+                row["shoalState"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("edge-1", "failed", Some(1), "installed"),
+            ("edge-1/camera-2", "failed", None, "-"),
+        ]
+    );
+    let table = shoal_ok(&env, &["reports", "web"]).await;
+    assert!(table.contains("edge-1/camera-2"), "{table}");
 
     // An instance whose process fails: the document says failed, with the error.
     let failed = json!({"state": "failed", "deployment": 1, "code": "ExitCode1", "message": "exited with status 1"});
@@ -518,6 +542,15 @@ async fn a_report_is_refused_when_the_reports_configmap_is_not_the_plans() {
         Some(BTreeMap::from([("mine".to_owned(), "yes".to_owned())]))
     );
     assert!(kept.owner_references().is_empty());
+    // Nor does the plugin read it as the plan's reports.
+    let listed = shoal(&env, &["reports", "web"]).await;
+    assert!(
+        !listed.success
+            && listed
+                .stderr
+                .contains("ConfigMap web-deployment-reports is not DeploymentPlan web's"),
+        "{listed:?}"
+    );
     endpoint.stop().await;
     controller.stop().await;
     env.finish().await;

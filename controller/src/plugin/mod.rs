@@ -223,6 +223,13 @@ pub enum Command {
         #[arg(value_parser = kind::plan)]
         plan: String,
     },
+    /// What devices reported to the status endpoint on a plan's deployment, beside the
+    /// state Shoal computed for the same revision.
+    Reports {
+        /// The DeploymentPlan: `<name>` or `dplan/<name>`.
+        #[arg(value_parser = kind::plan)]
+        plan: String,
+    },
     /// Approve one operation waiting for approval (annotates the plan
     /// `shoal.dev/approve=<id>/<hash>` and `shoal.dev/approved-by=<you>`).
     ApproveOp {
@@ -230,7 +237,12 @@ pub enum Command {
         #[arg(value_parser = kind::plan)]
         plan: String,
         /// The operation id (`kubectl shoal operations <plan>`).
-        id: String,
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        id: Option<String>,
+        /// Approve the latest deployment as a whole instead: exactly the operations
+        /// `status.approveDeploymentWith` pins, each listed (preview with --dry-run=client).
+        #[arg(long)]
+        all: bool,
         /// `--dry-run=client|server`.
         #[command(flatten)]
         write: write::WriteArgs,
@@ -817,9 +829,14 @@ async fn change(target: &Target, command: &Command, output: OutputFormat) -> Res
             let report = gate::undo(target, swarm, *to_revision, *inline_jobs).await?;
             write::render_written(writes, &report, output)
         }
-        Command::ApproveOp { plan, id, .. } => {
-            write::render_written(writes, &plans::approve_op(target, plan, id).await?, output)
-        }
+        Command::ApproveOp {
+            plan, id: Some(id), ..
+        } => write::render_written(writes, &plans::approve_op(target, plan, id).await?, output),
+        Command::ApproveOp { plan, id: None, .. } => write::render_written(
+            writes,
+            &plans::approve_deployment(target, plan).await?,
+            output,
+        ),
         Command::Relocate {
             plan, instance, to, ..
         } => operate(plan, Verb::Relocate, instance, to.as_deref()).await,
@@ -881,6 +898,7 @@ async fn read(target: &Target, command: &Command, output: OutputFormat) -> Resul
         Command::Plan { plan } => render(&plans::plan(target, plan).await?, output),
         Command::Instances { plan } => render(&plans::instances(target, plan).await?, output),
         Command::Operations { plan } => render(&plans::operations(target, plan).await?, output),
+        Command::Reports { plan } => render(&plans::reports(target, plan).await?, output),
         Command::RolloutStatus { object, timeout } => {
             rollout_status(target, object, *timeout).await
         }

@@ -1,4 +1,4 @@
-//! `kubectl shoal plans | plan | instances | operations | approve-op |
+//! `kubectl shoal plans | plan | instances | operations | reports | approve-op |
 //! relocate | stop | start | restart`: DeploymentPlans in MRDS's readable
 //! tables, read from the plans' status (what the controller decided). Only
 //! `approve-op` (`shoal.dev/approve`) and the user operations
@@ -9,7 +9,9 @@
 //! kubectl shoal plan web                       # applications, deployments, instance and operation summaries
 //! kubectl shoal instances web                  # where each instance runs, its state and error; unplaced ones
 //! kubectl shoal operations web                 # the operation history with states
+//! kubectl shoal reports web                    # what devices reported to the status endpoint
 //! kubectl shoal approve-op web create-web-0-r1-1 # annotates shoal.dev/approve with the operation's id/hash
+//! kubectl shoal approve-op web --all            # the latest deployment as a whole (status.approveDeploymentWith)
 //! kubectl shoal relocate web web-1 --to pool-b-0 # annotates shoal.dev/operate: relocate web-1 to pool-b-0 #<tag>
 //! kubectl shoal stop web web-1                 # stop / start / restart one instance the same way
 //! ```
@@ -17,10 +19,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use serde::Serialize;
 use shoal_core::deploy::status::DeploymentStatusDocument;
+use shoal_core::gate::DEPLOYMENT_PREFIX;
 use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY, ANNOTATION_OPERATE};
 
 use super::annotate::{AnnotateError, annotate_guarded};
@@ -31,6 +35,7 @@ use crate::api::deployment_plan::{
 };
 use crate::approvers::{ApprovalRecord, approval_annotations, approver_name};
 use crate::deployment_plan::decide::{Verb, request_item, request_items};
+use crate::status_api::reports::{KeptReport, kept_reports, owned_by, reports_name};
 
 /// Why a plan command failed; each names the plan and says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +59,16 @@ pub enum PlansError {
         namespace: String,
         /// Cause.
         source: kube::Error,
+    },
+    /// `reports`: the plan's reports ConfigMap is someone else's.
+    #[error(
+        "ConfigMap {config_map} is not DeploymentPlan {plan}'s (it has no controller ownerReference to the plan), so it is not read as the plan's device reports; the status endpoint refuses to write there too"
+    )]
+    ReportsNotOwned {
+        /// The plan.
+        plan: String,
+        /// The ConfigMap.
+        config_map: String,
     },
     /// `approve-op`: the plan has no such operation.
     #[error(
@@ -113,6 +128,14 @@ pub enum PlansError {
         id: String,
         /// Its state.
         state: String,
+    },
+    /// `approve-op --all`: no deployment waits for approval as a whole.
+    #[error(
+        "no deployment of DeploymentPlan {plan} waits for approval (status.approveDeploymentWith is empty); list the operations with `kubectl shoal operations {plan}`"
+    )]
+    NoDeploymentWaiting {
+        /// The plan.
+        plan: String,
     },
 }
 
@@ -468,6 +491,56 @@ impl Report for InstancesReport {
     }
 }
 
+/// `reports <plan>`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DeviceReports {
+    /// The plan.
+    pub plan: String,
+    /// The kept reports, oldest first.
+    pub reports: Vec<DeviceReport>,
+}
+
+/// One device's report and Shoal's own state of the revision it names.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceReport {
+    /// What the device reported.
+    #[serde(flatten)]
+    pub report: KeptReport,
+    /// The state Shoal computed for that revision (`status.deploymentStatus`).
+    pub shoal_state: Option<String>,
+}
+
+impl Report for DeviceReports {
+    fn table(&self) -> String {
+        let mut table = Table::new([
+            "Device",
+            "Revision",
+            "Reported",
+            "Shoal",
+            "Reported-At",
+            "Failed",
+        ]);
+        for row in &self.reports {
+            table.row([
+                row.report.device_id.clone(),
+                row.report
+                    .revision
+                    .map(|revision| revision.to_string())
+                    .unwrap_or_default(),
+                row.report.state.clone(),
+                row.shoal_state.clone().unwrap_or_else(|| "-".to_owned()),
+                row.report.reported_at.clone(),
+                row.report.failed.join("; "),
+            ]);
+        }
+        table.render(&format!(
+            "No device has reported on DeploymentPlan {}'s deployment (devices report to the controller's status endpoint).",
+            self.plan
+        ))
+    }
+}
+
 /// `operations <plan>`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct OperationsReport {
@@ -550,6 +623,39 @@ impl Report for ApproveOpReport {
             self.annotation,
             approved_by_note(self.approved_by.as_deref()),
             self.operation,
+            self.plan
+        )
+    }
+}
+
+/// `approve-op <plan> --all`: what was annotated and which operations it approves.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ApproveDeploymentReport {
+    /// The plan.
+    pub plan: String,
+    /// The deployment and its operations approved.
+    pub approval: DeploymentApproval,
+    /// The annotation value written.
+    pub annotation: String,
+    /// The approver named in `shoal.dev/approved-by`, if the server said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
+}
+
+impl Report for ApproveDeploymentReport {
+    fn table(&self) -> String {
+        let mut operations = Table::new(["Operation"]);
+        for id in &self.approval.operations {
+            operations.row([id.clone()]);
+        }
+        format!(
+            "Annotated DeploymentPlan {} {ANNOTATION_APPROVE}={}{}\nIt approves deployment {} as a whole: these operations, and no other (a change to them changes the hash, and the controller refuses the value):\n{}The controller approves them on its next pass; follow them with `kubectl shoal operations {}`.\n",
+            self.plan,
+            self.annotation,
+            approved_by_note(self.approved_by.as_deref()),
+            self.approval.revision,
+            operations.render(""),
             self.plan
         )
     }
@@ -804,6 +910,58 @@ pub async fn instances(target: &Target, name: &str) -> Result<InstancesReport, P
     })
 }
 
+/// `kubectl shoal reports <plan>`: what devices reported to the status
+/// endpoint on the plan's deployment, beside the state Shoal computed for the
+/// same revision.
+pub async fn reports(target: &Target, name: &str) -> Result<DeviceReports, PlansError> {
+    let plan = get_plan(target, name).await?;
+    let map_name = reports_name(name);
+    let map = Api::<ConfigMap>::namespaced(target.client.clone(), &target.namespace)
+        .get_opt(&map_name)
+        .await
+        .map_err(api_error(target, format!("reading ConfigMap {map_name}")))?;
+    let kept = match map {
+        Some(map) if !owned_by(&map, &plan) => {
+            return Err(PlansError::ReportsNotOwned {
+                plan: name.to_owned(),
+                config_map: map_name,
+            });
+        }
+        Some(map) => kept_reports(&map),
+        None => Vec::new(),
+    };
+    Ok(device_reports(name, &plan.status.unwrap_or_default(), kept))
+}
+
+/// The rows of `reports`: each kept report with Shoal's own state of the
+/// revision it names (none when Shoal keeps no document of that revision).
+fn device_reports(
+    plan: &str,
+    status: &DeploymentPlanStatus,
+    kept: Vec<KeptReport>,
+) -> DeviceReports {
+    let shoal_state = |report: &KeptReport| {
+        status
+            .deployment_status
+            .iter()
+            .find(|document| {
+                document.deployment_id == report.deployment_id
+                    && document.adopted_manifest_version == report.revision
+            })
+            .map(|document| document.status.state.clone())
+    };
+    DeviceReports {
+        plan: plan.to_owned(),
+        reports: kept
+            .into_iter()
+            .map(|report| DeviceReport {
+                shoal_state: shoal_state(&report),
+                report,
+            })
+            .collect(),
+    }
+}
+
 /// `kubectl shoal operations <plan>`.
 pub async fn operations(target: &Target, name: &str) -> Result<OperationsReport, PlansError> {
     let status = get_plan(target, name).await?.status.unwrap_or_default();
@@ -837,20 +995,109 @@ pub fn approval_annotation(
             state: operation.state.clone(),
         });
     }
-    let still_waiting = |item: &&str| {
-        status
-            .operations
-            .iter()
-            .any(|op| op.state == "PENDING_APPROVAL" && op.approve_with == *item && op.id != id)
-    };
-    let mut items: Vec<&str> = current
+    let mut items = still_waiting(status, current, |op| op.id != id);
+    items.push(&operation.approve_with);
+    Ok((items.join(","), operation.approve_with.clone()))
+}
+
+/// The items of the annotation value `current` that still name an operation
+/// awaiting approval and kept by `keep` (so a new approval does not undo one
+/// written a moment before).
+fn still_waiting<'a>(
+    status: &DeploymentPlanStatus,
+    current: Option<&'a str>,
+    keep: impl Fn(&OperationStatus) -> bool,
+) -> Vec<&'a str> {
+    current
         .unwrap_or_default()
         .split(',')
         .map(str::trim)
-        .filter(still_waiting)
+        .filter(|item| {
+            status
+                .operations
+                .iter()
+                .any(|op| op.state == "PENDING_APPROVAL" && op.approve_with == *item && keep(op))
+        })
+        .collect()
+}
+
+/// The annotation value approving the latest deployment's waiting operations
+/// as one whole: exactly `status.approveDeploymentWith` (its hash pins those
+/// operations, so the controller refuses it once they change), keeping the
+/// items of `current` that still name other operations awaiting approval;
+/// and the ids of the operations it approves. Pure.
+pub fn deployment_approval_annotation(
+    plan: &str,
+    status: &DeploymentPlanStatus,
+    current: Option<&str>,
+) -> Result<(String, DeploymentApproval), PlansError> {
+    let item =
+        status
+            .approve_deployment_with
+            .clone()
+            .ok_or_else(|| PlansError::NoDeploymentWaiting {
+                plan: plan.to_owned(),
+            })?;
+    let revision = item
+        .strip_prefix(DEPLOYMENT_PREFIX)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|number| number.parse::<u64>().ok())
+        .unwrap_or_default();
+    let covered = |op: &OperationStatus| op.deployment == revision;
+    let operations = status
+        .operations
+        .iter()
+        .filter(|op| op.state == "PENDING_APPROVAL" && covered(op))
+        .map(|op| op.id.clone())
         .collect();
-    items.push(&operation.approve_with);
-    Ok((items.join(","), operation.approve_with.clone()))
+    let mut items = still_waiting(status, current, |op| !covered(op));
+    items.push(&item);
+    Ok((
+        items.join(","),
+        DeploymentApproval {
+            revision,
+            operations,
+        },
+    ))
+}
+
+/// What `approve-op --all` approves: a deployment and its waiting operations.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DeploymentApproval {
+    /// The deployment revision.
+    pub revision: u64,
+    /// The ids of its operations awaiting approval.
+    pub operations: Vec<String>,
+}
+
+/// `kubectl shoal approve-op <plan> --all`: annotates the plan with
+/// `status.approveDeploymentWith`, naming each operation it approves; the
+/// write is guarded like `approve-op <id>`'s.
+pub async fn approve_deployment(
+    target: &Target,
+    name: &str,
+) -> Result<ApproveDeploymentReport, PlansError> {
+    let approver = approver_name(&target.client).await;
+    let written = annotate_plan(target, name, |plan: &DeploymentPlan| {
+        let status = plan.status.clone().unwrap_or_default();
+        let current = plan
+            .annotations()
+            .get(ANNOTATION_APPROVE)
+            .map(String::as_str);
+        let (value, approval) = deployment_approval_annotation(name, &status, current)?;
+        Ok((
+            approval_annotations(&value, approver.as_deref()),
+            (value, approval),
+        ))
+    })
+    .await;
+    let (annotation, approval) = guarded(target, name, ANNOTATION_APPROVE, written)?;
+    Ok(ApproveDeploymentReport {
+        plan: name.to_owned(),
+        approval,
+        annotation,
+        approved_by: approver,
+    })
 }
 
 /// `kubectl shoal approve-op <plan> <id>`: annotates the plan with the
@@ -966,6 +1213,41 @@ mod tests {
         assert!(
             refused.to_string().contains("(its instances: web-0)"),
             "{refused}"
+        );
+    }
+
+    #[test]
+    fn approving_a_deployment_writes_its_value_names_its_waiting_operations_and_keeps_the_others() {
+        let mut older = op("old", "PENDING_APPROVAL");
+        older.deployment = 1;
+        let mut status = status(vec![
+            older,
+            op("a", "PENDING_APPROVAL"),
+            op("b", "APPROVED"),
+            op("c", "PENDING_APPROVAL"),
+        ]);
+        for entry in &mut status.operations[1..] {
+            entry.deployment = 2;
+        }
+        status.approve_deployment_with = Some("deployment-2/sha256:ac".to_owned());
+        let (value, approval) =
+            deployment_approval_annotation("web", &status, Some("old/sha256:old,a/sha256:a"))
+                .expect("deployment 2 waits");
+        assert_eq!(value, "old/sha256:old,deployment-2/sha256:ac");
+        assert_eq!(
+            approval,
+            DeploymentApproval {
+                revision: 2,
+                operations: vec!["a".to_owned(), "c".to_owned()],
+            }
+        );
+        status.approve_deployment_with = None;
+        let nothing = deployment_approval_annotation("web", &status, None).unwrap_err();
+        assert!(
+            nothing
+                .to_string()
+                .contains("no deployment of DeploymentPlan web waits"),
+            "{nothing}"
         );
     }
 

@@ -127,7 +127,7 @@ fn failed(what: String) -> impl FnOnce(kube::Error) -> Problem {
 }
 
 /// Whether the plan owns `map` (a controller ownerReference to its uid).
-fn owned_by(map: &ConfigMap, plan: &DeploymentPlan) -> bool {
+pub fn owned_by(map: &ConfigMap, plan: &DeploymentPlan) -> bool {
     let uid = plan.uid().unwrap_or_default();
     map.owner_references()
         .iter()
@@ -203,6 +203,89 @@ fn stored_report(text: &str) -> Option<StoredReport> {
             document,
         })
     })
+}
+
+/// One kept report as `kubectl shoal reports` shows it: who reported, on which
+/// revision, what state, and when it was kept.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptReport {
+    /// The reporting device: a client, or a device behind it (`client/child`).
+    pub device_id: String,
+    /// The deployment reported on.
+    pub deployment_id: String,
+    /// The plan revision the device says it runs (`adoptedManifestVersion`).
+    pub revision: Option<u64>,
+    /// The overall state the device reports.
+    pub state: String,
+    /// The components it reports failed, as `name: code message`.
+    pub failed: Vec<String>,
+    /// When it was kept (RFC 3339; empty for a report an earlier version kept).
+    pub reported_at: String,
+}
+
+/// Every report kept in `map`, oldest first (then by device); an entry that
+/// does not read as a report is left out.
+pub fn kept_reports(map: &ConfigMap) -> Vec<KeptReport> {
+    let mut kept: Vec<(jiff::Timestamp, KeptReport)> = map
+        .data
+        .iter()
+        .flatten()
+        .filter_map(|(key, text)| {
+            let (deployment_id, device) = key.strip_suffix(".json")?.split_once('.')?;
+            let stored = stored_report(text)?;
+            Some((
+                stored.at(),
+                kept_report(deployment_id, &unescape(device), stored),
+            ))
+        })
+        .collect();
+    kept.sort_by(|(a_at, a), (b_at, b)| a_at.cmp(b_at).then_with(|| a.device_id.cmp(&b.device_id)));
+    kept.into_iter().map(|(_, report)| report).collect()
+}
+
+fn kept_report(deployment_id: &str, device_id: &str, stored: StoredReport) -> KeptReport {
+    let document = stored.document;
+    let failed = document
+        .components
+        .iter()
+        .filter(|component| component.state == "failed")
+        .map(|component| match &component.error {
+            Some(error) => format!("{}: {} {}", component.name, error.code, error.message),
+            None => component.name.clone(),
+        })
+        .collect();
+    KeptReport {
+        device_id: device_id.to_owned(),
+        deployment_id: deployment_id.to_owned(),
+        revision: document.adopted_manifest_version,
+        state: document.status.state,
+        failed,
+        reported_at: stored.reported_at,
+    }
+}
+
+/// The device id [`escape`] spelled `escaped`.
+fn unescape(escaped: &str) -> String {
+    let mut bytes = Vec::with_capacity(escaped.len());
+    let mut rest = escaped.as_bytes();
+    while let Some((&first, tail)) = rest.split_first() {
+        let hex = tail
+            .get(..2)
+            .and_then(|pair| std::str::from_utf8(pair).ok())
+            .and_then(|pair| u8::from_str_radix(pair, 16).ok());
+        match hex {
+            Some(byte) if first == b'_' => {
+                bytes.push(byte);
+                rest = &tail[2..];
+            }
+            _ => {
+                bytes.push(first);
+                rest = tail;
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// A data key's deployment id and reporting client, escaped
@@ -405,6 +488,54 @@ mod tests {
                          "components": [], "pad": "x".repeat(bytes)},
         });
         stored.to_string()
+    }
+
+    #[test]
+    fn every_device_id_reads_back_from_its_escaped_key() {
+        for device in ["edge-1", "gateway01/dev.1", "gw_1/a~b", "x/y/z", "_2F"] {
+            assert_eq!(unescape(&escape(device)), device);
+        }
+    }
+
+    #[test]
+    fn kept_reports_name_each_device_its_revision_state_and_failed_components_oldest_first() {
+        let failed = json!({
+            "reportedAt": "2026-11-28T00:00:02Z",
+            "document": {"deploymentId": "d1", "adoptedManifestVersion": 3,
+                         "status": {"state": "failed"},
+                         "components": [
+                             {"name": "web", "state": "failed",
+                              "error": {"code": "ExitCode1", "message": "exited 1"}},
+                             {"name": "db", "state": "installed"}]},
+        });
+        let map = ConfigMap {
+            data: Some(BTreeMap::from([
+                ("d1.gw_2Fcam-2.json".to_owned(), failed.to_string()),
+                ("d1.edge-1.json".to_owned(), report(1, 0)),
+                ("not a report".to_owned(), "x".to_owned()),
+            ])),
+            ..ConfigMap::default()
+        };
+        let kept = kept_reports(&map);
+        let seen: Vec<(&str, Option<u64>, &str)> = kept
+            .iter()
+            .map(|report| {
+                (
+                    report.device_id.as_str(),
+                    report.revision,
+                    report.state.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("edge-1", None, "installed"),
+                ("gw/cam-2", Some(3), "failed")
+            ]
+        );
+        assert_eq!(kept[1].failed, ["web: ExitCode1 exited 1"]);
+        assert_eq!(kept[1].reported_at, "2026-11-28T00:00:02Z");
     }
 
     #[test]
