@@ -131,7 +131,7 @@ pub enum PlansError {
     },
     /// `approve-op --all`: no deployment waits for approval as a whole.
     #[error(
-        "no deployment of DeploymentPlan {plan} waits for approval (status.approveDeploymentWith is empty); list the operations with `kubectl shoal operations {plan}`"
+        "no deployment of DeploymentPlan {plan} waits for approval (status.approveDeploymentWith is empty or names no operation awaiting approval); list the operations with `kubectl shoal operations {plan}`"
     )]
     NoDeploymentWaiting {
         /// The plan.
@@ -1041,15 +1041,21 @@ pub fn deployment_approval_annotation(
     let revision = item
         .strip_prefix(DEPLOYMENT_PREFIX)
         .and_then(|rest| rest.split('/').next())
-        .and_then(|number| number.parse::<u64>().ok())
-        .unwrap_or_default();
-    let covered = |op: &OperationStatus| op.deployment == revision;
-    let operations = status
+        .and_then(|number| number.parse::<u64>().ok());
+    let covered = |op: &OperationStatus| Some(op.deployment) == revision;
+    let operations: Vec<String> = status
         .operations
         .iter()
         .filter(|op| op.state == "PENDING_APPROVAL" && covered(op))
         .map(|op| op.id.clone())
         .collect();
+    // A value naming no waiting operation (a status written by hand, or one that
+    // moved on) would approve something the user was never shown: refused.
+    let Some(revision) = revision.filter(|_| !operations.is_empty()) else {
+        return Err(PlansError::NoDeploymentWaiting {
+            plan: plan.to_owned(),
+        });
+    };
     let mut items = still_waiting(status, current, |op| !covered(op));
     items.push(&item);
     Ok((
@@ -1241,6 +1247,11 @@ mod tests {
                 operations: vec!["a".to_owned(), "c".to_owned()],
             }
         );
+        // A value that names no waiting operation is not written.
+        for value in ["deployment-x/sha256:ac", "deployment-7/sha256:ac"] {
+            status.approve_deployment_with = Some(value.to_owned());
+            assert!(deployment_approval_annotation("web", &status, None).is_err());
+        }
         status.approve_deployment_with = None;
         let nothing = deployment_approval_annotation("web", &status, None).unwrap_err();
         assert!(

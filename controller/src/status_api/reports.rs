@@ -232,7 +232,7 @@ pub fn kept_reports(map: &ConfigMap) -> Vec<KeptReport> {
         .iter()
         .flatten()
         .filter_map(|(key, text)| {
-            let (deployment_id, device) = key.strip_suffix(".json")?.split_once('.')?;
+            let (deployment_id, device) = key_device(key)?;
             let stored = stored_report(text)?;
             Some((
                 stored.at(),
@@ -288,11 +288,17 @@ fn unescape(escaped: &str) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// A data key's deployment id and reporting client, escaped
+/// A data key's deployment id and reporting device, escaped
 /// (`<deploymentId>.<deviceId, escaped>.json`; a deployment id is a UUID, so
-/// the first `.` ends it, and the escaped `/` ends the client).
+/// the first `.` ends it): the inverse of [`key`].
+fn key_device(key: &str) -> Option<(&str, &str)> {
+    key.strip_suffix(".json")?.split_once('.')
+}
+
+/// A data key's deployment id and reporting client, escaped (the escaped `/`
+/// ends the client).
 fn key_parts(key: &str) -> Option<(&str, &str)> {
-    let (deployment, device) = key.strip_suffix(".json")?.split_once('.')?;
+    let (deployment, device) = key_device(key)?;
     Some((deployment, device.split("_2F").next().unwrap_or_default()))
 }
 
