@@ -49,4 +49,4 @@ pub use diff::{Diff, diff};
 pub use job::{InvalidJobs, JobKey, JobSet, JobSetting, JobSettings};
 pub use member::{Member, MemberId, MemberKey};
 pub use slice::{InstanceApplication, Slice, SliceInstance};
-pub use strategy::{AssignError, Strategy, assign, reassign, reassign_weighted};
+pub use strategy::{AssignError, Strategy, assign, reassign, reassign_cordoned, reassign_weighted};

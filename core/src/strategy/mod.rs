@@ -29,6 +29,17 @@
 //! member and picks among them by rendezvous instead of jump (see
 //! `topology`), so replacing one pod moves only that pod's keys.
 //!
+//! # Cordoned members
+//!
+//! [`reassign_cordoned`] takes a set of *cordoned* members: they keep the jobs they
+//! hold in force but take no job they do not hold. With `sticky` a cordoned member
+//! keeps its jobs up to the balanced ceiling and the others share the rest perfectly
+//! balanced. The stateless strategies compute their assignment as usual; a job it
+//! gives a cordoned member that did not hold it in force goes where the strategy would
+//! put it were the member unavailable (so only jobs that would land on it are
+//! diverted, and a job it holds but the strategy moves anyway leaves it). Both are
+//! fixed points. A member being *drained* is simply unavailable (a hole, below).
+//!
 //! Slots whose member is missing from the list or unavailable are *holes*:
 //! their keys are re-placed (see each strategy) without moving any other key,
 //! and return when the member is back, because the base placement does not
@@ -41,11 +52,13 @@ mod sticky;
 mod topology;
 mod weighted;
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
 use crate::assignment::Assignment;
 use crate::hash::key_hash;
-use crate::job::{JobSet, JobSettings};
+use crate::job::{JobKey, JobSet, JobSettings};
 use crate::member::{Member, MemberId};
 
 pub use topology::MAX_ORDINAL;
@@ -185,6 +198,21 @@ pub enum AssignError {
         /// Jobs that are not dedicated.
         others: usize,
     },
+    /// Every available member is cordoned and some job has no owner in force.
+    #[error(
+        "every available member is cordoned ({cordoned}) and {homeless} jobs have no member to go to; uncordon a member or add one"
+    )]
+    AllCordoned {
+        /// The cordoned members, comma-separated.
+        cordoned: String,
+        /// How many jobs found no member.
+        homeless: usize,
+    },
+    /// Cordoned members with job weights or dedicated jobs: not supported.
+    #[error(
+        "cordoned members cannot be combined with job weights or dedicated jobs (jobSettings); uncordon the members or remove the job settings"
+    )]
+    CordonWithSettings,
 }
 
 fn no_members_text(members: usize) -> String {
@@ -281,5 +309,119 @@ pub fn reassign_weighted(
         topology.available,
         jobs.clone(),
         owners,
+    ))
+}
+
+/// Like [`reassign_weighted`], with the members of `cordoned` taking no job they do not
+/// hold in force (see the module docs, *Cordoned members*). A cordoned member that is
+/// not listed or not available changes nothing. Fails with [`AssignError::AllCordoned`]
+/// when a job has nowhere to go, and with [`AssignError::CordonWithSettings`] when a
+/// member is cordoned and the settings are not plain. With nobody cordoned this is
+/// exactly [`reassign_weighted`].
+pub fn reassign_cordoned(
+    in_force: Option<&Assignment>,
+    jobs: &JobSet,
+    settings: &JobSettings,
+    members: &[Member],
+    cordoned: &BTreeSet<MemberId>,
+    strategy: &Strategy,
+) -> Result<Assignment, AssignError> {
+    let cordoned_here: BTreeSet<&MemberId> = members
+        .iter()
+        .filter(|member| member.available && cordoned.contains(&member.id))
+        .map(|member| &member.id)
+        .collect();
+    if cordoned_here.is_empty() {
+        return reassign_weighted(in_force, jobs, settings, members, strategy);
+    }
+    let free = reassign_weighted(in_force, jobs, settings, members, strategy)?;
+    if !settings.is_plain() {
+        return Err(AssignError::CordonWithSettings);
+    }
+    let all_cordoned = |homeless: usize| AssignError::AllCordoned {
+        cordoned: cordoned_here
+            .iter()
+            .map(|member| member.pod_name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        homeless,
+    };
+    if let Strategy::Sticky = strategy {
+        let topology = topology::Topology::new(members)?;
+        let mask: Vec<bool> = topology
+            .members
+            .iter()
+            .map(|member| cordoned_here.contains(member))
+            .collect();
+        let owners =
+            sticky::assign_cordoned(&topology, jobs, in_force, &mask).ok_or_else(|| {
+                let held = in_force.map_or(0, |in_force| {
+                    jobs.iter()
+                        .filter(|key| {
+                            in_force
+                                .owner_of(key.as_str())
+                                .is_some_and(|owner| cordoned_here.contains(owner))
+                        })
+                        .count()
+                });
+                all_cordoned(jobs.len().saturating_sub(held))
+            })?;
+        return Ok(Assignment::from_parts(
+            topology.members,
+            topology.available,
+            jobs.clone(),
+            owners,
+        ));
+    }
+    // Stateless: keep what the strategy gives a cordoned member that holds it in force;
+    // divert the rest of what it gives cordoned members as if they were unavailable.
+    let diverted: Vec<&JobKey> = free
+        .iter()
+        .filter(|(key, owner)| {
+            cordoned_here.contains(owner)
+                && in_force.and_then(|in_force| in_force.owner_of(key.as_str())) != Some(*owner)
+        })
+        .map(|(key, _)| key)
+        .collect();
+    if diverted.is_empty() {
+        return Ok(free);
+    }
+    let without: Vec<Member> = members
+        .iter()
+        .map(|member| {
+            let mut member = member.clone();
+            member.available &= !cordoned_here.contains(&member.id);
+            member
+        })
+        .collect();
+    let elsewhere = reassign(None, jobs, &without, strategy).map_err(|error| match error {
+        AssignError::NoMembers { .. } => all_cordoned(diverted.len()),
+        other => other,
+    })?;
+    let owners: Vec<MemberId> = free
+        .iter()
+        .map(|(key, owner)| {
+            if diverted.binary_search(&key).is_ok() {
+                elsewhere.owner_of(key.as_str()).unwrap_or(owner).clone()
+            } else {
+                owner.clone()
+            }
+        })
+        .collect();
+    let topology = topology::Topology::new(members)?;
+    let owner_indices = owners
+        .iter()
+        .map(|owner| {
+            topology
+                .members
+                .binary_search(owner)
+                .map_or(topology::NONE, |index| index as u32)
+        })
+        .collect();
+    Ok(Assignment::from_parts(
+        topology.members,
+        topology.available,
+        jobs.clone(),
+        owner_indices,
     ))
 }

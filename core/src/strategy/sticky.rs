@@ -62,16 +62,40 @@ pub(crate) fn assign(
     jobs: &JobSet,
     in_force: Option<&Assignment>,
 ) -> Vec<u32> {
+    let nobody = vec![false; topology.members.len()];
+    // With nobody cordoned every available member takes jobs, so this never fails.
+    assign_cordoned(topology, jobs, in_force, &nobody).unwrap_or_default()
+}
+
+/// [`assign`] with the members of `cordoned` (a mask over `topology.members`) taking no
+/// job they do not hold in force: a cordoned member keeps its jobs up to the balanced
+/// ceiling `ceil(k/n)` (over all available members), and the other available members
+/// share the rest perfectly balanced among themselves (steps 1–3 over them alone).
+/// A fixed point like [`assign`]: a cordoned member never holds more than the ceiling,
+/// so a second pass keeps all it holds. `None` when jobs have no home: every available
+/// member is cordoned and some job is new or shed.
+pub(crate) fn assign_cordoned(
+    topology: &Topology,
+    jobs: &JobSet,
+    in_force: Option<&Assignment>,
+    cordoned: &[bool],
+) -> Option<Vec<u32>> {
     if jobs.is_empty() {
-        return Vec::new();
+        return Some(Vec::new());
     }
     let mut owners = in_force.map_or_else(Vec::new, |previous| {
         previous_owners(topology, jobs, previous)
     });
     if owners.iter().all(|&owner| owner == NONE) {
+        // The first spread: nothing in force, so a cordoned member holds nothing to keep.
         owners = bounded::assign(topology, jobs, 0.0);
+        for owner in &mut owners {
+            if *owner != NONE && cordoned[*owner as usize] {
+                *owner = NONE;
+            }
+        }
     }
-    rebalance(topology, jobs, owners)
+    rebalance(topology, jobs, owners, cordoned)
 }
 
 /// The owner in force of each job, as a member index of `topology`; [`NONE`]
@@ -114,8 +138,13 @@ pub(super) fn previous_owners(
 }
 
 /// Steps 1–3 of the module docs over `owners` (the owners in force, [`NONE`]
-/// for none).
-fn rebalance(topology: &Topology, jobs: &JobSet, mut owners: Vec<u32>) -> Vec<u32> {
+/// for none); cordoned members (see [`assign_cordoned`]) only keep.
+fn rebalance(
+    topology: &Topology,
+    jobs: &JobSet,
+    mut owners: Vec<u32>,
+    cordoned: &[bool],
+) -> Option<Vec<u32>> {
     let member_count = topology.members.len();
     let mut kept = vec![0usize; member_count];
     for &owner in &owners {
@@ -124,17 +153,32 @@ fn rebalance(topology: &Topology, jobs: &JobSet, mut owners: Vec<u32>) -> Vec<u3
         }
     }
 
+    // 0. A cordoned member's quota is what it holds, up to the ceiling over all members.
+    let mut quota = vec![0usize; member_count];
+    let all_available = topology.available_count.max(1);
+    let ceiling = jobs.len().div_ceil(all_available);
+    let mut left = jobs.len();
+    for member in (0..member_count).filter(|&m| topology.available[m] && cordoned[m]) {
+        quota[member] = kept[member].min(ceiling);
+        left -= quota[member];
+    }
+
     // 1. Quotas: q for all, q + 1 for the r members holding most.
     let available: Vec<usize> = (0..member_count)
-        .filter(|&m| topology.available[m])
+        .filter(|&m| topology.available[m] && !cordoned[m])
         .collect();
-    let base = jobs.len() / available.len();
-    let extra = jobs.len() % available.len();
-    let mut by_holding = available.clone();
-    by_holding.sort_by(|&a, &b| kept[b].cmp(&kept[a]).then(a.cmp(&b)));
-    let mut quota = vec![0usize; member_count];
-    for (rank, &member) in by_holding.iter().enumerate() {
-        quota[member] = base + usize::from(rank < extra);
+    if available.is_empty() {
+        if left > 0 {
+            return None;
+        }
+    } else {
+        let base = left / available.len();
+        let extra = left % available.len();
+        let mut by_holding = available.clone();
+        by_holding.sort_by(|&a, &b| kept[b].cmp(&kept[a]).then(a.cmp(&b)));
+        for (rank, &member) in by_holding.iter().enumerate() {
+            quota[member] = base + usize::from(rank < extra);
+        }
     }
 
     // 2. Keep the first `quota` jobs (byte order) of each owner; the rest are homeless.
@@ -163,5 +207,5 @@ fn rebalance(topology: &Topology, jobs: &JobSet, mut owners: Vec<u32>) -> Vec<u3
         }
     }
     debug_assert!(homeless.next().is_none());
-    owners
+    Some(owners)
 }
