@@ -51,6 +51,13 @@ use crate::api::limits;
     ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(
+        name = "Cordoned",
+        type_ = "string",
+        description = "cordoned members and their state (-o wide)",
+        json_path = ".status.cordoned",
+        priority = 1
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -106,6 +113,31 @@ pub struct SwarmSpec {
     /// that waits as `Paused`). `kubectl shoal pause|resume swarm/<name>` sets it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// Members taken out of placement, by pod name: a cordoned member keeps the jobs and
+    /// plan instances it holds but gets no new ones; with `drain: true` its work moves to
+    /// the other members through the approval gate. Kept on the Swarm (not on the pod) so
+    /// that it outlives the pod; an entry naming no member is kept and reported.
+    /// `kubectl shoal cordon|uncordon|drain <member>` edits it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_MEMBERS))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["member"]))]
+    pub cordon: Vec<CordonSpec>,
+}
+
+/// One cordoned (or draining) member of `spec.cordon`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CordonSpec {
+    /// The member's pod name, e.g. `worker-2`.
+    #[schemars(length(min = 1, max = limits::MAX_NAME), pattern(DNS_SUBDOMAIN_PATTERN))]
+    pub member: String,
+    /// Also move the member's jobs and plan instances off it (through the gate).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub drain: bool,
+    /// Why, for the people reading `kubectl describe` (e.g. a ticket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_ENTRY_MESSAGE))]
+    pub reason: Option<String>,
 }
 
 /// Most job keys listed inline in `spec.jobs` (longer lists belong in `jobsFrom`): a
@@ -440,6 +472,11 @@ pub struct SwarmStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = limits::MAX_WORD))]
     pub phase: Option<String>,
+    /// The members of `spec.cordon` and their state, e.g. `worker-1 Draining, worker-2
+    /// Cordoned` (the `Cordoned` column of `kubectl get swarm -o wide`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_ENTRY_MESSAGE))]
+    pub cordoned: Option<String>,
     /// The last problem, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = limits::MAX_MESSAGE))]
@@ -637,6 +674,12 @@ pub struct MemberStatus {
     /// The member's jobs were moved away because it was unavailable too long.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub failed_over: bool,
+    /// `Cordoned` (no new work), `Draining` (its work is being moved off, until the
+    /// revision that moves it is in force) or `Drained` (it holds no job); absent when
+    /// the member is not in `spec.cordon`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_WORD))]
+    pub state: Option<String>,
 }
 
 /// The CRD as YAML, exactly as written to `manifests/crd.yaml`.

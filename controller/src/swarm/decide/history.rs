@@ -58,13 +58,18 @@ pub struct RevisionRecord {
     /// reads `owners`, these say what the loads were).
     #[serde(default, skip_serializing_if = "JobSettings::is_plain")]
     pub job_settings: JobSettings,
+    /// Members cordoned (`spec.cordon`, not draining) when the revision was computed. A
+    /// cordon makes the assignment depend on the one in force, so such a record keeps
+    /// `owners` whatever the strategy, and replay reads them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cordoned: Vec<String>,
 }
 
 impl RevisionRecord {
     /// Keeps `assignment` (the revision's own) in the record when the strategy needs it
     /// to be replayed (`sticky`).
     pub(super) fn keep_assignment(&mut self, assignment: &Assignment) {
-        if !strategy_of(&self.strategy).is_stateful() {
+        if !strategy_of(&self.strategy).is_stateful() && self.cordoned.is_empty() {
             return;
         }
         let position: BTreeMap<&str, u32> = self
@@ -202,6 +207,17 @@ pub(super) fn revision_record(
             .collect(),
         approval: None,
         job_settings: JobSettings::new(),
+        cordoned: Vec::new(),
+    }
+}
+
+/// Records in the history records a plan writes the members cordoned when their
+/// assignment was computed (every record a plan writes is of the desired inputs).
+pub(super) fn keep_cordon(operations: &mut [Operation], cordoned: &BTreeSet<MemberId>) {
+    for operation in operations {
+        if let Operation::WriteRevision(record) = operation {
+            record.cordoned = cordoned.iter().map(MemberId::pod_name).collect();
+        }
     }
 }
 
@@ -248,7 +264,7 @@ pub fn replay(record: &RevisionRecord) -> Result<Assignment, String> {
         members.push(Member::of(id).with_available(!unavailable.contains(name.as_str())));
     }
     let strategy = strategy_of(&record.strategy);
-    if strategy.is_stateful() {
+    if strategy.is_stateful() || !record.cordoned.is_empty() {
         return Assignment::from_owners(&members, jobs, &record.owners).map_err(|error| {
             format!(
                 "revision {}: the recorded {strategy} assignment is inconsistent: {error}",
@@ -365,6 +381,7 @@ mod tests {
             generated_members: BTreeMap::new(),
             approval: None,
             job_settings: JobSettings::new(),
+            cordoned: Vec::new(),
         }
     }
 

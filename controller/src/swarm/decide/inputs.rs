@@ -1,12 +1,14 @@
 //! The Swarm's inputs: its job list, strategy and failover setting, and the
 //! assignment they ask for.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde::Deserialize;
 use shoal_core::job::{JobProblem, JobProblemReason, JobSettingError, MAX_WEIGHT};
 use shoal_core::{
-    AssignError, Assignment, JobSet, JobSetting, JobSettings, Member, Strategy, reassign_weighted,
+    AssignError, Assignment, JobSet, JobSetting, JobSettings, Member, MemberId, Strategy,
+    reassign_cordoned,
 };
 
 use super::{DEFAULT_PROGRESS_DEADLINE, InputProblem, JobSource, Observation};
@@ -486,23 +488,31 @@ pub(super) struct Desired {
 pub(super) fn desired(
     obs: &Observation,
     members: &[Member],
+    cordoned: &BTreeSet<MemberId>,
     in_force: Option<&Assignment>,
 ) -> Result<Desired, InputProblem> {
     let (jobs, settings) = job_list_and_settings(&obs.swarm, &obs.spec, &obs.job_source)?;
     let strategy = obs.spec.strategy.clone();
-    let assignment =
-        reassign_weighted(in_force, &jobs, &settings, members, &strategy_of(&strategy)).map_err(
-            |error| InputProblem {
-                reason: match error {
-                    AssignError::SettingsNotSupported { .. }
-                    | AssignError::SettingForUnlistedJob { .. }
-                    | AssignError::TooManyDedicated { .. } => "InvalidJobSettings",
-                    _ if members.is_empty() => "NoMembers",
-                    _ => "AssignmentFailed",
-                },
-                message: format!("Swarm {}: {error}", obs.swarm),
-            },
-        )?;
+    let assignment = reassign_cordoned(
+        in_force,
+        &jobs,
+        &settings,
+        members,
+        cordoned,
+        &strategy_of(&strategy),
+    )
+    .map_err(|error| InputProblem {
+        reason: match error {
+            AssignError::SettingsNotSupported { .. }
+            | AssignError::SettingForUnlistedJob { .. }
+            | AssignError::TooManyDedicated { .. } => "InvalidJobSettings",
+            AssignError::CordonWithSettings => "CordonWithJobSettings",
+            AssignError::AllCordoned { .. } => "AllMembersCordoned",
+            _ if members.is_empty() => "NoMembers",
+            _ => "AssignmentFailed",
+        },
+        message: format!("Swarm {}: {error}", obs.swarm),
+    })?;
     Ok(Desired {
         jobs,
         settings,

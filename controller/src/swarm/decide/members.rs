@@ -50,14 +50,20 @@ pub(super) struct Roster {
     /// The pools ask for more than [`MAX_MEMBERS`] members: `(<kind> <pool>, replicas)` of
     /// each (kind `StatefulSet` or `Deployment`).
     pub over_limit: Option<Vec<(String, u32)>>,
+    /// `spec.cordon` resolved against the members.
+    pub cordon: super::cordon::Cordon,
 }
 
 impl Roster {
-    /// The members as the core assigns to them (failed-over members own nothing).
+    /// The members as the core assigns to them (failed-over and draining members own
+    /// nothing).
     pub fn members(&self) -> Vec<Member> {
         self.views
             .iter()
-            .map(|view| Member::of(view.id.clone()).with_available(!view.failed_over))
+            .map(|view| {
+                let draining = self.cordon.draining.contains(&view.id);
+                Member::of(view.id.clone()).with_available(!view.failed_over && !draining)
+            })
             .collect()
     }
 
@@ -172,11 +178,13 @@ pub(super) fn observe_members(obs: &Observation, failover_after: Option<Duration
             })
             .collect()
     });
+    let cordon = super::cordon::read(obs, &views);
     Roster {
         views,
         next_deadline,
         unknown_failover_targets,
         over_limit,
+        cordon,
     }
 }
 

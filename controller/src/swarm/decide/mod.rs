@@ -48,6 +48,7 @@ use shoal_core::{Assignment, JobSet, MemberId, Slice};
 use crate::api::swarm::{Condition, SwarmSpec, SwarmStatus};
 
 mod converge;
+mod cordon;
 mod gate;
 mod history;
 mod inputs;
@@ -372,7 +373,12 @@ pub fn decide(obs: &Observation) -> Decision {
             }),
             None => match inputs::rollout_problem(obs) {
                 Some(problem) => Err(problem),
-                None => inputs::desired(obs, &roster.members(), in_force.assignment.as_ref()),
+                None => inputs::desired(
+                    obs,
+                    &roster.members(),
+                    &roster.cordon.cordoned,
+                    in_force.assignment.as_ref(),
+                ),
             },
         },
     };
@@ -381,6 +387,7 @@ pub fn decide(obs: &Observation) -> Decision {
         .ok()
         .map(|desired| desired.settings.clone());
     let mut gate = gate::decide(obs, &roster, &in_force, desired, &mut events, &mut problems);
+    history::keep_cordon(&mut gate.operations, &roster.cordon.cordoned);
     history::keep_assignments(&mut gate.operations, gate.target.as_ref());
     if let Some(settings) = &settings {
         history::keep_settings(&mut gate.operations, settings);
@@ -449,6 +456,12 @@ pub fn decide(obs: &Observation) -> Decision {
             .map(|pool| (pool.name.as_str(), pool.replicas)),
         &obs.job_source,
     ));
+    let summary = status.cordoned.clone();
+    if let Some(found) =
+        cordon::cordon_condition(obs, &roster.cordon, summary.as_deref(), &mut events)
+    {
+        status.conditions.push(found);
+    }
     if let Some(pools) = convergence.pools {
         status.conditions.push(pools.condition(obs));
         status.rollout = pools.status;

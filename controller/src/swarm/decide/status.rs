@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use shoal_core::{MemberId, Slice};
 
+use super::cordon;
 use super::members::Roster;
 use super::{InputProblem, Observation, PlannedEvent, condition, previous_condition};
 use crate::api::swarm::{Condition, MemberStatus, SwarmStatus};
@@ -20,6 +21,7 @@ pub(super) fn member_statuses(
     let previous = &obs.status;
     let views = &roster.views;
     let mut member_statuses = Vec::new();
+    let mut states = BTreeMap::new();
     let mut ready = 0;
     for view in views {
         let name = view.name();
@@ -31,6 +33,16 @@ pub(super) fn member_statuses(
             ready += 1;
         }
         let slice = target_slices.get(&view.id);
+        let state = cordon::state(&roster.cordon, &view.id, slice);
+        if let Some(state) = state {
+            states.insert(name.clone(), state);
+        }
+        let was = previous
+            .members
+            .iter()
+            .find(|member| member.name == name)
+            .and_then(|member| member.state.as_deref());
+        events.extend(cordon::transition(&name, was, state));
         member_statuses.push(MemberStatus {
             name: name.clone(),
             pool: view.id.pool.clone(),
@@ -46,6 +58,7 @@ pub(super) fn member_statuses(
                 .and_then(|(lease, _)| lease.acked_revision),
             unavailable_since: view.unavailable_since.map(|since| since.to_string()),
             failed_over: view.failed_over,
+            state: state.map(str::to_owned),
         });
         let was_failed_over = previous
             .members
@@ -66,6 +79,7 @@ pub(super) fn member_statuses(
         }
     }
     status.members = member_statuses;
+    status.cordoned = cordon::summary(obs, &states);
     status.ready = Some(format!("{ready}/{}", views.len()));
 }
 

@@ -57,6 +57,7 @@ fn spec(job_keys: Vec<String>) -> SwarmSpec {
         failover: FailoverSpec::default(),
         revision_history_limit: 10,
         paused: false,
+        cordon: Vec::new(),
     }
 }
 
@@ -2959,5 +2960,6 @@ fn a_pending_weighted_revision_reports_the_weight_it_moves() {
     assert_eq!(pending.summary.weight_moved, Some(weight), "{pending:?}");
 }
 
+mod cordon;
 mod deployment_pools;
 mod pools;
