@@ -17,6 +17,7 @@
 //!   `resume swarm/<name>`, `rollout-status swarm/<name>`.
 //! * [`complete`]: `kubectl shoal <TAB>` through kubectl (`kubectl_complete-shoal`); and
 //!   `completion bash|zsh|fish` ([`completion`]).
+//! * [`cordon`]: `cordon`, `uncordon` and `drain <member>`: the Swarm's `spec.cordon`.
 //! * [`kind`]: `swarm/<name>`, `dplan/<name>` and the CRDs' other names, as kubectl takes them.
 //! * [`plan_rollout`]: a plan's ordered rollout: `pause`, `resume`,
 //!   `rollout-status`, `plan-history`, `plan-undo`.
@@ -58,6 +59,7 @@
 
 pub mod annotate;
 pub mod complete;
+pub mod cordon;
 pub mod gate;
 pub mod history;
 pub mod kind;
@@ -343,6 +345,50 @@ pub enum Command {
         #[arg(long, default_value = "5m", value_parser = shoal_core::duration::parse_flag)]
         timeout: std::time::Duration,
     },
+    /// Cordon a member: it keeps its jobs and plan instances but gets no new ones (an
+    /// entry in its Swarm's `spec.cordon`; survives the pod being recreated).
+    Cordon {
+        /// The member's pod name: `<pod>` or `pod/<pod>`.
+        #[arg(value_parser = cordon::member)]
+        member: String,
+        /// Its Swarm (`<name>` or `swarm/<name>`), when no or several Swarms list the member.
+        #[arg(long, value_parser = kind::swarm)]
+        swarm: Option<String>,
+        /// Why (shown in `spec.cordon`), e.g. a ticket.
+        #[arg(long)]
+        reason: Option<String>,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
+    },
+    /// Uncordon a member: it takes new jobs and instances again (removes its `spec.cordon` entry).
+    Uncordon {
+        /// The member's pod name: `<pod>` or `pod/<pod>`.
+        #[arg(value_parser = cordon::member)]
+        member: String,
+        /// Its Swarm (`<name>` or `swarm/<name>`), when no or several Swarms list the member.
+        #[arg(long, value_parser = kind::swarm)]
+        swarm: Option<String>,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
+    },
+    /// Drain a member: cordon it and move its jobs off through the approval gate (a
+    /// revision holding nothing on it; `kubectl shoal approve` under Manual approval).
+    Drain {
+        /// The member's pod name: `<pod>` or `pod/<pod>`.
+        #[arg(value_parser = cordon::member)]
+        member: String,
+        /// Its Swarm (`<name>` or `swarm/<name>`), when no or several Swarms list the member.
+        #[arg(long, value_parser = kind::swarm)]
+        swarm: Option<String>,
+        /// Why (shown in `spec.cordon`), e.g. a ticket.
+        #[arg(long)]
+        reason: Option<String>,
+        /// `--dry-run=client|server`.
+        #[command(flatten)]
+        write: write::WriteArgs,
+    },
     /// Print a shell completion script for `kubectl-shoal`, e.g.
     /// `source <(kubectl shoal completion bash)`; writes nothing to the cluster.
     Completion {
@@ -389,7 +435,10 @@ impl Command {
             | Command::Restart { write, .. }
             | Command::Pause { write, .. }
             | Command::Resume { write, .. }
-            | Command::PlanUndo { write, .. } => Some(write),
+            | Command::PlanUndo { write, .. }
+            | Command::Cordon { write, .. }
+            | Command::Uncordon { write, .. }
+            | Command::Drain { write, .. } => Some(write),
             _ => None,
         }
     }
@@ -528,6 +577,22 @@ pub enum Error {
         command: &'static str,
         /// Whether a DeploymentPlan has the name too.
         plan_too: bool,
+    },
+    /// `cordon` / `uncordon` / `drain`: the member or its Swarm cannot be told.
+    #[error("{0}")]
+    Cordon(String),
+    /// `cordon` / `uncordon` / `drain`: writing `spec.cordon` failed.
+    #[error(
+        "setting spec.cordon of Swarm {namespace}/{swarm}: {source}{}",
+        hint(source)
+    )]
+    CordonWrite {
+        /// Swarm.
+        swarm: String,
+        /// Namespace.
+        namespace: String,
+        /// Cause.
+        source: kube::Error,
     },
     /// Serializing the report failed.
     #[error("rendering the report as {format}: {message}")]
@@ -844,6 +909,33 @@ async fn change(target: &Target, command: &Command, output: OutputFormat) -> Res
         Command::Start { plan, instance, .. } => operate(plan, Verb::Start, instance, None).await,
         Command::Restart { plan, instance, .. } => {
             operate(plan, Verb::Restart, instance, None).await
+        }
+        Command::Cordon {
+            member,
+            swarm,
+            reason,
+            ..
+        } => {
+            let action = cordon::Action::Cordon;
+            let report =
+                cordon::set(target, member, swarm.as_deref(), action, reason.as_deref()).await?;
+            write::render_written(writes, &report, output)
+        }
+        Command::Drain {
+            member,
+            swarm,
+            reason,
+            ..
+        } => {
+            let action = cordon::Action::Drain;
+            let report =
+                cordon::set(target, member, swarm.as_deref(), action, reason.as_deref()).await?;
+            write::render_written(writes, &report, output)
+        }
+        Command::Uncordon { member, swarm, .. } => {
+            let action = cordon::Action::Uncordon;
+            let report = cordon::set(target, member, swarm.as_deref(), action, None).await?;
+            write::render_written(writes, &report, output)
         }
         Command::Pause { object, .. } => set_paused(target, object, true, output).await,
         Command::Resume { object, .. } => set_paused(target, object, false, output).await,

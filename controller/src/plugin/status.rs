@@ -58,6 +58,9 @@ pub struct MemberRow {
     pub acknowledged: String,
     /// Jobs moved away because the member was unavailable too long.
     pub failed_over: bool,
+    /// `Cordoned`, `Draining` or `Drained` (`spec.cordon`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
 }
 
 /// One step the controller takes on its next reconcile.
@@ -234,6 +237,7 @@ pub fn report(obs: &Observation, namespace: &str, events: Vec<EventRow>) -> Stat
                 acked_revision: member.acked_revision,
                 acknowledged,
                 failed_over: member.failed_over,
+                state: member.state.clone(),
             }
         })
         .collect();
@@ -442,6 +446,7 @@ impl Report for StatusReport {
             "Acked Revision",
             "Acknowledged",
             "Failed Over",
+            "State",
         ]);
         for member in &self.members {
             members.row([
@@ -453,6 +458,7 @@ impl Report for StatusReport {
                 optional(member.acked_revision),
                 member.acknowledged.clone(),
                 yes_no(member.failed_over),
+                member.state.clone().unwrap_or_else(|| "-".to_owned()),
             ]);
         }
         out.push_str(&members.render("No members"));
