@@ -701,3 +701,45 @@ fn other_plans_reserve_their_demand_on_both_members_while_relocating() {
             .any(|member| *member == id("a", 0))
     );
 }
+
+#[test]
+fn a_cordoned_member_keeps_its_instances_and_gets_no_new_or_moved_one() {
+    let mut members = two_domains();
+    members[0] = members[0].clone().with_cordoned(true);
+    // a-1 unavailable: its instance is displaced and must not go to cordoned a-0.
+    members[1] = members[1].clone().with_available(false);
+    let mut request = request(6, members);
+    request.in_force = in_force(&[(0, "a", 0), (1, "a", 1)]);
+    let placement = placed(&request);
+    assert_eq!(placement.target[&web(0)], id("a", 0), "kept where it is");
+    let on_cordoned = placement
+        .target
+        .values()
+        .filter(|member| **member == id("a", 0))
+        .count();
+    assert_eq!(on_cordoned, 1, "{:?}", placement.target);
+    assert!(placement.target[&web(1)].pool == "b");
+}
+
+#[test]
+fn a_drained_member_that_is_unavailable_has_every_instance_relocated_and_no_other() {
+    let members: Vec<DeployMember> = two_domains()
+        .into_iter()
+        .chain([DeployMember::new("c", 0, "ud-3").with_capacity("cpu", 4)])
+        .map(|member| {
+            let drained = member.id == id("b", 1);
+            member.with_available(!drained).with_cordoned(drained)
+        })
+        .collect();
+    let mut request = request(4, members);
+    request.in_force = in_force(&[(0, "a", 0), (1, "a", 1), (2, "b", 0), (3, "b", 1)]);
+    let placement = placed(&request);
+    let moved: Vec<&InstanceId> = placement
+        .target
+        .iter()
+        .filter(|(instance, member)| request.in_force[*instance] != **member)
+        .map(|(instance, _)| instance)
+        .collect();
+    assert_eq!(moved, vec![&web(3)]);
+    assert_eq!(placement.target[&web(3)], id("c", 0));
+}

@@ -178,7 +178,14 @@ pub async fn observe(
 /// force holds, and the revision waiting for approval.
 fn swarm_view(swarm: &Swarm) -> SwarmView {
     let status = swarm.status.clone().unwrap_or_default();
+    let cordon = &swarm.spec.cordon;
     SwarmView {
+        cordoned: cordon.iter().map(|entry| entry.member.clone()).collect(),
+        draining: cordon
+            .iter()
+            .filter(|entry| entry.drain)
+            .map(|entry| entry.member.clone())
+            .collect(),
         members_in_force: status
             .members
             .into_iter()

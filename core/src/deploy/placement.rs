@@ -29,6 +29,10 @@
 //!    go to the highest rendezvous score `mix(key_hash(instance),
 //!    name_hash(domain or pod name))`, so the odd instances of different plans
 //!    land in different domains rather than always in the first one.
+//!
+//! A *cordoned* member keeps its instances under rule 1 but is never chosen
+//! under rule 3 (nor counted as room for an instance that fits nowhere else).
+//!
 //! 4. An instance no member can hold is reported with a typed
 //!    [`UnplacedReason`]: no capable member (how many members each
 //!    requirement rules out), no room (which resources fall short), or the
@@ -118,6 +122,9 @@ pub struct DeployMember {
     pub capacity: Resources,
     /// Its update domain (members of one domain are disrupted together).
     pub update_domain: String,
+    /// Cordoned (its Swarm's `spec.cordon`): it keeps the instances it holds but gets
+    /// no new or moved one.
+    pub cordoned: bool,
 }
 
 impl DeployMember {
@@ -133,7 +140,14 @@ impl DeployMember {
             capabilities: Capabilities::none(),
             capacity: Resources::none(),
             update_domain: update_domain.into(),
+            cordoned: false,
         }
+    }
+
+    /// The same member, cordoned or not.
+    pub fn with_cordoned(mut self, cordoned: bool) -> DeployMember {
+        self.cordoned = cordoned;
+        self
     }
 
     /// The same member with availability set.
@@ -717,7 +731,7 @@ fn free_ordinals(used: &BTreeSet<u32>, count: usize) -> Vec<u32> {
 fn choose_member(board: &Board<'_>, instance: &InstanceId) -> Option<usize> {
     let instance_hash = key_hash(instance.to_string().as_bytes());
     let candidates: Vec<usize> = (0..board.members.len())
-        .filter(|index| board.can_hold(*index))
+        .filter(|index| board.can_hold(*index) && !board.members[*index].cordoned)
         .collect();
     let domain = candidates
         .iter()

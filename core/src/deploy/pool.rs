@@ -126,6 +126,7 @@ impl PoolDeclaration {
             capabilities: self.capabilities.clone(),
             capacity: self.capacity.clone(),
             update_domain,
+            cordoned: false,
         }
     }
 }

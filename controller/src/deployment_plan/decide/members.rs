@@ -20,6 +20,10 @@ use crate::observed::ordinal_member;
 /// be read is an error naming the pool, the annotation and the entry.
 pub(super) fn deploy_members(obs: &PlanObservation) -> Result<Vec<DeployMember>, String> {
     let mut members = Vec::new();
+    let nobody = BTreeSet::new();
+    let (cordoned, draining) = obs.swarm.as_ref().map_or((&nobody, &nobody), |swarm| {
+        (&swarm.cordoned, &swarm.draining)
+    });
     for pool in &obs.pools {
         let declaration = PoolDeclaration::from_annotations(&pool.name, &pool.annotations)
             .map_err(|error| format!("StatefulSet {}: {error}", pool.name))?;
@@ -29,11 +33,16 @@ pub(super) fn deploy_members(obs: &PlanObservation) -> Result<Vec<DeployMember>,
                 pod.node_zone.as_deref(),
                 &pool.name,
             );
-            members.push(declaration.member(
-                MemberId::new(pool.name.clone(), *ordinal),
-                pod.ready && !pod.deleting,
-                domain,
-            ));
+            let id = MemberId::new(pool.name.clone(), *ordinal);
+            let name = id.pod_name();
+            // A draining member is unavailable, so its instances are displaced and
+            // relocated; a cordoned one keeps them and takes none.
+            let available = pod.ready && !pod.deleting && !draining.contains(&name);
+            members.push(
+                declaration
+                    .member(id, available, domain)
+                    .with_cordoned(cordoned.contains(&name)),
+            );
         }
     }
     Ok(members)

@@ -102,6 +102,11 @@ pub struct SwarmView {
     pub members_in_force: BTreeSet<String>,
     /// The Swarm's revision waiting for approval, if one does.
     pub pending: Option<PendingSwarmRevision>,
+    /// Members its `spec.cordon` names (pod names): they get no new instances.
+    pub cordoned: BTreeSet<String>,
+    /// Of those, the ones being drained: their instances are relocated (through the
+    /// operations' approval, like any relocation).
+    pub draining: BTreeSet<String>,
 }
 
 /// A Swarm revision waiting for approval, as its status names it.

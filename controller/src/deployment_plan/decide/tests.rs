@@ -71,6 +71,8 @@ pub(super) fn swarm_holding_every_member() -> SwarmView {
             .flat_map(|pool| pool.members().map(|(name, _)| name).collect::<Vec<_>>())
             .collect(),
         pending: None,
+        cordoned: Default::default(),
+        draining: Default::default(),
     }
 }
 
@@ -1120,6 +1122,7 @@ fn a_superseded_operation_written_before_the_reason_field_still_reads_as_superse
 
 mod blue_green;
 mod canary;
+mod cordon;
 mod drift;
 mod gate;
 mod ordered;
