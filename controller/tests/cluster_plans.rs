@@ -1248,3 +1248,53 @@ async fn a_guarded_write_that_loses_a_race_reads_again_and_keeps_the_other_write
     );
     env.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn draining_a_member_relocates_its_plan_instance_through_the_gate_and_no_other() {
+    let env = Env::start().await;
+    env.install_plan_crd().await;
+    let controller = env.start_controller();
+    let (_uids, members) = settled_plan(&env, 2, "Automatic").await;
+    patch_plan(&env, r#"{"spec":{"approval":{"policy":"Manual"}}}"#).await;
+    let drained = members["web-0"].clone();
+
+    shoal_ok(&env, &["drain", &drained]).await;
+    let relocate = eventually("a RELOCATE of web-0 waits for approval", WAIT, || async {
+        ops(&status(&env, "web").await, "PENDING_APPROVAL")
+            .into_iter()
+            .find(|op| op.type_ == "RELOCATE")
+    })
+    .await;
+    assert_eq!(relocate.instance, "web-0");
+    assert_eq!(relocate.from_member.as_deref(), Some(drained.as_str()));
+    let to = relocate.to_member.clone().expect("a member to go to");
+    assert_ne!(to, drained);
+    let pending = ops(&status(&env, "web").await, "PENDING_APPROVAL");
+    assert_eq!(
+        pending.len(),
+        1,
+        "only the drained member's instance: {pending:?}"
+    );
+
+    shoal_ok(&env, &["approve-op", "web", &relocate.id]).await;
+    eventually("web-0 comes up on its new member", WAIT, || async {
+        let status = status(&env, "web").await;
+        status
+            .instances
+            .iter()
+            .any(|entry| entry.name == "web-0" && entry.member == to)
+            .then_some(())
+    })
+    .await;
+    let web_1 = status(&env, "web").await;
+    assert!(
+        web_1
+            .instances
+            .iter()
+            .any(|entry| entry.name == "web-1" && entry.member == members["web-1"]),
+        "web-1 stays: {:?}",
+        web_1.instances
+    );
+    controller.stop().await;
+    env.finish().await;
+}

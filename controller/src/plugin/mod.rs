@@ -40,6 +40,7 @@
 //! kubectl shoal slices demo [worker-1]
 //! kubectl shoal plans | plan web | instances web | operations web
 //! kubectl shoal approve-op web create-web-0-r1-1
+//! kubectl shoal cordon worker-2 | drain worker-2 | uncordon worker-2
 //! ```
 //!
 //! `--kubeconfig`, `KUBECONFIG` (a list of files), `--context` and `-n` work as
@@ -52,7 +53,8 @@
 //! events in the Swarm's namespace; `approve` and `undo` also need patch on
 //! swarms (`approve` writes the approval and the approver's name, learnt from a
 //! SelfSubjectReview, which every authenticated user may create; `undo` rewrites
-//! the job list and strategy). The plan commands need get/list on deploymentplans (in
+//! the job list and strategy; `cordon`, `uncordon` and `drain` write `spec.cordon`). The
+//! plan commands need get/list on deploymentplans (in
 //! `shoal-viewer`), and `approve-op`, `relocate`, `stop`, `start` and
 //! `restart` patch on deploymentplans (in `shoal-approver`: each writes one
 //! annotation, `approve-op` the approver's name beside it).
