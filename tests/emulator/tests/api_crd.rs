@@ -34,7 +34,10 @@ fn widget_crd(scope: &str) -> CustomResourceDefinition {
                             "size": {"type": "integer", "minimum": 0},
                             "color": {"type": "string", "enum": ["red", "blue"]},
                             "tags": {"type": "array", "items": {"type": "string"}},
-                            "labels": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"}
+                            "labels": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+                            "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name", "protocol"],
+                                      "items": {"type": "object", "required": ["name"], "properties": {
+                                          "name": {"type": "string"}, "protocol": {"type": "string"}, "port": {"type": "integer"}}}}
                         }},
                         "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
                     }
@@ -181,6 +184,56 @@ async fn schema_violations_are_422_with_field_paths() {
         matches!(negative, Err(kube::Error::Api(ref status)) if status.code == 422),
         "{negative:?}"
     );
+}
+
+#[tokio::test]
+async fn a_repeated_key_of_a_map_list_is_422_naming_the_repeat_and_its_keys() {
+    let (_server, client) = with_crd("Namespaced").await;
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client, "default", &widget_resource());
+    let result = widgets
+        .create(
+            &PostParams::default(),
+            &widget(
+                "w",
+                json!({"size": 1, "ports": [
+                    {"name": "web", "protocol": "TCP", "port": 80},
+                    {"name": "web", "protocol": "UDP", "port": 80},
+                    {"name": "web", "protocol": "TCP", "port": 81}
+                ]}),
+            ),
+        )
+        .await;
+    let Err(kube::Error::Api(status)) = result else {
+        panic!("expected 422, got {result:?}");
+    };
+    assert_eq!(status.code, 422);
+    // As kube-apiserver words it: the key fields of the repeat, as a Go map.
+    assert!(
+        status.message.contains(
+            "spec.ports[2]: Duplicate value: map[string]interface {}{\"name\":\"web\", \"protocol\":\"TCP\"}"
+        ),
+        "{}",
+        status.message
+    );
+    assert!(
+        !status.message.contains("spec.ports[1]"),
+        "{}",
+        status.message
+    );
+    // Items that differ in any key field are distinct.
+    widgets
+        .create(
+            &PostParams::default(),
+            &widget(
+                "w",
+                json!({"size": 1, "ports": [
+                    {"name": "web", "protocol": "TCP", "port": 80},
+                    {"name": "web", "protocol": "UDP", "port": 80}
+                ]}),
+            ),
+        )
+        .await
+        .expect("distinct keys are accepted");
 }
 
 #[tokio::test]

@@ -267,6 +267,36 @@ pub(super) fn type_name(value: &Value) -> &'static str {
 
 /// Checks one value; returns true when the value must be pruned (a null
 /// where the schema is not nullable).
+/// As the real server: an item of a `x-kubernetes-list-type: map` list whose
+/// key fields (`x-kubernetes-list-map-keys`) repeat an earlier item's is one
+/// cause, worded with the keys as Go prints a `map[string]interface{}`.
+fn duplicate_map_keys(items: &[Value], schema: &Value, path: &str, report: &mut SchemaReport) {
+    let keys: Vec<&str> = schema["x-kubernetes-list-map-keys"]
+        .as_array()
+        .map(|keys| keys.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut seen = std::collections::HashSet::new();
+    for (index, item) in items.iter().enumerate() {
+        let mut present: Vec<(&str, &Value)> = keys
+            .iter()
+            .filter_map(|key| item.get(*key).map(|value| (*key, value)))
+            .collect();
+        present.sort_by_key(|(key, _)| *key);
+        let text = present
+            .iter()
+            .map(|(key, value)| format!("{:?}:{value}", key))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if !seen.insert(text.clone()) {
+            report.causes.push(cause(
+                "FieldValueDuplicate",
+                &format!("{path}[{index}]"),
+                format!("Duplicate value: map[string]interface {{}}{{{text}}}"),
+            ));
+        }
+    }
+}
+
 fn check(value: &mut Value, schema: &Value, path: &str, report: &mut SchemaReport) -> bool {
     if value.is_null() {
         return schema["nullable"].as_bool() != Some(true);
@@ -388,6 +418,9 @@ fn check(value: &mut Value, schema: &Value, path: &str, report: &mut SchemaRepor
                         ));
                     }
                 }
+            }
+            if schema["x-kubernetes-list-type"].as_str() == Some("map") {
+                duplicate_map_keys(items, schema, path, report);
             }
             if let Some(item_schema) = schema.get("items") {
                 let mut index = 0;
