@@ -638,6 +638,7 @@ fn budget_counts_stopped_jobs_as_moved() {
         policy: ApprovalPolicy::Budget,
         max_disrupted_members: None,
         max_moved_jobs: Some(5),
+        ..ApprovalSpec::default()
     };
     let mut cluster = Cluster::new(spec, 3);
     cluster.settle();
@@ -666,6 +667,7 @@ fn budget_approves_a_change_within_the_moved_jobs_budget() {
         policy: ApprovalPolicy::Budget,
         max_disrupted_members: None,
         max_moved_jobs: Some(10),
+        ..ApprovalSpec::default()
     };
     let mut cluster = Cluster::new(spec, 3);
     cluster.settle();
@@ -687,6 +689,7 @@ fn budget_waits_for_approval_when_a_change_exceeds_it() {
         policy: ApprovalPolicy::Budget,
         max_disrupted_members: Some(1),
         max_moved_jobs: Some(2),
+        ..ApprovalSpec::default()
     };
     let mut cluster = Cluster::new(spec, 3);
     cluster.settle();
@@ -2714,6 +2717,7 @@ fn automatic_and_budget_revisions_record_the_controller_and_its_policy_as_approv
         policy: ApprovalPolicy::Budget,
         max_disrupted_members: None,
         max_moved_jobs: Some(10),
+        ..ApprovalSpec::default()
     };
     let mut cluster = Cluster::new(budget, 3);
     cluster.settle();
