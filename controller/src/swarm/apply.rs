@@ -351,6 +351,7 @@ async fn write_status(swarm: &Swarm, decision: &Decision, ctx: &Context) -> Resu
             "phase",
             "lastError",
             "refusedAnnotations",
+            "nextWindow",
         ] {
             fields.entry(optional).or_insert(serde_json::Value::Null);
         }
