@@ -32,6 +32,7 @@ mod cluster_sizes;
 mod cluster_status_api;
 mod cluster_sticky;
 mod cluster_weights;
+mod cluster_windows;
 mod crd_bounds;
 mod crd_manifest;
 mod crd_validation;

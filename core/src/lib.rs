@@ -23,6 +23,8 @@
 //!   the controller and the sidecar.
 //! * [`seed`]: the seed's 27-stream job list, reused by examples and the sandbox.
 //! * [`log_format`]: the binaries' `--log-format text|json` choice.
+//! * [`window`]: maintenance windows (cron start, duration, time zone): whether an approved
+//!   change may start now, and when the next window opens.
 //! * [`exposition`]: the `/metrics` text format a scraper asks for, and the Prometheus
 //!   text format made from the registries' OpenMetrics.
 
@@ -43,6 +45,7 @@ pub mod rollout;
 pub mod seed;
 pub mod slice;
 pub mod strategy;
+pub mod window;
 
 pub use assignment::Assignment;
 pub use diff::{Diff, diff};

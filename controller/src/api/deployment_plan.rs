@@ -81,6 +81,12 @@ use crate::api::swarm::{ApprovalSpec, Condition};
         json_path = ".status.rollout.phase"
     ),
     printcolumn(
+        name = "Next-Window",
+        type_ = "string",
+        description = "when the next maintenance window opens, while approved operations wait for it",
+        json_path = ".status.nextWindow"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -366,6 +372,11 @@ pub struct DeploymentPlanStatus {
     /// The canary or blue-green rollout of the latest deployment, when its rollout is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+    /// While approved operations wait for a maintenance window: when the next one opens
+    /// (RFC 3339). The WaitingForWindow condition names the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_TIMESTAMP))]
+    pub next_window: Option<String>,
     /// `Pending`, `AwaitingApproval`, `WaitingForSwarm`, `Progressing`, `Ready` or `Degraded`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = limits::MAX_WORD))]

@@ -51,6 +51,12 @@ use crate::api::limits;
     ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(
+        name = "Next-Window",
+        type_ = "string",
+        description = "when the next maintenance window opens, while an approved revision waits for it",
+        json_path = ".status.nextWindow"
+    ),
+    printcolumn(
         name = "Cordoned",
         type_ = "string",
         description = "cordoned members and their state (-o wide)",
@@ -355,6 +361,52 @@ pub struct ApprovalSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = 1_000_000_000))]
     pub max_moved_jobs: Option<u64>,
+    /// Maintenance windows: with any listed, an approved change starts applying only while
+    /// one is open (a change that only re-homes the work of members that are gone applies
+    /// at once); once started it runs to its end, window or not. Empty: no windows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_WINDOWS))]
+    pub windows: Vec<MaintenanceWindow>,
+}
+
+/// The most maintenance windows one object lists (`shoal_core::window::MAX_WINDOWS`).
+const MAX_WINDOWS: u32 = shoal_core::window::MAX_WINDOWS as u32;
+
+/// A 5-field cron expression (or an `@daily`-style macro): its characters only; the
+/// controller checks the rest and refuses it by a condition naming the window.
+const CRON_PATTERN: &str = r"^(@[a-z]+|[0-9A-Za-z*,/-]+( +[0-9A-Za-z*,/-]+){4})$";
+
+/// An IANA time zone name: `Area/Location` words.
+const TIME_ZONE_PATTERN: &str = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$";
+
+/// One maintenance window (`shoal_core::window`): open from each `start` for `duration`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceWindow {
+    /// When it opens: a 5-field cron expression `minute hour day-of-month month
+    /// day-of-week` (e.g. `0 2 * * SAT`, `30 22 * * MON-FRI`), or `@daily`, `@weekly`, ….
+    #[schemars(length(min = 1, max = 128), pattern(CRON_PATTERN))]
+    pub start: String,
+    /// How long it stays open, e.g. `4h`, `90m` (1m to 744h).
+    #[schemars(length(min = 1, max = limits::MAX_DURATION), pattern(DURATION_PATTERN))]
+    pub duration: String,
+    /// The IANA time zone `start` is read in, e.g. `Europe/Berlin`. Default `UTC`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64), pattern(TIME_ZONE_PATTERN))]
+    pub time_zone: Option<String>,
+}
+
+impl ApprovalSpec {
+    /// The windows, checked by the one window rule; the error names the window and input.
+    pub fn windows(&self) -> Result<shoal_core::window::Windows, shoal_core::window::WindowError> {
+        shoal_core::window::Windows::parse(self.windows.iter().map(|window| {
+            shoal_core::window::WindowText {
+                start: &window.start,
+                duration: &window.duration,
+                time_zone: window.time_zone.as_deref(),
+            }
+        }))
+    }
 }
 
 /// Who approves a revision.
@@ -420,7 +472,7 @@ pub struct FailoverSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct SwarmStatus {
-    /// Ready, Progressing, AwaitingApproval, Degraded.
+    /// Ready, Progressing, AwaitingApproval, Degraded; WaitingForWindow with maintenance windows.
     #[serde(default)]
     #[schemars(length(max = limits::MAX_CONDITIONS))]
     pub conditions: Vec<Condition>,
@@ -468,7 +520,7 @@ pub struct SwarmStatus {
     /// Ready while any is.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unowned_jobs: u64,
-    /// `Pending`, `AwaitingApproval`, `Progressing`, `Ready` or `Degraded`.
+    /// `Pending`, `AwaitingApproval`, `WaitingForWindow`, `Progressing`, `Ready` or `Degraded`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = limits::MAX_WORD))]
     pub phase: Option<String>,
@@ -489,6 +541,11 @@ pub struct SwarmStatus {
     /// Restart policy: where the pool-by-pool restarts of the revision in force stand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<SwarmRolloutStatus>,
+    /// While an approved revision waits for a maintenance window: when the next one opens
+    /// (RFC 3339). The WaitingForWindow condition names the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::MAX_TIMESTAMP))]
+    pub next_window: Option<String>,
 }
 
 /// What a Swarm's status was computed from besides its spec.

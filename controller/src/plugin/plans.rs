@@ -230,6 +230,8 @@ pub struct PlanReport {
     pub approve_deployment: Option<String>,
     /// The canary or blue-green rollout of the latest deployment, `<phase>: <message>`.
     pub rollout: Option<String>,
+    /// While approved operations wait for a maintenance window: when the next opens.
+    pub next_window: Option<String>,
     /// Conditions: type → status and message.
     pub conditions: Vec<(String, String, String)>,
     /// The deployment status documents (`status.deploymentStatus`).
@@ -264,6 +266,13 @@ impl Report for PlanReport {
                 ),
             ),
             ("Pending", self.plan.pending_operations.to_string()),
+            (
+                "Next window",
+                self.next_window.clone().map_or_else(
+                    || "nothing waits for one".to_owned(),
+                    |next| format!("{next} (approved operations wait for it)"),
+                ),
+            ),
             (
                 "Approve all",
                 self.approve_deployment
@@ -415,6 +424,7 @@ pub fn plan_report(plan: &DeploymentPlan) -> PlanReport {
             .or_insert(0) += 1;
     }
     PlanReport {
+        next_window: status.next_window.clone(),
         plan: row(plan),
         applications,
         current_deployment: status.current_deployment,

@@ -409,6 +409,9 @@ impl Planned {
         gated.annotations.remove(ANNOTATION_APPROVE);
         let mut open = obs.clone();
         open.spec.approval.policy = ApprovalPolicy::Automatic;
+        // The open gate is open at any time: what the revision is, window or not.
+        open.spec.approval.windows.clear();
+        gated.spec.approval.windows.clear();
         Planned {
             as_is: decide::decide(obs),
             held: decide::decide(&gated),
@@ -452,14 +455,23 @@ pub fn preview(
         .unwrap_or_else(|| desired.clone());
     let change = diff(&before, &desired);
     let summary = summary_of(&planned, revision, &change);
-    report.needs_approval = planned.as_is.applied_revision != Some(revision);
-    report.decision = decision(
-        obs,
-        namespace,
-        &planned.as_is,
-        revision,
-        report.needs_approval,
-    );
+    let window = planned
+        .as_is
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "WaitingForWindow" && c.status == "True")
+        .map(|c| c.message.clone());
+    report.needs_approval = planned.as_is.applied_revision != Some(revision) && window.is_none();
+    report.decision = window.unwrap_or_else(|| {
+        decision(
+            obs,
+            namespace,
+            &planned.as_is,
+            revision,
+            report.needs_approval,
+        )
+    });
     if let Some(superseded) = summary.supersedes {
         report.notes.push(format!(
             "revision {revision} supersedes pending revision {superseded}, which will never apply"

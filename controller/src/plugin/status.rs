@@ -97,6 +97,9 @@ pub struct EventRow {
 pub struct StatusReport {
     /// Swarm.
     pub swarm: String,
+    /// While an approved revision waits for a maintenance window: when the next opens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_window: Option<String>,
     /// Namespace.
     pub namespace: String,
     /// Phase from the status.
@@ -244,6 +247,7 @@ pub fn report(obs: &Observation, namespace: &str, events: Vec<EventRow>) -> Stat
     let next = decide::decide(obs);
     StatusReport {
         swarm: obs.swarm.clone(),
+        next_window: status.next_window.clone(),
         namespace: namespace.to_owned(),
         phase: status.phase.clone(),
         ready: status.ready.clone(),
@@ -378,6 +382,12 @@ impl Report for StatusReport {
         ];
         if let Some(rollout) = &self.rollout {
             pairs.push(("Rollout", rollout.clone()));
+        }
+        if let Some(next) = &self.next_window {
+            pairs.push((
+                "Next window",
+                format!("{next} (an approved revision waits for it)"),
+            ));
         }
         if let Some(approved) = &self.approved {
             pairs.push(("Approved", format!("{approved} ({ANNOTATION_APPROVE})")));

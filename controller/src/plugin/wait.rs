@@ -121,6 +121,14 @@ pub fn judge(swarm: &Swarm, inputs: Option<&ObservedInputs>, waiting_for: WaitFo
         ));
     }
     if let Some(pending) = &status.pending_revision {
+        // Approved, waiting for a maintenance window: it applies at the opening, no
+        // approval is missing.
+        if let Some(why) = condition_is_true(swarm, "WaitingForWindow") {
+            return Progress::Waiting(format!(
+                "Swarm {name}: revision {} waits for a maintenance window ({why})",
+                pending.revision
+            ));
+        }
         // Approved already (`kubectl shoal approve` just ran): the controller has not yet
         // applied the approval, an input like any other.
         if swarm
@@ -293,6 +301,21 @@ mod tests {
         }
     }
 
+    /// Revision 4 approved and waiting for a maintenance window.
+    fn pending_for_window() -> SwarmStatus {
+        let mut status = settled();
+        status.pending_revision = Some(PendingRevision {
+            revision: 4,
+            hash: "sha256:x".to_owned(),
+            approve_with: "4/sha256:x".to_owned(),
+            summary: RevisionSummary::default(),
+        });
+        status
+            .conditions
+            .push(condition("WaitingForWindow", "True", "WindowClosed"));
+        status
+    }
+
     #[test]
     fn a_settled_swarm_is_in_force_and_ready() {
         for waiting_for in [WaitFor::InForce, WaitFor::Ready] {
@@ -329,6 +352,16 @@ mod tests {
         assert!(matches!(
             judge(&approved, None, WaitFor::InForce),
             Progress::Waiting(text) if text.contains("revision 4 is approved")
+        ));
+        let mut for_window = swarm(2, pending_for_window());
+        assert!(matches!(
+            judge(&for_window, None, WaitFor::InForce),
+            Progress::Waiting(text) if text.contains("revision 4 waits for a maintenance window")
+        ));
+        for_window.status.as_mut().unwrap().conditions.pop();
+        assert!(matches!(
+            judge(&for_window, None, WaitFor::InForce),
+            Progress::AwaitingApproval(_)
         ));
         let mut progressing = settled();
         progressing.conditions[1] = condition("Progressing", "True", "Applying");

@@ -352,6 +352,7 @@ async fn write_status(swarm: &Swarm, decision: &Decision, ctx: &Context) -> Resu
             "lastError",
             "refusedAnnotations",
             "cordoned",
+            "nextWindow",
         ] {
             fields.entry(optional).or_insert(serde_json::Value::Null);
         }

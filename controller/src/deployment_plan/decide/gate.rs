@@ -103,6 +103,9 @@ fn published_of(subject: &Subject, published: Counters) -> u64 {
 pub(super) struct Judged {
     /// Indices of the operations approved now.
     pub approved: Vec<usize>,
+    /// Indices of the operations approved now that wait for a maintenance window: left
+    /// in their state (the approval is recorded by the caller).
+    pub held: Vec<usize>,
     /// Why each refused item was refused, one line each.
     pub refused: Vec<String>,
     /// `deployment-<revision>/<hash>` items judged now for the first time:
@@ -112,13 +115,14 @@ pub(super) struct Judged {
 
 /// Applies the approval annotation `value` to `operations`, with the
 /// counters as published before this pass and the deployment records
-/// (which remember the deployment items judged before).
+/// (which remember the deployment items judged before). An operation `hold` names is
+/// approved but not advanced: it waits for a maintenance window (see `pass`).
 pub(super) fn apply_approvals(
     plan: &str,
     value: &str,
     operations: &mut [Operation],
-    published: Counters,
-    records: &[DeploymentRecord],
+    (published, records): (Counters, &[DeploymentRecord]),
+    hold: &dyn Fn(&Operation) -> bool,
 ) -> Judged {
     let mut judged = Judged::default();
     for item in gate::parse(Grammar::Plan, value) {
@@ -147,9 +151,9 @@ pub(super) fn apply_approvals(
                     ));
                 }
                 if judgement == Judgement::Approves {
-                    judged
-                        .approved
-                        .extend(approve_deployment(*revision, operations));
+                    let (approved, held) = approve_deployment(*revision, operations, hold);
+                    judged.approved.extend(approved);
+                    judged.held.extend(held);
                 }
                 judgement
             }
@@ -167,6 +171,10 @@ pub(super) fn apply_approvals(
                 );
                 let judgement = gate::judge(&approval, numbers, standing);
                 if let (Judgement::Approves, Some(index)) = (&judgement, position)
+                    && hold(&operations[index])
+                {
+                    judged.held.push(index);
+                } else if let (Judgement::Approves, Some(index)) = (&judgement, position)
                     && operations[index]
                         .advance(OperationState::Approved, "approved by shoal.dev/approve")
                         .is_ok()
@@ -280,21 +288,30 @@ pub(super) fn deployment_approval_value(revision: u64, hash: &str) -> String {
     gate::approval_value(&Subject::Deployment(revision), hash)
 }
 
-/// Approves every operation of `revision` awaiting approval; their indices.
-fn approve_deployment(revision: u64, operations: &mut [Operation]) -> Vec<usize> {
+/// Approves every operation of `revision` awaiting approval; the indices of those
+/// advanced, and of those `hold` keeps waiting for a window.
+fn approve_deployment(
+    revision: u64,
+    operations: &mut [Operation],
+    hold: &dyn Fn(&Operation) -> bool,
+) -> (Vec<usize>, Vec<usize>) {
     let mut approved = Vec::new();
+    let mut held = Vec::new();
     for (index, op) in operations.iter_mut().enumerate() {
-        if op.revision == revision
-            && op.state == OperationState::PendingApproval
-            && op
-                .advance(
-                    OperationState::Approved,
-                    "approved with its deployment by shoal.dev/approve",
-                )
-                .is_ok()
+        if op.revision != revision || op.state != OperationState::PendingApproval {
+            continue;
+        }
+        if hold(op) {
+            held.push(index);
+        } else if op
+            .advance(
+                OperationState::Approved,
+                "approved with its deployment by shoal.dev/approve",
+            )
+            .is_ok()
         {
             approved.push(index);
         }
     }
-    approved
+    (approved, held)
 }

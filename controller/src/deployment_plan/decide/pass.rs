@@ -67,6 +67,17 @@
 //!    leave or change, and are approved at once when the new ones together
 //!    disrupt at most `maxDisruptedMembers` members (default 0), else they
 //!    all wait. (`maxMovedJobs` is about jobs and does not apply.)
+//!    **Maintenance windows** (`approval.windows`, the one rule of
+//!    `shoal_core::window`): while every window is closed, an operation
+//!    approved (by the policy or `shoal.dev/approve`) keeps its state
+//!    (`PENDING`, `PENDING_APPROVAL`) with its approval recorded
+//!    (`status.operations[].approval`) and goes on in the first pass a window
+//!    is open. Not held: an operation that moves an instance off a member
+//!    that is gone (`RELOCATE`, `DELETE`: nothing runs it there), and any
+//!    operation of a deployment revision whose rollout is under way (the
+//!    placement in force holds entries of that revision and of older ones):
+//!    a rollout started in a window finishes, so a window never closes on a
+//!    half-applied deployment.
 //! 7. **The placement in force moves on approval**, once placement's rule
 //!    is checked again for the target (`shoal_core::deploy::unfit_for`: a
 //!    member meeting every requirement; else the operation fails `Unfit`
@@ -181,11 +192,25 @@ fn decide_from_record(obs: &PlanObservation) -> PlanDecision {
         }
         Err(problem) => return degraded(obs, problem),
     };
+    let window = match obs.spec.approval.windows() {
+        Ok(windows) => WindowWait::at(&windows, obs.now),
+        Err(error) => {
+            return degraded(
+                obs,
+                format!(
+                    "DeploymentPlan {}: approval.windows: {error}; no approved operation starts until it is fixed",
+                    obs.name
+                ),
+            );
+        }
+    };
     let mut pass = Pass::new(obs, members.clone());
+    pass.window = window;
     pass.take_revision();
     pass.finish_from_reports();
     pass.refresh_instance_states();
     let refused = pass.approve_from_annotation();
+    pass.release_held();
     let domains: BTreeMap<String, String> = members
         .iter()
         .map(|member| (member.id.pod_name(), member.update_domain.clone()))
@@ -302,6 +327,54 @@ fn fingerprint(obs: &PlanObservation) -> String {
     format!("{:016x}", shoal_core::hash::key_hash(&text))
 }
 
+/// Every maintenance window is closed: why, and when the next opens.
+#[derive(Debug, Clone)]
+struct WindowWait {
+    /// In words, naming the window and the opening.
+    because: String,
+    /// The next opening, RFC 3339.
+    next: Option<String>,
+    /// How long until then.
+    wake_after: Option<Duration>,
+}
+
+impl WindowWait {
+    /// `Some` while the plan has windows and every one is closed at `now`.
+    fn at(windows: &shoal_core::window::Windows, now: jiff::Timestamp) -> Option<WindowWait> {
+        let standing = windows.standing(now);
+        Some(WindowWait {
+            because: standing.waiting_because()?,
+            next: standing.next_opening(),
+            wake_after: standing.wake_after(now),
+        })
+    }
+}
+
+/// Whether a closed window (`closed`) holds `op` (see the module docs, step 6): not when
+/// it moves an instance off a member that is gone, nor when its deployment revision's
+/// rollout is under way in the placement in force (`instances`).
+fn held_by_window(
+    closed: bool,
+    pods: &BTreeMap<String, &MemberPod>,
+    instances: &[InstanceStatus],
+    op: &Operation,
+) -> bool {
+    if !closed {
+        return false;
+    }
+    let rehomes = matches!(
+        op.operation_type,
+        OperationType::Relocate | OperationType::Delete
+    ) && op
+        .from
+        .as_ref()
+        .is_some_and(|from| !pods.contains_key(&from.pod_name()));
+    let live = || instances.iter().filter(|entry| !leaving(&entry.state));
+    let rollout_under_way = live().any(|entry| entry.deployment == op.revision)
+        && live().any(|entry| entry.deployment < op.revision);
+    !rehomes && !rollout_under_way
+}
+
 /// How an approved operation ended, from what its member reported.
 enum Outcome {
     /// SUCCEEDED, with the message.
@@ -351,6 +424,8 @@ struct Pass<'a> {
     ignored: Vec<IgnoredReport>,
     /// New operations left for a later pass: the status had no room for them.
     deferred: usize,
+    /// `Some` while every maintenance window is closed.
+    window: Option<WindowWait>,
 }
 
 impl<'a> Pass<'a> {
@@ -404,6 +479,7 @@ impl<'a> Pass<'a> {
             members,
             ignored: Vec::new(),
             deferred: 0,
+            window: None,
         }
     }
 
@@ -754,12 +830,15 @@ impl<'a> Pass<'a> {
         let Some(value) = self.obs.annotations.get(ANNOTATION_APPROVE) else {
             return Vec::new();
         };
+        let closed = self.window.is_some();
+        let (pods, instances) = (&self.pods, &self.instances);
+        let hold = |op: &Operation| held_by_window(closed, pods, instances, op);
         let judged = apply_approvals(
             &self.obs.name,
             value,
             &mut self.operations,
-            self.published,
-            &self.obs.status.deployments,
+            (self.published, &self.obs.status.deployments),
+            &hold,
         );
         let by = ApprovalRecord::from_annotations(
             &self.obs.annotations,
@@ -771,8 +850,72 @@ impl<'a> Pass<'a> {
             self.approved_now.insert(id.clone(), by.clone());
             self.to_put_in_force.push(id);
         }
+        for index in judged.held {
+            let why = format!("approved by {ANNOTATION_APPROVE} ({})", by.display());
+            self.hold_for_window(index, by.clone(), &why);
+        }
         self.deployment_items = judged.deployment_items;
         judged.refused
+    }
+
+    /// Keeps the approved operation at `index` in its state, its approval recorded (the
+    /// first one, if it was held before), until a window opens.
+    fn hold_for_window(&mut self, index: usize, by: ApprovalRecord, why: &str) {
+        let Some(window) = &self.window else {
+            return;
+        };
+        let op = &mut self.operations[index];
+        op.message = format!(
+            "{why}; starts when a maintenance window opens: {}",
+            window.because
+        );
+        let earlier = self
+            .obs
+            .status
+            .operations
+            .iter()
+            .find(|old| old.id == op.id);
+        let by = earlier.and_then(|old| old.approval.clone()).unwrap_or(by);
+        self.approved_now.insert(op.id.clone(), by);
+    }
+
+    /// Operations approved while every window was closed (waiting, their approval
+    /// recorded) go on once a window opens, or once the window no longer holds them.
+    fn release_held(&mut self) {
+        let closed = self.window.is_some();
+        for index in 0..self.operations.len() {
+            let op = &self.operations[index];
+            let waiting = matches!(
+                op.state,
+                OperationState::Pending | OperationState::PendingApproval
+            );
+            let approval = self
+                .obs
+                .status
+                .operations
+                .iter()
+                .find(|old| old.id == op.id)
+                .and_then(|old| old.approval.clone());
+            let (true, Some(by)) = (waiting, approval) else {
+                continue;
+            };
+            if self.approved_now.contains_key(&op.id)
+                || held_by_window(closed, &self.pods, &self.instances, op)
+            {
+                continue;
+            }
+            let op = &mut self.operations[index];
+            if op
+                .advance(
+                    OperationState::Approved,
+                    format!("approved by {}; a maintenance window is open", by.display()),
+                )
+                .is_ok()
+            {
+                self.approved_now.insert(op.id.clone(), by);
+                self.to_put_in_force.push(op.id.clone());
+            }
+        }
     }
 
     /// Step 7 for every operation approved in this pass.
@@ -1001,7 +1144,6 @@ impl<'a> Pass<'a> {
             .filter_map(|op| op.from.as_ref())
             .collect();
         let within_budget = disrupted.len() <= budget;
-        let mut new_ops = Vec::new();
         for op in fresh {
             self.counters.operations = self.counters.operations.saturating_add(1);
             let mut op = op.numbered(self.counters.operations);
@@ -1014,15 +1156,22 @@ impl<'a> Pass<'a> {
                         op.operation_type == OperationType::Create || within_budget
                     }
                 };
+            let by = ApprovalRecord::by_policy(&format!("{policy:?}"), &self.obs.now.to_string());
+            let held = approved_now
+                && held_by_window(self.window.is_some(), &self.pods, &self.instances, &op);
+            if held {
+                // Stays PENDING, approved: the first pass with a window open carries it out.
+                self.operations.push(op);
+                let index = self.operations.len() - 1;
+                self.hold_for_window(index, by, &format!("approved by policy {policy:?}"));
+                continue;
+            }
             if approved_now {
                 let _ = op.advance(
                     OperationState::Approved,
                     format!("approved by policy {policy:?}"),
                 );
-                self.approved_now.insert(
-                    op.id.clone(),
-                    ApprovalRecord::by_policy(&format!("{policy:?}"), &self.obs.now.to_string()),
-                );
+                self.approved_now.insert(op.id.clone(), by);
                 self.to_put_in_force.push(op.id.clone());
             } else {
                 let value = approval_value(&op);
@@ -1034,9 +1183,8 @@ impl<'a> Pass<'a> {
                     ),
                 );
             }
-            new_ops.push(op);
+            self.operations.push(op);
         }
-        self.operations.extend(new_ops);
     }
 
     /// Step 8: the status and the Events of its transitions.
@@ -1057,8 +1205,15 @@ impl<'a> Pass<'a> {
             .iter()
             .filter(waiting)
             .any(|op| op.revision == self.latest);
+        let held = self
+            .operations
+            .iter()
+            .filter(waiting)
+            .filter(|op| self.approval_recorded(op))
+            .count();
         let counts = status::Counts {
-            pending: self.operations.iter().filter(waiting).count(),
+            pending: self.operations.iter().filter(waiting).count() - held,
+            held,
             under_way: self
                 .operations
                 .iter()
@@ -1091,6 +1246,11 @@ impl<'a> Pass<'a> {
             refused_annotations: BTreeMap::new(),
             handled_requests: self.handled_requests.clone(),
             rollout: self.rollout.clone(),
+            next_window: self
+                .window
+                .as_ref()
+                .filter(|_| held > 0)
+                .and_then(|window| window.next.clone()),
             ignored_reports: record_ignored(
                 &obs.name,
                 &obs.status.ignored_reports,
@@ -1104,14 +1264,31 @@ impl<'a> Pass<'a> {
         status::record_refusal(obs, &refused, &mut status, &mut events);
         status::record_request_refusals(&self.request_refusals, &mut status, &mut events);
         status::conditions(obs, &counts, &mut status, &mut events);
+        status::window_condition(
+            obs,
+            held,
+            self.window.as_ref().map(|window| window.because.as_str()),
+            &mut status,
+            &mut events,
+        );
         status::rollout_condition(obs, &mut status);
         status::reports_condition(obs, &mut status);
         super::size::note_deferred(obs, self.deferred, &mut status, &mut events);
         let under_way = (counts.under_way > 0).then_some(UNDER_WAY_REQUEUE);
+        // Held operations go on at the next opening: the next pass is then.
+        let opening = self
+            .window
+            .as_ref()
+            .filter(|_| held > 0)
+            .and_then(|window| window.wake_after);
         PlanDecision {
             status,
             events,
-            requeue_after: under_way.into_iter().chain(self.requeue_after).min(),
+            requeue_after: under_way
+                .into_iter()
+                .chain(self.requeue_after)
+                .chain(opening)
+                .min(),
             leave_edited_record: false,
         }
     }
@@ -1132,6 +1309,18 @@ impl<'a> Pass<'a> {
         history::record_approvals(&mut records, approved);
         history::record_deployment_items(&mut records, &self.deployment_items);
         records
+    }
+
+    /// Whether a waiting operation was approved (it waits for a window): in this pass or
+    /// an earlier one.
+    fn approval_recorded(&self, op: &Operation) -> bool {
+        self.approved_now.contains_key(&op.id)
+            || self
+                .obs
+                .status
+                .operations
+                .iter()
+                .any(|old| old.id == op.id && old.approval.is_some())
     }
 
     /// The approval of the latest revision's waiting operations as one whole.

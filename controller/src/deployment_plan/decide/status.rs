@@ -18,6 +18,8 @@ use crate::planned::PlannedEvent;
 pub(super) struct Counts {
     /// Operations waiting for approval.
     pub pending: usize,
+    /// Approved operations waiting for a maintenance window.
+    pub held: usize,
     /// Approved operations waiting for their members.
     pub under_way: usize,
     /// Instances in force reported installed.
@@ -253,6 +255,7 @@ pub(super) fn conditions(
 ) {
     let Counts {
         pending,
+        held,
         under_way,
         installed,
         desired,
@@ -262,6 +265,7 @@ pub(super) fn conditions(
     let (pending, under_way, installed, desired) = (*pending, *under_way, *installed, *desired);
     let ready = installed as u32 == desired
         && pending == 0
+        && *held == 0
         && under_way == 0
         && status.unplaced.is_empty()
         && failed.is_empty();
@@ -306,6 +310,8 @@ pub(super) fn conditions(
         "Degraded"
     } else if pending > 0 {
         "AwaitingApproval"
+    } else if *held > 0 {
+        "WaitingForWindow"
     } else if !waiting_for_swarm.is_empty() {
         "WaitingForSwarm"
     } else if under_way > 0 {
@@ -328,6 +334,40 @@ pub(super) fn conditions(
             note: format!("DeploymentPlan {}: its inputs are valid again", obs.name),
         });
     }
+}
+
+/// `WaitingForWindow` (only for a plan with maintenance windows): True while `held`
+/// approved operations wait for a window, naming it and its opening (`because`), with
+/// one Event when they start waiting.
+pub(super) fn window_condition(
+    obs: &PlanObservation,
+    held: usize,
+    because: Option<&str>,
+    status: &mut DeploymentPlanStatus,
+    events: &mut Vec<PlannedEvent>,
+) {
+    if obs.spec.approval.windows.is_empty() {
+        status.conditions.retain(|c| c.type_ != "WaitingForWindow");
+        return;
+    }
+    let on = because.filter(|_| held > 0).map(|because| {
+        (
+            "WindowClosed",
+            format!(
+                "{held} approved operation(s) start when a maintenance window opens: {because}"
+            ),
+        )
+    });
+    let was_on =
+        previous_condition(&obs.status, "WaitingForWindow").is_some_and(|c| c.status == "True");
+    if let (Some((_, message)), false) = (&on, was_on) {
+        events.push(PlannedEvent {
+            warning: false,
+            reason: "OperationsWaitForWindow".to_owned(),
+            note: format!("DeploymentPlan {}: {message}", obs.name),
+        });
+    }
+    flag(obs, status, "WaitingForWindow", on, "NothingWaits");
 }
 
 /// `ReportsIgnored`: True while some member report changes nothing because no approved

@@ -1130,6 +1130,7 @@ mod reports;
 mod size;
 mod swarm_waiting;
 mod user_operations;
+mod windows;
 
 #[test]
 fn each_approved_operation_and_its_deployment_record_name_who_approved_it_and_keep_it() {

@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use shoal_core::gate::{self, Approval, Grammar, Judgement, Refusal, Standing, Subject};
 use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_APPROVED_BY};
+use shoal_core::window::Standing as Window;
 use shoal_core::{Assignment, MemberId, diff};
 
 use super::history::{InForce, revision_record};
@@ -82,6 +83,12 @@ pub(super) struct GateOutcome {
     pub refused_approval: Option<String>,
     /// The pods the proposal restarts (`reload: Restart`), by member.
     pub restarts: BTreeMap<MemberId, PlannedRestart>,
+    /// The WaitingForWindow condition when an approved revision waits for a window.
+    pub waiting_for_window: Option<Condition>,
+    /// When the next window opens (RFC 3339), while a revision waits for it.
+    pub next_window: Option<String>,
+    /// How long until then.
+    pub wake_after: Option<std::time::Duration>,
 }
 
 impl GateOutcome {
@@ -117,6 +124,9 @@ impl GateOutcome {
             proposal: None,
             refused_approval: None,
             restarts: BTreeMap::new(),
+            waiting_for_window: None,
+            next_window: None,
+            wake_after: None,
             target: in_force
                 .replayed
                 .clone()
@@ -141,8 +151,7 @@ impl GateOutcome {
 /// Runs the desired assignment (or the problem that prevents computing one) through the gate.
 pub(super) fn decide(
     obs: &Observation,
-    roster: &Roster,
-    in_force: &InForce,
+    (roster, in_force, window): (&Roster, &InForce, &Window<'_>),
     desired: Result<Desired, InputProblem>,
     events: &mut Vec<PlannedEvent>,
     problems: &mut Vec<InputProblem>,
@@ -165,8 +174,7 @@ pub(super) fn decide(
                 .and_then(|approval| approval.as_ref().ok());
             propose(
                 obs,
-                roster,
-                in_force,
+                (roster, in_force, window),
                 desired,
                 approval,
                 events,
@@ -184,8 +192,7 @@ pub(super) fn decide(
 #[allow(clippy::too_many_arguments)]
 fn propose(
     obs: &Observation,
-    roster: &Roster,
-    in_force: &InForce,
+    (roster, in_force, window): (&Roster, &InForce, &Window<'_>),
     desired: Desired,
     approval: Option<&Approval>,
     events: &mut Vec<PlannedEvent>,
@@ -252,6 +259,46 @@ fn propose(
         outcome.status.changed_at = Some(obs.now.to_string());
     }
     match verdict {
+        // An approved revision starts only in a window, unless it only re-homes the jobs of
+        // members that are gone (nobody runs them until it applies). Once in force it
+        // converges to the end whatever the windows: a window never closes on a
+        // half-applied revision.
+        Verdict::Approved { why, .. }
+            if !rescue_only(&summary)
+                && let Some(because) = window.waiting_because() =>
+        {
+            let is_new = previous_pending
+                .as_ref()
+                .is_none_or(|pending| pending.revision != revision)
+                || super::previous_condition(&obs.status, WAITING_FOR_WINDOW)
+                    .is_none_or(|condition| condition.status != "True");
+            if is_new {
+                events.push(PlannedEvent {
+                    warning: false,
+                    reason: "RevisionWaitsForWindow".to_owned(),
+                    note: format!(
+                        "revision {revision} is approved ({why}) and waits for a maintenance window: {because}"
+                    ),
+                });
+            }
+            outcome.waiting_for_window = Some(condition(
+                WAITING_FOR_WINDOW,
+                true,
+                "WindowClosed",
+                format!(
+                    "revision {revision} is approved ({why}) and starts when a maintenance window opens: {because}"
+                ),
+            ));
+            outcome.status.next_window = window.next_opening();
+            outcome.next_window = window.next_opening();
+            outcome.wake_after = window.wake_after(obs.now);
+            outcome.status.pending_revision = Some(PendingRevision {
+                revision,
+                approve_with: approval_value(revision, &desired_hash),
+                hash: desired_hash,
+                summary,
+            });
+        }
         Verdict::Approved { why, by } => put_in_force(
             roster,
             desired,
@@ -427,16 +474,25 @@ enum Verdict {
     },
 }
 
+/// The condition type of an approved revision waiting for a maintenance window.
+pub(super) const WAITING_FOR_WINDOW: &str = "WaitingForWindow";
+
+/// Whether a revision only re-homes jobs of members that are gone (scaled away or failed
+/// over) and disrupts nothing that runs: it needs no approval and no window.
+fn rescue_only(summary: &RevisionSummary) -> bool {
+    summary.jobs_moved > 0
+        && summary.jobs_rehomed == summary.jobs_moved
+        && summary.jobs_started == 0
+        && summary.jobs_stopped == 0
+        && summary.members_disrupted == 0
+}
+
 /// Whether the policy (or an approval naming this revision and hash) lets it through.
 fn verdict(obs: &Observation, summary: &RevisionSummary, approved_by_annotation: bool) -> Verdict {
     let approval = &obs.spec.approval;
     let now = obs.now.to_string();
     let by_policy = |policy: &str| ApprovalRecord::by_policy(policy, &now);
-    let rescue_only = summary.jobs_moved > 0
-        && summary.jobs_rehomed == summary.jobs_moved
-        && summary.jobs_started == 0
-        && summary.jobs_stopped == 0
-        && summary.members_disrupted == 0;
+    let rescue_only = rescue_only(summary);
     if approval.policy == ApprovalPolicy::Automatic {
         return Verdict::Approved {
             why: "the approval policy is Automatic".to_owned(),

@@ -437,6 +437,28 @@ pub(super) fn failover_after(
     .ok()
 }
 
+/// The maintenance windows (`approval.windows`), checked by the one window rule; `None`
+/// with the problem (`InvalidWindow`, naming the window and the input) when one is bad:
+/// every window then counts as closed, so nothing but re-homing starts until it is fixed.
+pub(super) fn windows(
+    obs: &Observation,
+    problems: &mut Vec<InputProblem>,
+) -> Option<shoal_core::window::Windows> {
+    obs.spec
+        .approval
+        .windows()
+        .map_err(|error| {
+            problems.push(InputProblem {
+                reason: "InvalidWindow",
+                message: format!(
+                    "Swarm {}: approval.windows: {error}; no approved revision starts until it is fixed",
+                    obs.swarm
+                ),
+            })
+        })
+        .ok()
+}
+
 /// A duration setting of the spec, parsed, or the problem naming it.
 fn duration_setting(
     obs: &Observation,

@@ -352,6 +352,11 @@ pub fn decide(obs: &Observation) -> Decision {
 
     let failover_after = inputs::failover_after(obs, &mut problems);
     let progress_deadline = inputs::progress_deadline(obs, &mut problems);
+    let windows = inputs::windows(obs, &mut problems);
+    let window = match &windows {
+        Some(windows) => windows.standing(obs.now),
+        None => shoal_core::window::Standing::Closed { next: None },
+    };
     let roster = members::observe_members(obs, failover_after);
     let observed = converge::observed_slices(obs);
     let in_force = history::in_force(obs, &observed, &mut problems);
@@ -386,7 +391,13 @@ pub fn decide(obs: &Observation) -> Decision {
         .as_ref()
         .ok()
         .map(|desired| desired.settings.clone());
-    let mut gate = gate::decide(obs, &roster, &in_force, desired, &mut events, &mut problems);
+    let mut gate = gate::decide(
+        obs,
+        (&roster, &in_force, &window),
+        desired,
+        &mut events,
+        &mut problems,
+    );
     history::keep_cordon(&mut gate.operations, &roster.cordon.cordoned);
     history::keep_assignments(&mut gate.operations, gate.target.as_ref());
     if let Some(settings) = &settings {
@@ -408,6 +419,7 @@ pub fn decide(obs: &Observation) -> Decision {
     );
     let mut status = gate.status;
     status.jobs = convergence.jobs;
+    status.next_window = gate.next_window.clone();
     announce_refusals(obs, refusals, &mut status, &mut events);
     let mut operations = gate.operations;
     operations.extend(convergence.operations);
@@ -438,6 +450,7 @@ pub fn decide(obs: &Observation) -> Decision {
             has_target: gate.target.is_some(),
             rollout_done: convergence.rollout_done,
             awaiting: gate.awaiting,
+            waiting_for_window: gate.waiting_for_window.or_else(|| status::window_open(obs)),
             applied_revision: gate.applied_revision,
             members: roster.views.len(),
             serving: roster
@@ -471,7 +484,12 @@ pub fn decide(obs: &Observation) -> Decision {
         operations,
         status,
         events,
-        requeue_after: convergence.requeue_after,
+        // While a revision waits for a window, the next pass is at its opening.
+        requeue_after: convergence
+            .requeue_after
+            .into_iter()
+            .chain(gate.wake_after)
+            .min(),
         applied_revision: gate.applied_revision,
         jobs_moved: gate.jobs_moved,
         proposal: gate.proposal,

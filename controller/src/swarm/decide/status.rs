@@ -95,6 +95,8 @@ pub(super) struct Findings<'a> {
     pub rollout_done: bool,
     /// The AwaitingApproval condition, when a revision waits.
     pub awaiting: Option<Condition>,
+    /// The WaitingForWindow condition, when the Swarm has windows.
+    pub waiting_for_window: Option<Condition>,
     /// A revision was put in force by this plan.
     pub applied_revision: Option<u64>,
     /// Members of the pools (in `0..replicas`).
@@ -152,11 +154,17 @@ pub(super) fn conditions(
     let ready_condition = ready(obs, &findings, status);
     let has_target = findings.has_target;
     let awaiting = awaiting_approval(findings.awaiting);
+    let waiting_for_window = findings.waiting_for_window;
     status.phase = Some(
         if degraded.status == "True" && !has_target {
             "Degraded"
         } else if awaiting.status == "True" {
             "AwaitingApproval"
+        } else if waiting_for_window
+            .as_ref()
+            .is_some_and(|condition| condition.status == "True")
+        {
+            "WaitingForWindow"
         } else if degraded.status == "True" {
             "Degraded"
         } else if progressing.status == "True" {
@@ -221,6 +229,7 @@ pub(super) fn conditions(
     }
 
     let mut conditions = vec![ready_condition, progressing, awaiting, degraded];
+    conditions.extend(waiting_for_window);
     for new in &mut conditions {
         new.observed_generation = obs.generation;
         new.last_transition_time = match previous_condition(previous, &new.type_) {
@@ -362,6 +371,19 @@ fn ready(obs: &Observation, findings: &Findings<'_>, status: &SwarmStatus) -> Co
     }
 }
 
+/// `WaitingForWindow` False (`NothingWaits`) for a Swarm with maintenance windows when no
+/// approved revision waits for one; `None` without windows (the condition is not shown).
+pub(super) fn window_open(obs: &Observation) -> Option<Condition> {
+    (!obs.spec.approval.windows.is_empty()).then(|| {
+        condition(
+            super::gate::WAITING_FOR_WINDOW,
+            false,
+            "NothingWaits",
+            String::new(),
+        )
+    })
+}
+
 /// `AwaitingApproval`: the gate's condition when a revision waits; else
 /// `NothingPending`.
 fn awaiting_approval(awaiting: Option<Condition>) -> Condition {
@@ -382,6 +404,7 @@ mod tests {
             has_target: true,
             rollout_done: true,
             awaiting: None,
+            waiting_for_window: None,
             applied_revision: None,
             members,
             serving: members,

@@ -639,6 +639,7 @@ fn budget_counts_stopped_jobs_as_moved() {
         policy: ApprovalPolicy::Budget,
         max_disrupted_members: None,
         max_moved_jobs: Some(5),
+        ..ApprovalSpec::default()
     };
     let mut cluster = Cluster::new(spec, 3);
     cluster.settle();
@@ -667,6 +668,7 @@ fn budget_approves_a_change_within_the_moved_jobs_budget() {
         policy: ApprovalPolicy::Budget,
         max_disrupted_members: None,
         max_moved_jobs: Some(10),
+        ..ApprovalSpec::default()
     };
     let mut cluster = Cluster::new(spec, 3);
     cluster.settle();
@@ -688,6 +690,7 @@ fn budget_waits_for_approval_when_a_change_exceeds_it() {
         policy: ApprovalPolicy::Budget,
         max_disrupted_members: Some(1),
         max_moved_jobs: Some(2),
+        ..ApprovalSpec::default()
     };
     let mut cluster = Cluster::new(spec, 3);
     cluster.settle();
@@ -2715,6 +2718,7 @@ fn automatic_and_budget_revisions_record_the_controller_and_its_policy_as_approv
         policy: ApprovalPolicy::Budget,
         max_disrupted_members: None,
         max_moved_jobs: Some(10),
+        ..ApprovalSpec::default()
     };
     let mut cluster = Cluster::new(budget, 3);
     cluster.settle();
@@ -2963,3 +2967,126 @@ fn a_pending_weighted_revision_reports_the_weight_it_moves() {
 mod cordon;
 mod deployment_pools;
 mod pools;
+
+/// A daily maintenance window at 02:00 UTC for an hour; the fixture's time
+/// (2026-01-01T00:00:00Z) is outside it.
+fn nightly() -> Vec<crate::api::swarm::MaintenanceWindow> {
+    vec![crate::api::swarm::MaintenanceWindow {
+        start: "0 2 * * *".to_owned(),
+        duration: "1h".to_owned(),
+        time_zone: None,
+    }]
+}
+
+fn at(text: &str) -> Timestamp {
+    text.parse().expect("a time")
+}
+
+#[test]
+fn an_approved_revision_waits_for_a_maintenance_window_and_starts_at_its_opening() {
+    let mut spec = spec(jobs(20));
+    spec.approval.windows = nightly();
+    let mut cluster = Cluster::new(spec, 2);
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, None);
+    assert!(
+        cluster.obs.slices.is_empty(),
+        "nothing written while closed"
+    );
+    let status = &cluster.obs.status;
+    assert_eq!(status.phase.as_deref(), Some("WaitingForWindow"));
+    assert_eq!(status.next_window.as_deref(), Some("2026-01-01T02:00:00Z"));
+    assert!(
+        status.pending_revision.is_some(),
+        "kubectl shoal diff shows it"
+    );
+    let waiting = cluster.condition("WaitingForWindow");
+    assert_eq!(waiting.status, "True");
+    assert!(
+        waiting.message.contains("2026-01-01T02:00:00Z")
+            && waiting
+                .message
+                .contains("window 1 (\"0 2 * * *\" for 1h in UTC)"),
+        "{}",
+        waiting.message
+    );
+    assert_eq!(cluster.condition("AwaitingApproval").status, "False");
+    assert_eq!(
+        decision.requeue_after,
+        Some(Duration::from_secs(2 * 3600)),
+        "the next pass is at the opening"
+    );
+    assert_eq!(reasons(&decision), ["RevisionWaitsForWindow"]);
+    cluster.obs.now = at("2026-01-01T01:59:59Z");
+    assert!(cluster.step().events.is_empty(), "announced once");
+    cluster.obs.now = at("2026-01-01T02:00:00Z");
+    assert_eq!(cluster.step().applied_revision, Some(1));
+    assert_eq!(cluster.obs.status.next_window, None);
+    assert_eq!(cluster.condition("WaitingForWindow").status, "False");
+}
+
+#[test]
+fn a_revision_put_in_force_in_a_window_converges_after_it_closes() {
+    let mut spec = spec(jobs(30));
+    spec.approval.windows = nightly();
+    let mut cluster = Cluster::new(spec, 3);
+    cluster.obs.now = at("2026-01-01T02:10:00Z");
+    cluster.settle();
+    // A scale-up moves jobs between running members: revokes first, grants later.
+    cluster.scale(4);
+    cluster.obs.now = at("2026-01-01T02:59:00Z");
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, Some(2));
+    cluster.obs.now = at("2026-01-01T03:00:00Z");
+    cluster.settle();
+    assert_eq!(cluster.condition("Ready").status, "True");
+    assert!(
+        !cluster.slice_of("worker-3").is_empty(),
+        "granted after the window closed"
+    );
+    assert_eq!(cluster.obs.status.phase.as_deref(), Some("Ready"));
+}
+
+#[test]
+fn rehoming_the_jobs_of_members_that_are_gone_does_not_wait_for_a_window() {
+    let mut spec = spec(jobs(30));
+    spec.strategy.type_ = StrategyType::Jump;
+    spec.approval.windows = nightly();
+    let mut cluster = Cluster::new(spec, 3);
+    cluster.obs.now = at("2026-01-01T02:10:00Z");
+    cluster.settle();
+    cluster.obs.now = at("2026-01-01T05:00:00Z");
+    cluster.scale(2);
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, Some(2), "{:?}", decision.events);
+    // Scaling up again moves jobs of running members: that waits.
+    cluster.settle();
+    cluster.scale(3);
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, None);
+    assert_eq!(
+        cluster.obs.status.next_window.as_deref(),
+        Some("2026-01-02T02:00:00Z")
+    );
+}
+
+#[test]
+fn a_window_that_cannot_be_read_is_refused_naming_it_and_nothing_new_applies() {
+    let mut spec = spec(jobs(20));
+    spec.approval.windows = nightly();
+    spec.approval.windows[0].start = "0 25 * * *".to_owned();
+    let mut cluster = Cluster::new(spec, 2);
+    cluster.obs.now = at("2026-01-01T02:10:00Z");
+    let decision = cluster.step();
+    assert_eq!(decision.applied_revision, None);
+    let degraded = cluster.condition("Degraded");
+    assert_eq!(degraded.reason, "InvalidWindow");
+    assert!(
+        degraded.message.contains("Swarm demo")
+            && degraded.message.contains("window 1")
+            && degraded.message.contains("\"0 25 * * *\"")
+            && degraded.message.contains("hour 25"),
+        "{}",
+        degraded.message
+    );
+}
