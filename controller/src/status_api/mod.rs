@@ -82,7 +82,9 @@ pub struct StatusApi {
     pub namespace: Option<String>,
 }
 
-/// The router of the endpoint.
+/// The router of the endpoint. Its handlers read each connection's
+/// [`Peer`]: serve it with `into_make_service_with_connect_info::<Peer>()`,
+/// as [`serve`] and [`serve_tls`] do.
 pub fn router(api: StatusApi) -> Router {
     Router::new()
         .route(
