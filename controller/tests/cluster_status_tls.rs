@@ -109,6 +109,34 @@ async fn curl_tls(
     curl_with(&arguments, url, token, body).await
 }
 
+/// `X-Payload-Signature: <key>;<signature>` of `body` by the PKCS#8 key `key_der`.
+fn signature_header(key_der: &[u8], body: &[u8]) -> String {
+    use base64::Engine as _;
+    use rcgen::{PublicKeyData as _, SigningKey as _};
+    let key = rcgen::KeyPair::try_from(key_der).expect("a key");
+    let engine = base64::engine::general_purpose::STANDARD;
+    format!(
+        "X-Payload-Signature: {};{}",
+        engine.encode(key.subject_public_key_info()),
+        engine.encode(key.sign(body).expect("signs"))
+    )
+}
+
+/// curl's arguments trusting `ca`, presenting `client`, sending `header`.
+fn signed_args<'a>(ca: &'a Path, client: &'a ClientFiles, header: &'a str) -> Vec<&'a str> {
+    let path = |path: &'a Path| path.to_str().expect("a UTF-8 path");
+    vec![
+        "--cacert",
+        path(ca),
+        "--cert",
+        path(&client.certificate),
+        "--key",
+        path(&client.key),
+        "-H",
+        header,
+    ]
+}
+
 /// RBAC for device `client_id`: the reporter ClusterRole bound to its user.
 async fn bind_device(env: &Env, client_id: &str) {
     env.apply(&format!(
@@ -142,11 +170,8 @@ async fn a_device_reports_by_client_certificate_for_itself_and_its_children_only
     );
     let endpoint = start_tls(&env, &mount.files()).await;
     let clients = tempfile::tempdir().expect("a directory");
-    let gateway = write_client(
-        clients.path(),
-        "gw",
-        &ca.client("gw", &["plant-a"]).expect("a certificate"),
-    );
+    let gateway_certificate = ca.client("gw", &["plant-a"]).expect("a certificate");
+    let gateway = write_client(clients.path(), "gw", &gateway_certificate);
     let lonely = write_client(
         clients.path(),
         "lonely",
@@ -179,6 +204,17 @@ async fn a_device_reports_by_client_certificate_for_itself_and_its_children_only
     .await;
     assert_eq!(own.code, 201, "{own:?}");
     assert_eq!(own.json()["deviceId"], "gw");
+    // Margo 1.0.0's payload signature, with the certificate's key: checked
+    // when sent; a body that is not the one signed is refused.
+    let signed = signature_header(&gateway_certificate.key_der, body.as_bytes());
+    let arguments = signed_args(&ca_file, &gateway, &signed);
+    let answer = curl_with(&arguments, &client_url("gw"), None, Some(&body)).await;
+    assert_eq!(answer.code, 200, "{answer:?}");
+    let changed = body.replacen("installed", "installing", 1);
+    assert_ne!(changed, body);
+    curl_with(&arguments, &client_url("gw"), None, Some(&changed))
+        .await
+        .assert_problem(401, "does not verify");
     // …and for a device behind it, on rc.3's route (deviceId's first id).
     let child = json!({"deploymentId": id, "deviceId": "gw/child", "adoptedManifestVersion": 1,
         "status": {"state": "installing"},

@@ -41,6 +41,9 @@ pub struct DeviceIdentity {
     pub client_id: String,
     /// Its subject's O values, unprefixed.
     pub organizations: Vec<String>,
+    /// Its certificate's public key (SubjectPublicKeyInfo DER), the one a
+    /// payload signature from it must be made with.
+    pub public_key: Vec<u8>,
 }
 
 impl DeviceIdentity {
@@ -129,6 +132,7 @@ pub fn identity_of(der: &[u8]) -> Result<DeviceIdentity, String> {
     Ok(DeviceIdentity {
         client_id,
         organizations,
+        public_key: certificate.public_key().raw.to_vec(),
     })
 }
 
@@ -304,6 +308,7 @@ mod tests {
         let gateway = DeviceIdentity {
             client_id: "gw".to_owned(),
             organizations: Vec::new(),
+            public_key: Vec::new(),
         };
         assert!(gateway.check_reports_for("gw").is_ok());
         assert!(gateway.check_reports_for("gw/child/grandchild").is_ok());

@@ -38,6 +38,10 @@
 //! [`problem`]) and carries no internal text: a failure inside (503) is
 //! logged, and the caller learns only which step failed.
 //!
+//! A report may carry Margo 1.0.0's payload signature (see [`signature`]):
+//! never required, checked when sent (401 when it does not verify, or from a
+//! device, when its key is not the certificate's).
+//!
 //! Reports are kept in the cluster (see [`reports`]), never only in memory.
 
 use std::future::Future;
@@ -62,6 +66,7 @@ pub mod access;
 pub mod identity;
 pub mod problem;
 pub mod reports;
+pub mod signature;
 pub mod tls;
 
 use access::Caller;
@@ -292,7 +297,7 @@ async fn post_report(
         client: None,
     };
     let caller = access::authenticate(&api.client, &headers, &peer.certificate).await?;
-    report(&api, &caller, &deployment_id, route, body).await
+    report(&api, &caller, &headers, &deployment_id, route, body).await
 }
 
 /// Margo 1.0.0's route: the client is the path's.
@@ -310,7 +315,7 @@ async fn post_client_report(
     };
     let caller = access::authenticate(&api.client, &headers, &peer.certificate).await?;
     check_own(&caller, &client_id)?;
-    report(&api, &caller, &deployment_id, route, body).await
+    report(&api, &caller, &headers, &deployment_id, route, body).await
 }
 
 /// What the route a report came by says: the specification version it
@@ -333,12 +338,14 @@ fn check_own(caller: &Caller, device_id: &str) -> Result<(), Problem> {
 async fn report(
     api: &StatusApi,
     caller: &Caller,
+    headers: &HeaderMap,
     deployment_id: &str,
     route: Route<'_>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     let (plan, _) = admit(api, caller, "update", deployment_id).await?;
     let body = body_of(body)?;
+    signature::check(headers, &body, caller.device.as_ref())?;
     let text = std::str::from_utf8(&body)
         .map_err(|_| Problem::new(StatusCode::BAD_REQUEST, "the body is not UTF-8 text"))?;
     let applications: Vec<String> = plan
