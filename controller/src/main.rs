@@ -1,6 +1,7 @@
 //! `shoal-controller`: the operator binary.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -21,10 +22,33 @@ struct Cli {
     /// Address of the /metrics, /healthz and /readyz server.
     #[arg(long, env = "SHOAL_METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
     metrics_address: SocketAddr,
-    /// Address of the deployment status REST endpoint (`/api/v1/deployments/...`,
-    /// plain HTTP: put TLS in front of it); unset: not served.
+    /// Address of the deployment status REST endpoint (`/api/v1/deployments/...`);
+    /// unset: not served. HTTPS with `--status-api-tls-cert`, else plain HTTP.
     #[arg(long, env = "SHOAL_STATUS_API_ADDRESS")]
     status_api_address: Option<SocketAddr>,
+    /// The status endpoint's serving certificate chain (PEM, e.g. a mounted
+    /// `kubernetes.io/tls` Secret's `tls.crt`); reloaded when it changes.
+    #[arg(
+        long,
+        env = "SHOAL_STATUS_API_TLS_CERT",
+        requires = "status_api_tls_key"
+    )]
+    status_api_tls_cert: Option<PathBuf>,
+    /// The serving certificate's private key (PEM, the Secret's `tls.key`).
+    #[arg(
+        long,
+        env = "SHOAL_STATUS_API_TLS_KEY",
+        requires = "status_api_tls_cert"
+    )]
+    status_api_tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) whose client certificates authenticate devices
+    /// (mutual TLS, subject CN = client id); bearer tokens stay accepted.
+    #[arg(
+        long,
+        env = "SHOAL_STATUS_API_CLIENT_CA",
+        requires = "status_api_tls_cert"
+    )]
+    status_api_client_ca: Option<PathBuf>,
     /// Name of the leader election Lease; empty disables leader election.
     #[arg(long, env = "SHOAL_LEADER_LEASE", default_value = "shoal-controller")]
     leader_lease: String,
@@ -119,25 +143,73 @@ async fn main() -> anyhow::Result<()> {
         .context("connecting to the Kubernetes API")?;
     let shutdown = shutdown_signal().boxed().shared();
     if let Some(address) = cli.status_api_address {
-        // Served by every replica, leader or not: it only reads plans and
-        // writes report ConfigMaps, through the API server.
-        let listener = tokio::net::TcpListener::bind(address)
-            .await
-            .with_context(|| format!("binding the deployment status endpoint to {address}"))?;
+        let tls = tls_files(
+            cli.status_api_tls_cert,
+            cli.status_api_tls_key,
+            cli.status_api_client_ca,
+        );
         let api = shoal_controller::status_api::StatusApi {
             client: clients.api.clone(),
-            namespace: cli.namespace,
+            namespace: cli.namespace.clone(),
         };
-        let stop = shutdown.clone();
-        tokio::spawn(async move {
-            if let Err(error) = shoal_controller::status_api::serve(listener, api, stop).await {
-                tracing::error!(%error, "the deployment status endpoint stopped");
-            }
-        });
+        start_status_api(address, tls, api, shutdown.clone()).await?;
     }
     shoal_controller::run_with_clients(clients, settings, shutdown)
         .await
         .context("running the controller")?;
+    Ok(())
+}
+
+/// The status endpoint's TLS files, when a certificate is given (clap makes
+/// the certificate and key come together).
+fn tls_files(
+    certificate: Option<PathBuf>,
+    key: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
+) -> Option<shoal_controller::status_api::tls::TlsFiles> {
+    Some(shoal_controller::status_api::tls::TlsFiles {
+        certificate: certificate?,
+        key: key?,
+        client_ca,
+        reload: shoal_controller::status_api::tls::RELOAD_INTERVAL,
+    })
+}
+
+/// Binds and starts the deployment status endpoint: HTTPS with `tls`, else
+/// plain HTTP (with a warning). Served by every replica, leader or not: it
+/// only reads plans and writes report ConfigMaps, through the API server.
+async fn start_status_api(
+    address: SocketAddr,
+    tls: Option<shoal_controller::status_api::tls::TlsFiles>,
+    api: shoal_controller::status_api::StatusApi,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    use shoal_controller::status_api;
+    let config = match &tls {
+        Some(files) => Some(status_api::tls::server_config(files).with_context(|| {
+            format!("loading the deployment status endpoint's TLS files ({files:?})")
+        })?),
+        None => None,
+    };
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("binding the deployment status endpoint to {address}"))?;
+    let served = match config {
+        Some(config) => {
+            let devices = tls.as_ref().is_some_and(|files| files.client_ca.is_some());
+            tracing::info!(%address, devices_by_certificate = devices, "deployment status endpoint: serving HTTPS");
+            status_api::serve_tls(listener, config, api, stop).boxed()
+        }
+        None => {
+            tracing::warn!(%address, "deployment status endpoint: serving plain HTTP (no --status-api-tls-cert): bearer tokens and reports travel in clear; give it a certificate or put TLS in front of it");
+            status_api::serve(listener, api, stop).boxed()
+        }
+    };
+    tokio::spawn(async move {
+        if let Err(error) = served.await {
+            tracing::error!(%error, "the deployment status endpoint stopped");
+        }
+    });
     Ok(())
 }
 

@@ -18,29 +18,36 @@ use kube::{Api, ResourceExt};
 use plugin_common::{shoal, shoal_json, shoal_ok};
 use serde_json::{Value, json};
 use shoal_controller::api::deployment_plan::DeploymentPlan;
-use shoal_controller::status_api::{StatusApi, serve};
+use shoal_controller::status_api::{StatusApi, serve, serve_tls};
 use shoal_core::deploy::status::{DeploymentStatusDocument, SpecVersion, schema_of};
 
 const WAIT: Duration = Duration::from_secs(30);
 
 /// The endpoint running in-process on a port of its own.
-struct Endpoint {
-    base: String,
+pub struct Endpoint {
+    pub base: String,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Endpoint {
     async fn start(env: &Env) -> Endpoint {
-        Endpoint::start_as(env, env.controller_clients().api).await
+        Endpoint::start_as(env, env.controller_clients().api, None).await
     }
 
-    /// The endpoint calling the API server with `client`'s identity.
-    async fn start_as(env: &Env, client: kube::Client) -> Endpoint {
+    /// The endpoint calling the API server with `client`'s identity, over
+    /// TLS with `tls` (else plain HTTP).
+    pub async fn start_as(
+        env: &Env,
+        client: kube::Client,
+        tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    ) -> Endpoint {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a local port");
-        let base = format!("http://{}", listener.local_addr().expect("an address"));
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let address = listener.local_addr().expect("an address");
+        let base = format!("{scheme}://{address}");
         let api = StatusApi {
             client,
             namespace: Some(env.namespace.clone()),
@@ -50,34 +57,38 @@ impl Endpoint {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            serve(listener, api, shutdown)
-                .await
-                .expect("the endpoint serves");
+            let served = match tls {
+                Some(config) => serve_tls(listener, config, api, shutdown).await,
+                None => serve(listener, api, shutdown).await,
+            };
+            served.expect("the endpoint serves");
         });
         Endpoint { base, stop, task }
     }
 
-    async fn stop(self) {
+    pub async fn stop(self) {
         let _ = self.stop.send(());
         let _ = self.task.await;
     }
 }
 
-/// One HTTP answer: status code, content type, body.
+/// One HTTP answer: status code (0: no HTTP answer, e.g. a refused TLS
+/// handshake), content type, body, and curl's complaint if any.
 #[derive(Debug)]
-struct Answer {
-    code: u16,
-    content_type: String,
-    body: String,
+pub struct Answer {
+    pub code: u16,
+    pub content_type: String,
+    pub body: String,
+    pub stderr: String,
 }
 
 impl Answer {
-    fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
     }
 
     /// A refusal: the code and an `application/problem+json` body saying it.
-    fn assert_problem(&self, code: u16, detail_contains: &str) {
+    pub fn assert_problem(&self, code: u16, detail_contains: &str) {
         assert_eq!(self.code, code, "{self:?}");
         assert_eq!(self.content_type, "application/problem+json", "{self:?}");
         let problem = self.json();
@@ -89,7 +100,18 @@ impl Answer {
 
 /// `curl` with `token` (if any), POSTing `body` when given.
 async fn curl(url: &str, token: Option<&str>, body: Option<&str>) -> Answer {
+    curl_with(&[], url, token, body).await
+}
+
+/// [`curl`] with more arguments first (`--cacert`, `--cert`, `--key`).
+pub async fn curl_with(
+    arguments: &[&str],
+    url: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> Answer {
     let mut command = tokio::process::Command::new("curl");
+    command.args(arguments);
     command.args([
         "-sS",
         "-o",
@@ -125,12 +147,13 @@ async fn curl(url: &str, token: Option<&str>, body: Option<&str>) -> Answer {
             .unwrap_or_default()
             .to_owned(),
         body: body.to_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
 
 /// Swarm `demo` with one member `east-0` and plan `web` (one instance, two
 /// applications, Automatic); the member pods' uids.
-async fn plan_on_one_member(env: &Env) -> BTreeMap<String, String> {
+pub async fn plan_on_one_member(env: &Env) -> BTreeMap<String, String> {
     env.apply(&swarm_yaml("demo", &job_keys(2), "")).await;
     env.pool("east", "demo", 1).await;
     env.kubectl(&[
@@ -174,7 +197,7 @@ async fn plan(env: &Env) -> DeploymentPlan {
 }
 
 /// The plan's document of its deployment 1 once it is in `state`.
-async fn document_in(env: &Env, state: &str) -> DeploymentStatusDocument {
+pub async fn document_in(env: &Env, state: &str) -> DeploymentStatusDocument {
     eventually(&format!("deployment 1 of web is {state}"), WAIT, || async {
         let status = plan(env).await.status.unwrap_or_default();
         status
@@ -198,7 +221,7 @@ fn assert_published(document: &Value) {
 
 /// A Margo 1.0.0 report on deployment `id`: `status` as given, component
 /// nginx as in `nginx` (its state and any more fields), exporter pending.
-fn report_body(id: &str, status: Value, mut nginx: Value) -> String {
+pub fn report_body(id: &str, status: Value, mut nginx: Value) -> String {
     nginx["name"] = json!("nginx");
     json!({"apiVersion": "deployment.margo.org/v1alpha1", "kind": "DeploymentStatusManifest",
         "deploymentId": id, "status": status,
@@ -215,7 +238,7 @@ async fn report(env: &Env, pod: &str, uid: &str, state: Value) {
 /// `manifests/status-api/rbac.yaml` (the RBAC the README documents) by
 /// RoleBindings, and `stranger` (nothing); their tokens. (On a real control
 /// plane the ClusterRoles stay after the test: they grant nothing unbound.)
-async fn callers(env: &Env) -> (String, String, String) {
+pub async fn callers(env: &Env) -> (String, String, String) {
     let namespace = &env.namespace;
     let rbac = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -504,7 +527,7 @@ async fn an_endpoint_not_allowed_to_review_tokens_lets_nobody_in() {
         .client_with_token(&token)
         .await
         .expect("a client");
-    let endpoint = Endpoint::start_as(&env, weak).await;
+    let endpoint = Endpoint::start_as(&env, weak, None).await;
     let url = format!("{}/api/v1/deployments/some-id/status", endpoint.base);
     let answer = curl(&url, Some(&reader), None).await;
     answer.assert_problem(503, "TokenReview");

@@ -30,6 +30,7 @@ mod cluster_restart;
 mod cluster_rollout;
 mod cluster_sizes;
 mod cluster_status_api;
+mod cluster_status_tls;
 mod cluster_sticky;
 mod cluster_weights;
 mod cluster_windows;

@@ -1,5 +1,6 @@
-//! Who is calling and what they may do, asked of the API server: the bearer
-//! token through a TokenReview, the permission through a SubjectAccessReview
+//! Who is calling and what they may do: a device by its client certificate
+//! (see [`super::identity`]), anyone else by a bearer token the API server
+//! checks (a TokenReview); the permission, for both alike, through a SubjectAccessReview
 //! on the plan's `deploymentplans/deploymentstatus` (verb `get` to read,
 //! `update` to report).
 //!
@@ -14,6 +15,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::PostParams;
 use kube::{Api, Client};
 
+use super::identity::{ClientCertificate, DeviceIdentity};
 use super::problem::Problem;
 
 /// The subresource permissions name: `deploymentplans/deploymentstatus`.
@@ -35,13 +37,49 @@ fn unavailable(what: &str, error: kube::Error) -> Problem {
     )
 }
 
-/// The caller, from its bearer token; 401 without one or with one the API
-/// server does not accept.
-pub async fn authenticate(client: &Client, headers: &HeaderMap) -> Result<UserInfo, Problem> {
+/// An authenticated caller: the user RBAC sees, and the device its client
+/// certificate names (none for a bearer token's).
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// The user the SubjectAccessReview asks about.
+    pub user: UserInfo,
+    /// The device, when the caller authenticated by client certificate.
+    pub device: Option<DeviceIdentity>,
+}
+
+/// The caller: the device of a verified client certificate (a bearer token
+/// sent beside it is not looked at), else the user of its bearer token. 401
+/// for a certificate naming no usable device, and without either.
+pub async fn authenticate(
+    client: &Client,
+    headers: &HeaderMap,
+    certificate: &ClientCertificate,
+) -> Result<Caller, Problem> {
+    match certificate {
+        ClientCertificate::Device(device) => Ok(Caller {
+            user: device.user_info(),
+            device: Some(device.clone()),
+        }),
+        ClientCertificate::Unusable(why) => Err(Problem::new(
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "{why}; the certificate must name one client id (subject CN, or a Margo SPIFFE ID)"
+            ),
+        )),
+        ClientCertificate::None => Ok(Caller {
+            user: token_user(client, headers).await?,
+            device: None,
+        }),
+    }
+}
+
+/// The user of the bearer token; 401 without one or with one the API server
+/// does not accept.
+async fn token_user(client: &Client, headers: &HeaderMap) -> Result<UserInfo, Problem> {
     let token = bearer(headers).ok_or_else(|| {
         Problem::new(
             StatusCode::UNAUTHORIZED,
-            "send a Kubernetes bearer token (Authorization: Bearer <token>), e.g. a ServiceAccount's from `kubectl create token`",
+            "send a Kubernetes bearer token (Authorization: Bearer <token>), e.g. a ServiceAccount's from `kubectl create token`, or (over TLS with a client CA configured) a device's client certificate",
         )
     })?;
     let review = TokenReview {

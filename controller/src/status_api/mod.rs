@@ -11,8 +11,14 @@
 //! | `GET /api/v1/clients/{clientId}/deployments/{deploymentId}/status[?deviceId=…]` | what that client (or a device behind it) reported |
 //! | `GET /api/v1/schemas/deployment-status` | the document's JSON Schema, re-stated from the specification (no token needed) |
 //!
-//! Every other request needs a Kubernetes bearer token (checked with a
-//! TokenReview: 401 without one or with a bad one) and permission on the
+//! The listener speaks TLS when given a certificate (see [`tls`], reloaded as
+//! its files change), else plain HTTP. Every other request needs a caller:
+//! with a client CA configured, a device's client certificate signed by it
+//! (see [`identity`]: the certificate names the client id and a Kubernetes
+//! user `shoal-device:<client-id>`; such a device may report and read only
+//! for itself and the devices behind it, else 403), or a Kubernetes bearer
+//! token (checked with a TokenReview: 401 without one or with a bad one),
+//! and permission on the
 //! plan the deployment belongs to (a SubjectAccessReview: `get` to read,
 //! `update` to report, on `deploymentplans/deploymentstatus`; 403 when
 //! refused; a caller who may not see every plan's deployments gets the same
@@ -32,6 +38,10 @@
 //! [`problem`]) and carries no internal text: a failure inside (503) is
 //! logged, and the caller learns only which step failed.
 //!
+//! A report may carry Margo 1.0.0's payload signature (see [`signature`]):
+//! never required, checked when sent (401 when it does not verify, or from a
+//! device, when its key is not the certificate's).
+//!
 //! Reports are kept in the cluster (see [`reports`]), never only in memory.
 
 use std::future::Future;
@@ -39,7 +49,7 @@ use std::future::Future;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -53,9 +63,14 @@ use shoal_core::deploy::status::{
 use crate::api::deployment_plan::DeploymentPlan;
 
 pub mod access;
+pub mod identity;
 pub mod problem;
 pub mod reports;
+pub mod signature;
+pub mod tls;
 
+use access::Caller;
+use identity::Peer;
 use problem::Problem;
 
 /// Largest request body accepted (a document with a few hundred components);
@@ -72,7 +87,9 @@ pub struct StatusApi {
     pub namespace: Option<String>,
 }
 
-/// The router of the endpoint.
+/// The router of the endpoint. Its handlers read each connection's
+/// [`Peer`]: serve it with `into_make_service_with_connect_info::<Peer>()`,
+/// as [`serve`] and [`serve_tls`] do.
 pub fn router(api: StatusApi) -> Router {
     Router::new()
         .route(
@@ -88,15 +105,36 @@ pub fn router(api: StatusApi) -> Router {
         .with_state(api)
 }
 
-/// Serves the endpoint on `listener` until `shutdown` completes.
+/// Serves the endpoint over plain HTTP on `listener` until `shutdown`
+/// completes (callers authenticate by bearer token only).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     api: StatusApi,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(api))
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(
+        listener,
+        router(api).into_make_service_with_connect_info::<Peer>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}
+
+/// Serves the endpoint over TLS with `config` (see [`tls::server_config`]) on
+/// `listener` until `shutdown` completes.
+pub async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    config: std::sync::Arc<rustls::ServerConfig>,
+    api: StatusApi,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = tls::TlsListener::new(listener, config)?;
+    axum::serve(
+        listener,
+        router(api).into_make_service_with_connect_info::<Peer>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }
 
 fn json(status: StatusCode, document: &DeploymentStatusDocument) -> Response {
@@ -138,11 +176,11 @@ pub fn find_deployment<'a>(
 /// that the endpoint is no probe for which deployment ids exist.
 async fn admit(
     api: &StatusApi,
-    headers: &HeaderMap,
+    caller: &Caller,
     verb: &str,
     deployment_id: &str,
 ) -> Result<(DeploymentPlan, DeploymentStatusDocument), Problem> {
-    let user = access::authenticate(&api.client, headers).await?;
+    let user = &caller.user;
     let plans: Api<DeploymentPlan> = match &api.namespace {
         Some(namespace) => Api::namespaced(api.client.clone(), namespace),
         None => Api::all(api.client.clone()),
@@ -161,20 +199,20 @@ async fn admit(
     let Some((plan, document)) = find_deployment(&listed, deployment_id) else {
         let everywhere = api.namespace.as_deref();
         return Err(
-            if access::allowed(&api.client, &user, verb, everywhere, None).await? {
+            if access::allowed(&api.client, user, verb, everywhere, None).await? {
                 Problem::new(
                     StatusCode::NOT_FOUND,
                     format!("no DeploymentPlan has a deployment with id {deployment_id:?}"),
                 )
             } else {
-                access::refusal(&user, verb, deployment_id)
+                access::refusal(user, verb, deployment_id)
             },
         );
     };
     let namespace = plan.namespace().unwrap_or_default();
     let name = plan.name_any();
-    if !access::allowed(&api.client, &user, verb, Some(&namespace), Some(&name)).await? {
-        return Err(access::refusal(&user, verb, deployment_id));
+    if !access::allowed(&api.client, user, verb, Some(&namespace), Some(&name)).await? {
+        return Err(access::refusal(user, verb, deployment_id));
     }
     Ok((plan.clone(), document.clone()))
 }
@@ -199,10 +237,12 @@ fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
 
 async fn get_computed(
     State(api): State<StatusApi>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
     Path(deployment_id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    let (_, document) = admit(&api, &headers, "get", &deployment_id).await?;
+    let caller = access::authenticate(&api.client, &headers, &peer.certificate).await?;
+    let (_, document) = admit(&api, &caller, "get", &deployment_id).await?;
     Ok(json(StatusCode::OK, &document))
 }
 
@@ -216,6 +256,7 @@ struct DeviceQuery {
 
 async fn get_client_report(
     State(api): State<StatusApi>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
     Path((client_id, deployment_id)): Path<(String, String)>,
     Query(query): Query<DeviceQuery>,
     headers: HeaderMap,
@@ -230,7 +271,9 @@ async fn get_client_report(
             ),
         ));
     }
-    let (plan, _) = admit(&api, &headers, "get", &deployment_id).await?;
+    let caller = access::authenticate(&api.client, &headers, &peer.certificate).await?;
+    check_own(&caller, &device_id)?;
+    let (plan, _) = admit(&api, &caller, "get", &deployment_id).await?;
     let report = reports::read(&api.client, &plan, &deployment_id, &device_id).await?;
     let report = report.ok_or_else(|| {
         Problem::new(
@@ -244,6 +287,7 @@ async fn get_client_report(
 /// Margo 1.0.0-rc.3's route: the client is the first id of the body's `deviceId`.
 async fn post_report(
     State(api): State<StatusApi>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
     Path(deployment_id): Path<String>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -252,12 +296,14 @@ async fn post_report(
         version: SpecVersion::V1Rc3,
         client: None,
     };
-    report(&api, &headers, &deployment_id, route, body).await
+    let caller = access::authenticate(&api.client, &headers, &peer.certificate).await?;
+    report(&api, &caller, &headers, &deployment_id, route, body).await
 }
 
 /// Margo 1.0.0's route: the client is the path's.
 async fn post_client_report(
     State(api): State<StatusApi>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
     Path((client_id, deployment_id)): Path<(String, String)>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -267,7 +313,9 @@ async fn post_client_report(
         version: SpecVersion::V1,
         client: Some(&client_id),
     };
-    report(&api, &headers, &deployment_id, route, body).await
+    let caller = access::authenticate(&api.client, &headers, &peer.certificate).await?;
+    check_own(&caller, &client_id)?;
+    report(&api, &caller, &headers, &deployment_id, route, body).await
 }
 
 /// What the route a report came by says: the specification version it
@@ -278,15 +326,26 @@ struct Route<'a> {
     client: Option<&'a str>,
 }
 
+/// Refuses a device authenticated by certificate a report or read for a
+/// device that is neither it nor behind it (403 naming both client ids).
+fn check_own(caller: &Caller, device_id: &str) -> Result<(), Problem> {
+    caller
+        .device
+        .as_ref()
+        .map_or(Ok(()), |device| device.check_reports_for(device_id))
+}
+
 async fn report(
     api: &StatusApi,
+    caller: &Caller,
     headers: &HeaderMap,
     deployment_id: &str,
     route: Route<'_>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let (plan, _) = admit(api, headers, "update", deployment_id).await?;
+    let (plan, _) = admit(api, caller, "update", deployment_id).await?;
     let body = body_of(body)?;
+    signature::check(headers, &body, caller.device.as_ref())?;
     let text = std::str::from_utf8(&body)
         .map_err(|_| Problem::new(StatusCode::BAD_REQUEST, "the body is not UTF-8 text"))?;
     let applications: Vec<String> = plan
@@ -323,6 +382,7 @@ async fn report(
     })??;
     let device_id = reporting_device(route.client, document.device_id.as_deref())?;
     reports::check_client_id(reports::client_of(&device_id))?;
+    check_own(caller, &device_id)?;
     document.device_id = Some(device_id.clone());
     let created = reports::write(&api.client, &plan, &device_id, &document).await?;
     let status = if created {

@@ -6,6 +6,7 @@
 
 pub mod harness;
 pub mod http_client;
+pub mod pki;
 pub mod server;
 pub mod sim;
 

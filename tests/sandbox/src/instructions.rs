@@ -26,10 +26,27 @@ pub struct Tour {
     pub exec_logs: Vec<(String, PathBuf)>,
     /// Where the `kubectl-shoal` plugin is (or would be) built; `None`: not mentioned.
     pub plugin: Option<Plugin>,
-    /// Where the deployment status endpoint listens; `None`: not served.
-    pub status_api: Option<std::net::SocketAddr>,
+    /// The deployment status endpoint; `None`: not served.
+    pub status_api: Option<StatusApiAccess>,
     /// Each member's sidecar, for running an example worker against it.
     pub sidecars: Vec<Sidecar>,
+}
+
+/// The deployment status endpoint (HTTPS) and a device certificate for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusApiAccess {
+    /// Where it listens.
+    pub address: std::net::SocketAddr,
+    /// The CA of its serving certificate and of the device's (PEM).
+    pub ca: PathBuf,
+    /// The device's client id (its certificate's CN).
+    pub client_id: String,
+    /// The device's client certificate (PEM).
+    pub certificate: PathBuf,
+    /// Its private key (PEM).
+    pub key: PathBuf,
+    /// The RoleBinding letting the device report.
+    pub rbac: PathBuf,
 }
 
 /// A member's sidecar, for the tour.
@@ -225,8 +242,8 @@ impl Tour {
         if let Some(plugin) = &self.plugin {
             self.render_plugin(&mut text, plugin);
         }
-        if let Some(address) = self.status_api {
-            self.render_status_api(&mut text, address);
+        if let Some(access) = &self.status_api {
+            self.render_status_api(&mut text, access);
         }
         self.render_sidecars(&mut text);
         let _ = writeln!(text, "Press Ctrl-C to stop the sandbox.");
@@ -280,15 +297,20 @@ impl Tour {
         let _ = writeln!(text);
     }
 
-    /// How to read a deployment's status document over HTTP, as a caller
-    /// bound to the reader role.
-    fn render_status_api(&self, text: &mut String, address: std::net::SocketAddr) {
+    /// How to read a deployment's status document over HTTPS as a caller
+    /// bound to the reader role, and report on the demo plan as the device.
+    fn render_status_api(&self, text: &mut String, access: &StatusApiAccess) {
         let namespace = if self.namespace == "default" {
             String::new()
         } else {
             format!(" -n {}", shell_word(&self.namespace))
         };
-        let _ = writeln!(text, "The deployment status endpoint: http://{address}");
+        let address = access.address;
+        let ca = shell_word(&access.ca.to_string_lossy());
+        let _ = writeln!(
+            text,
+            "The deployment status endpoint: https://{address} (CA {ca})"
+        );
         let lines = [
             (
                 format!("kubectl{namespace} create serviceaccount status-reader"),
@@ -303,13 +325,40 @@ impl Tour {
             ),
             (
                 format!(
-                    "curl -H \"Authorization: Bearer $(kubectl{namespace} create token status-reader)\" http://{address}/api/v1/deployments/<deploymentId>/status"
+                    "curl --cacert {ca} -H \"Authorization: Bearer $(kubectl{namespace} create token status-reader)\" https://{address}/api/v1/deployments/<deploymentId>/status"
                 ),
                 "a plan's `status.deploymentStatus[].deploymentId`".to_owned(),
             ),
         ];
         push_aligned(text, &lines);
+        let _ = writeln!(
+            text,
+            "Report as device {} (its certificate; RoleBinding {}), once plans/50-deploymentplan.yaml is applied:",
+            access.client_id,
+            shell_word(&access.rbac.to_string_lossy())
+        );
+        let _ = writeln!(text, "  {}", self.device_report_command(access));
+        let _ = writeln!(text, "  kubectl shoal reports web{namespace}");
         let _ = writeln!(text);
+    }
+
+    /// The shell command the device reports with: the plan `web`'s deployment
+    /// id from kubectl, then curl with the device's certificate.
+    pub fn device_report_command(&self, access: &StatusApiAccess) -> String {
+        let namespace = if self.namespace == "default" {
+            String::new()
+        } else {
+            format!(" -n {}", shell_word(&self.namespace))
+        };
+        let client = &access.client_id;
+        let body = r#"{"apiVersion":"deployment.margo.org/v1alpha1","kind":"DeploymentStatusManifest","deploymentId":"'$ID'","status":{"state":"installed"},"components":[{"name":"nginx","state":"installed"},{"name":"exporter","state":"installed"}]}"#;
+        format!(
+            "ID=$(kubectl{namespace} get dplan web -o jsonpath='{{.status.deploymentStatus[-1].deploymentId}}') && curl --cacert {} --cert {} --key {} -H 'Content-Type: application/json' --data-binary '{body}' https://{}/api/v1/clients/{client}/deployments/$ID/status",
+            shell_word(&access.ca.to_string_lossy()),
+            shell_word(&access.certificate.to_string_lossy()),
+            shell_word(&access.key.to_string_lossy()),
+            access.address,
+        )
     }
 
     /// The `kubectl shoal` lines (kubectl wants a plugin's flags after its name).
@@ -485,12 +534,28 @@ mod tests {
     fn the_status_endpoint_is_shown_with_a_reader_token_only_when_it_is_served() {
         let mut served = tour("shop");
         assert!(!served.render().contains("deployment status endpoint"));
-        served.status_api = Some("127.0.0.1:8443".parse().expect("an address"));
+        served.status_api = Some(StatusApiAccess {
+            address: "127.0.0.1:8443".parse().expect("an address"),
+            ca: PathBuf::from("/tmp/s/status-api/ca.crt"),
+            client_id: "edge-1".to_owned(),
+            certificate: PathBuf::from("/tmp/s/status-api/edge-1.crt"),
+            key: PathBuf::from("/tmp/s/status-api/edge-1.key"),
+            rbac: PathBuf::from("/tmp/s/status-api/device-rbac.yaml"),
+        });
         let text = served.render();
         assert!(
-            text.contains("The deployment status endpoint: http://127.0.0.1:8443"),
+            text.contains("The deployment status endpoint: https://127.0.0.1:8443 (CA /tmp/s/status-api/ca.crt)"),
             "{text}"
         );
+        assert!(
+            text.contains("curl --cacert /tmp/s/status-api/ca.crt --cert /tmp/s/status-api/edge-1.crt --key /tmp/s/status-api/edge-1.key "),
+            "{text}"
+        );
+        assert!(
+            text.contains("https://127.0.0.1:8443/api/v1/clients/edge-1/deployments/$ID/status"),
+            "{text}"
+        );
+        assert!(text.contains("kubectl shoal reports web -n shop"), "{text}");
         assert!(
             text.contains(
                 "--clusterrole=shoal-deployment-status-reader --serviceaccount=shop:status-reader"
@@ -498,7 +563,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains(r#"curl -H "Authorization: Bearer $(kubectl -n shop create token status-reader)" http://127.0.0.1:8443/api/v1/deployments/<deploymentId>/status"#),
+            text.contains(r#"curl --cacert /tmp/s/status-api/ca.crt -H "Authorization: Bearer $(kubectl -n shop create token status-reader)" https://127.0.0.1:8443/api/v1/deployments/<deploymentId>/status"#),
             "{text}"
         );
     }

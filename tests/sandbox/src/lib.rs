@@ -17,7 +17,7 @@ mod sandbox;
 mod sidecars;
 
 pub use convergence::{Converged, Observation, Verdict};
-pub use instructions::{Plugin, Sidecar, Tour};
+pub use instructions::{Plugin, Sidecar, StatusApiAccess, Tour};
 pub use kubectl::{Kubectl, KubectlError, eventually, kubectl_shoal};
 pub use sandbox::{Options, Sandbox, SandboxError, default_crd, default_demo};
 

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::convergence::{Converged, Verdict, judge};
-use crate::instructions::{Sidecar, Tour};
+use crate::instructions::{Sidecar, StatusApiAccess, Tour};
 use crate::kubectl::{Kubectl, KubectlError};
 use crate::observe::{self, ObserveError};
 use crate::sidecars::{SidecarOptions, Sidecars};
@@ -115,6 +115,14 @@ pub enum SandboxError {
         /// Where it was looked for.
         path: PathBuf,
     },
+    /// The deployment status endpoint's certificates could not be made or used.
+    #[error("the deployment status endpoint's certificates in {dir}: {detail}")]
+    StatusApiCertificates {
+        /// Where they are written.
+        dir: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
     /// The deployment status endpoint could not listen.
     #[error("binding the deployment status endpoint to {address}: {source}")]
     StatusApiBind {
@@ -182,7 +190,7 @@ struct Controller {
 
 /// The deployment status endpoint running in-process.
 struct StatusEndpoint {
-    address: SocketAddr,
+    access: StatusApiAccess,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<std::io::Result<()>>,
 }
@@ -303,9 +311,15 @@ impl Sandbox {
 
     /// Where the deployment status endpoint listens (`None`: not served).
     pub fn status_api_address(&self) -> Option<SocketAddr> {
+        self.status_api_access().map(|access| access.address)
+    }
+
+    /// The deployment status endpoint's address, CA and device certificate
+    /// (`None`: not served).
+    pub fn status_api_access(&self) -> Option<&StatusApiAccess> {
         self.status_endpoint
             .as_ref()
-            .map(|endpoint| endpoint.address)
+            .map(|endpoint| &endpoint.access)
     }
 
     /// A client of the emulated cluster.
@@ -487,7 +501,7 @@ impl Sandbox {
                 .filter(|(_, log)| log.is_file())
                 .collect(),
             plugin: None,
-            status_api: self.status_api_address(),
+            status_api: self.status_api_access().cloned(),
             sidecars: self
                 .sidecar_addresses()
                 .await
@@ -740,6 +754,15 @@ async fn start_status_endpoint(
         "applying the deployment status endpoint's RBAC",
     )
     .await?;
+    let dir = options.dir.join("status-api");
+    let (files, access) = issue_certificates(&dir, address, namespace)?;
+    apply_file(kubectl, &access.rbac, "letting the sandbox's device report").await?;
+    let config = shoal_controller::status_api::tls::server_config(&files).map_err(|error| {
+        SandboxError::StatusApiCertificates {
+            dir: dir.clone(),
+            detail: error.to_string(),
+        }
+    })?;
     let bind_error = |source| SandboxError::StatusApiBind { address, source };
     let listener = tokio::net::TcpListener::bind(address)
         .await
@@ -754,13 +777,71 @@ async fn start_status_endpoint(
         let shutdown = async move {
             let _ = stopped.await;
         };
-        shoal_controller::status_api::serve(listener, api, shutdown).await
+        shoal_controller::status_api::serve_tls(listener, config, api, shutdown).await
     });
     Ok(StatusEndpoint {
-        address,
+        access: StatusApiAccess { address, ..access },
         stop: Some(stop),
         task,
     })
+}
+
+/// The sandbox's device: its client id, the user RBAC sees.
+const DEVICE: &str = "edge-1";
+
+/// Makes a CA, the endpoint's serving certificate and device [`DEVICE`]'s
+/// client certificate, both signed by it, and a RoleBinding letting the
+/// device report in `namespace`, in `dir`: `ca.crt` (trusted by curl and by the endpoint
+/// for client certificates), `tls.crt`/`tls.key`, `edge-1.crt`/`edge-1.key`,
+/// `device-rbac.yaml`.
+fn issue_certificates(
+    dir: &Path,
+    address: SocketAddr,
+    namespace: &str,
+) -> Result<(shoal_controller::status_api::tls::TlsFiles, StatusApiAccess), SandboxError> {
+    let failed = |detail: String| SandboxError::StatusApiCertificates {
+        dir: dir.to_owned(),
+        detail,
+    };
+    let authority = shoal_emulator::pki::Authority::new("shoal-sandbox-ca").map_err(failed)?;
+    let serving = authority.serving("shoal-status-api").map_err(failed)?;
+    let device = authority
+        .client(DEVICE, &["shoal-sandbox"])
+        .map_err(failed)?;
+    let rbac = format!(
+        "# Lets the sandbox's device (client certificate CN={DEVICE}) report.\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: device-{DEVICE}\n  namespace: {namespace}\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: shoal-deployment-status-reporter\n\
+         subjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: shoal-device:{DEVICE}\n"
+    );
+    let files = [
+        ("ca.crt", authority.certificate_pem()),
+        ("tls.crt", serving.certificate_pem),
+        ("tls.key", serving.key_pem),
+        ("edge-1.crt", device.certificate_pem),
+        ("edge-1.key", device.key_pem),
+        ("device-rbac.yaml", rbac),
+    ];
+    std::fs::create_dir_all(dir).map_err(|error| failed(error.to_string()))?;
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text)
+            .map_err(|error| failed(format!("writing {name}: {error}")))?;
+    }
+    let tls = shoal_controller::status_api::tls::TlsFiles {
+        certificate: dir.join("tls.crt"),
+        key: dir.join("tls.key"),
+        client_ca: Some(dir.join("ca.crt")),
+        reload: shoal_controller::status_api::tls::RELOAD_INTERVAL,
+    };
+    let access = StatusApiAccess {
+        address,
+        ca: dir.join("ca.crt"),
+        client_id: DEVICE.to_owned(),
+        certificate: dir.join("edge-1.crt"),
+        key: dir.join("edge-1.key"),
+        rbac: dir.join("device-rbac.yaml"),
+    };
+    Ok((tls, access))
 }
 
 /// `kubectl apply -f path`; a failure names `step` and the file.

@@ -152,15 +152,57 @@ fn templated_line(trimmed: &str) -> Option<String> {
     Some(line.to_owned())
 }
 
+/// Where the controller mounts the status endpoint's serving Secret.
+const STATUS_TLS: &str = "/etc/shoal/status-api/tls";
+/// Where it mounts the Secret of the devices' client CA.
+const STATUS_CLIENT_CA: &str = "/etc/shoal/status-api/client-ca";
+/// When the controller mounts either Secret.
+const STATUS_SECRETS: &str = "and .Values.statusApi.enabled (or .Values.statusApi.tls.secretName .Values.statusApi.tls.clientCASecretName)";
+
 /// Lines the chart adds after a manifest line of the controller, under their
 /// condition: the status API's flag and port, the namespace scope's variable.
 fn added_after(trimmed: &str, indent: &str) -> Option<String> {
     let item = &indent[..indent.len().saturating_sub(2)];
     let (condition, added) = match trimmed {
+        // The endpoint's flags: HTTPS from a mounted kubernetes.io/tls Secret,
+        // devices' client certificates from a CA Secret's ca.crt.
         "- --log-format=text" => (
             ".Values.statusApi.enabled",
-            format!("{indent}- --status-api-address=0.0.0.0:{{{{ .Values.statusApi.port }}}}"),
+            format!(
+                "{indent}- --status-api-address=0.0.0.0:{{{{ .Values.statusApi.port }}}}\n\
+                 {{{{- if .Values.statusApi.tls.secretName }}}}\n\
+                 {indent}- --status-api-tls-cert={STATUS_TLS}/tls.crt\n\
+                 {indent}- --status-api-tls-key={STATUS_TLS}/tls.key\n\
+                 {{{{- end }}}}\n\
+                 {{{{- if .Values.statusApi.tls.clientCASecretName }}}}\n\
+                 {indent}- --status-api-client-ca={STATUS_CLIENT_CA}/ca.crt\n\
+                 {{{{- end }}}}"
+            ),
         ),
+        // The Secrets' volumes, after the container's last line (which ends the pod too).
+        "drop: [\"ALL\"]" => {
+            let container = &indent[..indent.len().saturating_sub(4)];
+            let pod = &indent[..indent.len().saturating_sub(8)];
+            (
+                STATUS_SECRETS,
+                format!(
+                    "{container}volumeMounts:\n\
+                     {{{{- if .Values.statusApi.tls.secretName }}}}\n\
+                     {container}  - name: status-api-tls\n{container}    mountPath: {STATUS_TLS}\n{container}    readOnly: true\n\
+                     {{{{- end }}}}\n\
+                     {{{{- if .Values.statusApi.tls.clientCASecretName }}}}\n\
+                     {container}  - name: status-api-client-ca\n{container}    mountPath: {STATUS_CLIENT_CA}\n{container}    readOnly: true\n\
+                     {{{{- end }}}}\n\
+                     {pod}volumes:\n\
+                     {{{{- if .Values.statusApi.tls.secretName }}}}\n\
+                     {pod}  - name: status-api-tls\n{pod}    secret:\n{pod}      secretName: {{{{ .Values.statusApi.tls.secretName }}}}\n\
+                     {{{{- end }}}}\n\
+                     {{{{- if .Values.statusApi.tls.clientCASecretName }}}}\n\
+                     {pod}  - name: status-api-client-ca\n{pod}    secret:\n{pod}      secretName: {{{{ .Values.statusApi.tls.clientCASecretName }}}}\n\
+                     {{{{- end }}}}"
+                ),
+            )
+        }
         "ports:" => (
             ".Values.statusApi.enabled",
             format!(
@@ -610,6 +652,62 @@ fn the_status_api_log_format_leader_lease_and_resources_reach_the_controller() {
     );
     let args = controller_container(&default)["args"].to_string();
     assert!(!args.contains("--status-api-address"), "{args}");
+}
+
+#[test]
+fn the_status_api_serves_tls_and_trusts_device_certificates_from_the_secrets_named() {
+    let overrides = serde_json::json!({
+        "statusApi": {"enabled": true, "tls": {"secretName": "status-tls", "clientCASecretName": "device-ca"}},
+    });
+    let rendered = objects(
+        &render_chart(&values_with(&overrides)),
+        "the chart's render",
+    );
+    let container = controller_container(&rendered);
+    let args = container["args"].to_string();
+    for expected in [
+        "--status-api-tls-cert=/etc/shoal/status-api/tls/tls.crt",
+        "--status-api-tls-key=/etc/shoal/status-api/tls/tls.key",
+        "--status-api-client-ca=/etc/shoal/status-api/client-ca/ca.crt",
+    ] {
+        assert!(args.contains(expected), "{expected} not in {args}");
+    }
+    let mounts = container["volumeMounts"].to_string();
+    assert!(
+        mounts.contains("/etc/shoal/status-api/tls")
+            && mounts.contains("/etc/shoal/status-api/client-ca"),
+        "{mounts}"
+    );
+    let pod = &rendered[&format!("apps/v1 Deployment {INSTALL_NAMESPACE}/shoal-controller")]["spec"]
+        ["template"]["spec"];
+    let volumes = pod["volumes"].to_string();
+    assert!(
+        volumes.contains("\"secretName\":\"status-tls\"")
+            && volumes.contains("\"secretName\":\"device-ca\""),
+        "{volumes}"
+    );
+    // A certificate alone: HTTPS, no client CA; nothing without one.
+    let served =
+        serde_json::json!({"statusApi": {"enabled": true, "tls": {"secretName": "status-tls"}}});
+    let rendered = objects(&render_chart(&values_with(&served)), "the chart's render");
+    let args = controller_container(&rendered)["args"].to_string();
+    assert!(
+        args.contains("--status-api-tls-cert") && !args.contains("--status-api-client-ca"),
+        "{args}"
+    );
+    let plain = serde_json::json!({"statusApi": {"enabled": true}});
+    let rendered = objects(&render_chart(&values_with(&plain)), "the chart's render");
+    let container = controller_container(&rendered);
+    assert!(
+        !container["args"]
+            .to_string()
+            .contains("--status-api-tls-cert")
+    );
+    assert!(
+        container["volumeMounts"].is_null(),
+        "{}",
+        container["volumeMounts"]
+    );
 }
 
 #[test]

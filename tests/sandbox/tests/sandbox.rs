@@ -562,12 +562,12 @@ async fn the_binary_prints_a_tour_whose_kubectl_commands_work_and_stops_cleanly_
     assert!(slice.contains("format: shoal.dev/slice/v1"), "{slice}");
     let file = run(command_of("cat ")).await;
     assert!(file.contains("member: swarm-worker-0"), "{file}");
-    // The deployment status endpoint, with a reader's token, as the tour shows:
-    // served and authorized (404: the demo has no plan with that deployment).
+    // The deployment status endpoint over HTTPS (the sandbox's CA), with a
+    // reader's token, as the tour shows: served and authorized (404: the demo
+    // has no plan with that deployment).
     run(command_of("kubectl create serviceaccount status-reader")).await;
     run(command_of("kubectl create rolebinding status-reader")).await;
-    let read = command_of("curl -H \"Authorization: Bearer")
-        .replace("<deploymentId>", "no-such-deployment")
+    let read = command_of("curl --cacert ").replace("<deploymentId>", "no-such-deployment")
         + " -sS -w ' %{http_code}'";
     let answer = run(read).await;
     assert!(

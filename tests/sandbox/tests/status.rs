@@ -62,10 +62,14 @@ async fn document_in(sandbox: &Sandbox, revision: u64, state: &str) -> Deploymen
     .await
 }
 
-/// `curl` the endpoint with `token`: the HTTP status code and the body.
-async fn curl(url: &str, token: &str) -> (u16, String) {
+/// `curl` the endpoint (trusting the sandbox's CA) with `token`: the HTTP
+/// status code and the body.
+async fn curl(sandbox: &Sandbox, url: &str, token: &str) -> (u16, String) {
+    let access = sandbox.status_api_access().expect("the endpoint is served");
     let output = tokio::process::Command::new("curl")
         .args(["-sS", "-o", "-", "-w", "\n%{http_code}", url])
+        .arg("--cacert")
+        .arg(&access.ca)
         .args(["-H", &format!("Authorization: Bearer {token}")])
         .output()
         .await
@@ -89,10 +93,10 @@ async fn served_as_in_the_plan(
         .status_api_address()
         .expect("the endpoint is served");
     let url = format!(
-        "http://{address}/api/v1/deployments/{}/status",
+        "https://{address}/api/v1/deployments/{}/status",
         document.deployment_id
     );
-    let (code, body) = curl(&url, token).await;
+    let (code, body) = curl(sandbox, &url, token).await;
     assert_eq!(code, 200, "{body}");
     let served: DeploymentStatusDocument = serde_json::from_str(&body).expect("a document");
     assert_eq!(&served, document);
@@ -214,7 +218,7 @@ async fn the_plans_deployment_status_reads_the_same_in_kubectl_and_over_http_fro
         .expect("the endpoint is served");
     assert!(
         tour.render()
-            .contains(&format!("http://{address}/api/v1/deployments/")),
+            .contains(&format!("https://{address}/api/v1/deployments/")),
         "{}",
         tour.render()
     );
@@ -229,10 +233,10 @@ async fn the_plans_deployment_status_reads_the_same_in_kubectl_and_over_http_fro
     let pending = document_in(&sandbox, 1, "pending").await;
     served_as_in_the_plan(&sandbox, &reader, &pending).await;
     let url = format!(
-        "http://{address}/api/v1/deployments/{}/status",
+        "https://{address}/api/v1/deployments/{}/status",
         pending.deployment_id
     );
-    let (code, body) = curl(&url, &stranger).await;
+    let (code, body) = curl(&sandbox, &url, &stranger).await;
     assert_eq!(code, 403, "{body}");
 
     // All three approved, running and settled: installed. (One instance
@@ -248,6 +252,42 @@ async fn the_plans_deployment_status_reads_the_same_in_kubectl_and_over_http_fro
         .map(|component| component.name.as_str())
         .collect();
     assert_eq!(names, ["nginx", "exporter"]);
+
+    // The device the sandbox made a certificate for reports by the tour's own
+    // command, and `kubectl shoal reports web` shows it beside Shoal's state.
+    let access = sandbox.status_api_access().expect("the endpoint is served");
+    let command = tour.device_report_command(access);
+    assert!(tour.render().contains(&command), "{}", tour.render());
+    assert!(
+        command.contains("curl --cacert ") && command.contains(" --cert "),
+        "{command}"
+    );
+    let posted = tokio::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!("{command} -sS -o /dev/null -w '%{{http_code}}'"),
+        ])
+        .env("KUBECONFIG", sandbox.kubeconfig_path())
+        .output()
+        .await
+        .expect("sh runs");
+    assert_eq!(
+        String::from_utf8_lossy(&posted.stdout),
+        "201",
+        "{command}: {posted:?}"
+    );
+    let reports = kubectl_shoal(
+        &sandbox.kubeconfig_path(),
+        sandbox.namespace(),
+        &["reports", "web"],
+    )
+    .await
+    .expect("kubectl shoal reports");
+    let row = reports
+        .lines()
+        .find(|line| line.contains("edge-1"))
+        .unwrap_or_else(|| panic!("{reports}"));
+    assert!(row.contains("installed"), "{reports}");
 
     // Deployment 2 names one instance whose process is to fail.
     let instances = kubectl(
@@ -274,6 +314,10 @@ async fn the_plans_deployment_status_reads_the_same_in_kubectl_and_over_http_fro
     )
     .await;
     let failed = approve_until(&sandbox, 2, "failed").await;
+    assert_eq!(
+        failed.deployment_id, pending.deployment_id,
+        "one deploymentId across the payload update"
+    );
     let error = failed.status.error.clone().expect("the failure's error");
     assert_eq!(error.code, "ExitCode3", "{error:?}");
     assert_eq!(
@@ -294,8 +338,9 @@ async fn the_plans_deployment_status_reads_the_same_in_kubectl_and_over_http_fro
     }
     served_as_in_the_plan(&sandbox, &reader, &failed).await;
     let (code, body) = curl(
+        &sandbox,
         &format!(
-            "http://{address}/api/v1/deployments/{}/status",
+            "https://{address}/api/v1/deployments/{}/status",
             failed.deployment_id
         ),
         &stranger,

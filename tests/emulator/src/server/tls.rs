@@ -6,12 +6,13 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
+
+use crate::pki::Authority;
 
 /// How long a client may take to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -26,43 +27,24 @@ pub struct Certificates {
 
 /// A new CA and a serving certificate signed by it.
 pub fn certificates() -> Result<Certificates, String> {
-    let failed = |what: &str, error: &dyn std::fmt::Display| format!("{what}: {error}");
-    let ca_key = KeyPair::generate().map_err(|error| failed("generating the CA key", &error))?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())
-        .map_err(|error| failed("CA parameters", &error))?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "shoal-emulator-ca");
-    let ca = CertifiedIssuer::self_signed(ca_params, ca_key)
-        .map_err(|error| failed("signing the CA", &error))?;
-    let serving_key =
-        KeyPair::generate().map_err(|error| failed("generating the serving key", &error))?;
-    let mut serving_params =
-        CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-            .map_err(|error| failed("serving certificate parameters", &error))?;
-    serving_params
-        .distinguished_name
-        .push(DnType::CommonName, "shoal-emulator");
-    let serving = serving_params
-        .signed_by(&serving_key, &ca)
-        .map_err(|error| failed("signing the serving certificate", &error))?;
+    let ca = Authority::new("shoal-emulator-ca")?;
+    let serving = ca.serving("shoal-emulator")?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|error| failed("TLS versions", &error))?
+        .map_err(|error| format!("TLS versions: {error}"))?
         .with_no_client_auth()
         .with_single_cert(
             vec![
-                CertificateDer::from(serving.der().to_vec()),
-                ca.der().clone(),
+                CertificateDer::from(serving.certificate_der),
+                CertificateDer::from(ca.certificate_der()),
             ],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(serving_key.serialize_der())),
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(serving.key_der)),
         )
-        .map_err(|error| failed("the serving certificate", &error))?;
+        .map_err(|error| format!("the serving certificate: {error}"))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Certificates {
-        ca_pem: ca.pem(),
+        ca_pem: ca.certificate_pem(),
         config: Arc::new(config),
     })
 }
