@@ -170,6 +170,16 @@ pub struct Port {
     pub port: u16,
 }
 
+impl Port {
+    /// The port in the core's terms.
+    pub fn core(&self) -> shoal_core::deploy::Port {
+        match self.protocol {
+            Protocol::TCP => shoal_core::deploy::Port::tcp(self.port),
+            Protocol::UDP => shoal_core::deploy::Port::udp(self.port),
+        }
+    }
+}
+
 /// A transport protocol.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
 pub enum Protocol {
@@ -456,6 +466,12 @@ pub struct DeploymentRecord {
     /// `spec.deployment.rollout` as it was.
     #[serde(default)]
     pub rollout: DeploymentRollout,
+    /// `spec.applications[].ports` as they were, for each application with ports: what
+    /// members receive in their slices. Absent in records taken before ports were
+    /// recorded: their instances get no ports until the next deployment revision.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_APPLICATIONS))]
+    pub ports: Vec<ApplicationPorts>,
     /// `spec.deployment.instances` when the revision was taken.
     #[serde(default)]
     pub instances: u32,
@@ -481,6 +497,18 @@ pub struct DeploymentRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = limits::MAX_APPROVALS), inner(length(max = limits::MAX_APPROVE_VALUE)))]
     pub refused_with: Vec<String>,
+}
+
+/// The ports of one application, as a deployment record keeps them.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationPorts {
+    /// The application's name.
+    #[schemars(length(max = limits::MAX_LABEL))]
+    pub application: String,
+    /// Its ports.
+    #[schemars(length(max = limits::MAX_PORTS))]
+    pub ports: Vec<Port>,
 }
 
 /// Every `status.rollout.phase` of every rollout type ([`RolloutStatus::phase`]), for

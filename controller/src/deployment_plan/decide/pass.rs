@@ -107,7 +107,9 @@ use super::blue_green::blue_green;
 use super::gate::{
     Counters, apply_approvals, approval_value, burnt, deployment_approval_value, deployment_hash,
 };
-use super::members::{demand, deploy_members, requirements, reserved_by_others, spec_problem};
+use super::members::{
+    demand, deploy_members, ports, requirements, reserved_by_others, spec_problem,
+};
 use super::ordered::{OrderedInput, check_domain_order, ordered};
 use super::reports::{
     Evidence, InstanceReport, MemberReports, claims_to_run, judge, record_ignored, trusted_reports,
@@ -198,6 +200,7 @@ fn decide_from_record(obs: &PlanObservation) -> PlanDecision {
         max_per_member: obs.spec.max_instances_per_member,
         demand: demand(&obs.spec),
         requirements: requirements(&obs.spec),
+        ports: ports(&obs.spec),
         members,
         reserved: reserved_by_others(obs),
         in_force: in_force
