@@ -170,6 +170,7 @@ pub fn decide(obs: &PlanObservation) -> PlanDecision {
         }
     };
     status::spec_not_observed(obs, &mut decision.status);
+    super::service::attach(obs, &mut decision);
     decision
 }
 
@@ -287,6 +288,7 @@ fn degraded(obs: &PlanObservation, problem: String) -> PlanDecision {
         events,
         requeue_after: None,
         leave_edited_record: false,
+        service: Default::default(),
     }
 }
 
@@ -1103,6 +1105,7 @@ impl<'a> Pass<'a> {
             phase: None,
             last_error: None,
             deployment_status: Vec::new(), // status_document::attach fills it
+            service: None,                 // service::attach fills it
         };
         status::record_refusal(obs, &refused, &mut status, &mut events);
         status::record_request_refusals(&self.request_refusals, &mut status, &mut events);
@@ -1116,6 +1119,7 @@ impl<'a> Pass<'a> {
             events,
             requeue_after: under_way.into_iter().chain(self.requeue_after).min(),
             leave_edited_record: false,
+            service: Default::default(),
         }
     }
 

@@ -32,6 +32,7 @@ fn pools(gpu_members: u32, cpu_members: u32) -> Vec<PoolObservation> {
                             ready: true,
                             deleting: false,
                             node_zone: None,
+                            ip: None,
                         },
                     )
                 })
@@ -89,6 +90,7 @@ pub(super) fn observation(spec: DeploymentPlanSpec) -> PlanObservation {
         record_editors: BTreeMap::new(),
         held_instances: Ok(Vec::new()),
         approved_by_policy: false,
+        service: Default::default(),
         now: Timestamp::from_second(1_700_000_000).expect("a time"),
     }
 }
