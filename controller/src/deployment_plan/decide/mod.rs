@@ -33,7 +33,7 @@ mod size;
 mod status;
 mod status_document;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 
 pub use pass::decide;
 pub use reports::InstanceReport;

@@ -352,3 +352,116 @@ fn endpoint_slices(
     }
     slices
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::deployment_plan::InstanceStatus;
+    use crate::deployment_plan::decide::tests::{observation, spec};
+    use crate::deployment_plan::decide::{MemberPod, PoolObservation};
+
+    fn entry(n: u32, member: &str, state: &str) -> InstanceStatus {
+        InstanceStatus {
+            name: format!("web-{n}"),
+            member: member.to_owned(),
+            update_domain: String::new(),
+            deployment: 1,
+            state: state.to_owned(),
+            error: None,
+        }
+    }
+
+    /// `web` on `members` pods of pool `big` (IPv4, the last one IPv6), each holding one
+    /// instance in `state`, with `spec.serviceName: web`.
+    fn decided(members: u32, state: &str) -> PlanDecision {
+        let mut obs = observation(spec(0, "Automatic", "n"));
+        obs.spec.service_name = Some("web".to_owned());
+        obs.pools = vec![PoolObservation {
+            name: "big".to_owned(),
+            annotations: BTreeMap::new(),
+            pods: (0..members)
+                .map(|n| {
+                    let ip = if n + 1 == members {
+                        format!("fd00::{n:x}")
+                    } else {
+                        format!("10.0.{}.{}", n / 250, n % 250)
+                    };
+                    let pod = MemberPod {
+                        uid: format!("uid-{n}"),
+                        ready: true,
+                        deleting: false,
+                        node_zone: None,
+                        ip: Some(ip),
+                    };
+                    (n, pod)
+                })
+                .collect(),
+        }];
+        let mut decision = PlanDecision {
+            status: obs.status.clone(),
+            events: Vec::new(),
+            requeue_after: None,
+            leave_edited_record: false,
+            service: ServicePlan::default(),
+        };
+        decision.status.instances = (0..members)
+            .map(|n| entry(n, &format!("big-{n}"), state))
+            .collect();
+        obs.service.owned_slices = BTreeMap::from([("old-shoal-0".to_owned(), "u".to_owned())]);
+        attach(&obs, &mut decision);
+        decision
+    }
+
+    #[test]
+    fn a_slice_holds_at_most_1000_endpoints_and_one_address_family() {
+        let decision = decided(1002, "installed");
+        let slices: Vec<(&str, &str, usize)> = decision
+            .service
+            .slices
+            .iter()
+            .map(|(slice, _)| {
+                (
+                    slice.metadata.name.as_deref().unwrap_or_default(),
+                    slice.address_type.as_str(),
+                    slice.endpoints.len(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            slices,
+            [
+                ("web-shoal-0", "IPv4", 1000),
+                ("web-shoal-1", "IPv4", 1),
+                ("web-shoal-2", "IPv6", 1)
+            ]
+        );
+        let status = decision.status.service.expect("status.service");
+        assert_eq!((status.endpoints, status.ready), (1002, 1002));
+        assert_eq!(
+            decision.service.delete_slices.keys().collect::<Vec<_>>(),
+            ["old-shoal-0"],
+            "a slice no longer wanted is deleted"
+        );
+    }
+
+    #[test]
+    fn an_endpoint_is_ready_only_once_an_instance_on_it_is_installed_and_removing_ones_are_not_listed()
+     {
+        let pending = decided(2, "pending");
+        let ready: Vec<Option<bool>> = pending.service.slices[0]
+            .0
+            .endpoints
+            .iter()
+            .map(|endpoint| endpoint.conditions.as_ref().and_then(|c| c.ready))
+            .collect();
+        assert_eq!(ready, [Some(false)]);
+        let removing = decided(2, "removing");
+        assert!(
+            removing
+                .service
+                .slices
+                .iter()
+                .all(|(slice, _)| slice.endpoints.is_empty())
+        );
+    }
+}
