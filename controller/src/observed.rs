@@ -16,6 +16,8 @@ pub struct PodState {
     pub ready: bool,
     /// Has a deletion timestamp.
     pub deleting: bool,
+    /// Its IP (`status.podIP`), once it has one.
+    pub ip: Option<String>,
 }
 
 /// A StatefulSet or a Deployment labelled for this Swarm.
@@ -187,6 +189,7 @@ mod tests {
             uid: "u".to_owned(),
             ready: true,
             deleting: false,
+            ip: None,
         };
         PoolState {
             name: name.to_owned(),
@@ -225,6 +228,7 @@ mod tests {
                 uid: "u".to_owned(),
                 ready: true,
                 deleting: false,
+                ip: None,
             },
         )]));
         let pools = [statefulset("db", &[0]), deployment];

@@ -17,11 +17,11 @@ use shoal_controller::api::deployment_plan::{
 };
 use shoal_core::names::ANNOTATION_APPROVE;
 
-const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
 
 /// A pool of `replicas` members of `swarm`, described as a user would with
 /// `kubectl annotate statefulset`; returns its pods' uids.
-async fn described_pool(
+pub(crate) async fn described_pool(
     env: &Env,
     name: &str,
     replicas: u32,
@@ -45,7 +45,13 @@ async fn described_pool(
     env.ready_pool(name, replicas).await
 }
 
-fn plan_yaml(name: &str, instances: u32, image: &str, gpu: &str, policy: &str) -> String {
+pub(crate) fn plan_yaml(
+    name: &str,
+    instances: u32,
+    image: &str,
+    gpu: &str,
+    policy: &str,
+) -> String {
     format!(
         r#"apiVersion: shoal.dev/v1alpha1
 kind: DeploymentPlan
@@ -71,7 +77,7 @@ spec:
     )
 }
 
-async fn status(env: &Env, plan: &str) -> DeploymentPlanStatus {
+pub(crate) async fn status(env: &Env, plan: &str) -> DeploymentPlanStatus {
     let api: Api<DeploymentPlan> = Api::namespaced(env.client.clone(), &env.namespace);
     api.get(plan)
         .await
@@ -582,13 +588,13 @@ async fn a_standby_replica_leaves_plans_alone_while_another_holds_the_leader_lea
 }
 
 /// `kubectl patch dplan web --type=merge -p <patch>`: (success, output).
-async fn try_patch_plan(env: &Env, patch: &str) -> (bool, String) {
+pub(crate) async fn try_patch_plan(env: &Env, patch: &str) -> (bool, String) {
     env.kubectl_status(&["patch", "dplan", "web", "--type=merge", "-p", patch])
         .await
 }
 
 /// `kubectl patch dplan web --type=merge -p <patch>`, which must succeed.
-async fn patch_plan(env: &Env, patch: &str) {
+pub(crate) async fn patch_plan(env: &Env, patch: &str) {
     let (ok, output) = try_patch_plan(env, patch).await;
     assert!(ok, "kubectl patch dplan web -p {patch}: {output}");
 }
@@ -596,7 +602,7 @@ async fn patch_plan(env: &Env, patch: &str) {
 /// One `web` instance per capable member over domains east and west, settled
 /// (installed, reported by each member's own Lease) under `policy`; returns the
 /// pods' uids and the instances' members.
-async fn settled_plan(
+pub(crate) async fn settled_plan(
     env: &Env,
     instances: u32,
     policy: &str,
@@ -625,7 +631,7 @@ async fn settled_plan(
 }
 
 /// Every member reports its entries of `status` installed at their deployment.
-async fn report_installed(
+pub(crate) async fn report_installed(
     env: &Env,
     uids: &BTreeMap<String, String>,
     status: &DeploymentPlanStatus,

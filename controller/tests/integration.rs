@@ -28,6 +28,7 @@ mod cluster_plans;
 mod cluster_pool_rollout;
 mod cluster_restart;
 mod cluster_rollout;
+mod cluster_services;
 mod cluster_sizes;
 mod cluster_status_api;
 mod cluster_status_tls;

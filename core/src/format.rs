@@ -20,6 +20,9 @@
 //!   - name: nginx
 //!     coordinates:
 //!       image: nginx:1.27
+//!     ports:            # optional; absent when the application has none
+//!     - protocol: TCP
+//!       port: 80
 //! ```
 //!
 //! Rendering is canonical: the same slice always renders to the same bytes.
@@ -31,6 +34,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::deploy::port::{Port, Protocol};
 use crate::job::{InvalidJobs, JobKey, JobSet};
 use crate::member::MemberId;
 use crate::slice::{
@@ -110,6 +114,18 @@ pub enum SliceParseError {
         position: usize,
         /// Its name.
         name: String,
+    },
+    /// An application's ports are not sorted (protocol, then number).
+    #[error(
+        "slice field `instances[{position}].applications[{application}].ports` of {name:?} is not sorted (TCP before UDP, then by number)"
+    )]
+    UnsortedPorts {
+        /// Position of the instance.
+        position: usize,
+        /// The instance's name.
+        name: String,
+        /// Position of the application.
+        application: usize,
     },
     /// An instance's applications are not sorted by name.
     #[error("slice field `instances[{position}].applications` of {name:?} is not sorted by name")]
@@ -305,6 +321,17 @@ fn instance_list(value: Option<&Value>) -> Result<Vec<SliceInstance>, SliceParse
                 name: instance.name.clone(),
             });
         }
+        if let Some(application) = instance
+            .applications
+            .iter()
+            .position(|application| !application.ports.is_sorted())
+        {
+            return Err(SliceParseError::UnsortedPorts {
+                position,
+                name: instance.name.clone(),
+                application,
+            });
+        }
     }
     check_instances(&instances).map_err(SliceParseError::InvalidInstances)?;
     Ok(instances)
@@ -371,7 +398,12 @@ fn instance_entry(position: usize, item: &Value) -> Result<SliceInstance, SliceP
                         ));
                     }
                 };
-                Ok(InstanceApplication { name, coordinates })
+                let ports = port_list(&entry, fields.get("ports"))?;
+                Ok(InstanceApplication {
+                    name,
+                    coordinates,
+                    ports,
+                })
             })
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(wrong(&entry, "applications", "a list of applications")),
@@ -382,6 +414,43 @@ fn instance_entry(position: usize, item: &Value) -> Result<SliceInstance, SliceP
         deployment,
         applications,
     })
+}
+
+/// Reads an application's `ports` (absent or `null`: none): each a mapping
+/// `{protocol: TCP|UDP, port: 1-65535}`.
+fn port_list(entry: &str, value: Option<&Value>) -> Result<Vec<Port>, SliceParseError> {
+    const EXPECTED: &str = "a list of {protocol: TCP|UDP, port: 1-65535}";
+    let wrong = || SliceParseError::InstanceField {
+        entry: entry.to_owned(),
+        field: "ports",
+        expected: EXPECTED,
+    };
+    let items = match value {
+        None | Some(Value::Other(_)) => return Ok(Vec::new()),
+        Some(Value::List(items)) => items,
+        Some(_) => return Err(wrong()),
+    };
+    items
+        .iter()
+        .map(|item| {
+            let Value::Map(fields) = item else {
+                return Err(wrong());
+            };
+            let protocol = match fields.get("protocol") {
+                Some(Value::Text(protocol)) if protocol == "TCP" => Protocol::Tcp,
+                Some(Value::Text(protocol)) if protocol == "UDP" => Protocol::Udp,
+                _ => return Err(wrong()),
+            };
+            let port = match fields.get("port") {
+                Some(Value::Number(port)) => u16::try_from(*port)
+                    .ok()
+                    .filter(|port| *port > 0)
+                    .ok_or_else(wrong)?,
+                _ => return Err(wrong()),
+            };
+            Ok(Port { protocol, port })
+        })
+        .collect()
 }
 
 /// Reads a list of strings; `Ok(None)` when absent, `null` counts as empty.

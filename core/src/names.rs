@@ -51,8 +51,21 @@ pub const ANNOTATION_CAPABILITIES: &str = "shoal.dev/capabilities";
 pub const ANNOTATION_CAPACITY: &str = "shoal.dev/capacity";
 /// Pool annotation naming the members' update domain (`deploy::pool`).
 pub const ANNOTATION_UPDATE_DOMAIN: &str = "shoal.dev/update-domain";
-/// Label on a DeploymentPlan's status-report ConfigMap: the plan's name.
+/// Label on a DeploymentPlan's status-report ConfigMap, and on its Service and
+/// EndpointSlices (`spec.serviceName`): the plan's name.
 pub const LABEL_DEPLOYMENT_PLAN: &str = "shoal.dev/deployment-plan";
+/// Label on an EndpointSlice naming its Service (Kubernetes' own).
+pub const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";
+/// Label on an EndpointSlice naming the controller that manages it (Kubernetes' own).
+pub const LABEL_ENDPOINTSLICE_MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
+/// Value of [`LABEL_ENDPOINTSLICE_MANAGED_BY`] on the EndpointSlices of a plan's Service.
+pub const ENDPOINTSLICE_MANAGER: &str = "shoal-controller.shoal.dev";
+
+/// EndpointSlice `<service>-shoal-<n>` of a plan's Service (n from 0; at most 1000
+/// endpoints each).
+pub fn endpoint_slice(service: &str, index: usize) -> String {
+    format!("{service}-shoal-{index}")
+}
 /// Annotation on the first part of a split slice: the number of parts.
 pub const ANNOTATION_PARTS: &str = "shoal.dev/parts";
 /// The field manager of every write the controller makes. A slice whose data another

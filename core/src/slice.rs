@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::deploy::port::Port;
 use crate::job::JobSet;
 
 /// Prefix of every slice hash.
@@ -45,13 +46,29 @@ pub struct SliceInstance {
     pub applications: Vec<InstanceApplication>,
 }
 
-/// One application of an instance and its payload coordinates (e.g. image, version).
+/// One application of an instance: its payload coordinates (e.g. image,
+/// version) and the ports it listens on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstanceApplication {
     /// The application's name within its plan.
     pub name: String,
     /// Payload coordinates: key → value, sorted by key.
     pub coordinates: BTreeMap<String, String>,
+    /// The ports it listens on, sorted (protocol, then number), unique; absent
+    /// in the document when empty, and read as none when absent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<Port>,
+}
+
+impl InstanceApplication {
+    /// An application with coordinates and no ports.
+    pub fn new(name: impl Into<String>, coordinates: BTreeMap<String, String>) -> Self {
+        InstanceApplication {
+            name: name.into(),
+            coordinates,
+            ports: Vec::new(),
+        }
+    }
 }
 
 /// The state of one plan instance on its member, as the sidecar reports it.
@@ -165,6 +182,18 @@ pub enum InstanceProblem {
         /// The repeated application.
         application: String,
     },
+    /// An application lists one port twice.
+    #[error("instances[{position}] {name:?}: application {application:?} lists port {port} twice")]
+    DuplicatePort {
+        /// Position in the list.
+        position: usize,
+        /// The instance's name.
+        name: String,
+        /// The application.
+        application: String,
+        /// The repeated port.
+        port: Port,
+    },
     /// Two instances share a name.
     #[error("instances[{position}] {name:?} is a duplicate of instances[{first_position}]")]
     DuplicateInstance {
@@ -205,6 +234,9 @@ impl Slice {
             instance
                 .applications
                 .sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+            for application in &mut instance.applications {
+                application.ports.sort();
+            }
         }
         instances.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
         check_instances(&instances)?;
@@ -215,7 +247,8 @@ impl Slice {
 }
 
 /// Checks a sorted instance list: names `<plan>-<n>`, texts without control
-/// characters, no duplicate instance or application. Positions refer to `instances`.
+/// characters, no duplicate instance, application or port of an application.
+/// Positions refer to `instances`.
 pub fn check_instances(instances: &[SliceInstance]) -> Result<(), InstanceProblem> {
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for (position, instance) in instances.iter().enumerate() {
@@ -259,6 +292,15 @@ pub fn check_instances(instances: &[SliceInstance]) -> Result<(), InstanceProble
                     position,
                     name: instance.name.clone(),
                     application: application.name.clone(),
+                });
+            }
+            let mut ports = std::collections::BTreeSet::new();
+            if let Some(port) = application.ports.iter().find(|port| !ports.insert(**port)) {
+                return Err(InstanceProblem::DuplicatePort {
+                    position,
+                    name: instance.name.clone(),
+                    application: application.name.clone(),
+                    port: *port,
                 });
             }
             for (key, value) in &application.coordinates {
@@ -307,11 +349,14 @@ pub fn canonical_hash(jobs: &JobSet) -> String {
 /// instance <name> <plan> <deployment>\n
 /// application <name>\n                  (per application, name order)
 /// coordinate <key> <value>\n            (per coordinate, key order)
+/// port <protocol> <number>\n            (per port, in order; none without ports)
 /// ```
 ///
 /// where every text is written as `<byte length>:<bytes>` (so any value,
-/// spaces and newlines included, reads back one way) and `deployment` in
-/// decimal. A slice without instances hashes exactly as before instances existed.
+/// spaces and newlines included, reads back one way), `deployment` and the
+/// port number in decimal, the protocol `TCP` or `UDP`. A slice without
+/// instances hashes exactly as before instances existed, and one whose
+/// applications have no ports exactly as before ports existed.
 pub fn slice_hash(jobs: &JobSet, instances: &[SliceInstance]) -> String {
     let mut hasher = Sha256::new();
     for key in jobs {
@@ -349,6 +394,9 @@ pub fn canonical_instances(instances: &[SliceInstance]) -> Vec<u8> {
                 out.push(b' ');
                 text(&mut out, value);
                 out.push(b'\n');
+            }
+            for port in &application.ports {
+                out.extend_from_slice(format!("port {} {}\n", port.protocol, port.port).as_bytes());
             }
         }
     }

@@ -9,11 +9,11 @@ use proptest::prelude::*;
 use shoal_core::MemberId;
 use shoal_core::deploy::capability::CatalogueConflict;
 use shoal_core::deploy::placement::{
-    InstanceChange, InstanceNameError, PlanError, RemovedInstance, UnplacedReason,
+    InstanceChange, InstanceNameError, PlanError, PortTaken, RemovedInstance, UnplacedReason,
 };
 use shoal_core::deploy::{
     Capabilities, Catalogue, Comparator, DeployMember, InstanceId, PlanPlacement, PlanRequest,
-    Requirement, place_plan,
+    Port, Requirement, Reservation, place_plan,
 };
 use shoal_core::member::Resources;
 
@@ -228,7 +228,7 @@ fn an_instance_without_room_names_the_short_resources_counting_reservations() {
     let mut request = request(2, members);
     request.demand = Resources::none().with("cpu", 2).with("memory", 2);
     // Another plan holds 3 of a-0's 4 cpu.
-    request.reserved = [(id("a", 0), Resources::none().with("cpu", 3))].into();
+    request.reserved = [(id("a", 0), Resources::none().with("cpu", 3).into())].into();
     let placement = placed(&request);
     assert!(placement.target.is_empty());
     assert_eq!(
@@ -356,6 +356,19 @@ fn arb_member() -> impl Strategy<Value = DeployMember> {
         })
 }
 
+/// Ports plans of the generated requests may listen on.
+const PORT_MENU: [Port; 3] = [Port::tcp(80), Port::udp(53), Port::tcp(443)];
+
+/// Instances of other plans that may hold a port: `api-*` sort before
+/// `web-*`, `zeta-*` after.
+fn holder_menu() -> [InstanceId; 3] {
+    [
+        InstanceId::new("api", 0),
+        InstanceId::new("zeta", 1),
+        InstanceId::new("api", 7),
+    ]
+}
+
 fn arb_request() -> impl Strategy<Value = PlanRequest> {
     (
         prop::collection::vec(arb_member(), 0..9),
@@ -364,10 +377,27 @@ fn arb_request() -> impl Strategy<Value = PlanRequest> {
         (0..4u64, 0..3u64),
         0..32u32,
         prop::collection::btree_map(0..12u32, (0..2usize, 0..5u32), 0..8),
-        prop::collection::btree_map((0..2usize, 0..4u32), 0..5u64, 0..4),
+        prop::collection::btree_map(
+            (0..2usize, 0..4u32),
+            (
+                0..5u64,
+                prop::collection::btree_map(0..3usize, 0..3usize, 0..3),
+            ),
+            0..4,
+        ),
+        0..8u32,
     )
         .prop_map(
-            |(members, instances, max_per_member, (cpu, memory), mask, in_force, reserved)| {
+            |(
+                members,
+                instances,
+                max_per_member,
+                (cpu, memory),
+                mask,
+                in_force,
+                reserved,
+                ports,
+            )| {
                 // One member per id: the last generated wins.
                 let members: BTreeMap<MemberId, DeployMember> = members
                     .into_iter()
@@ -379,14 +409,21 @@ fn arb_request() -> impl Strategy<Value = PlanRequest> {
                     max_per_member,
                     demand: Resources::none().with("cpu", cpu).with("memory", memory),
                     requirements: pick(&requirement_menu(), mask),
+                    ports: pick(&PORT_MENU, ports).into_iter().collect(),
                     members: members.into_values().collect(),
                     reserved: reserved
                         .into_iter()
-                        .map(|((pool, ordinal), cpu)| {
-                            (
-                                id(["a", "b"][pool], ordinal),
-                                Resources::none().with("cpu", cpu),
-                            )
+                        .map(|((pool, ordinal), (cpu, ports))| {
+                            let reservation = Reservation {
+                                resources: Resources::none().with("cpu", cpu),
+                                ports: ports
+                                    .into_iter()
+                                    .map(|(port, holder)| {
+                                        (PORT_MENU[port], holder_menu()[holder].clone())
+                                    })
+                                    .collect(),
+                            };
+                            (id(["a", "b"][pool], ordinal), reservation)
                         })
                         .collect(),
                     in_force: in_force
@@ -450,7 +487,11 @@ fn check_promises(request: &PlanRequest, placement: &PlanPlacement) -> Result<()
             member_id,
             count
         );
-        let reserved = request.reserved.get(member_id).cloned().unwrap_or_default();
+        let reserved = request
+            .reserved
+            .get(member_id)
+            .map(|reservation| reservation.resources.clone())
+            .unwrap_or_default();
         for (resource, amount) in &request.demand.0 {
             let used = amount * count + reserved.get(resource);
             let capacity = members[member_id].capacity.get(resource);
@@ -465,6 +506,7 @@ fn check_promises(request: &PlanRequest, placement: &PlanPlacement) -> Result<()
             );
         }
     }
+    check_ports(request, placement)?;
     prop_assert_eq!(
         placement.target.len() + placement.unplaced.len(),
         request.instances as usize
@@ -478,6 +520,49 @@ fn check_promises(request: &PlanRequest, placement: &PlanPlacement) -> Result<()
             || placement.removed.iter().any(|r| &r.instance == instance)
             || placement.unplaced.iter().any(|u| &u.instance == instance);
         prop_assert!(accounted, "{} in force vanished", instance);
+    }
+    Ok(())
+}
+
+/// The port promises: an instance never shares a port with another of its
+/// plan on one member; a new or moved one never lands where another plan
+/// holds one of its ports; a kept one only where each such holder sorts
+/// after it (of two placed at once, the lower name stays).
+fn check_ports(request: &PlanRequest, placement: &PlanPlacement) -> Result<(), TestCaseError> {
+    if request.ports.is_empty() {
+        return Ok(());
+    }
+    let mut seen: BTreeMap<&MemberId, &InstanceId> = BTreeMap::new();
+    for (instance, member) in &placement.target {
+        if let Some(other) = seen.insert(member, instance) {
+            prop_assert!(
+                false,
+                "{} and {} share {} though both need {:?}",
+                other,
+                instance,
+                member,
+                request.ports
+            );
+        }
+        let held = request
+            .reserved
+            .get(member)
+            .map(|reservation| &reservation.ports);
+        for port in &request.ports {
+            let Some(holder) = held.and_then(|held| held.get(port)) else {
+                continue;
+            };
+            let kept = placement.changes[instance] == InstanceChange::Kept;
+            prop_assert!(
+                kept && holder > instance,
+                "{} placed on {} where {} holds {} ({:?})",
+                instance,
+                member,
+                holder,
+                port,
+                placement.changes[instance]
+            );
+        }
     }
     Ok(())
 }
@@ -508,19 +593,35 @@ fn check_reasons(request: &PlanRequest, placement: &PlanPlacement) -> Result<(),
         |member: &MemberId| placement.target.values().filter(|m| *m == member).count() as u64;
     let has_room = |member: &DeployMember| {
         let mut left = member.capacity.clone();
-        left.take(
-            &request
-                .reserved
-                .get(&member.id)
-                .cloned()
-                .unwrap_or_default(),
-        );
+        if let Some(reservation) = request.reserved.get(&member.id) {
+            left.take(&reservation.resources);
+        }
         for _ in 0..held(&member.id) {
             left.take(&request.demand);
         }
         left.fits(&request.demand)
     };
     let at_limit = |member: &DeployMember| held(&member.id) >= u64::from(request.max_per_member);
+    // Ports on the member: other plans' and those of this plan's instances there.
+    let port_holder = |member: &MemberId, port: &Port| -> Option<InstanceId> {
+        placement
+            .target
+            .iter()
+            .find(|(_, at)| *at == member)
+            .map(|(instance, _)| instance.clone())
+            .or_else(|| {
+                request
+                    .reserved
+                    .get(member)
+                    .and_then(|reservation| reservation.ports.get(port).cloned())
+            })
+    };
+    let port_free = |member: &DeployMember| {
+        request
+            .ports
+            .iter()
+            .all(|port| port_holder(&member.id, port).is_none())
+    };
     match &unplaced.reason {
         UnplacedReason::NoCapableMember { .. } => prop_assert!(capable.is_empty()),
         UnplacedReason::PerMemberLimit { capable: count, .. } => {
@@ -531,6 +632,23 @@ fn check_reasons(request: &PlanRequest, placement: &PlanPlacement) -> Result<(),
             prop_assert!(!short.is_empty());
             prop_assert!(capable.iter().any(|m| !at_limit(m)));
             prop_assert!(capable.iter().all(|m| at_limit(m) || !has_room(m)));
+        }
+        UnplacedReason::PortsTaken { taken, members, .. } => {
+            prop_assert!(!taken.is_empty() && taken.len() <= *members);
+            prop_assert!(
+                capable
+                    .iter()
+                    .all(|m| at_limit(m) || !has_room(m) || !port_free(m))
+            );
+            for conflict in taken {
+                prop_assert!(request.ports.contains(&conflict.port));
+                prop_assert_eq!(
+                    port_holder(&conflict.member, &conflict.port),
+                    Some(conflict.holder.clone()),
+                    "{:?}",
+                    conflict
+                );
+            }
         }
     }
     Ok(())
@@ -664,14 +782,17 @@ fn other_plans_reserve_their_demand_on_both_members_while_relocating() {
     let target = [(api(0), id("a", 0)), (api(1), id("b", 0))].into();
     let batch = Resources::none().with("cpu", 1);
     let batch_placement = [(InstanceId::new("batch", 0), id("a", 0))].into();
+    let no_ports = BTreeSet::new();
     let reserved = reserved_by(&[
         PlanHolding {
             demand: &demand,
+            ports: &no_ports,
             in_force: &in_force,
             target: &target,
         },
         PlanHolding {
             demand: &batch,
+            ports: &no_ports,
             in_force: &batch_placement,
             target: &batch_placement,
         },
@@ -681,10 +802,10 @@ fn other_plans_reserve_their_demand_on_both_members_while_relocating() {
         [
             (
                 id("a", 0),
-                Resources::none().with("cpu", 3).with("memory", 1)
+                Resources::none().with("cpu", 3).with("memory", 1).into()
             ),
-            (id("a", 1), demand.clone()),
-            (id("b", 0), demand.clone()),
+            (id("a", 1), demand.clone().into()),
+            (id("b", 0), demand.clone().into()),
         ]
         .into()
     );
@@ -692,7 +813,12 @@ fn other_plans_reserve_their_demand_on_both_members_while_relocating() {
     // goes to the other three.
     let mut web_request = request(4, two_domains());
     web_request.reserved = reserved;
-    let placement = placed(&web_request);
+    assert_three_placed_off_a0(&web_request);
+}
+
+/// Three of the four instances placed, none on a-0.
+fn assert_three_placed_off_a0(request: &PlanRequest) {
+    let placement = placed(request);
     assert_eq!(placement.target.len(), 3);
     assert!(
         !placement
@@ -742,4 +868,87 @@ fn a_drained_member_that_is_unavailable_has_every_instance_relocated_and_no_othe
         .collect();
     assert_eq!(moved, vec![&web(3)]);
     assert_eq!(placement.target[&web(3)], id("c", 0));
+}
+
+#[test]
+fn two_instances_of_one_plan_needing_a_port_never_share_a_member() {
+    let members = vec![DeployMember::new("a", 0, "ud-1").with_capacity("cpu", 100)];
+    let mut request = request(2, members);
+    request.max_per_member = 2;
+    request.ports = [Port::tcp(80)].into();
+    let placement = placed(&request);
+    assert_eq!(placement.target, [(web(0), id("a", 0))].into());
+    assert_eq!(
+        placement.unplaced[0].reason,
+        UnplacedReason::PortsTaken {
+            taken: vec![PortTaken {
+                member: id("a", 0),
+                port: Port::tcp(80),
+                holder: web(0),
+            }],
+            members: 1,
+            short: BTreeSet::new(),
+            at_limit: 0,
+        }
+    );
+    assert_eq!(
+        placement.unplaced[0].to_string(),
+        "instance web-1 cannot be placed: every capable member with room has a port of the plan taken: TCP/80 on a-0 held by instance web-0; 0 capable member(s) at the per-member limit"
+    );
+}
+
+#[test]
+fn a_port_another_plan_holds_on_a_member_keeps_new_instances_off_it() {
+    use shoal_core::deploy::placement::{PlanHolding, reserved_by};
+    let dns = [Port::udp(53), Port::tcp(80)].into();
+    let demand = Resources::none().with("cpu", 1);
+    let api = [(InstanceId::new("api", 0), id("a", 0))].into();
+    let reserved = reserved_by(&[PlanHolding {
+        demand: &demand,
+        ports: &dns,
+        in_force: &api,
+        target: &api,
+    }]);
+    assert_eq!(
+        reserved[&id("a", 0)].ports,
+        [
+            (Port::tcp(80), InstanceId::new("api", 0)),
+            (Port::udp(53), InstanceId::new("api", 0))
+        ]
+        .into()
+    );
+    let mut request = request(4, two_domains());
+    request.ports = [Port::tcp(80), Port::tcp(8080)].into();
+    request.reserved = reserved;
+    assert_three_placed_off_a0(&request);
+    // A UDP port of the same number is another port.
+    request.ports = [Port::udp(80)].into();
+    assert_eq!(placed(&request).target.len(), 4);
+}
+
+#[test]
+fn of_two_instances_in_force_holding_one_port_on_a_member_the_lower_name_stays() {
+    let members = two_domains();
+    // zeta-0 holds TCP/80 on a-0, where web-0 is in force too (placed at the same time).
+    let mut request = request(1, members.clone());
+    request.ports = [Port::tcp(80)].into();
+    request.in_force = in_force(&[(0, "a", 0)]);
+    request.reserved = [(
+        id("a", 0),
+        Reservation {
+            resources: Resources::none(),
+            ports: [(Port::tcp(80), InstanceId::new("zeta", 0))].into(),
+        },
+    )]
+    .into();
+    let placement = placed(&request);
+    assert_eq!(placement.changes[&web(0)], InstanceChange::Kept);
+    // Held by api-0, which sorts first: web-0 moves.
+    request.reserved.get_mut(&id("a", 0)).unwrap().ports =
+        [(Port::tcp(80), InstanceId::new("api", 0))].into();
+    let placement = placed(&request);
+    assert_eq!(
+        placement.changes[&web(0)],
+        InstanceChange::Moved { from: id("a", 0) }
+    );
 }

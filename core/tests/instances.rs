@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
+use shoal_core::deploy::Port;
 use shoal_core::format::{
     EncodedSlice, SliceParseError, decode_slice, encode_slice_with_limits, parse_slice,
     render_slice,
@@ -19,6 +20,7 @@ fn application(name: &str, coordinates: &[(&str, &str)]) -> InstanceApplication 
             .iter()
             .map(|(key, value)| (key.to_string(), value.to_string()))
             .collect(),
+        ports: Vec::new(),
     }
 }
 
@@ -216,7 +218,7 @@ fn instances() -> impl Strategy<Value = Vec<SliceInstance>> {
                 deployment,
                 applications: applications
                     .into_iter()
-                    .map(|(name, coordinates)| InstanceApplication { name, coordinates })
+                    .map(|(name, coordinates)| InstanceApplication::new(name, coordinates))
                     .collect(),
             })
             .collect()
@@ -257,9 +259,15 @@ proptest! {
         let mut moved = list.clone();
         moved[0].deployment += bump;
         prop_assert_ne!(&with(&[], moved).hash, &before);
-        let mut recoordinated = list;
+        let mut recoordinated = list.clone();
         recoordinated[0].applications.push(application("zzz-added", &[("k", "v")]));
         prop_assert_ne!(&with(&[], recoordinated).hash, &before);
+        let mut ported = list;
+        ported[0].applications.push(application("zzz-added", &[]));
+        let unported = with(&[], ported.clone()).hash;
+        let last = ported[0].applications.len() - 1;
+        ported[0].applications[last].ports.push(Port::tcp(80));
+        prop_assert_ne!(&with(&[], ported).hash, &unported);
     }
 }
 
@@ -290,4 +298,63 @@ fn instance_reports_read_and_write_the_documented_lease_annotation() {
     let message = long.message.unwrap();
     assert!(message.len() <= shoal_core::slice::MAX_REPORT_MESSAGE_BYTES);
     assert!(message.ends_with('…'));
+}
+
+#[test]
+fn ports_enter_the_hash_and_the_document_and_read_back_sorted() {
+    let mut nginx = application("nginx", &[("image", "nginx:1.27")]);
+    nginx.ports = vec![Port::udp(53), Port::tcp(80)];
+    let instance = SliceInstance {
+        name: "web-0".into(),
+        plan: "web".into(),
+        deployment: 4,
+        applications: vec![nginx],
+    };
+    // printf '\036instances\ninstance 5:web-0 3:web 4\napplication 5:nginx\n
+    //   coordinate 5:image 10:nginx:1.27\nport TCP 80\nport UDP 53\n' | sha256sum
+    let slice = with(&[], vec![instance]);
+    assert_eq!(
+        slice.hash,
+        "sha256:0f775639b878424eca5aaa128af06b7f5c27f3898aecd39ece388a1660092124"
+    );
+    let rendered = render_slice(&slice);
+    assert!(
+        rendered.contains(
+            "    ports:\n    - protocol: TCP\n      port: 80\n    - protocol: UDP\n      port: 53\n"
+        ),
+        "{rendered}"
+    );
+    assert_eq!(parse_slice(&rendered), Ok(slice.clone()));
+    // A document written before ports existed reads as no ports, hashing as before.
+    let unported = with(
+        &[],
+        vec![SliceInstance {
+            applications: vec![application("nginx", &[("image", "nginx:1.27")])],
+            ..slice.instances[0].clone()
+        }],
+    );
+    assert!(!render_slice(&unported).contains("ports"));
+    assert_ne!(unported.hash, slice.hash);
+    let swapped = rendered.replace(
+        "    - protocol: TCP\n      port: 80\n    - protocol: UDP\n      port: 53\n",
+        "    - protocol: UDP\n      port: 53\n    - protocol: TCP\n      port: 80\n",
+    );
+    assert_eq!(
+        parse_slice(&swapped).unwrap_err().to_string(),
+        "slice field `instances[0].applications[0].ports` of \"web-0\" is not sorted (TCP before UDP, then by number)"
+    );
+    let bad = rendered.replace("port: 80", "port: 70000");
+    assert_eq!(
+        parse_slice(&bad).unwrap_err().to_string(),
+        "slice field `instances[0] (web-0).applications[0].ports` must be a list of {protocol: TCP|UDP, port: 1-65535}"
+    );
+    let mut twice = slice.instances[0].clone();
+    twice.applications[0].ports = vec![Port::tcp(80), Port::tcp(80)];
+    assert_eq!(
+        Slice::new("demo", "m-0", 1, jobs(&[]))
+            .with_instances(vec![twice])
+            .unwrap_err()
+            .to_string(),
+        "instances[0] \"web-0\": application \"nginx\" lists port TCP/80 twice"
+    );
 }

@@ -715,6 +715,7 @@ mod tests {
             applications: vec![shoal_core::slice::InstanceApplication {
                 name: "nginx".to_owned(),
                 coordinates: [("image".to_owned(), image.to_owned())].into(),
+                ports: Vec::new(),
             }],
         }
     }

@@ -24,6 +24,7 @@
 
 use std::collections::BTreeMap;
 
+use shoal_core::deploy::port::render_ports;
 use shoal_core::slice::{InstanceReport, InstanceState, SliceInstance};
 use tokio::sync::watch;
 
@@ -72,11 +73,13 @@ pub struct EnvironmentCollision {
 }
 
 /// The environment of an instance's process: `SHOAL_INSTANCE`, `SHOAL_PLAN`,
-/// `SHOAL_DEPLOYMENT`, `SHOAL_MEMBER` and one variable per coordinate (see
-/// [`coordinate_variable`]). Two coordinates mapping to the same variable are
-/// refused rather than one silently winning (the instance is then `failed`,
-/// code `EnvironmentCollision`). They cannot hit the fixed names: a
-/// coordinate variable always has two parts after `SHOAL_`.
+/// `SHOAL_DEPLOYMENT`, `SHOAL_MEMBER`, `SHOAL_PORTS` (the ports of all its
+/// applications, `TCP/80,UDP/53`, sorted: TCP first, then by number; empty
+/// when none) and one variable per coordinate (see [`coordinate_variable`]).
+/// Two coordinates mapping to the same variable are refused rather than one
+/// silently winning (the instance is then `failed`, code
+/// `EnvironmentCollision`). They cannot hit the fixed names: a coordinate
+/// variable always has two parts after `SHOAL_`.
 pub fn instance_environment(
     instance: &SliceInstance,
     member: &str,
@@ -89,6 +92,7 @@ pub fn instance_environment(
             instance.deployment.to_string(),
         ),
         ("SHOAL_MEMBER".to_owned(), member.to_owned()),
+        ("SHOAL_PORTS".to_owned(), instance_ports(instance)),
     ];
     let mut origins: BTreeMap<String, (&str, &str)> = BTreeMap::new();
     for application in &instance.applications {
@@ -109,6 +113,16 @@ pub fn instance_environment(
         }
     }
     Ok(environment)
+}
+
+/// `SHOAL_PORTS`: every port of the instance's applications, sorted, once each.
+fn instance_ports(instance: &SliceInstance) -> String {
+    let ports: std::collections::BTreeSet<_> = instance
+        .applications
+        .iter()
+        .flat_map(|application| &application.ports)
+        .collect();
+    render_ports(ports)
 }
 
 /// The shell command of an instance: `{instance}`, `{plan}` and `{member}`
@@ -239,7 +253,7 @@ mod tests {
             deployment,
             applications: applications
                 .into_iter()
-                .map(|(name, coordinates)| InstanceApplication { name, coordinates })
+                .map(|(name, coordinates)| InstanceApplication::new(name, coordinates))
                 .collect(),
         }
     }
@@ -269,10 +283,27 @@ mod tests {
                 ("SHOAL_PLAN", "web"),
                 ("SHOAL_DEPLOYMENT", "4"),
                 ("SHOAL_MEMBER", "pool-1"),
+                ("SHOAL_PORTS", ""),
                 ("SHOAL_NGINX_IMAGE", "nginx:1.27"),
                 ("SHOAL_PHP_VERSION", "8.3"),
             ]
             .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        );
+    }
+
+    #[test]
+    fn the_environment_lists_every_port_of_the_instance_sorted() {
+        use shoal_core::deploy::Port;
+        let mut web = instance("web-0", 4, &[("nginx", "image", "n"), ("dns", "zone", "z")]);
+        web.applications[0].ports = vec![Port::udp(53), Port::tcp(5353)];
+        web.applications[1].ports = vec![Port::tcp(80)];
+        let environment = instance_environment(&web, "pool-1").unwrap();
+        assert!(
+            environment.contains(&(
+                "SHOAL_PORTS".to_owned(),
+                "TCP/80,TCP/5353,UDP/53".to_owned()
+            )),
+            "{environment:?}"
         );
     }
 

@@ -57,10 +57,11 @@ pub struct Settings {
     /// Exec mode for plan instances: run one process per instance in the
     /// slice. `{instance}`, `{plan}` and `{member}` are replaced shell-quoted;
     /// the environment carries `SHOAL_INSTANCE`, `SHOAL_PLAN`,
-    /// `SHOAL_DEPLOYMENT`, `SHOAL_MEMBER` and every coordinate as
-    /// `SHOAL_<APPLICATION>_<KEY>`. A changed deployment or coordinates
-    /// restarts the process; one that exits non-zero is reported `failed` and
-    /// not restarted until its deployment or coordinates change.
+    /// `SHOAL_DEPLOYMENT`, `SHOAL_MEMBER`, `SHOAL_PORTS` (the ports of its
+    /// applications, e.g. `TCP/80,UDP/53`; empty when none) and every
+    /// coordinate as `SHOAL_<APPLICATION>_<KEY>`. A changed deployment,
+    /// coordinates or ports restart the process; one that exits non-zero is
+    /// reported `failed` and not restarted until one of them changes.
     #[arg(long, env = "SHOAL_EXEC_INSTANCE")]
     pub exec_instance: Option<String>,
 

@@ -37,10 +37,12 @@ fn web(n: u32, deployment: u64, image: &str) -> SliceInstance {
             InstanceApplication {
                 name: "nginx".into(),
                 coordinates: coordinates(&[("image", image)]),
+                ports: Vec::new(),
             },
             InstanceApplication {
                 name: "php-fpm".into(),
                 coordinates: coordinates(&[("config.path", "/etc/php 8.3")]),
+                ports: Vec::new(),
             },
         ],
     }
@@ -381,6 +383,46 @@ async fn without_exec_instance_an_instance_is_delivered_pending_and_installed_on
             "{}",
         ]
     );
+
+    worker.stop().await.unwrap();
+    cluster.cleanup().await;
+}
+
+#[tokio::test]
+async fn exec_instance_hands_the_instance_its_ports_and_restarts_it_when_they_change() {
+    use shoal_core::deploy::Port;
+    let cluster = Cluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("ports");
+    let mut settings = settings(&cluster, "pool-0");
+    settings.exec_instance = Some(format!(
+        "echo \"$SHOAL_INSTANCE $SHOAL_PORTS\" >> {}; sleep 1000 & wait",
+        log.display()
+    ));
+    let worker = Worker::start(cluster.client(), settings).await.unwrap();
+    let with_ports = |ports: Vec<Port>| {
+        let mut instance = web(0, 4, "nginx:1.27");
+        instance.applications[0].ports = ports;
+        instance
+    };
+
+    let first = with_instances(1, vec![with_ports(vec![Port::tcp(80), Port::udp(53)])]);
+    write_slice(&cluster.client(), cluster.namespace(), &first).await;
+    eventually("the process sees its ports", LIMIT, || async {
+        (log_lines(&log) == ["web-0 TCP/80,UDP/53"]).then_some(())
+    })
+    .await;
+    wait_for_ack(&cluster, &first, LIMIT).await;
+
+    // Same deployment, another port: the slice's hash changes and the process restarts.
+    let second = with_instances(1, vec![with_ports(vec![Port::tcp(8080)])]);
+    assert_ne!(first.hash, second.hash);
+    write_slice(&cluster.client(), cluster.namespace(), &second).await;
+    eventually("the process restarted with the new port", LIMIT, || async {
+        (log_lines(&log) == ["web-0 TCP/80,UDP/53", "web-0 TCP/8080"]).then_some(())
+    })
+    .await;
+    wait_for_ack(&cluster, &second, LIMIT).await;
 
     worker.stop().await.unwrap();
     cluster.cleanup().await;

@@ -129,7 +129,19 @@ pub struct DeploymentPlanSpec {
     /// is `Paused` while it holds a rollout.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// A headless Service (`clusterIP: None`, no selector) of this name, owned by the plan,
+    /// whose EndpointSlices list the pods of the members holding the plan's instances,
+    /// with the applications' ports. A name another object holds is reported
+    /// (`Degraded`, `OwnershipConflict`), never taken over. Changing or removing it removes
+    /// the plan's earlier Service and EndpointSlices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), pattern(SERVICE_NAME_PATTERN))]
+    pub service_name: Option<String>,
 }
+
+/// A Service name (DNS-1035 label): lowercase alphanumerics and `-`, starting with a
+/// letter, ending alphanumeric.
+const SERVICE_NAME_PATTERN: &str = r"^[a-z]([-a-z0-9]*[a-z0-9])?$";
 
 /// A DNS label: lowercase alphanumerics and `-`, alphanumeric at both ends.
 const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
@@ -174,6 +186,16 @@ pub struct Port {
     /// The port number.
     #[schemars(range(min = 1, max = 65535))]
     pub port: u16,
+}
+
+impl Port {
+    /// The port in the core's terms.
+    pub fn core(&self) -> shoal_core::deploy::Port {
+        match self.protocol {
+            Protocol::TCP => shoal_core::deploy::Port::tcp(self.port),
+            Protocol::UDP => shoal_core::deploy::Port::udp(self.port),
+        }
+    }
 }
 
 /// A transport protocol.
@@ -389,6 +411,9 @@ pub struct DeploymentPlanStatus {
     /// change, never a change (see `deployment::reports`).
     #[serde(default, skip_serializing_if = "IgnoredReports::is_empty")]
     pub ignored_reports: IgnoredReports,
+    /// The Service of `spec.serviceName` as the controller last wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ServiceStatus>,
     /// One deployment status document (Margo 1.0.0 `DeploymentStatusManifest`)
     /// per deployment revision in use or recent, oldest first, all under the
     /// plan's one `deploymentId`, the revision in `adoptedManifestVersion`:
@@ -406,6 +431,28 @@ impl DeploymentPlanStatus {
             .iter()
             .find(|record| record.revision == revision)
     }
+}
+
+/// The plan's headless Service (`spec.serviceName`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceStatus {
+    /// The Service's name.
+    #[schemars(length(max = limits::MAX_NAME))]
+    pub name: String,
+    /// Endpoints listed: one per member pod holding a delivered instance, with an IP.
+    pub endpoints: u32,
+    /// Of those, endpoints marked ready: the pod is Ready and an instance on it reports
+    /// installed.
+    pub ready: u32,
+    /// Ports of the Service, e.g. `TCP/80,UDP/53`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = limits::MAX_MESSAGE))]
+    pub ports: String,
+    /// Why the Service is not the plan's (a name held by another object), when it is not.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = limits::MAX_ENTRY_MESSAGE))]
+    pub conflict: String,
 }
 
 /// Member reports (`shoal.dev/instance-states`) that no approved operation allows, and so
@@ -467,6 +514,12 @@ pub struct DeploymentRecord {
     /// `spec.deployment.rollout` as it was.
     #[serde(default)]
     pub rollout: DeploymentRollout,
+    /// `spec.applications[].ports` as they were, for each application with ports: what
+    /// members receive in their slices. Absent in records taken before ports were
+    /// recorded: their instances get no ports until the next deployment revision.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_APPLICATIONS))]
+    pub ports: Vec<ApplicationPorts>,
     /// `spec.deployment.instances` when the revision was taken.
     #[serde(default)]
     pub instances: u32,
@@ -492,6 +545,18 @@ pub struct DeploymentRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = limits::MAX_APPROVALS), inner(length(max = limits::MAX_APPROVE_VALUE)))]
     pub refused_with: Vec<String>,
+}
+
+/// The ports of one application, as a deployment record keeps them.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationPorts {
+    /// The application's name.
+    #[schemars(length(max = limits::MAX_LABEL))]
+    pub application: String,
+    /// Its ports.
+    #[schemars(length(max = limits::MAX_PORTS))]
+    pub ports: Vec<Port>,
 }
 
 /// Every `status.rollout.phase` of every rollout type ([`RolloutStatus::phase`]), for

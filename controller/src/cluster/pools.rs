@@ -36,6 +36,11 @@ pub fn pod_state(pod: &Pod) -> PodState {
         uid: pod.uid().unwrap_or_default(),
         ready,
         deleting: pod.metadata.deletion_timestamp.is_some(),
+        ip: pod
+            .status
+            .as_ref()
+            .and_then(|status| status.pod_ip.clone())
+            .filter(|ip| !ip.is_empty()),
     }
 }
 

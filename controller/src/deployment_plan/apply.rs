@@ -8,11 +8,14 @@
 //! Warning on the transition, and is not an error of the pass: retrying at once
 //! would only be refused again.
 
-use kube::api::{Patch, PatchParams};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use shoal_core::names::CONTROLLER_FIELD_MANAGER;
 
+use super::decide::service::ServicePlan;
 use super::decide::{PlanDecision, PlanObservation};
 use crate::api::deployment_plan::{DeploymentPlan, DeploymentPlanStatus};
 use crate::api::limits::{self, budget};
@@ -56,11 +59,79 @@ pub async fn apply(
             Err(error) => return Err(error),
         }
     }
+    write_service(&ctx.client, plan, &decision.service).await?;
     let reference = plan.object_ref(&());
     for event in &decision.events {
         publish_on(ctx, &reference, event.warning, &event.reason, &event.note).await;
     }
     Ok(())
+}
+
+/// Writes the plan's Service and EndpointSlices: a name the plan does not own yet is
+/// created (POST, never applied over), an owned one applied (server-side apply,
+/// field manager `shoal-controller`); owned ones not wanted are deleted with the uid
+/// seen as precondition. Slices first, then the Service; deletions last.
+async fn write_service(
+    client: &Client,
+    plan: &DeploymentPlan,
+    service: &ServicePlan,
+) -> Result<(), kube::Error> {
+    let namespace = plan.namespace().unwrap_or_default();
+    let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), &namespace);
+    let apply = PatchParams::apply(CONTROLLER_FIELD_MANAGER).force();
+    let create = PostParams {
+        field_manager: Some(CONTROLLER_FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    if let Some(wanted) = &service.service {
+        let name = wanted.metadata.name.clone().unwrap_or_default();
+        if service.service_exists {
+            let mut body = serde_json::to_value(wanted).map_err(kube::Error::SerdeError)?;
+            body["apiVersion"] = json!("v1");
+            body["kind"] = json!("Service");
+            services.patch(&name, &apply, &Patch::Apply(body)).await?;
+        } else {
+            services.create(&create, wanted).await?;
+        }
+    }
+    for (slice, exists) in &service.slices {
+        let name = slice.metadata.name.clone().unwrap_or_default();
+        if *exists {
+            let mut body = serde_json::to_value(slice).map_err(kube::Error::SerdeError)?;
+            body["apiVersion"] = json!("discovery.k8s.io/v1");
+            body["kind"] = json!("EndpointSlice");
+            slices.patch(&name, &apply, &Patch::Apply(body)).await?;
+        } else {
+            slices.create(&create, slice).await?;
+        }
+    }
+    for (name, uid) in &service.delete_slices {
+        delete_if_same(&slices, name, uid).await?;
+    }
+    for (name, uid) in &service.delete_services {
+        delete_if_same(&services, name, uid).await?;
+    }
+    Ok(())
+}
+
+/// Deletes `name` only while it is the object of `uid`; gone already is fine.
+async fn delete_if_same<K>(api: &Api<K>, name: &str, uid: &str) -> Result<(), kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(response)) if response.code == 404 || response.code == 409 => Ok(()),
+        Err(error) => Err(error),
+    }
 }
 
 async fn write_status(

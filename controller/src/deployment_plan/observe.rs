@@ -7,13 +7,16 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use shoal_core::names::ANNOTATION_INSTANCE_STATES;
 use shoal_core::{format, names};
 
 use super::decide::drift::{HeldInstance, record_editors};
+use super::decide::service::{ObservedObject, ServiceObservation};
 use super::decide::{
     MemberLease, MemberPod, OtherPlan, PendingSwarmRevision, PlanObservation, PoolObservation,
     SwarmView,
@@ -92,6 +95,7 @@ pub async fn observe(
                             // Node zones are not read (the controller may not read Nodes);
                             // a pool without `shoal.dev/update-domain` is its own domain.
                             node_zone: None,
+                            ip: pod.ip,
                         },
                     )
                 })
@@ -155,6 +159,9 @@ pub async fn observe(
             held_instances(name, swarm_object, config_maps.items)
         }
     };
+    let service = observe_service(client, namespace, &plan)
+        .await
+        .map_err(failed("its Service and EndpointSlices"))?;
     let observation = PlanObservation {
         name: name.to_owned(),
         uid: plan.uid().unwrap_or_default(),
@@ -169,9 +176,68 @@ pub async fn observe(
         record_editors,
         held_instances,
         approved_by_policy: false,
+        service,
         now,
     };
     Ok(Some((plan, observation)))
+}
+
+/// The plan's Service work's inputs: the Service `spec.serviceName` names, and the
+/// Services and EndpointSlices labelled with the plan that it owns (a label proves
+/// nothing; the ownerReference does).
+async fn observe_service(
+    client: &Client,
+    namespace: &str,
+    plan: &DeploymentPlan,
+) -> Result<ServiceObservation, kube::Error> {
+    let uid = plan.uid().unwrap_or_default();
+    let owned = |owners: &[OwnerReference]| {
+        owners
+            .iter()
+            .any(|owner| owner.controller == Some(true) && owner.uid == uid)
+    };
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    let named = match plan.spec.service_name.as_deref() {
+        None => None,
+        Some(name) => services.get_opt(name).await?.map(|service| {
+            let owners = service.owner_references();
+            let holder = owners
+                .iter()
+                .find(|owner| owner.controller == Some(true))
+                .map_or_else(
+                    || format!("Service {name} (no controller owner)"),
+                    |owner| format!("Service {name} (owned by {} {})", owner.kind, owner.name),
+                );
+            ObservedObject {
+                uid: service.uid().unwrap_or_default(),
+                owned: owned(owners),
+                holder,
+            }
+        }),
+    };
+    let selector = format!("{}={}", names::LABEL_DEPLOYMENT_PLAN, plan.name_any());
+    let labelled = ListParams::default().labels(&selector);
+    let owned_services = services
+        .list(&labelled)
+        .await?
+        .items
+        .into_iter()
+        .filter(|service| owned(service.owner_references()))
+        .map(|service| (service.name_any(), service.uid().unwrap_or_default()))
+        .collect();
+    let owned_slices = Api::<EndpointSlice>::namespaced(client.clone(), namespace)
+        .list(&labelled)
+        .await?
+        .items
+        .into_iter()
+        .filter(|slice| owned(slice.owner_references()))
+        .map(|slice| (slice.name_any(), slice.uid().unwrap_or_default()))
+        .collect();
+    Ok(ServiceObservation {
+        named,
+        owned_services,
+        owned_slices,
+    })
 }
 
 /// What the plan reads of its Swarm's status: the members its revision in

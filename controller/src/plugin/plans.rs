@@ -236,6 +236,9 @@ pub struct PlanReport {
     pub conditions: Vec<(String, String, String)>,
     /// The deployment status documents (`status.deploymentStatus`).
     pub deployment_status: Vec<DeploymentStatusDocument>,
+    /// The headless Service (`spec.serviceName`): `<name>: <ready>/<endpoints> endpoints
+    /// ready, ports <ports>`, its conflict, or `none`.
+    pub service: String,
 }
 
 /// One application in `plan`.
@@ -285,6 +288,7 @@ impl Report for PlanReport {
                     .clone()
                     .unwrap_or_else(|| "in place (Rolling)".to_owned()),
             ),
+            ("Service", self.service.clone()),
         ]);
         out.push_str("\nApplications\n");
         let mut applications = Table::new(["Application", "Resources", "Ports", "Payload"]);
@@ -447,6 +451,32 @@ pub fn plan_report(plan: &DeploymentPlan) -> PlanReport {
             .map(|c| (c.type_.clone(), c.status.clone(), c.message.clone()))
             .collect(),
         deployment_status: status.deployment_status.clone(),
+        service: service_summary(plan.spec.service_name.as_deref(), status.service.as_ref()),
+    }
+}
+
+/// The `Service` line of `plan`.
+fn service_summary(
+    wanted: Option<&str>,
+    written: Option<&crate::api::deployment_plan::ServiceStatus>,
+) -> String {
+    match (wanted, written) {
+        (None, _) => "none (spec.serviceName unset)".to_owned(),
+        (Some(name), Some(service)) if service.name == name && !service.conflict.is_empty() => {
+            format!("{name}: not the plan's: {}", service.conflict)
+        }
+        (Some(name), Some(service)) if service.name == name => {
+            let ports = if service.ports.is_empty() {
+                "no ports".to_owned()
+            } else {
+                format!("ports {}", service.ports)
+            };
+            format!(
+                "{name} (headless): {}/{} endpoints ready, {ports}",
+                service.ready, service.endpoints
+            )
+        }
+        (Some(name), _) => format!("{name}: not written yet"),
     }
 }
 

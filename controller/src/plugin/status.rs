@@ -524,6 +524,7 @@ mod tests {
             uid: "u".to_owned(),
             ready: true,
             deleting,
+            ip: None,
         };
         let mut web = pool("web", 2);
         web.pods.clear();

@@ -19,6 +19,8 @@
 //!   rollout.
 //! * [`status`]: the deployment status document (Margo `DeploymentStatusManifest`),
 //!   its aggregation rule and validation.
+//! * [`port`]: the ports an application listens on (`TCP/80`); two
+//!   instances needing one port never share a member.
 //! * [`pool`]: what a pool declares in its annotations (capabilities,
 //!   capacity, update domain) and each member's update domain.
 
@@ -28,6 +30,7 @@ pub mod domains;
 pub mod operation;
 pub mod placement;
 pub mod pool;
+pub mod port;
 pub mod status;
 
 pub use capability::{Capabilities, Catalogue, Comparator, Requirement};
@@ -35,8 +38,11 @@ pub use domains::{next_domain, rollout_order};
 pub use operation::{
     FailureReason, Operation, OperationState, OperationType, operation_hash, operations_for,
 };
-pub use placement::{DeployMember, InstanceId, PlanPlacement, PlanRequest, place_plan, unfit_for};
+pub use placement::{
+    DeployMember, InstanceId, PlanPlacement, PlanRequest, Reservation, place_plan, unfit_for,
+};
 pub use pool::{PoolDeclaration, member_update_domain};
+pub use port::{Port, Protocol};
 
 /// Text naming none of an enumeration's values (a comparator, an operation
 /// type or state), with the accepted spellings.

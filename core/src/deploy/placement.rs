@@ -6,14 +6,23 @@
 //! meets every requirement ([`super::capability`]), holds fewer than
 //! `max_per_member` instances of the plan, and its capacity minus what other
 //! plans reserve on it minus this plan's instances already there still fits
-//! the plan's per-instance demand (the sum of its applications' demands).
+//! the plan's per-instance demand (the sum of its applications' demands),
+//! and none of the plan's ports ([`PlanRequest::ports`]) is taken there,
+//! by another plan's instance ([`Reservation::ports`]) or by another
+//! instance of this plan: ports are held like capacity, through the same
+//! reservations ([`reserved_by`]), except that a port is held by one
+//! instance and can be shared by none.
 //!
 //! [`place_plan`] applies these rules, in this order:
 //!
 //! 1. **Sticky.** Instances in force are visited in ordinal order; each stays
 //!    on its member if that member can hold it (it reserves capacity there
 //!    first). Otherwise it is *displaced* (member gone, unavailable,
-//!    ineligible, over capacity or over the limit).
+//!    ineligible, over capacity, over the limit, or a port of it held there
+//!    by another plan's instance whose name sorts before its own: of two
+//!    instances in force that need one port on one member, which happens
+//!    only when two plans were placed at the same time, the one of lower
+//!    name stays and the other moves, in both plans' passes alike).
 //! 2. **Scale-down.** With more kept instances than asked for, every displaced
 //!    instance is removed, then victims are removed one by one: the instance
 //!    whose update domain holds the most instances of the plan; among those,
@@ -35,8 +44,9 @@
 //!
 //! 4. An instance no member can hold is reported with a typed
 //!    [`UnplacedReason`]: no capable member (how many members each
-//!    requirement rules out), no room (which resources fall short), or the
-//!    per-member limit.
+//!    requirement rules out), no room (which resources fall short), ports
+//!    taken (on each member with room, a port and the instance holding it),
+//!    or the per-member limit.
 //!
 //! Everything is visited in a canonical order (members by id, requirements
 //! sorted, instances by ordinal), so the result depends on the inputs only,
@@ -50,6 +60,7 @@ use super::capability::{
     Capabilities, Catalogue, CatalogueConflict, Requirement, RequirementError, ResolvedRequirement,
     resolve_all,
 };
+use super::port::Port;
 use crate::hash::{key_hash, mix, name_hash};
 use crate::member::{MemberId, Resources, canonical_ordinal};
 
@@ -182,18 +193,21 @@ pub struct PlanRequest {
     pub demand: Resources,
     /// Capability requirements every hosting member must meet.
     pub requirements: Vec<Requirement>,
+    /// The ports one instance listens on: those of all the plan's
+    /// applications. A member holds at most one instance needing a port.
+    pub ports: BTreeSet<Port>,
     /// The Swarm's members.
     pub members: Vec<DeployMember>,
-    /// Capacity other plans already hold on each member.
-    pub reserved: BTreeMap<MemberId, Resources>,
+    /// Capacity and ports other plans already hold on each member.
+    pub reserved: BTreeMap<MemberId, Reservation>,
     /// The placement in force: instance → member.
     pub in_force: BTreeMap<InstanceId, MemberId>,
 }
 
 impl PlanRequest {
     /// A request for `instances` instances of `plan`, at most one per
-    /// member, with no demand, requirements, members, reservations or
-    /// placement in force.
+    /// member, with no demand, requirements, ports, members, reservations
+    /// or placement in force.
     pub fn new(plan: impl Into<String>, instances: u32) -> PlanRequest {
         PlanRequest {
             plan: plan.into(),
@@ -201,12 +215,48 @@ impl PlanRequest {
             max_per_member: 1,
             demand: Resources::none(),
             requirements: Vec::new(),
+            ports: BTreeSet::new(),
             members: Vec::new(),
             reserved: BTreeMap::new(),
             in_force: BTreeMap::new(),
         }
     }
 }
+
+/// What other plans hold on one member: capacity, and ports with the
+/// instance holding each.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reservation {
+    /// Capacity held.
+    pub resources: Resources,
+    /// Each port held, with the instance holding it.
+    pub ports: BTreeMap<Port, InstanceId>,
+}
+
+impl From<Resources> for Reservation {
+    /// A reservation of capacity only.
+    fn from(resources: Resources) -> Reservation {
+        Reservation {
+            resources,
+            ports: BTreeMap::new(),
+        }
+    }
+}
+
+/// A port a member cannot give: who holds it there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortTaken {
+    /// The member.
+    pub member: MemberId,
+    /// The port.
+    pub port: Port,
+    /// The instance holding it on that member.
+    pub holder: InstanceId,
+}
+
+/// At most this many taken ports are named in a [`UnplacedReason::PortsTaken`]
+/// (one per member); the rest are counted.
+pub const MAX_NAMED_PORT_CONFLICTS: usize = 5;
 
 /// What happened to an instance of the target placement.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,6 +285,19 @@ pub enum UnplacedReason {
     /// Capable members under the per-member limit exist, but none has room.
     NoRoom {
         /// Resources that fall short on at least one of them.
+        short: BTreeSet<String>,
+        /// Capable members already at the per-member limit.
+        at_limit: usize,
+    },
+    /// Capable members under the per-member limit with room exist, but on
+    /// each a port the plan needs is held by another instance.
+    PortsTaken {
+        /// On each such member (by member, at most
+        /// [`MAX_NAMED_PORT_CONFLICTS`]), the first port taken and its holder.
+        taken: Vec<PortTaken>,
+        /// How many such members there are in all.
+        members: usize,
+        /// Resources that fall short on the other capable members.
         short: BTreeSet<String>,
         /// Capable members already at the per-member limit.
         at_limit: usize,
@@ -268,6 +331,30 @@ impl fmt::Display for UnplacedReason {
                     "no capable member has room: short of {}; {at_limit} capable member(s) at the per-member limit",
                     short.join(", ")
                 )
+            }
+            UnplacedReason::PortsTaken {
+                taken,
+                members,
+                short,
+                at_limit,
+            } => {
+                f.write_str("every capable member with room has a port of the plan taken:")?;
+                for (position, conflict) in taken.iter().enumerate() {
+                    let separator = if position == 0 { " " } else { ", " };
+                    write!(
+                        f,
+                        "{separator}{} on {} held by instance {}",
+                        conflict.port, conflict.member, conflict.holder
+                    )?;
+                }
+                if *members > taken.len() {
+                    write!(f, " and {} more member(s)", members - taken.len())?;
+                }
+                if !short.is_empty() {
+                    let short: Vec<&str> = short.iter().map(String::as_str).collect();
+                    write!(f, "; other members short of {}", short.join(", "))?;
+                }
+                write!(f, "; {at_limit} capable member(s) at the per-member limit")
             }
             UnplacedReason::PerMemberLimit { limit, capable } => write!(
                 f,
@@ -369,6 +456,9 @@ struct Board<'a> {
     eligible: Vec<bool>,
     /// Capacity left after reservations and this plan's instances so far.
     remaining: Vec<Resources>,
+    /// Ports held on each member (by other plans, and this plan so far),
+    /// with their holders.
+    ports_held: Vec<BTreeMap<Port, InstanceId>>,
     /// This plan's instances on each member so far.
     held: Vec<u32>,
     /// `name_hash` of each member's pod name, for rendezvous ties.
@@ -381,6 +471,7 @@ struct Board<'a> {
     /// This plan's instances in each domain so far.
     domain_held: Vec<u32>,
     demand: &'a Resources,
+    ports: &'a BTreeSet<Port>,
     max_per_member: u32,
 }
 
@@ -409,6 +500,16 @@ impl<'a> Board<'a> {
             .iter()
             .map(|member| after_reservation(member, &request.reserved))
             .collect();
+        let ports_held = members
+            .iter()
+            .map(|member| {
+                request
+                    .reserved
+                    .get(&member.id)
+                    .map(|reservation| reservation.ports.clone())
+                    .unwrap_or_default()
+            })
+            .collect();
         let domains: BTreeSet<&str> = members
             .iter()
             .map(|member| member.update_domain.as_str())
@@ -436,27 +537,57 @@ impl<'a> Board<'a> {
             members,
             eligible,
             remaining,
+            ports_held,
             demand: &request.demand,
+            ports: &request.ports,
             max_per_member: request.max_per_member,
         })
     }
 
-    fn can_hold(&self, index: usize) -> bool {
+    /// Whether member `index` can hold one more instance, its ports counted
+    /// as taken by every holder `blocks` accepts.
+    fn can_hold_against(&self, index: usize, blocks: impl Fn(&InstanceId) -> bool) -> bool {
         self.eligible[index]
             && self.held[index] < self.max_per_member
             && self.remaining[index].fits(self.demand)
+            && self.first_port_taken(index, blocks).is_none()
     }
 
-    fn hold(&mut self, index: usize) {
+    fn can_hold(&self, index: usize) -> bool {
+        self.can_hold_against(index, |_| true)
+    }
+
+    /// The first of the plan's ports held on member `index` by a holder
+    /// `blocks` accepts, with that holder.
+    fn first_port_taken(
+        &self,
+        index: usize,
+        blocks: impl Fn(&InstanceId) -> bool,
+    ) -> Option<(Port, &InstanceId)> {
+        self.ports.iter().find_map(|port| {
+            self.ports_held[index]
+                .get(port)
+                .filter(|holder| blocks(holder))
+                .map(|holder| (*port, holder))
+        })
+    }
+
+    fn hold(&mut self, index: usize, instance: &InstanceId) {
         self.held[index] += 1;
         self.domain_held[self.domain_of[index]] += 1;
         self.remaining[index].take(self.demand);
+        for port in self.ports {
+            // A port held by an instance sorting after this one (kept
+            // against it, see rule 1) passes to this one.
+            self.ports_held[index].insert(*port, instance.clone());
+        }
     }
 
-    fn release(&mut self, index: usize) {
+    fn release(&mut self, index: usize, instance: &InstanceId) {
         self.held[index] -= 1;
         self.domain_held[self.domain_of[index]] -= 1;
         self.remaining[index].add(self.demand);
+        self.ports_held[index].retain(|_, holder| holder != instance);
     }
 
     /// This plan's instances in the domain of member `index`.
@@ -470,34 +601,52 @@ impl<'a> Board<'a> {
 pub struct PlanHolding<'a> {
     /// What each of its instances consumes.
     pub demand: &'a Resources,
+    /// The ports each of its instances listens on.
+    pub ports: &'a BTreeSet<Port>,
     /// Its placement in force.
     pub in_force: &'a BTreeMap<InstanceId, MemberId>,
     /// Its target placement.
     pub target: &'a BTreeMap<InstanceId, MemberId>,
 }
 
-/// The capacity `plans` hold on each member, to pass as
+/// The capacity and ports `plans` hold on each member, to pass as
 /// [`PlanRequest::reserved`] when placing another plan. Each instance holds
-/// its demand on its member in force and on its target member, once on each
-/// distinct member: an instance being relocated holds both until the old
-/// placement is removed (make-before-break), a settled one holds one.
-pub fn reserved_by(plans: &[PlanHolding<'_>]) -> BTreeMap<MemberId, Resources> {
-    let mut reserved: BTreeMap<MemberId, Resources> = BTreeMap::new();
+/// its demand and its ports on its member in force and on its target member,
+/// once on each distinct member: an instance being relocated holds both until
+/// the old placement is removed (make-before-break), a settled one holds one.
+/// A port two instances hold on one member (placed at the same time by two
+/// passes) is named with the instance of lower name, whatever the order of
+/// `plans`.
+pub fn reserved_by(plans: &[PlanHolding<'_>]) -> BTreeMap<MemberId, Reservation> {
+    let mut reserved: BTreeMap<MemberId, Reservation> = BTreeMap::new();
     for plan in plans {
         let held: BTreeSet<(&InstanceId, &MemberId)> =
             plan.in_force.iter().chain(plan.target.iter()).collect();
-        for (_, member) in held {
-            reserved.entry(member.clone()).or_default().add(plan.demand);
+        for (instance, member) in held {
+            let reservation = reserved.entry(member.clone()).or_default();
+            reservation.resources.add(plan.demand);
+            for port in plan.ports {
+                let holder = reservation
+                    .ports
+                    .entry(*port)
+                    .or_insert_with(|| instance.clone());
+                if instance < holder {
+                    *holder = instance.clone();
+                }
+            }
         }
     }
     reserved
 }
 
 /// The member's capacity minus what other plans reserve on it (at least 0).
-fn after_reservation(member: &DeployMember, reserved: &BTreeMap<MemberId, Resources>) -> Resources {
+fn after_reservation(
+    member: &DeployMember,
+    reserved: &BTreeMap<MemberId, Reservation>,
+) -> Resources {
     let mut remaining = member.capacity.clone();
     if let Some(reservation) = reserved.get(&member.id) {
-        remaining.take(reservation);
+        remaining.take(&reservation.resources);
     }
     remaining
 }
@@ -627,7 +776,7 @@ impl Placer<'_, '_> {
             });
             return;
         };
-        board.hold(index);
+        board.hold(index, instance);
         let member = board.members[index].id.clone();
         let change = match previous {
             Some(from) if *from != member => InstanceChange::Moved { from: from.clone() },
@@ -660,8 +809,10 @@ fn validate(request: &PlanRequest) -> Result<(), PlanError> {
 }
 
 /// Rule 1: keeps, in ordinal order, every instance whose member can still
-/// hold it; returns the kept ones (instance → member index) and the
-/// displaced ones with their previous member, by ordinal.
+/// hold it (a port held there by another plan's instance counts only when
+/// that instance's name sorts before this one's); returns the kept ones
+/// (instance → member index) and the displaced ones with their previous
+/// member, by ordinal.
 fn keep_sticky(
     board: &mut Board<'_>,
     in_force: &BTreeMap<InstanceId, MemberId>,
@@ -670,8 +821,8 @@ fn keep_sticky(
     let mut displaced = Vec::new();
     for (instance, member) in in_force {
         match board.position.get(member).copied() {
-            Some(index) if board.can_hold(index) => {
-                board.hold(index);
+            Some(index) if board.can_hold_against(index, |holder| holder < instance) => {
+                board.hold(index, instance);
                 kept.insert(instance.clone(), index);
             }
             _ => displaced.push((instance.clone(), member.clone())),
@@ -709,7 +860,7 @@ fn shed_victims(
             return;
         };
         kept.remove(&instance);
-        board.release(index);
+        board.release(index, &instance);
         placement.target.remove(&instance);
         placement.changes.remove(&instance);
         let member = board.members[index].id.clone();
@@ -768,7 +919,11 @@ fn unplaced_reason(board: &Board<'_>, requirements: &[ResolvedRequirement]) -> U
             capable: capable.len(),
         };
     }
-    let short = under_limit
+    let at_limit = capable.len() - under_limit.len();
+    let (roomy, roomless): (Vec<usize>, Vec<usize>) = under_limit
+        .iter()
+        .partition(|index| board.remaining[**index].fits(board.demand));
+    let short = roomless
         .iter()
         .flat_map(|index| {
             let remaining = &board.remaining[*index];
@@ -780,9 +935,28 @@ fn unplaced_reason(board: &Board<'_>, requirements: &[ResolvedRequirement]) -> U
                 .map(|(name, _)| name.clone())
         })
         .collect();
-    UnplacedReason::NoRoom {
+    if roomy.is_empty() {
+        return UnplacedReason::NoRoom { short, at_limit };
+    }
+    // Every member with room has a port taken (else it could hold the instance).
+    let taken = roomy
+        .iter()
+        .filter_map(|index| {
+            board
+                .first_port_taken(*index, |_| true)
+                .map(|(port, holder)| PortTaken {
+                    member: board.members[*index].id.clone(),
+                    port,
+                    holder: holder.clone(),
+                })
+        })
+        .take(MAX_NAMED_PORT_CONFLICTS)
+        .collect();
+    UnplacedReason::PortsTaken {
+        taken,
+        members: roomy.len(),
         short,
-        at_limit: capable.len() - under_limit.len(),
+        at_limit,
     }
 }
 

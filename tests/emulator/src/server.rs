@@ -16,6 +16,7 @@ mod binding;
 mod cel_cost;
 mod crd_cost;
 mod discovery;
+mod endpoint_slices;
 mod errors;
 mod events;
 mod eviction;

@@ -1058,6 +1058,19 @@ async fn the_namespaced_install_converges_with_every_request_allowed_and_every_g
 /// runs one).
 const DEPLOYMENT_POOLS_ONLY: [(&str, &str, &str); 1] = [("apps", "replicasets", "list")];
 
+/// Grants used only by a plan with `spec.serviceName` (its Service and EndpointSlices are
+/// read by name, written and deleted); the example plan has none
+/// (`controller/tests/cluster_services.rs` runs one). Listing them is used by every plan.
+const SERVICE_NAME_ONLY: [(&str, &str, &str); 7] = [
+    ("", "services", "get"),
+    ("", "services", "create"),
+    ("", "services", "patch"),
+    ("", "services", "delete"),
+    ("discovery.k8s.io", "endpointslices", "create"),
+    ("discovery.k8s.io", "endpointslices", "patch"),
+    ("discovery.k8s.io", "endpointslices", "delete"),
+];
+
 /// seed 002's walkthrough under `install`, every component with the identity the
 /// manifests give it; then every request each identity made must have been allowed,
 /// and every grant used.
@@ -1495,10 +1508,11 @@ async fn walkthrough(install: Install, test: &str) {
     let worker_grants = grants_of(&client, DEMO_NAMESPACE, "shoal-worker").await;
     // OwnerReferencesPermissionEnforcement (absent here) checks it when the
     // controller sets blockOwnerDeletion.
-    let exempt = [
+    let mut exempt = vec![
         ("shoal.dev", "swarms/finalizers", "update"),
         DEPLOYMENT_POOLS_ONLY[0],
     ];
+    exempt.extend(SERVICE_NAME_ONLY);
     let controller_unused = controller_grants.unused_by(&entries, &controller_user, &exempt);
     assert!(
         controller_unused.is_empty(),

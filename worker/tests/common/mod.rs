@@ -64,6 +64,7 @@ pub fn web_instance() -> shoal_core::SliceInstance {
         applications: vec![shoal_core::InstanceApplication {
             name: "nginx".into(),
             coordinates: [("image".to_owned(), "nginx:1.27".to_owned())].into(),
+            ports: Vec::new(),
         }],
     }
 }

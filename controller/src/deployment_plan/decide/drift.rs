@@ -201,5 +201,6 @@ pub(super) fn not_restored(obs: &PlanObservation, problem: String) -> PlanDecisi
             .collect(),
         requeue_after: Some(RETRY),
         leave_edited_record: true,
+        service: Default::default(),
     }
 }

@@ -16,7 +16,7 @@ use shoal_core::names::ANNOTATION_CHANGE_CAUSE;
 
 use super::PlanObservation;
 use crate::api::approval_record::ApprovalRecord;
-use crate::api::deployment_plan::{DeploymentRecord, InstanceStatus};
+use crate::api::deployment_plan::{ApplicationPorts, DeploymentRecord, InstanceStatus};
 use crate::api::limits::{MAX_APPROVALS, MAX_CHANGE_CAUSE, MAX_DEPLOYMENT_RECORDS, clip};
 
 /// `status.deployments` after a pass: the records kept from the last status,
@@ -67,6 +67,16 @@ fn record_of_spec(obs: &PlanObservation, revision: u64, hash: &str) -> Deploymen
         hash: hash.to_owned(),
         payloads: deployment.payloads.clone(),
         rollout: deployment.rollout.clone(),
+        ports: obs
+            .spec
+            .applications
+            .iter()
+            .filter(|application| !application.ports.is_empty())
+            .map(|application| ApplicationPorts {
+                application: application.name.clone(),
+                ports: application.ports.clone(),
+            })
+            .collect(),
         instances: deployment.instances,
         change_cause: obs
             .annotations

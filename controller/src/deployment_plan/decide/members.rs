@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use shoal_core::MemberId;
 use shoal_core::deploy::placement::{PlanHolding, reserved_by};
 use shoal_core::deploy::{
-    DeployMember, InstanceId, PoolDeclaration, Requirement, member_update_domain,
+    DeployMember, InstanceId, PoolDeclaration, Port, Requirement, Reservation, member_update_domain,
 };
 use shoal_core::member::Resources;
 
@@ -57,6 +57,15 @@ pub(super) fn demand(spec: &DeploymentPlanSpec) -> Resources {
     total
 }
 
+/// The ports one instance listens on: those of every application.
+pub(super) fn ports(spec: &DeploymentPlanSpec) -> BTreeSet<Port> {
+    spec.applications
+        .iter()
+        .flat_map(|application| &application.ports)
+        .map(crate::api::deployment_plan::Port::core)
+        .collect()
+}
+
 /// The plan's requirements in the core's terms.
 pub(super) fn requirements(spec: &DeploymentPlanSpec) -> Vec<Requirement> {
     spec.requirements
@@ -78,15 +87,26 @@ pub(super) fn requirements(spec: &DeploymentPlanSpec) -> Vec<Requirement> {
 }
 
 /// Problems with the plan's own spec that the API server's schema cannot
-/// catch: duplicate application names, a payload naming no application.
+/// catch: duplicate application names, a payload naming no application, a
+/// port listed twice (by one application or two: one instance cannot listen
+/// on it twice).
 pub(super) fn spec_problem(name: &str, spec: &DeploymentPlanSpec) -> Option<String> {
     let mut seen = BTreeSet::new();
+    let mut ports: BTreeMap<Port, &str> = BTreeMap::new();
     for application in &spec.applications {
         if !seen.insert(application.name.as_str()) {
             return Some(format!(
                 "DeploymentPlan {name}: spec.applications names {:?} twice; application names must be unique",
                 application.name
             ));
+        }
+        for port in application.ports.iter().map(|port| port.core()) {
+            if let Some(first) = ports.insert(port, &application.name) {
+                return Some(format!(
+                    "DeploymentPlan {name}: port {port} is listed by application {first:?} and again by application {:?}; an instance can listen on a port once",
+                    application.name
+                ));
+            }
         }
     }
     for payload in &spec.deployment.payloads {
@@ -126,21 +146,22 @@ fn holdings(
     (first, last)
 }
 
-/// What the other plans of the same Swarm hold on each member.
-pub(super) fn reserved_by_others(obs: &PlanObservation) -> BTreeMap<MemberId, Resources> {
+/// What the other plans of the same Swarm hold on each member: capacity and ports.
+pub(super) fn reserved_by_others(obs: &PlanObservation) -> BTreeMap<MemberId, Reservation> {
     let others: Vec<_> = obs
         .other_plans
         .iter()
         .filter(|other| other.name != obs.name && other.spec.swarm == obs.spec.swarm)
         .map(|other| {
             let (in_force, target) = holdings(&other.name, &other.status.instances);
-            (demand(&other.spec), in_force, target)
+            (demand(&other.spec), ports(&other.spec), in_force, target)
         })
         .collect();
     let holdings: Vec<PlanHolding<'_>> = others
         .iter()
-        .map(|(demand, in_force, target)| PlanHolding {
+        .map(|(demand, ports, in_force, target)| PlanHolding {
             demand,
+            ports,
             in_force,
             target,
         })

@@ -28,11 +28,12 @@ mod pass;
 mod reports;
 mod requests;
 mod rollout;
+pub mod service;
 mod size;
 mod status;
 mod status_document;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 
 pub use pass::decide;
 pub use reports::InstanceReport;
@@ -49,6 +50,8 @@ pub struct MemberPod {
     pub deleting: bool,
     /// The `topology.kubernetes.io/zone` label of its node, when known.
     pub node_zone: Option<String>,
+    /// Its IP, once it has one (the plan's Service lists it).
+    pub ip: Option<String>,
 }
 
 /// A StatefulSet labelled for the plan's Swarm.
@@ -153,6 +156,8 @@ pub struct PlanObservation {
     /// Read only in a pass where the approval annotation can approve something; `false`
     /// otherwise.
     pub approved_by_policy: bool,
+    /// The plan's Service and EndpointSlices (`spec.serviceName`), see `service`.
+    pub service: service::ServiceObservation,
     /// Now.
     pub now: Timestamp,
 }
@@ -169,4 +174,6 @@ pub struct PlanDecision {
     /// The edited placement record could not be put back: the fields someone
     /// else wrote are left as they are, not written as the controller's.
     pub leave_edited_record: bool,
+    /// The plan's Service and EndpointSlices to write and delete.
+    pub service: service::ServicePlan,
 }

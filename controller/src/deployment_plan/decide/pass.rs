@@ -118,7 +118,9 @@ use super::blue_green::blue_green;
 use super::gate::{
     Counters, apply_approvals, approval_value, burnt, deployment_approval_value, deployment_hash,
 };
-use super::members::{demand, deploy_members, requirements, reserved_by_others, spec_problem};
+use super::members::{
+    demand, deploy_members, ports, requirements, reserved_by_others, spec_problem,
+};
 use super::ordered::{OrderedInput, check_domain_order, ordered};
 use super::reports::{
     Evidence, InstanceReport, MemberReports, claims_to_run, judge, record_ignored, trusted_reports,
@@ -179,6 +181,7 @@ pub fn decide(obs: &PlanObservation) -> PlanDecision {
         }
     };
     status::spec_not_observed(obs, &mut decision.status);
+    super::service::attach(obs, &mut decision);
     decision
 }
 
@@ -223,6 +226,7 @@ fn decide_from_record(obs: &PlanObservation) -> PlanDecision {
         max_per_member: obs.spec.max_instances_per_member,
         demand: demand(&obs.spec),
         requirements: requirements(&obs.spec),
+        ports: ports(&obs.spec),
         members,
         reserved: reserved_by_others(obs),
         in_force: in_force
@@ -309,6 +313,7 @@ fn degraded(obs: &PlanObservation, problem: String) -> PlanDecision {
         events,
         requeue_after: None,
         leave_edited_record: false,
+        service: Default::default(),
     }
 }
 
@@ -1260,6 +1265,7 @@ impl<'a> Pass<'a> {
             phase: None,
             last_error: None,
             deployment_status: Vec::new(), // status_document::attach fills it
+            service: None,                 // service::attach fills it
         };
         status::record_refusal(obs, &refused, &mut status, &mut events);
         status::record_request_refusals(&self.request_refusals, &mut status, &mut events);
@@ -1290,6 +1296,7 @@ impl<'a> Pass<'a> {
                 .chain(opening)
                 .min(),
             leave_edited_record: false,
+            service: Default::default(),
         }
     }
 

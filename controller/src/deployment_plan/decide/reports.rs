@@ -178,6 +178,7 @@ mod tests {
             ready: true,
             deleting: false,
             node_zone: None,
+            ip: None,
         }
     }
 

@@ -334,6 +334,7 @@ mod tests {
             hash: format!("sha256:{revision}"),
             payloads: Vec::new(),
             rollout: DeploymentRollout::default(),
+            ports: Vec::new(),
             instances: 1,
             change_cause: None,
             created: "2026-11-24T00:00:00Z".into(),

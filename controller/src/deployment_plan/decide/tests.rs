@@ -32,6 +32,7 @@ fn pools(gpu_members: u32, cpu_members: u32) -> Vec<PoolObservation> {
                             ready: true,
                             deleting: false,
                             node_zone: None,
+                            ip: None,
                         },
                     )
                 })
@@ -91,6 +92,7 @@ pub(super) fn observation(spec: DeploymentPlanSpec) -> PlanObservation {
         record_editors: BTreeMap::new(),
         held_instances: Ok(Vec::new()),
         approved_by_policy: false,
+        service: Default::default(),
         now: Timestamp::from_second(1_700_000_000).expect("a time"),
     }
 }
@@ -694,31 +696,42 @@ fn budget_approves_creates_at_once_and_holds_updates_beyond_the_disruption_budge
     assert!(waiting.iter().all(|op| op.type_ == "UPDATE"));
 }
 
+/// Plan `other` of the same Swarm, with `applications`, its instance `other-<n>`
+/// installed on the n-th of `members`.
+fn other_plan(applications: serde_json::Value, members: &[&str]) -> OtherPlan {
+    let mut spec = spec(0, "Automatic", "x");
+    spec.applications = serde_json::from_value(applications).expect("applications");
+    spec.deployment.payloads.clear();
+    let instances = members
+        .iter()
+        .enumerate()
+        .map(|(n, member)| crate::api::deployment_plan::InstanceStatus {
+            name: format!("other-{n}"),
+            member: (*member).to_owned(),
+            update_domain: "a".to_owned(),
+            deployment: 1,
+            state: "installed".to_owned(),
+            error: None,
+        })
+        .collect();
+    OtherPlan {
+        name: "other".to_owned(),
+        spec,
+        status: crate::api::deployment_plan::DeploymentPlanStatus {
+            instances,
+            ..Default::default()
+        },
+    }
+}
+
 #[test]
 fn other_plans_of_the_swarm_reserve_capacity_on_their_members() {
     let mut obs = observation(spec(4, "Automatic", "nginx:1"));
     // Another plan of the same Swarm takes 3 of the 4 cores on gpu-0 and gpu-1.
-    let mut other = spec(0, "Automatic", "x");
-    other.applications =
-        serde_json::from_value(serde_json::json!([{"name": "big", "resources": {"cores": 3}}]))
-            .expect("apps");
-    other.deployment.payloads.clear();
-    let held = |n: u32, member: &str| crate::api::deployment_plan::InstanceStatus {
-        name: format!("other-{n}"),
-        member: member.to_owned(),
-        update_domain: "a".to_owned(),
-        deployment: 1,
-        state: "installed".to_owned(),
-        error: None,
-    };
-    obs.other_plans.push(OtherPlan {
-        name: "other".to_owned(),
-        spec: other,
-        status: crate::api::deployment_plan::DeploymentPlanStatus {
-            instances: vec![held(0, "gpu-0"), held(1, "gpu-1")],
-            ..Default::default()
-        },
-    });
+    obs.other_plans.push(other_plan(
+        serde_json::json!([{"name": "big", "resources": {"cores": 3}}]),
+        &["gpu-0", "gpu-1"],
+    ));
     pass(&mut obs);
     assert!(
         obs.status
@@ -728,6 +741,55 @@ fn other_plans_of_the_swarm_reserve_capacity_on_their_members() {
     );
     assert_eq!(obs.status.unplaced.len(), 2);
     assert!(obs.status.unplaced[0].reason.contains("short of cores"));
+}
+
+#[test]
+fn a_port_another_plan_holds_on_a_member_keeps_this_plans_instances_off_it_naming_the_holder() {
+    let mut obs = observation(spec(4, "Automatic", "nginx:1"));
+    obs.spec.applications[0].ports =
+        serde_json::from_value(serde_json::json!([{"port": 80}])).expect("ports");
+    // Another plan of the same Swarm listens on TCP/80 on gpu-0 and gpu2-1 (no cores).
+    obs.other_plans.push(other_plan(
+        serde_json::json!([{"name": "lb", "ports": [{"protocol": "TCP", "port": 80}]}]),
+        &["gpu-0", "gpu2-1"],
+    ));
+    pass(&mut obs);
+    let members: BTreeSet<&str> = obs
+        .status
+        .instances
+        .iter()
+        .map(|e| e.member.as_str())
+        .collect();
+    assert_eq!(members, BTreeSet::from(["gpu-1", "gpu2-0"]));
+    assert_eq!(obs.status.unplaced.len(), 2);
+    let reason = &obs.status.unplaced[0].reason;
+    assert!(
+        reason.contains("TCP/80 on gpu-0 held by instance other-0")
+            && reason.contains("TCP/80 on gpu2-1 held by instance other-1"),
+        "{reason}"
+    );
+    // The record of the revision keeps the ports members receive.
+    let record = obs.status.deployment(1).expect("the record");
+    assert_eq!(record.ports.len(), 1);
+    assert_eq!(record.ports[0].application, "nginx");
+}
+
+#[test]
+fn one_port_listed_by_two_applications_of_a_plan_is_bad_input_naming_both() {
+    let mut obs = observation(spec(1, "Automatic", "nginx:1"));
+    let port: Vec<crate::api::deployment_plan::Port> =
+        serde_json::from_value(serde_json::json!([{"protocol": "UDP", "port": 53}]))
+            .expect("ports");
+    obs.spec.applications[0].ports = port.clone();
+    obs.spec.applications[1].ports = port;
+    let decision = pass(&mut obs);
+    assert_eq!(
+        obs.status.last_error.as_deref(),
+        Some(
+            "DeploymentPlan web: port UDP/53 is listed by application \"nginx\" and again by application \"exporter\"; an instance can listen on a port once"
+        )
+    );
+    assert_eq!(decision.events[0].reason, "InvalidInput");
 }
 
 #[test]

@@ -2,8 +2,9 @@
 //!
 //! Every `status.instances` entry of the Swarm's DeploymentPlans for which
 //! [`InstanceStatus::delivered`](crate::api::deployment_plan::InstanceStatus::delivered)
-//! holds goes into its member's slice, with the payload coordinates of the
-//! record of its deployment revision (`status.deployments`). The plan's own
+//! holds goes into its member's slice, with the payload coordinates and the
+//! application ports of the record of its deployment revision
+//! (`status.deployments`). The plan's own
 //! gate approved every change to those entries, so instance changes do not go
 //! through the Swarm's gate (which is about jobs): see `converge` for how they
 //! reach the slices without a new Swarm revision.
@@ -127,14 +128,24 @@ fn slice_instance(
             entry.deployment
         )
     })?;
-    let mut applications: Vec<InstanceApplication> = record
-        .payloads
-        .iter()
-        .map(|payload| InstanceApplication {
-            name: payload.application.clone(),
-            coordinates: payload.coordinates.clone(),
-        })
-        .collect();
+    // One application per payload and per application with ports.
+    let mut applications: BTreeMap<&str, InstanceApplication> = BTreeMap::new();
+    for payload in &record.payloads {
+        applications
+            .entry(&payload.application)
+            .or_insert_with(|| InstanceApplication::new(&payload.application, BTreeMap::new()))
+            .coordinates
+            .clone_from(&payload.coordinates);
+    }
+    for application in &record.ports {
+        let mut ports: Vec<_> = application.ports.iter().map(|port| port.core()).collect();
+        ports.sort();
+        applications
+            .entry(&application.application)
+            .or_insert_with(|| InstanceApplication::new(&application.application, BTreeMap::new()))
+            .ports = ports;
+    }
+    let mut applications: Vec<InstanceApplication> = applications.into_values().collect();
     applications.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     let instance = SliceInstance {
         name: entry.name.clone(),

@@ -2132,6 +2132,56 @@ fn refreshes(decision: &Decision) -> BTreeMap<String, (&Slice, &'static str, &st
 }
 
 #[test]
+fn delivered_instances_carry_their_revisions_ports_and_a_port_change_rewrites_the_slice() {
+    let mut cluster = Cluster::new(spec(jobs(3)), 1);
+    cluster.settle();
+    let with_ports = |ports: serde_json::Value| {
+        let mut plan = plan_placing("web", &[("web-0", "worker-0", 1, "pending")], &[(1, "n:1")]);
+        if let Ok(status) = plan.status.as_mut() {
+            status.deployments[0].ports = serde_json::from_value(serde_json::json!([
+                {"application": "nginx", "ports": ports},
+                // An application with ports and no payload is delivered too.
+                {"application": "dns", "ports": [{"protocol": "UDP", "port": 53}]},
+            ]))
+            .expect("ports");
+        }
+        plan
+    };
+    cluster.obs.plans = Ok(vec![with_ports(
+        serde_json::json!([{"port": 8080}, {"protocol": "TCP", "port": 80}]),
+    )]);
+    cluster.settle();
+    let slice = held_slice(&cluster, "worker-0");
+    let applications: Vec<(&str, Vec<String>)> = slice.instances[0]
+        .applications
+        .iter()
+        .map(|a| {
+            (
+                a.name.as_str(),
+                a.ports.iter().map(ToString::to_string).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        applications,
+        [
+            ("dns", vec!["UDP/53".to_owned()]),
+            ("exporter", vec![]),
+            ("nginx", vec!["TCP/80".to_owned(), "TCP/8080".to_owned()]),
+        ]
+    );
+    let before = slice.hash;
+    cluster.obs.plans = Ok(vec![with_ports(serde_json::json!([{"port": 80}]))]);
+    let decision = cluster.step();
+    assert!(
+        refreshes(&decision).contains_key("worker-0"),
+        "{:?}",
+        decision.operations
+    );
+    assert_ne!(held_slice(&cluster, "worker-0").hash, before);
+}
+
+#[test]
 fn delivered_plan_instances_reach_their_members_slices_with_their_revisions_coordinates() {
     let mut cluster = Cluster::new(spec(jobs(9)), 3);
     cluster.settle();

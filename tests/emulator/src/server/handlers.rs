@@ -578,6 +578,9 @@ pub fn create_object(
     if resource_type.resource == "customresourcedefinitions" {
         causes.extend(crd_problems(&object));
     }
+    if is_endpoint_slice(resource_type) {
+        causes.extend(super::endpoint_slices::validate(&object, None));
+    }
     validate_custom_schema(
         resource_type,
         &mut object,
@@ -863,6 +866,9 @@ pub fn update_object(
     if resource_type.resource == "customresourcedefinitions" {
         causes.extend(crd_problems(&new));
     }
+    if is_endpoint_slice(resource_type) {
+        causes.extend(super::endpoint_slices::validate(&new, Some(old)));
+    }
     validate_custom_schema(
         resource_type,
         &mut new,
@@ -1016,6 +1022,10 @@ fn patch_type(content_type: &str) -> Result<PatchType, ApiError> {
 /// The list rules for SMP and SSA on a type.
 /// List rules as a boxed function of the field path.
 pub type ListRules<'a> = Box<dyn Fn(&[String]) -> ListKind + 'a>;
+
+fn is_endpoint_slice(resource_type: &ResourceType) -> bool {
+    resource_type.group == "discovery.k8s.io" && resource_type.resource == "endpointslices"
+}
 
 pub fn list_rules(resource_type: &ResourceType) -> ListRules<'_> {
     match &resource_type.schema {

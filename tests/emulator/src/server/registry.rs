@@ -225,6 +225,13 @@ pub fn builtin_types() -> Vec<ResourceType> {
             accounts
         },
         services,
+        ResourceType::builtin(
+            "discovery.k8s.io",
+            "v1",
+            "endpointslices",
+            "EndpointSlice",
+            true,
+        ),
         core_events,
         ResourceType::builtin("apps", "v1", "statefulsets", "StatefulSet", true)
             .short(&["sts"])

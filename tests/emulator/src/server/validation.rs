@@ -19,7 +19,7 @@ pub(super) fn cause(reason: &str, field: &str, message: String) -> Cause {
     }
 }
 
-fn is_dns_label(text: &str) -> bool {
+pub(super) fn is_dns_label(text: &str) -> bool {
     !text.is_empty()
         && text.len() <= 63
         && text
@@ -29,7 +29,7 @@ fn is_dns_label(text: &str) -> bool {
         && text.as_bytes()[text.len() - 1] != b'-'
 }
 
-fn is_dns_subdomain(text: &str) -> bool {
+pub(super) fn is_dns_subdomain(text: &str) -> bool {
     !text.is_empty() && text.len() <= 253 && text.split('.').all(is_dns_label)
 }
 
