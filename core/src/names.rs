@@ -51,6 +51,11 @@ pub const ANNOTATION_CAPABILITIES: &str = "shoal.dev/capabilities";
 pub const ANNOTATION_CAPACITY: &str = "shoal.dev/capacity";
 /// Pool annotation naming the members' update domain (`deploy::pool`).
 pub const ANNOTATION_UPDATE_DOMAIN: &str = "shoal.dev/update-domain";
+/// Annotation on a DeploymentPlan made by `kubectl shoal import-mrds`: the MRDS plan's
+/// `serviceName`, carried as written (the plan has no field for it).
+pub const ANNOTATION_SERVICE_NAME: &str = "shoal.dev/service-name";
+/// The field manager of the plugin's server-side applies (`kubectl shoal import-mrds --apply`).
+pub const PLUGIN_FIELD_MANAGER: &str = "kubectl-shoal";
 /// Label on a DeploymentPlan's status-report ConfigMap: the plan's name.
 pub const LABEL_DEPLOYMENT_PLAN: &str = "shoal.dev/deployment-plan";
 /// Annotation on the first part of a split slice: the number of parts.

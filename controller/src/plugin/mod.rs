@@ -18,6 +18,7 @@
 //! * [`complete`]: `kubectl shoal <TAB>` through kubectl (`kubectl_complete-shoal`); and
 //!   `completion bash|zsh|fish` ([`completion`]).
 //! * [`kind`]: `swarm/<name>`, `dplan/<name>` and the CRDs' other names, as kubectl takes them.
+//! * [`import_mrds`]: `import-mrds`, an MRDS plan document as DeploymentPlans.
 //! * [`plan_rollout`]: a plan's ordered rollout: `pause`, `resume`,
 //!   `rollout-status`, `plan-history`, `plan-undo`.
 //!
@@ -60,6 +61,7 @@ pub mod annotate;
 pub mod complete;
 pub mod gate;
 pub mod history;
+pub mod import_mrds;
 pub mod kind;
 pub mod plan_rollout;
 pub mod plans;
@@ -349,6 +351,15 @@ pub enum Command {
         /// The shell: bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
+    /// Turn an MRDS plan document (YAML or JSON, one plan or `plans: [...]`) into
+    /// DeploymentPlans of `--swarm`: printed as YAML (`-o json` as JSON), or written with
+    /// `--apply` / `--dry-run=client|server`. Fields with no meaning here and unknown fields
+    /// are refused, naming the field and its path.
+    ImportMrds {
+        /// The file, the Swarm, the instance count, the memory unit and how to write.
+        #[command(flatten)]
+        args: import_mrds::ImportArgs,
+    },
     /// A plan's recorded deployment revisions with change cause and creation time.
     PlanHistory {
         /// The DeploymentPlan: `<name>` or `dplan/<name>`.
@@ -390,6 +401,7 @@ impl Command {
             | Command::Pause { write, .. }
             | Command::Resume { write, .. }
             | Command::PlanUndo { write, .. } => Some(write),
+            Command::ImportMrds { args } => Some(&args.write),
             _ => None,
         }
     }
@@ -529,6 +541,9 @@ pub enum Error {
         /// Whether a DeploymentPlan has the name too.
         plan_too: bool,
     },
+    /// `import-mrds` failed.
+    #[error(transparent)]
+    Import(Box<import_mrds::ImportError>),
     /// Serializing the report failed.
     #[error("rendering the report as {format}: {message}")]
     Render {
@@ -798,6 +813,15 @@ pub async fn run(cli: &Cli) -> Result<String, Error> {
     if let Command::Completion { shell } = &cli.command {
         return Ok(completion(*shell));
     }
+    // Printing the manifests needs no cluster either.
+    if let Command::ImportMrds { args } = &cli.command {
+        let plans = import_mrds::import(args, cli.namespace.as_deref())?;
+        if !args.writes() {
+            return Ok(import_mrds::manifests(&plans, cli.output)?);
+        }
+        let target = connect(cli).await?;
+        return import_mrds::apply(&target, plans, cli.output).await;
+    }
     let target = connect(cli).await?;
     if cli.command.write_args().is_some() {
         return change(&target, &cli.command, cli.output).await;
@@ -847,6 +871,10 @@ async fn change(target: &Target, command: &Command, output: OutputFormat) -> Res
         }
         Command::Pause { object, .. } => set_paused(target, object, true, output).await,
         Command::Resume { object, .. } => set_paused(target, object, false, output).await,
+        Command::ImportMrds { args } => {
+            let plans = import_mrds::import(args, None)?;
+            import_mrds::apply(target, plans, output).await
+        }
         Command::PlanUndo {
             plan, to_revision, ..
         } => write::render_written(

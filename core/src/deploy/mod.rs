@@ -19,12 +19,14 @@
 //!   rollout.
 //! * [`status`]: the deployment status document (Margo `DeploymentStatusManifest`),
 //!   its aggregation rule and validation.
+//! * [`mrds`]: MRDS plan documents read as written (`kubectl shoal import-mrds`).
 //! * [`pool`]: what a pool declares in its annotations (capabilities,
 //!   capacity, update domain) and each member's update domain.
 
 pub mod canary;
 pub mod capability;
 pub mod domains;
+pub mod mrds;
 pub mod operation;
 pub mod placement;
 pub mod pool;
