@@ -16,6 +16,8 @@ pub struct PodState {
     pub ready: bool,
     /// Has a deletion timestamp.
     pub deleting: bool,
+    /// The Node it is bound to (`spec.nodeName`), if any.
+    pub node: Option<String>,
 }
 
 /// A StatefulSet or a Deployment labelled for this Swarm.
@@ -187,6 +189,7 @@ mod tests {
             uid: "u".to_owned(),
             ready: true,
             deleting: false,
+            node: None,
         };
         PoolState {
             name: name.to_owned(),
@@ -225,6 +228,7 @@ mod tests {
                 uid: "u".to_owned(),
                 ready: true,
                 deleting: false,
+                node: None,
             },
         )]));
         let pools = [statefulset("db", &[0]), deployment];

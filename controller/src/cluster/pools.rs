@@ -36,6 +36,7 @@ pub fn pod_state(pod: &Pod) -> PodState {
         uid: pod.uid().unwrap_or_default(),
         ready,
         deleting: pod.metadata.deletion_timestamp.is_some(),
+        node: pod.spec.as_ref().and_then(|spec| spec.node_name.clone()),
     }
 }
 

@@ -508,6 +508,7 @@ mod tests {
             uid: "u".to_owned(),
             ready: true,
             deleting,
+            node: None,
         };
         let mut web = pool("web", 2);
         web.pods.clear();

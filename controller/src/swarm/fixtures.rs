@@ -27,6 +27,7 @@ pub fn pool(name: &str, replicas: u32) -> PoolState {
                     uid: format!("{name}-{ordinal}-uid"),
                     ready: true,
                     deleting: false,
+                    node: None,
                 };
                 (ordinal, pod)
             })

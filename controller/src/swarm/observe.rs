@@ -686,6 +686,7 @@ mod tests {
                         uid: "u".to_owned(),
                         ready: true,
                         deleting: false,
+                        node: None,
                     },
                 )]),
                 observed_current: true,

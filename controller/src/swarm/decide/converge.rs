@@ -823,6 +823,7 @@ mod tests {
                 uid: "worker-1-uid".to_owned(),
                 ready: true,
                 deleting: true,
+                node: None,
             }),
             lease: None,
             unavailable_since: None,

@@ -20,6 +20,7 @@ fn deployment(pods: &[&str]) -> PoolState {
                         uid: format!("{pod}-uid"),
                         ready: true,
                         deleting: false,
+                        node: None,
                     };
                     ((*pod).to_owned(), state)
                 })
@@ -35,6 +36,7 @@ fn add_ready_pod(cluster: &mut Cluster, pod: &str) {
         uid: format!("{pod}-uid"),
         ready: true,
         deleting: false,
+        node: None,
     };
     pods_of(cluster).insert(pod.to_owned(), state);
 }
