@@ -40,7 +40,7 @@ pub(super) fn deploy_members(obs: &PlanObservation) -> Result<Vec<DeployMember>,
 }
 
 /// What one instance consumes: the sum of the applications' demands.
-pub(super) fn demand(spec: &DeploymentPlanSpec) -> Resources {
+pub fn demand(spec: &DeploymentPlanSpec) -> Resources {
     let mut total = Resources::none();
     for application in &spec.applications {
         total.add(&Resources(application.resources.clone()));
