@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{Env, eventually, job_keys, swarm_yaml};
 use kube::Api;
-use plugin_common::shoal;
+use plugin_common::{shoal, shoal_json, shoal_ok};
 use shoal_controller::api::deployment_plan::DeploymentPlan;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -49,13 +49,14 @@ const MRDS_README_PLAN: &str = r#"plans:
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_mrds_readme_plan_imports_as_written_and_places_on_capable_members() {
+async fn the_mrds_readme_plan_imports_as_written_places_on_capable_members_and_members_shows_what_remains()
+ {
     let env = Env::start().await;
     env.install_plan_crd().await;
     let controller = env.start_controller();
     env.apply(&swarm_yaml("demo", &job_keys(2), "")).await;
-    // Two pools as MRDS's `node list` shows its nodes (64 cores, 512 GiB less 4 and 32
-    // reserved): one with the GPUs and CPU the plan asks for, one without.
+    // Two pools as MRDS's `node list` shows its nodes (64 cores, 512 GiB, of which 4 and
+    // 32 system-reserved): one with the GPUs and CPU the plan asks for, one without.
     for (pool, capabilities) in [
         ("gpu", "GPU=nvidia-v100:3,nvidia-p100:2;CPU=intel-xeon"),
         ("plain", "CPU=intel-xeon"),
@@ -65,7 +66,8 @@ async fn the_mrds_readme_plan_imports_as_written_and_places_on_capable_members()
             "annotate",
             "statefulset",
             pool,
-            "shoal.dev/capacity=cores=60,memory=480",
+            "shoal.dev/capacity=cores=64,memory=512",
+            "shoal.dev/reserved=cores=4,memory=32",
             &format!("shoal.dev/capabilities={capabilities}"),
         ])
         .await;

@@ -19,6 +19,8 @@
 //!   `completion bash|zsh|fish` ([`completion`]).
 //! * [`kind`]: `swarm/<name>`, `dplan/<name>` and the CRDs' other names, as kubectl takes them.
 //! * [`import_mrds`]: `import-mrds`, an MRDS plan document as DeploymentPlans.
+//! * [`members`]: `members`, one row per member: pool, update domain, state, capabilities,
+//!   capacity, reserved, remaining, plan instances and jobs held.
 //! * [`plan_rollout`]: a plan's ordered rollout: `pause`, `resume`,
 //!   `rollout-status`, `plan-history`, `plan-undo`.
 //!
@@ -63,6 +65,7 @@ pub mod gate;
 pub mod history;
 pub mod import_mrds;
 pub mod kind;
+pub mod members;
 pub mod plan_rollout;
 pub mod plans;
 pub mod preview;
@@ -205,9 +208,18 @@ pub enum Command {
         /// A member (pod name): print its jobs.
         member: Option<String>,
     },
+    /// One row per member of a Swarm (default: every Swarm of the namespace), as MRDS's
+    /// `node list`: pool, update domain, state, capacity, remaining (after what the plans
+    /// hold), plan instances and jobs held; `-o wide` adds capabilities and reserved.
+    Members {
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
+        swarm: Option<String>,
+    },
     /// DeploymentPlans of the namespace.
     Plans,
-    /// One DeploymentPlan: applications, deployments, instance and operation summaries.
+    /// One DeploymentPlan: requirements, applications (resources, ports, payload), deployments,
+    /// instance and operation summaries.
     Plan {
         /// The DeploymentPlan: `<name>` or `dplan/<name>`.
         #[arg(value_parser = kind::plan)]
@@ -922,6 +934,9 @@ async fn read(target: &Target, command: &Command, output: OutputFormat) -> Resul
             &slices::slices(target, swarm, member.as_deref()).await?,
             output,
         ),
+        Command::Members { swarm } => {
+            render(&members::members(target, swarm.as_deref()).await?, output)
+        }
         Command::Plans => render(&plans::plans(target).await?, output),
         Command::Plan { plan } => render(&plans::plan(target, plan).await?, output),
         Command::Instances { plan } => render(&plans::instances(target, plan).await?, output),

@@ -397,7 +397,7 @@ fn deployment_status_table(documents: &[DeploymentStatusDocument]) -> String {
 
 /// The `plan` report of one plan. Pure.
 /// `cores=1, memory=512`.
-fn resource_list(resources: &BTreeMap<String, u64>) -> String {
+pub(crate) fn resource_list(resources: &BTreeMap<String, u64>) -> String {
     resources
         .iter()
         .map(|(name, amount)| format!("{name}={amount}"))

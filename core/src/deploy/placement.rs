@@ -393,7 +393,7 @@ impl<'a> Board<'a> {
             .collect();
         let remaining = members
             .iter()
-            .map(|member| after_reservation(member, &request.reserved))
+            .map(|member| remaining_capacity(member, &request.reserved))
             .collect();
         let domains: BTreeSet<&str> = members
             .iter()
@@ -479,8 +479,12 @@ pub fn reserved_by(plans: &[PlanHolding<'_>]) -> BTreeMap<MemberId, Resources> {
     reserved
 }
 
-/// The member's capacity minus what other plans reserve on it (at least 0).
-fn after_reservation(member: &DeployMember, reserved: &BTreeMap<MemberId, Resources>) -> Resources {
+/// The member's capacity minus what plans reserve on it (at least 0): what placement
+/// starts from on each member, and what `kubectl shoal members` shows as remaining.
+pub fn remaining_capacity(
+    member: &DeployMember,
+    reserved: &BTreeMap<MemberId, Resources>,
+) -> Resources {
     let mut remaining = member.capacity.clone();
     if let Some(reservation) = reserved.get(&member.id) {
         remaining.take(reservation);

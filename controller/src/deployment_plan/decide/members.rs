@@ -119,16 +119,32 @@ fn holdings(
 
 /// What the other plans of the same Swarm hold on each member.
 pub(super) fn reserved_by_others(obs: &PlanObservation) -> BTreeMap<MemberId, Resources> {
-    let others: Vec<_> = obs
-        .other_plans
-        .iter()
-        .filter(|other| other.name != obs.name && other.spec.swarm == obs.spec.swarm)
-        .map(|other| {
-            let (in_force, target) = holdings(&other.name, &other.status.instances);
-            (demand(&other.spec), in_force, target)
+    reserved_by_plans(
+        obs.other_plans
+            .iter()
+            .filter(|other| other.name != obs.name && other.spec.swarm == obs.spec.swarm)
+            .map(|other| {
+                (
+                    other.name.as_str(),
+                    &other.spec,
+                    other.status.instances.as_slice(),
+                )
+            }),
+    )
+}
+
+/// What `plans` (name, spec, `status.instances`) hold on each member, as placement
+/// reserves it (`shoal_core::deploy::placement::reserved_by`).
+pub fn reserved_by_plans<'a>(
+    plans: impl Iterator<Item = (&'a str, &'a DeploymentPlanSpec, &'a [InstanceStatus])>,
+) -> BTreeMap<MemberId, Resources> {
+    let plans: Vec<_> = plans
+        .map(|(name, spec, instances)| {
+            let (in_force, target) = holdings(name, instances);
+            (demand(spec), in_force, target)
         })
         .collect();
-    let holdings: Vec<PlanHolding<'_>> = others
+    let holdings: Vec<PlanHolding<'_>> = plans
         .iter()
         .map(|(demand, in_force, target)| PlanHolding {
             demand,
