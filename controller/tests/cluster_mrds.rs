@@ -159,6 +159,46 @@ async fn the_mrds_readme_plan_imports_as_written_places_on_capable_members_and_m
             .all(|instance| instance.member.starts_with("gpu-")),
         "{instances:?}"
     );
+
+    // `kubectl shoal members`, as MRDS's `node list`: total, reserved and remaining.
+    let report: serde_json::Value = shoal_json(&env, &["members", "demo"]).await;
+    let members = report["swarms"][0]["members"]
+        .as_array()
+        .expect("a member list")
+        .clone();
+    assert_eq!(members.len(), 4, "{report}");
+    for member in &members {
+        let name = member["name"].as_str().unwrap_or_default();
+        let holds = !member["instances"]
+            .as_array()
+            .expect("instances")
+            .is_empty();
+        assert_eq!(holds, name.starts_with("gpu-"), "{report}");
+        assert_eq!(member["capacity"]["cores"], 64, "{report}");
+        assert_eq!(member["reserved"]["memory"], 32, "{report}");
+        let (cores, memory) = if holds { (56, 416) } else { (60, 480) };
+        assert_eq!(member["remaining"]["cores"], cores, "{report}");
+        assert_eq!(member["remaining"]["memory"], memory, "{report}");
+        assert_eq!(member["state"], "Ready", "{report}");
+    }
+    let table = shoal_ok(&env, &["members", "demo"]).await;
+    for column in [
+        "Member",
+        "Pool",
+        "Domain",
+        "State",
+        "Capacity",
+        "Remaining",
+        "Instances",
+        "Jobs",
+    ] {
+        assert!(table.contains(column), "{table}");
+    }
+    let wide = shoal_ok(&env, &["members", "-o", "wide"]).await;
+    assert!(
+        wide.contains("nvidia-v100:3") && wide.contains("Reserved"),
+        "{wide}"
+    );
     controller.stop().await;
     env.finish().await;
 }
