@@ -18,6 +18,8 @@ pub struct PodState {
     pub deleting: bool,
     /// Its IP (`status.podIP`), once it has one.
     pub ip: Option<String>,
+    /// The Node it is bound to (`spec.nodeName`), if any.
+    pub node: Option<String>,
 }
 
 /// A StatefulSet or a Deployment labelled for this Swarm.
@@ -190,6 +192,7 @@ mod tests {
             ready: true,
             deleting: false,
             ip: None,
+            node: None,
         };
         PoolState {
             name: name.to_owned(),
@@ -229,6 +232,7 @@ mod tests {
                 ready: true,
                 deleting: false,
                 ip: None,
+                node: None,
             },
         )]));
         let pools = [statefulset("db", &[0]), deployment];

@@ -23,6 +23,8 @@ mod cluster_large;
 mod cluster_leader;
 mod cluster_metrics;
 mod cluster_misuse;
+mod cluster_mrds;
+mod cluster_node_zones;
 mod cluster_ownership;
 mod cluster_plans;
 mod cluster_pool_rollout;

@@ -49,8 +49,13 @@ pub const ANNOTATION_FAILOVER_NOW: &str = "shoal.dev/failover-now";
 pub const ANNOTATION_CAPABILITIES: &str = "shoal.dev/capabilities";
 /// Pool annotation holding what each member gives to plan instances (`deploy::pool`).
 pub const ANNOTATION_CAPACITY: &str = "shoal.dev/capacity";
+/// Pool annotation holding what each member keeps for itself, taken from its capacity
+/// before plans are placed (MRDS's "system reserved"; `deploy::pool`).
+pub const ANNOTATION_RESERVED: &str = "shoal.dev/reserved";
 /// Pool annotation naming the members' update domain (`deploy::pool`).
 pub const ANNOTATION_UPDATE_DOMAIN: &str = "shoal.dev/update-domain";
+/// The field manager of the plugin's server-side applies (`kubectl shoal import-mrds --apply`).
+pub const PLUGIN_FIELD_MANAGER: &str = "kubectl-shoal";
 /// Label on a DeploymentPlan's status-report ConfigMap, and on its Service and
 /// EndpointSlices (`spec.serviceName`): the plan's name.
 pub const LABEL_DEPLOYMENT_PLAN: &str = "shoal.dev/deployment-plan";

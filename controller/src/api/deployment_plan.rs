@@ -17,6 +17,7 @@
 //! | annotation `shoal.dev/update-domain` | the update domain of its members | the node's zone, else the pool's name |
 //! | annotation `shoal.dev/capabilities` | capabilities with scores, e.g. `GPU=nvidia-v100:3,nvidia-p100:2;CPU=intel-xeon` | none |
 //! | annotation `shoal.dev/capacity` | capacity of each member in the units the plans' demands use, e.g. `cores=4,memory=8192` | none declared |
+//! | annotation `shoal.dev/reserved` | what each member keeps for itself, taken from its capacity before plans are placed (MRDS's system reserved), e.g. `cores=4,memory=32` | nothing |
 //!
 //! The rules (comparators, placement, operation states) are those of
 //! `shoal_core::deploy`.

@@ -16,6 +16,7 @@ use crate::metrics::Metrics;
 
 pub mod config_maps;
 pub mod leases;
+pub mod nodes;
 pub mod pools;
 pub mod too_large;
 

@@ -41,6 +41,7 @@ pub fn pod_state(pod: &Pod) -> PodState {
             .as_ref()
             .and_then(|status| status.pod_ip.clone())
             .filter(|ip| !ip.is_empty()),
+        node: pod.spec.as_ref().and_then(|spec| spec.node_name.clone()),
     }
 }
 

@@ -2,7 +2,7 @@
 //! Swarm, the Swarm's pools and their pods, the member Leases, and the other
 //! plans of the namespace.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -25,6 +25,7 @@ use crate::api::deployment_plan::DeploymentPlan;
 use crate::api::swarm::Swarm;
 use crate::cluster::config_maps::{edited_by, owned_by, slice_object};
 use crate::cluster::leases::lease_state;
+use crate::cluster::nodes::{NodeZones, node_zones, zones_not_read};
 use crate::cluster::pools::observe_pool;
 
 /// A read that failed, naming the plan and what was being read.
@@ -40,11 +41,14 @@ pub struct ObserveError {
 }
 
 /// Observes the plan `name` of `namespace`; `Ok(None)` when it no longer exists.
+/// `read_zones`: read the zones of the members' Nodes (a cluster-wide controller; a
+/// namespace-scoped one may not read Nodes, so it does not ask).
 pub async fn observe(
     client: &Client,
     namespace: &str,
     name: &str,
     now: Timestamp,
+    read_zones: bool,
 ) -> Result<Option<(DeploymentPlan, PlanObservation)>, ObserveError> {
     let failed = |what: &str| {
         let what = what.to_owned();
@@ -70,7 +74,7 @@ pub async fn observe(
         .await
         .map_err(failed("the Swarm's pools"))?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let mut pools = Vec::new();
+    let mut observed = Vec::new();
     for sts in &statefulsets.items {
         let pool = observe_pool(&pods, sts)
             .await
@@ -79,9 +83,30 @@ pub async fn observe(
                 what: format!("the pods of StatefulSet {}", sts.name_any()),
                 source: Box::new(error),
             })?;
-        pools.push(PoolObservation {
+        observed.push((sts.annotations().clone(), pool));
+    }
+    // A member's update domain is its node's zone only where its pool declares none:
+    // those pools' Nodes are read, and no other.
+    let nodes: BTreeSet<String> = observed
+        .iter()
+        .filter(|(annotations, _)| !annotations.contains_key(names::ANNOTATION_UPDATE_DOMAIN))
+        .flat_map(|(_, pool)| pool.pods.values().filter_map(|pod| pod.node.clone()))
+        .collect();
+    let zones = if read_zones {
+        node_zones(client, nodes)
+            .await
+            .map_err(failed("the Nodes of the members (their zones)"))?
+    } else {
+        if !nodes.is_empty() {
+            zones_not_read();
+        }
+        NodeZones::default()
+    };
+    let pools: Vec<PoolObservation> = observed
+        .into_iter()
+        .map(|(annotations, pool)| PoolObservation {
             name: pool.name,
-            annotations: sts.annotations().clone(),
+            annotations,
             pods: pool
                 .pods
                 .into_iter()
@@ -89,19 +114,17 @@ pub async fn observe(
                     (
                         ordinal,
                         MemberPod {
+                            node_zone: zones.zone(pod.node.as_deref()),
                             uid: pod.uid,
                             ready: pod.ready,
                             deleting: pod.deleting,
-                            // Node zones are not read (the controller may not read Nodes);
-                            // a pool without `shoal.dev/update-domain` is its own domain.
-                            node_zone: None,
                             ip: pod.ip,
                         },
                     )
                 })
                 .collect(),
-        });
-    }
+        })
+        .collect();
     let member_pods: Vec<String> = pools
         .iter()
         .flat_map(|pool| pool.members().map(|(name, _)| name))

@@ -189,14 +189,21 @@ fn plans_of(
 async fn reconcile(plan: Arc<DeploymentPlan>, ctx: Arc<Context>) -> Result<Action, PassError> {
     let namespace = plan.namespace().unwrap_or_default();
     let name = plan.name_any();
-    let Some((plan, mut observation)) =
-        observe(&ctx.client, &namespace, &name, jiff::Timestamp::now()).await?
+    let cluster_wide = ctx.settings.namespace.is_none();
+    let Some((plan, mut observation)) = observe(
+        &ctx.client,
+        &namespace,
+        &name,
+        jiff::Timestamp::now(),
+        cluster_wide,
+    )
+    .await?
     else {
         return Ok(Action::await_change());
     };
     observation.approved_by_policy = crate::approvers::vouched_for(
         &ctx.client,
-        ctx.settings.namespace.is_none(),
+        cluster_wide,
         crate::approvers::plan_may_approve(&observation.annotations, &observation.status),
     )
     .await;

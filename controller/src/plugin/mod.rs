@@ -19,6 +19,9 @@
 //!   `completion bash|zsh|fish` ([`completion`]).
 //! * [`cordon`]: `cordon`, `uncordon` and `drain <member>`: the Swarm's `spec.cordon`.
 //! * [`kind`]: `swarm/<name>`, `dplan/<name>` and the CRDs' other names, as kubectl takes them.
+//! * [`import_mrds`]: `import-mrds`, an MRDS plan document as DeploymentPlans.
+//! * [`members`]: `members`, one row per member: pool, update domain, state, capabilities,
+//!   capacity, reserved, remaining, plan instances and jobs held.
 //! * [`plan_rollout`]: a plan's ordered rollout: `pause`, `resume`,
 //!   `rollout-status`, `plan-history`, `plan-undo`.
 //!
@@ -64,7 +67,9 @@ pub mod complete;
 pub mod cordon;
 pub mod gate;
 pub mod history;
+pub mod import_mrds;
 pub mod kind;
+pub mod members;
 pub mod plan_rollout;
 pub mod plans;
 pub mod preview;
@@ -207,9 +212,18 @@ pub enum Command {
         /// A member (pod name): print its jobs.
         member: Option<String>,
     },
+    /// One row per member of a Swarm (default: every Swarm of the namespace), as MRDS's
+    /// `node list`: pool, update domain, state, capacity, remaining (after what the plans
+    /// hold), plan instances and jobs held; `-o wide` adds capabilities and reserved.
+    Members {
+        /// The Swarm: `<name>` or `swarm/<name>`.
+        #[arg(value_parser = kind::swarm)]
+        swarm: Option<String>,
+    },
     /// DeploymentPlans of the namespace.
     Plans,
-    /// One DeploymentPlan: applications, deployments, instance and operation summaries.
+    /// One DeploymentPlan: requirements, applications (resources, ports, payload), deployments,
+    /// instance and operation summaries.
     Plan {
         /// The DeploymentPlan: `<name>` or `dplan/<name>`.
         #[arg(value_parser = kind::plan)]
@@ -397,6 +411,15 @@ pub enum Command {
         /// The shell: bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
+    /// Turn an MRDS plan document (YAML or JSON, one plan or `plans: [...]`) into
+    /// DeploymentPlans of `--swarm`: printed as YAML (`-o json` as JSON), or written with
+    /// `--apply` / `--dry-run=client|server`. Fields with no meaning here and unknown fields
+    /// are refused, naming the field and its path.
+    ImportMrds {
+        /// The file, the Swarm, the instance count, the memory unit and how to write.
+        #[command(flatten)]
+        args: import_mrds::ImportArgs,
+    },
     /// A plan's recorded deployment revisions with change cause and creation time.
     PlanHistory {
         /// The DeploymentPlan: `<name>` or `dplan/<name>`.
@@ -441,6 +464,7 @@ impl Command {
             | Command::Cordon { write, .. }
             | Command::Uncordon { write, .. }
             | Command::Drain { write, .. } => Some(write),
+            Command::ImportMrds { args } => Some(&args.write),
             _ => None,
         }
     }
@@ -596,6 +620,9 @@ pub enum Error {
         /// Cause.
         source: kube::Error,
     },
+    /// `import-mrds` failed.
+    #[error(transparent)]
+    Import(Box<import_mrds::ImportError>),
     /// Serializing the report failed.
     #[error("rendering the report as {format}: {message}")]
     Render {
@@ -865,6 +892,15 @@ pub async fn run(cli: &Cli) -> Result<String, Error> {
     if let Command::Completion { shell } = &cli.command {
         return Ok(completion(*shell));
     }
+    // Printing the manifests needs no cluster either.
+    if let Command::ImportMrds { args } = &cli.command {
+        let plans = import_mrds::import(args, cli.namespace.as_deref())?;
+        if !args.writes() {
+            return Ok(import_mrds::manifests(&plans, cli.output)?);
+        }
+        let target = connect(cli).await?;
+        return import_mrds::apply(&target, plans, cli.output).await;
+    }
     let target = connect(cli).await?;
     if cli.command.write_args().is_some() {
         return change(&target, &cli.command, cli.output).await;
@@ -941,6 +977,10 @@ async fn change(target: &Target, command: &Command, output: OutputFormat) -> Res
         }
         Command::Pause { object, .. } => set_paused(target, object, true, output).await,
         Command::Resume { object, .. } => set_paused(target, object, false, output).await,
+        Command::ImportMrds { args } => {
+            let plans = import_mrds::import(args, None)?;
+            import_mrds::apply(target, plans, output).await
+        }
         Command::PlanUndo {
             plan, to_revision, ..
         } => write::render_written(
@@ -988,6 +1028,9 @@ async fn read(target: &Target, command: &Command, output: OutputFormat) -> Resul
             &slices::slices(target, swarm, member.as_deref()).await?,
             output,
         ),
+        Command::Members { swarm } => {
+            render(&members::members(target, swarm.as_deref()).await?, output)
+        }
         Command::Plans => render(&plans::plans(target).await?, output),
         Command::Plan { plan } => render(&plans::plan(target, plan).await?, output),
         Command::Instances { plan } => render(&plans::instances(target, plan).await?, output),

@@ -214,6 +214,11 @@ fn row(plan: &DeploymentPlan) -> PlanRow {
 pub struct PlanReport {
     /// The plan's row.
     pub plan: PlanRow,
+    /// Capabilities a member must offer (`spec.requirements`), in MRDS's "matching compute
+    /// capabilities" words: type, comparator, names.
+    pub requirements: Vec<RequirementRow>,
+    /// What one instance takes from its member: the sum of the applications' resources.
+    pub instance_demand: String,
     /// Applications: name, demands, ports, payload coordinates.
     pub applications: Vec<ApplicationRow>,
     /// Deployment revision in force and the latest given.
@@ -239,6 +244,18 @@ pub struct PlanReport {
     /// The headless Service (`spec.serviceName`): `<name>: <ready>/<endpoints> endpoints
     /// ready, ports <ports>`, its conflict, or `none`.
     pub service: String,
+}
+
+/// One capability requirement in `plan`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RequirementRow {
+    /// The capability type, e.g. `GPU`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `In`, `NotIn`, `Gte` or `Lte`.
+    pub comparator: String,
+    /// The capability names, as the plan lists them.
+    pub names: Vec<String>,
 }
 
 /// One application in `plan`.
@@ -290,7 +307,24 @@ impl Report for PlanReport {
             ),
             ("Service", self.service.clone()),
         ]);
-        out.push_str("\nApplications\n");
+        out.push_str("\nRequirements (matching compute capabilities)\n");
+        let mut requirements = Table::new(["Type", "Comparator", "Names"]);
+        for requirement in &self.requirements {
+            requirements.row([
+                requirement.type_.clone(),
+                requirement.comparator.clone(),
+                requirement.names.join(", "),
+            ]);
+        }
+        out.push_str(&requirements.render("None: every member is capable."));
+        out.push_str(&format!(
+            "\nApplications (one instance takes {})\n",
+            if self.instance_demand.is_empty() {
+                "nothing declared"
+            } else {
+                &self.instance_demand
+            }
+        ));
         let mut applications = Table::new(["Application", "Resources", "Ports", "Payload"]);
         for application in &self.applications {
             applications.row([
@@ -375,6 +409,15 @@ fn deployment_status_table(documents: &[DeploymentStatusDocument]) -> String {
 }
 
 /// The `plan` report of one plan. Pure.
+/// `cores=1, memory=512`.
+pub(crate) fn resource_list(resources: &BTreeMap<String, u64>) -> String {
+    resources
+        .iter()
+        .map(|(name, amount)| format!("{name}={amount}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub fn plan_report(plan: &DeploymentPlan) -> PlanReport {
     let status = plan.status.clone().unwrap_or_default();
     let payloads: BTreeMap<&str, String> = plan
@@ -397,12 +440,7 @@ pub fn plan_report(plan: &DeploymentPlan) -> PlanReport {
         .iter()
         .map(|application| ApplicationRow {
             name: application.name.clone(),
-            resources: application
-                .resources
-                .iter()
-                .map(|(name, amount)| format!("{name}={amount}"))
-                .collect::<Vec<_>>()
-                .join(", "),
+            resources: resource_list(&application.resources),
             ports: application
                 .ports
                 .iter()
@@ -430,6 +468,19 @@ pub fn plan_report(plan: &DeploymentPlan) -> PlanReport {
     PlanReport {
         next_window: status.next_window.clone(),
         plan: row(plan),
+        requirements: plan
+            .spec
+            .requirements
+            .iter()
+            .map(|requirement| RequirementRow {
+                type_: requirement.type_.clone(),
+                comparator: format!("{:?}", requirement.comparator),
+                names: requirement.names.clone(),
+            })
+            .collect(),
+        instance_demand: resource_list(
+            &crate::deployment_plan::decide::instance_demand(&plan.spec).0,
+        ),
         applications,
         current_deployment: status.current_deployment,
         latest_deployment: status.latest_deployment,
@@ -1367,5 +1418,60 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("image=nginx:1"), "{table}");
+    }
+
+    #[test]
+    fn the_plan_report_prints_the_requirements_and_each_applications_resources_and_ports() {
+        let plan: DeploymentPlan = serde_json::from_value(serde_json::json!({
+            "apiVersion": "shoal.dev/v1alpha1",
+            "kind": "DeploymentPlan",
+            "metadata": {"name": "web"},
+            "spec": {
+                "swarm": "demo",
+                "applications": [
+                    {"name": "nginx", "resources": {"cores": 4, "memory": 64}, "ports": [{"port": 80}, {"protocol": "UDP", "port": 53}]},
+                    {"name": "exporter", "resources": {"cores": 1}},
+                ],
+                "requirements": [
+                    {"type": "GPU", "comparator": "Gte", "names": ["nvidia-v100", "nvidia-p100"]},
+                    {"type": "CPU", "comparator": "In", "names": ["intel-xeon"]},
+                ],
+                "deployment": {"instances": 1},
+            },
+        }))
+        .expect("a plan");
+        let report = plan_report(&plan);
+        assert_eq!(
+            report.requirements[0],
+            RequirementRow {
+                type_: "GPU".to_owned(),
+                comparator: "Gte".to_owned(),
+                names: vec!["nvidia-v100".to_owned(), "nvidia-p100".to_owned()],
+            }
+        );
+        assert_eq!(report.instance_demand, "cores=5, memory=64");
+        let table = report.table();
+        let requirements = table
+            .split("\nRequirements (matching compute capabilities)\n")
+            .nth(1)
+            .unwrap_or_default();
+        assert!(
+            requirements.contains("GPU")
+                && requirements.contains("Gte")
+                && requirements.contains("nvidia-v100, nvidia-p100"),
+            "{table}"
+        );
+        assert!(
+            table.contains("Applications (one instance takes cores=5, memory=64)"),
+            "{table}"
+        );
+        assert!(
+            table.contains("cores=4, memory=64") && table.contains("80/TCP, 53/UDP"),
+            "{table}"
+        );
+        assert!(
+            table.lines().all(|line| line.chars().count() <= 120),
+            "{table}"
+        );
     }
 }

@@ -525,6 +525,7 @@ mod tests {
             ready: true,
             deleting,
             ip: None,
+            node: None,
         };
         let mut web = pool("web", 2);
         web.pods.clear();

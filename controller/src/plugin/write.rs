@@ -2,7 +2,8 @@
 //! sends nothing and prints the merge patch it would send; `server` sends it with
 //! `dryRun=All` (the API server checks it, admission included, and stores nothing)
 //! and prints it with the server's answer. Every write of the plugin goes through
-//! [`merge_patch`], so no command can write past a dry run.
+//! [`merge_patch`] or, for a whole object it creates or updates (`import-mrds
+//! --apply`), [`server_side_apply`], so no command can write past a dry run.
 
 use std::sync::{Arc, Mutex};
 
@@ -46,8 +47,11 @@ pub struct DryRunWrite {
     pub namespace: String,
     /// Object name.
     pub name: String,
-    /// The JSON merge patch.
+    /// The JSON merge patch, or the whole object of a server-side apply.
     pub patch: serde_json::Value,
+    /// The write is a server-side apply of `patch` (field manager `kubectl-shoal`), not a merge patch.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub server_side_apply: bool,
     /// `server`: the object as the API server would have stored it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,
@@ -78,6 +82,37 @@ impl Writes {
         }
     }
 
+    /// The same run's writes (held together) in another namespace.
+    pub fn in_namespace(&self, namespace: &str) -> Writes {
+        Writes {
+            mode: self.mode,
+            namespace: namespace.to_owned(),
+            held: Arc::clone(&self.held),
+        }
+    }
+
+    /// Holds a write made (`server`) or not made (`client`) under a dry run.
+    fn record<K>(
+        &self,
+        name: &str,
+        patch: serde_json::Value,
+        server_side_apply: bool,
+        result: Option<K>,
+    ) where
+        K: Resource<DynamicType = ()> + Serialize,
+    {
+        if self.mode != DryRun::None {
+            self.hold(DryRunWrite {
+                kind: K::kind(&()).into_owned(),
+                namespace: self.namespace.clone(),
+                name: name.to_owned(),
+                patch,
+                server_side_apply,
+                result: result.and_then(|object| serde_json::to_value(object).ok()),
+            });
+        }
+    }
+
     fn held(&self) -> Vec<DryRunWrite> {
         self.held
             .lock()
@@ -105,15 +140,29 @@ where
         DryRun::Client => None,
         _ => Some(api.patch(name, &params, &Patch::Merge(&patch)).await?),
     };
-    if writes.mode != DryRun::None {
-        writes.hold(DryRunWrite {
-            kind: K::kind(&()).into_owned(),
-            namespace: writes.namespace.clone(),
-            name: name.to_owned(),
-            patch,
-            result: result.and_then(|object| serde_json::to_value(object).ok()),
-        });
-    }
+    writes.record::<K>(name, patch, false, result);
+    Ok(())
+}
+
+/// Creates or updates `name` with the whole `object` by server-side apply (field manager
+/// [`shoal_core::names::PLUGIN_FIELD_MANAGER`], forced: the user asked for this object), or
+/// under a dry run holds it (`client`) or has the server check it (`server`).
+pub async fn server_side_apply<K>(
+    writes: &Writes,
+    api: &Api<K>,
+    name: &str,
+    object: serde_json::Value,
+) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    let mut params = PatchParams::apply(shoal_core::names::PLUGIN_FIELD_MANAGER).force();
+    params.dry_run = writes.mode == DryRun::Server;
+    let result = match writes.mode {
+        DryRun::Client => None,
+        _ => Some(api.patch(name, &params, &Patch::Apply(&object)).await?),
+    };
+    writes.record::<K>(name, object, true, result);
     Ok(())
 }
 
@@ -136,13 +185,18 @@ impl Report for DryRunReport {
         let mut out = String::new();
         for write in &self.writes {
             let patch = serde_json::to_string_pretty(&write.patch).unwrap_or_default();
+            let what = if write.server_side_apply {
+                "server-side apply"
+            } else {
+                "merge patch"
+            };
             out.push_str(&match self.dry_run {
                 DryRun::Server => format!(
-                    "Dry run (server): the API server accepted this merge patch to {} {}/{} with dryRun=All and stored nothing:\n{patch}\n",
+                    "Dry run (server): the API server accepted this {what} to {} {}/{} with dryRun=All and stored nothing:\n{patch}\n",
                     write.kind, write.namespace, write.name
                 ),
                 _ => format!(
-                    "Dry run (client): nothing was sent. The merge patch to {} {}/{} would be:\n{patch}\n",
+                    "Dry run (client): nothing was sent. The {what} to {} {}/{} would be:\n{patch}\n",
                     write.kind, write.namespace, write.name
                 ),
             });

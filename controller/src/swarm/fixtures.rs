@@ -28,6 +28,7 @@ pub fn pool(name: &str, replicas: u32) -> PoolState {
                     ready: true,
                     deleting: false,
                     ip: None,
+                    node: None,
                 };
                 (ordinal, pod)
             })

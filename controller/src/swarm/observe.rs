@@ -687,6 +687,7 @@ mod tests {
                         ready: true,
                         deleting: false,
                         ip: None,
+                        node: None,
                     },
                 )]),
                 observed_current: true,

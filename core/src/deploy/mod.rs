@@ -21,12 +21,14 @@
 //!   its aggregation rule and validation.
 //! * [`port`]: the ports an application listens on (`TCP/80`); two
 //!   instances needing one port never share a member.
+//! * [`mrds`]: MRDS plan documents read as written (`kubectl shoal import-mrds`).
 //! * [`pool`]: what a pool declares in its annotations (capabilities,
 //!   capacity, update domain) and each member's update domain.
 
 pub mod canary;
 pub mod capability;
 pub mod domains;
+pub mod mrds;
 pub mod operation;
 pub mod placement;
 pub mod pool;

@@ -498,7 +498,7 @@ impl<'a> Board<'a> {
             .collect();
         let remaining = members
             .iter()
-            .map(|member| after_reservation(member, &request.reserved))
+            .map(|member| remaining_capacity(member, &request.reserved))
             .collect();
         let ports_held = members
             .iter()
@@ -639,8 +639,9 @@ pub fn reserved_by(plans: &[PlanHolding<'_>]) -> BTreeMap<MemberId, Reservation>
     reserved
 }
 
-/// The member's capacity minus what other plans reserve on it (at least 0).
-fn after_reservation(
+/// The member's capacity minus what plans reserve on it (at least 0): what placement
+/// starts from on each member, and what `kubectl shoal members` shows as remaining.
+pub fn remaining_capacity(
     member: &DeployMember,
     reserved: &BTreeMap<MemberId, Reservation>,
 ) -> Resources {

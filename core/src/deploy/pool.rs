@@ -12,6 +12,10 @@
 //!   (starting and ending with a letter or digit) and must match the names
 //!   plans use for their demands; amounts are decimal `u64` in the unit the
 //!   plans use. Spaces around tokens are ignored; a name may appear once.
+//! * [`ANNOTATION_RESERVED`] (`shoal.dev/reserved`): what each member keeps
+//!   for itself (MRDS's "system reserved"), in the same grammar and units as
+//!   the capacity, e.g. `cores=4,memory=32`. Placement gives plans the
+//!   capacity less this ([`PoolDeclaration::usable`], at least 0 per resource).
 //! * [`ANNOTATION_UPDATE_DOMAIN`] (`shoal.dev/update-domain`): the update
 //!   domain of every member of the pool (a label value: 1–63 of letters,
 //!   digits, `-`, `_`, `.`, starting and ending with a letter or digit).
@@ -29,7 +33,9 @@ use super::is_label_value;
 use super::placement::DeployMember;
 use crate::member::{MemberId, Resources};
 
-pub use crate::names::{ANNOTATION_CAPABILITIES, ANNOTATION_CAPACITY, ANNOTATION_UPDATE_DOMAIN};
+pub use crate::names::{
+    ANNOTATION_CAPABILITIES, ANNOTATION_CAPACITY, ANNOTATION_RESERVED, ANNOTATION_UPDATE_DOMAIN,
+};
 /// The well-known node label holding a node's zone.
 pub const NODE_ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
@@ -38,8 +44,10 @@ pub const NODE_ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 pub struct PoolDeclaration {
     /// Capabilities of every member.
     pub capabilities: Capabilities,
-    /// What each member gives to plan instances.
+    /// What each member has, before what it keeps for itself.
     pub capacity: Resources,
+    /// What each member keeps for itself (not for plan instances).
+    pub reserved: Resources,
     /// The declared update domain, if any.
     pub update_domain: Option<String>,
 }
@@ -56,11 +64,13 @@ pub enum PoolDeclarationError {
         /// What is wrong.
         problem: CapabilityParseError,
     },
-    /// The capacity annotation is malformed.
-    #[error("pool {pool:?}, annotation {ANNOTATION_CAPACITY}: entry {entry:?} {problem}")]
+    /// The capacity or reserved annotation is malformed.
+    #[error("pool {pool:?}, annotation {annotation}: entry {entry:?} {problem}")]
     Capacity {
         /// The pool.
         pool: String,
+        /// [`ANNOTATION_CAPACITY`] or [`ANNOTATION_RESERVED`].
+        annotation: &'static str,
         /// The offending `NAME=AMOUNT` entry as written.
         entry: String,
         /// What is wrong with it.
@@ -90,13 +100,18 @@ impl PoolDeclaration {
                 pool: pool.to_owned(),
                 problem,
             })?;
-        let capacity = parse_capacity(text(ANNOTATION_CAPACITY).unwrap_or("")).map_err(
-            |(entry, problem)| PoolDeclarationError::Capacity {
-                pool: pool.to_owned(),
-                entry,
-                problem,
-            },
-        )?;
+        let amounts = |annotation: &'static str| {
+            parse_capacity(text(annotation).unwrap_or("")).map_err(|(entry, problem)| {
+                PoolDeclarationError::Capacity {
+                    pool: pool.to_owned(),
+                    annotation,
+                    entry,
+                    problem,
+                }
+            })
+        };
+        let capacity = amounts(ANNOTATION_CAPACITY)?;
+        let reserved = amounts(ANNOTATION_RESERVED)?;
         let update_domain = match text(ANNOTATION_UPDATE_DOMAIN).map(str::trim) {
             None => None,
             Some(value) if is_label_value(value) => Some(value.to_owned()),
@@ -110,21 +125,29 @@ impl PoolDeclaration {
         Ok(PoolDeclaration {
             capabilities,
             capacity,
+            reserved,
             update_domain,
         })
+    }
+
+    /// What each member gives to plan instances: its capacity less what it reserves.
+    pub fn usable(&self) -> Resources {
+        let mut usable = self.capacity.clone();
+        usable.take(&self.reserved);
+        usable
     }
 }
 
 impl PoolDeclaration {
     /// One member of the pool as placement sees it: the pool's capabilities
-    /// and capacity, its own availability and update domain (see
-    /// [`member_update_domain`]).
+    /// and usable capacity ([`PoolDeclaration::usable`]), its own availability
+    /// and update domain (see [`member_update_domain`]).
     pub fn member(&self, id: MemberId, available: bool, update_domain: String) -> DeployMember {
         DeployMember {
             id,
             available,
             capabilities: self.capabilities.clone(),
-            capacity: self.capacity.clone(),
+            capacity: self.usable(),
             update_domain,
             cordoned: false,
         }
@@ -218,6 +241,38 @@ mod tests {
         assert_eq!(
             PoolDeclaration::from_annotations("plain", &BTreeMap::new()),
             Ok(PoolDeclaration::default())
+        );
+    }
+
+    #[test]
+    fn what_a_pool_reserves_is_taken_from_what_each_member_gives_plans() {
+        let declared = PoolDeclaration::from_annotations(
+            "gpu",
+            &annotations(&[
+                (ANNOTATION_CAPACITY, "cores=64,memory=512"),
+                (ANNOTATION_RESERVED, "cores=4,memory=32,disk=1"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            declared.reserved,
+            Resources::none()
+                .with("cores", 4)
+                .with("memory", 32)
+                .with("disk", 1)
+        );
+        let member = declared.member(MemberId::new("gpu", 0), true, "ud".to_owned());
+        assert_eq!(member.capacity.get("cores"), 60);
+        assert_eq!(member.capacity.get("memory"), 480);
+        assert_eq!(member.capacity.get("disk"), 0);
+        assert_eq!(
+            PoolDeclaration::from_annotations(
+                "gpu",
+                &annotations(&[(ANNOTATION_RESERVED, "cores")])
+            )
+            .unwrap_err()
+            .to_string(),
+            "pool \"gpu\", annotation shoal.dev/reserved: entry \"cores\" has no \"=\": write NAME=AMOUNT"
         );
     }
 

@@ -49,7 +49,7 @@ pub(super) fn deploy_members(obs: &PlanObservation) -> Result<Vec<DeployMember>,
 }
 
 /// What one instance consumes: the sum of the applications' demands.
-pub(super) fn demand(spec: &DeploymentPlanSpec) -> Resources {
+pub fn demand(spec: &DeploymentPlanSpec) -> Resources {
     let mut total = Resources::none();
     for application in &spec.applications {
         total.add(&Resources(application.resources.clone()));
@@ -148,16 +148,32 @@ fn holdings(
 
 /// What the other plans of the same Swarm hold on each member: capacity and ports.
 pub(super) fn reserved_by_others(obs: &PlanObservation) -> BTreeMap<MemberId, Reservation> {
-    let others: Vec<_> = obs
-        .other_plans
-        .iter()
-        .filter(|other| other.name != obs.name && other.spec.swarm == obs.spec.swarm)
-        .map(|other| {
-            let (in_force, target) = holdings(&other.name, &other.status.instances);
-            (demand(&other.spec), ports(&other.spec), in_force, target)
+    reserved_by_plans(
+        obs.other_plans
+            .iter()
+            .filter(|other| other.name != obs.name && other.spec.swarm == obs.spec.swarm)
+            .map(|other| {
+                (
+                    other.name.as_str(),
+                    &other.spec,
+                    other.status.instances.as_slice(),
+                )
+            }),
+    )
+}
+
+/// What `plans` (name, spec, `status.instances`) hold on each member, capacity and
+/// ports, as placement reserves it (`shoal_core::deploy::placement::reserved_by`).
+pub fn reserved_by_plans<'a>(
+    plans: impl Iterator<Item = (&'a str, &'a DeploymentPlanSpec, &'a [InstanceStatus])>,
+) -> BTreeMap<MemberId, Reservation> {
+    let plans: Vec<_> = plans
+        .map(|(name, spec, instances)| {
+            let (in_force, target) = holdings(name, instances);
+            (demand(spec), ports(spec), in_force, target)
         })
         .collect();
-    let holdings: Vec<PlanHolding<'_>> = others
+    let holdings: Vec<PlanHolding<'_>> = plans
         .iter()
         .map(|(demand, ports, in_force, target)| PlanHolding {
             demand,

@@ -35,6 +35,7 @@ mod status_document;
 #[cfg(test)]
 pub(super) mod tests;
 
+pub use members::{demand as instance_demand, reserved_by_plans};
 pub use pass::decide;
 pub use reports::InstanceReport;
 pub use requests::{Verb, parse_request, request_item, request_items};

@@ -824,6 +824,7 @@ mod tests {
                 ready: true,
                 deleting: true,
                 ip: None,
+                node: None,
             }),
             lease: None,
             unavailable_since: None,

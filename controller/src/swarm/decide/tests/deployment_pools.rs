@@ -21,6 +21,7 @@ fn deployment(pods: &[&str]) -> PoolState {
                         ready: true,
                         deleting: false,
                         ip: None,
+                        node: None,
                     };
                     ((*pod).to_owned(), state)
                 })
@@ -37,6 +38,7 @@ fn add_ready_pod(cluster: &mut Cluster, pod: &str) {
         ready: true,
         deleting: false,
         ip: None,
+        node: None,
     };
     pods_of(cluster).insert(pod.to_owned(), state);
 }
