@@ -704,7 +704,7 @@ pub struct RevisionSummary {
 }
 
 /// One member as last observed.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MemberStatus {
     /// Pod name.

@@ -428,5 +428,4 @@ mod tests {
             "plan.yaml: plan \"web\" says namespace \"other\" but -n says \"apps\"; drop one of them"
         );
     }
-
 }

@@ -88,14 +88,19 @@ pub struct MemberRow {
 
 /// A member's state in words, from its `status.members` entry alone.
 pub fn member_state(member: &MemberStatus) -> String {
-    if member.failed_over {
+    let availability = if member.failed_over {
         "FailedOver"
     } else if member.ready {
         "Ready"
     } else {
         "Unavailable"
+    };
+    // As `kubectl get nodes` shows `Ready,SchedulingDisabled`: the cordon beside
+    // the availability, never instead of it.
+    match &member.state {
+        Some(cordon) => format!("{availability},{cordon}"),
+        None => availability.to_owned(),
     }
-    .to_owned()
 }
 
 /// One pool as `members` reads it: its annotations and the Node of each pod.
@@ -365,6 +370,25 @@ mod tests {
             "name": name, "pool": pool, "ready": ready, "sliceSize": jobs,
         }))
         .expect("a member status")
+    }
+
+    #[test]
+    fn a_cordoned_members_state_shows_its_availability_and_its_cordon() {
+        let member = |ready, state: Option<&str>| MemberStatus {
+            name: "w-0".to_owned(),
+            ready,
+            state: state.map(str::to_owned),
+            ..MemberStatus::default()
+        };
+        assert_eq!(member_state(&member(true, None)), "Ready");
+        assert_eq!(
+            member_state(&member(true, Some("Cordoned"))),
+            "Ready,Cordoned"
+        );
+        assert_eq!(
+            member_state(&member(false, Some("Drained"))),
+            "Unavailable,Drained"
+        );
     }
 
     #[test]
