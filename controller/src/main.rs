@@ -31,7 +31,8 @@ struct Cli {
     #[arg(
         long,
         env = "SHOAL_STATUS_API_TLS_CERT",
-        requires = "status_api_tls_key"
+        requires = "status_api_tls_key",
+        requires = "status_api_address"
     )]
     status_api_tls_cert: Option<PathBuf>,
     /// The serving certificate's private key (PEM, the Secret's `tls.key`).
@@ -248,5 +249,33 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = terminated => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    #[test]
+    fn status_endpoint_tls_files_without_its_address_are_refused_not_ignored() {
+        let tls = [
+            "--status-api-tls-cert",
+            "tls.crt",
+            "--status-api-tls-key",
+            "tls.key",
+        ];
+        let without = Cli::try_parse_from(["shoal-controller"].into_iter().chain(tls));
+        let error = without
+            .expect_err("TLS files with no endpoint to serve them")
+            .to_string();
+        assert!(error.contains("--status-api-address"), "{error}");
+        let with = Cli::try_parse_from(
+            ["shoal-controller", "--status-api-address", "0.0.0.0:8443"]
+                .into_iter()
+                .chain(tls),
+        );
+        assert!(with.is_ok(), "{with:?}");
     }
 }
