@@ -239,12 +239,19 @@ async fn the_plans_deployment_status_reads_the_same_in_kubectl_and_over_http_fro
     let (code, body) = curl(&sandbox, &url, &stranger).await;
     assert_eq!(code, 403, "{body}");
 
+    // One approved: its process runs but has not settled (the GPU pools count
+    // an instance installed after 5 s of running), so the deployment is
+    // installing, beside two pending (Margo's order puts installing above
+    // pending), under the same id.
+    approve(&sandbox, 1).await;
+    let installing = document_in(&sandbox, 1, "installing").await;
+    assert_eq!(installing.deployment_id, pending.deployment_id);
     // All three approved, running and settled: installed. (One instance
     // installed beside two pending is `pending` again: Margo's order puts
-    // pending above installed, so `installing` shows only while one installs.)
-    approve(&sandbox, 1).await;
+    // pending above installed.)
     approve(&sandbox, 2).await;
     let installed = document_in(&sandbox, 1, "installed").await;
+    assert_eq!(installed.deployment_id, pending.deployment_id);
     served_as_in_the_plan(&sandbox, &reader, &installed).await;
     let names: Vec<&str> = installed
         .components
