@@ -219,11 +219,11 @@ async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scal
     let sandbox = Sandbox::start_with_pools(
         dir.path(),
         Path::new(&format!("{plans}/40-gpu-pools.yaml")),
-        6,
+        8,
         WAIT,
     )
     .await
-    .expect("the demo converges with six members");
+    .expect("the demo converges with eight members");
     let user = User {
         sandbox: &sandbox,
         kubeconfig: sandbox.kubeconfig_path(),
@@ -438,11 +438,15 @@ async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scal
         .map(|process| process.member.clone())
         .find(|member| member.ends_with("-1"))
         .expect("an instance on an ordinal-1 member");
-    let leaving: Vec<String> = current
+    // Scaling its pool to one member takes every member but ordinal 0 away.
+    let leaving_pool = pool_of(&leaving_member).to_owned();
+    let gone = |member: &str| pool_of(member) == leaving_pool && !member.ends_with("-0");
+    let mut leaving: Vec<String> = current
         .iter()
-        .filter(|process| process.member == leaving_member)
+        .filter(|process| gone(&process.member))
         .map(|process| process.instance.clone())
         .collect();
+    leaving.sort();
     user.kubectl(&[
         "scale",
         "statefulset",
@@ -457,7 +461,7 @@ async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scal
     assert_eq!(relocated_instances, leaving);
     let after = user.running(dir.path(), 4, 2, "nginx:1.26").await;
     assert!(
-        after.iter().all(|process| process.member != leaving_member),
+        after.iter().all(|process| !gone(&process.member)),
         "{after:#?}"
     );
 
@@ -583,8 +587,8 @@ async fn in_readme_order_after_the_tour_a_plan_on_new_pools_says_which_swarm_rev
         (status.as_str(), reason.as_str()),
         ("False", "MembersInForce")
     );
-    // Two demo workers and four GPU members, as the walkthrough says to wait for.
+    // Two demo workers and six GPU members, as the walkthrough says to wait for.
     let swarms = user.kubectl(&["get", "swarm", "demo"]).await;
-    assert!(swarms.contains("6/6"), "{swarms}");
+    assert!(swarms.contains("8/8"), "{swarms}");
     sandbox.shutdown().await.expect("the sandbox stops cleanly");
 }

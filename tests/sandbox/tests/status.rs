@@ -206,9 +206,9 @@ async fn the_plans_deployment_status_reads_the_same_in_kubectl_and_over_http_fro
         .expect("the demo converges")
         .slices
         .len()
-        < 6
+        < 8
     {
-        assert!(started.elapsed() < WAIT, "six members in time");
+        assert!(started.elapsed() < WAIT, "eight members in time");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let converged = sandbox.wait_converged(WAIT).await.expect("converged");
