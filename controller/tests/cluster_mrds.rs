@@ -14,39 +14,8 @@ use shoal_controller::api::deployment_plan::DeploymentPlan;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// The plan of the MRDS README's walkthrough (seed 000), verbatim.
-const MRDS_README_PLAN: &str = r#"plans:
-  - name: "nginx-deployment-plan"
-    namespace: "nginx-namespace"
-    serviceName: "nginx-service"
-    matchingComputeCapabilities:
-      - capabilityType: "GPU"
-        comparator: "gte"
-        capabilityNames:
-          - "nvidia-v100"
-          - "nvidia-p100"
-      - capabilityType: "CPU"
-        comparator: "eq"
-        capabilityNames:
-          - "intel-xeon"
-    applications:
-      - payloadName: "nginx-payload"
-        resources:
-          cores: 4
-          memory: 64
-        ports:
-          - protocol: "TCP"
-            port: 80
-          - protocol: "UDP"
-            port: 53
-        persistentVolumes:
-          - storageClass: "standard"
-            capacity: 100
-            mountPath: "/data"
-          - storageClass: "fast-ssd"
-            capacity: 500
-            mountPath: "/ssd"
-"#;
+/// The plan of the MRDS README's walkthrough, verbatim (shared with the sandbox's test).
+const MRDS_README_PLAN: &str = include_str!("../../tests/sandbox/plans/mrds-readme-plan.yaml");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mrds_readme_plan_imports_as_written_places_on_capable_members_and_members_shows_what_remains()

@@ -195,6 +195,20 @@ fn instance_row(table: &str, instance: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The sandbox with the GPU pools of `plans/40-gpu-pools.yaml` beside the
+/// demo's, once all eight members have converged.
+async fn with_gpu_pools(dir: &Path) -> Sandbox {
+    let plans = concat!(env!("CARGO_MANIFEST_DIR"), "/plans");
+    Sandbox::start_with_pools(
+        dir,
+        Path::new(&format!("{plans}/40-gpu-pools.yaml")),
+        8,
+        WAIT,
+    )
+    .await
+    .expect("the demo converges with eight members")
+}
+
 fn pool_of(member: &str) -> &str {
     member.rsplit_once('-').map_or(member, |(pool, _)| pool)
 }
@@ -216,14 +230,7 @@ async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scal
     // The two GPU pools first; once their members run, the plan (placed earlier, its
     // operations would be withdrawn and placed again as members come up).
     let plans = concat!(env!("CARGO_MANIFEST_DIR"), "/plans");
-    let sandbox = Sandbox::start_with_pools(
-        dir.path(),
-        Path::new(&format!("{plans}/40-gpu-pools.yaml")),
-        8,
-        WAIT,
-    )
-    .await
-    .expect("the demo converges with eight members");
+    let sandbox = with_gpu_pools(dir.path()).await;
     let user = User {
         sandbox: &sandbox,
         kubeconfig: sandbox.kubeconfig_path(),
@@ -590,5 +597,118 @@ async fn in_readme_order_after_the_tour_a_plan_on_new_pools_says_which_swarm_rev
     // Two demo workers and six GPU members, as the walkthrough says to wait for.
     let swarms = user.kubectl(&["get", "swarm", "demo"]).await;
     assert!(swarms.contains("8/8"), "{swarms}");
+    sandbox.shutdown().await.expect("the sandbox stops cleanly");
+}
+
+/// The MRDS README's walkthrough plan, as MRDS writes it.
+const MRDS_README_PLAN: &str = include_str!("../plans/mrds-readme-plan.yaml");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mrds_readme_plan_imported_as_written_runs_its_instances_on_the_gpu_members() {
+    if !Path::new("/proc/self/environ").exists() {
+        eprintln!("skipped: reading instance processes needs /proc");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sandbox = with_gpu_pools(dir.path()).await;
+    let user = User {
+        sandbox: &sandbox,
+        kubeconfig: sandbox.kubeconfig_path(),
+    };
+    // Its namespace is MRDS's example's; the sandbox's Swarm is in the sandbox's.
+    let file = dir.path().join("mrds-plan.yaml");
+    std::fs::write(
+        &file,
+        MRDS_README_PLAN.replace("nginx-namespace", sandbox.namespace()),
+    )
+    .expect("the plan file is written");
+    // The GPU pools offer cores=4 and memory=131072 (MiB, 128 GiB): the plan's
+    // 64 GiB is read in the pools' unit, and one instance takes a member's four cores.
+    user.shoal(&[
+        "import-mrds",
+        file.to_str().expect("a UTF-8 path"),
+        "--swarm",
+        "demo",
+        "--instances",
+        "2",
+        "--memory-unit",
+        "Mi",
+        "--skip-persistent-volumes",
+        "--apply",
+    ])
+    .await;
+    let plan = "nginx-deployment-plan";
+    let running = eventually("the imported plan's two instances running", || async {
+        let json = user.kubectl(&["get", "dplan", plan, "-o", "json"]).await;
+        let status = serde_json::from_str::<DeploymentPlan>(&json)
+            .expect("a DeploymentPlan")
+            .status
+            .unwrap_or_default();
+        let placed: BTreeMap<String, String> = status
+            .instances
+            .iter()
+            .map(|entry| (entry.name.clone(), entry.member.clone()))
+            .collect();
+        let processes: Vec<InstanceProcess> = instance_processes(dir.path())
+            .into_iter()
+            .filter(|process| process.var("SHOAL_PLAN") == plan)
+            .collect();
+        let every_placed_runs = processes.len() == 2
+            && processes
+                .iter()
+                .all(|process| placed.get(&process.instance) == Some(&process.member));
+        if status.ready.as_deref() == Some("2/2") && every_placed_runs {
+            Ok(processes)
+        } else {
+            Err(format!(
+                "ready {:?} unplaced {:?}, placed {placed:?}, running {processes:#?}",
+                status.ready, status.unplaced
+            ))
+        }
+    })
+    .await;
+    // Only members offering the GPUs and CPU it asks for, one instance each
+    // (its TCP/80 and UDP/53, and a member's four cores).
+    let mut members: Vec<&str> = running
+        .iter()
+        .map(|process| process.member.as_str())
+        .collect();
+    members.sort();
+    members.dedup();
+    assert_eq!(members.len(), 2, "{running:#?}");
+    assert!(
+        members.iter().all(|member| member.starts_with("gpu-")),
+        "{members:?}"
+    );
+    // Its Service reaches them, and `kubectl shoal members` shows what they hold.
+    let slices = user
+        .kubectl(&[
+            "get",
+            "endpointslices",
+            "-l",
+            "kubernetes.io/service-name=nginx-service",
+            "-o",
+            "jsonpath={.items[*].endpoints[*].targetRef.name}",
+        ])
+        .await;
+    let mut endpoints: Vec<&str> = slices.split_whitespace().collect();
+    endpoints.sort();
+    assert_eq!(endpoints, members, "{slices}");
+    let report: serde_json::Value =
+        serde_json::from_str(&user.shoal(&["members", "demo", "-o", "json"]).await)
+            .expect("kubectl shoal members -o json");
+    let mut holding: Vec<&str> = report["swarms"][0]["members"]
+        .as_array()
+        .expect("the Swarm's members")
+        .iter()
+        .filter(|row| {
+            row["instances"]
+                .as_array()
+                .is_some_and(|instances| !instances.is_empty())
+        })
+        .filter_map(|row| row["name"].as_str())
+        .collect();
+    holding.sort();
+    assert_eq!(holding, members, "{report:#}");
     sandbox.shutdown().await.expect("the sandbox stops cleanly");
 }
