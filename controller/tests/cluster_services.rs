@@ -18,7 +18,9 @@ async fn pod_ip(env: &Env, pod: &str) -> String {
         .await
 }
 
-/// The addresses of the Service's EndpointSlices, with whether each is ready.
+/// The addresses of the Service's EndpointSlices that Shoal manages, with whether
+/// each is ready. (A user's Service with a selector gets the cluster's own slices,
+/// managed by `endpointslice-controller.k8s.io` on a real control plane: not Shoal's.)
 async fn endpoints(env: &Env, service: &str) -> BTreeSet<(String, bool)> {
     let selector = format!("kubernetes.io/service-name={service}");
     let listed = env
@@ -27,10 +29,11 @@ async fn endpoints(env: &Env, service: &str) -> BTreeSet<(String, bool)> {
     let listed: serde_json::Value = serde_json::from_str(&listed).expect("JSON");
     let mut found = BTreeSet::new();
     for slice in listed["items"].as_array().into_iter().flatten() {
-        assert_eq!(
-            slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"],
-            "shoal-controller.shoal.dev"
-        );
+        if slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"]
+            != "shoal-controller.shoal.dev"
+        {
+            continue;
+        }
         for endpoint in slice["endpoints"].as_array().into_iter().flatten() {
             let ready = endpoint["conditions"]["ready"].as_bool().unwrap_or(false);
             for address in endpoint["addresses"].as_array().into_iter().flatten() {
