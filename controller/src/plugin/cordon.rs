@@ -18,6 +18,17 @@ use super::write::merge_patch;
 use super::{Error, Report, Target, get_swarm};
 use crate::api::swarm::{CordonSpec, MAX_MEMBERS, Swarm};
 
+/// The member `cordon`, `uncordon` and `drain` name, and its Swarm.
+#[derive(clap::Args, Debug, Clone)]
+pub struct MemberArgs {
+    /// The member's pod name: `<pod>` or `pod/<pod>`.
+    #[arg(value_parser = member)]
+    pub member: String,
+    /// Its Swarm (`<name>` or `swarm/<name>`), when no or several Swarms list the member.
+    #[arg(long, value_parser = super::kind::swarm)]
+    pub swarm: Option<String>,
+}
+
 /// What `cordon`, `uncordon` or `drain` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -171,12 +182,12 @@ pub fn edited(
 /// `kubectl shoal cordon|uncordon|drain <member> [--swarm <name>] [--reason <text>]`.
 pub async fn set(
     target: &Target,
-    member: &str,
-    swarm: Option<&str>,
+    named: &MemberArgs,
     action: Action,
     reason: Option<&str>,
 ) -> Result<CordonReport, Error> {
-    let object = swarm_of(target, member, swarm).await?;
+    let member = named.member.as_str();
+    let object = swarm_of(target, member, named.swarm.as_deref()).await?;
     let name = object.metadata.name.clone().unwrap_or_default();
     let list = edited(&object.spec.cordon, member, action, reason);
     if list.len() > MAX_MEMBERS as usize {

@@ -364,12 +364,9 @@ pub enum Command {
     /// Cordon a member: it keeps its jobs and plan instances but gets no new ones (an
     /// entry in its Swarm's `spec.cordon`; survives the pod being recreated).
     Cordon {
-        /// The member's pod name: `<pod>` or `pod/<pod>`.
-        #[arg(value_parser = cordon::member)]
-        member: String,
-        /// Its Swarm (`<name>` or `swarm/<name>`), when no or several Swarms list the member.
-        #[arg(long, value_parser = kind::swarm)]
-        swarm: Option<String>,
+        /// The member and its Swarm.
+        #[command(flatten)]
+        named: cordon::MemberArgs,
         /// Why (shown in `spec.cordon`), e.g. a ticket.
         #[arg(long)]
         reason: Option<String>,
@@ -379,12 +376,9 @@ pub enum Command {
     },
     /// Uncordon a member: it takes new jobs and instances again (removes its `spec.cordon` entry).
     Uncordon {
-        /// The member's pod name: `<pod>` or `pod/<pod>`.
-        #[arg(value_parser = cordon::member)]
-        member: String,
-        /// Its Swarm (`<name>` or `swarm/<name>`), when no or several Swarms list the member.
-        #[arg(long, value_parser = kind::swarm)]
-        swarm: Option<String>,
+        /// The member and its Swarm.
+        #[command(flatten)]
+        named: cordon::MemberArgs,
         /// `--dry-run=client|server`.
         #[command(flatten)]
         write: write::WriteArgs,
@@ -392,12 +386,9 @@ pub enum Command {
     /// Drain a member: cordon it and move its jobs off through the approval gate (a
     /// revision holding nothing on it; `kubectl shoal approve` under Manual approval).
     Drain {
-        /// The member's pod name: `<pod>` or `pod/<pod>`.
-        #[arg(value_parser = cordon::member)]
-        member: String,
-        /// Its Swarm (`<name>` or `swarm/<name>`), when no or several Swarms list the member.
-        #[arg(long, value_parser = kind::swarm)]
-        swarm: Option<String>,
+        /// The member and its Swarm.
+        #[command(flatten)]
+        named: cordon::MemberArgs,
         /// Why (shown in `spec.cordon`), e.g. a ticket.
         #[arg(long)]
         reason: Option<String>,
@@ -948,31 +939,16 @@ async fn change(target: &Target, command: &Command, output: OutputFormat) -> Res
         Command::Restart { plan, instance, .. } => {
             operate(plan, Verb::Restart, instance, None).await
         }
-        Command::Cordon {
-            member,
-            swarm,
-            reason,
-            ..
-        } => {
-            let action = cordon::Action::Cordon;
-            let report =
-                cordon::set(target, member, swarm.as_deref(), action, reason.as_deref()).await?;
+        Command::Cordon { named, reason, .. } | Command::Drain { named, reason, .. } => {
+            let action = match command {
+                Command::Drain { .. } => cordon::Action::Drain,
+                _ => cordon::Action::Cordon,
+            };
+            let report = cordon::set(target, named, action, reason.as_deref()).await?;
             write::render_written(writes, &report, output)
         }
-        Command::Drain {
-            member,
-            swarm,
-            reason,
-            ..
-        } => {
-            let action = cordon::Action::Drain;
-            let report =
-                cordon::set(target, member, swarm.as_deref(), action, reason.as_deref()).await?;
-            write::render_written(writes, &report, output)
-        }
-        Command::Uncordon { member, swarm, .. } => {
-            let action = cordon::Action::Uncordon;
-            let report = cordon::set(target, member, swarm.as_deref(), action, None).await?;
+        Command::Uncordon { named, .. } => {
+            let report = cordon::set(target, named, cordon::Action::Uncordon, None).await?;
             write::render_written(writes, &report, output)
         }
         Command::Pause { object, .. } => set_paused(target, object, true, output).await,
