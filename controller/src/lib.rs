@@ -67,7 +67,18 @@ pub struct Settings {
     pub metrics_address: Option<SocketAddr>,
     /// Reconcile every Swarm at least this often.
     pub resync: Duration,
+    /// The most ConfigMap writes one pass of a Swarm has in flight at once (its slice
+    /// writes and deletions; `swarm::apply` says which writes wait for which). 0 is taken
+    /// as 1; the binary takes 1 to [`MAX_CONCURRENT_WRITES`].
+    pub max_concurrent_writes: u16,
 }
+
+/// Default of [`Settings::max_concurrent_writes`] (`--max-concurrent-writes`).
+pub const DEFAULT_MAX_CONCURRENT_WRITES: u16 = 16;
+
+/// The most `--max-concurrent-writes` accepts: one controller never asks more of the API
+/// server at once than a few hundred requests, whatever its flag says.
+pub const MAX_CONCURRENT_WRITES: u16 = 256;
 
 impl Default for Settings {
     fn default() -> Self {
@@ -77,6 +88,7 @@ impl Default for Settings {
             identity: "shoal-controller".to_owned(),
             metrics_address: None,
             resync: Duration::from_secs(60),
+            max_concurrent_writes: DEFAULT_MAX_CONCURRENT_WRITES,
         }
     }
 }

@@ -66,6 +66,16 @@ struct Cli {
     /// Reconcile every Swarm at least this often, in seconds.
     #[arg(long, env = "SHOAL_RESYNC_SECONDS", default_value_t = 60)]
     resync_seconds: u64,
+    /// The most ConfigMap writes one pass of a Swarm has in flight at once (slice writes
+    /// and deletions go out together; the API client retries 429 answers after their
+    /// `Retry-After`).
+    #[arg(
+        long,
+        env = "SHOAL_MAX_CONCURRENT_WRITES",
+        default_value_t = shoal_controller::DEFAULT_MAX_CONCURRENT_WRITES,
+        value_parser = clap::value_parser!(u16).range(1..=i64::from(shoal_controller::MAX_CONCURRENT_WRITES))
+    )]
+    max_concurrent_writes: u16,
     /// Log lines as `text` (coloured only on a terminal) or `json` (one object per line),
     /// on stderr. `RUST_LOG` sets the levels (default `info,kube=warn`).
     #[arg(long, env = "SHOAL_LOG_FORMAT", default_value_t = LogFormat::Text)]
@@ -136,6 +146,7 @@ async fn main() -> anyhow::Result<()> {
         identity,
         metrics_address: Some(cli.metrics_address),
         resync: Duration::from_secs(cli.resync_seconds.max(1)),
+        max_concurrent_writes: cli.max_concurrent_writes,
     };
     let config = kube::Config::infer()
         .await
@@ -277,5 +288,20 @@ mod tests {
                 .chain(tls),
         );
         assert!(with.is_ok(), "{with:?}");
+    }
+
+    #[test]
+    fn max_concurrent_writes_defaults_to_16_and_refuses_0_and_more_than_256_naming_the_flag() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(["shoal-controller"].iter().chain(args))
+                .map(|cli| cli.max_concurrent_writes)
+                .map_err(|error| error.to_string())
+        };
+        assert_eq!(parse(&[]), Ok(16));
+        assert_eq!(parse(&["--max-concurrent-writes", "256"]), Ok(256));
+        for refused in ["0", "257", "many"] {
+            let error = parse(&["--max-concurrent-writes", refused]).expect_err(refused);
+            assert!(error.contains("--max-concurrent-writes"), "{error}");
+        }
     }
 }

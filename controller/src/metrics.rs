@@ -103,6 +103,8 @@ pub struct Metrics {
     pub slices_written: Counter,
     /// Write requests sent to the API server, by kind.
     pub api_writes: Family<WriteLabels, Counter>,
+    /// Bytes of the bodies of ConfigMap and status write requests, by kind.
+    pub api_write_bytes: Family<WriteLabels, Counter>,
     /// 1 while a Swarm has a revision waiting for approval.
     pub pending_approvals: Family<SwarmLabels, Gauge>,
     /// Seconds from a change being seen to its revision in force everywhere.
@@ -146,6 +148,7 @@ impl Metrics {
             members_restarted: Counter::default(),
             slices_written: Counter::default(),
             api_writes: Family::default(),
+            api_write_bytes: Family::default(),
             pending_approvals: Family::default(),
             change_to_applied: change_to_applied.clone(),
             swarm_phase: Family::default(),
@@ -200,6 +203,11 @@ impl Metrics {
             "api_writes",
             "Write requests sent to the API server, by kind",
             metrics.api_writes.clone(),
+        );
+        registry.register(
+            "api_write_bytes",
+            "Bytes of the request bodies of ConfigMap and status writes sent to the API server, by kind",
+            metrics.api_write_bytes.clone(),
         );
         registry.register(
             "pending_approvals",
@@ -275,6 +283,17 @@ impl Metrics {
                 kind: kind.to_owned(),
             })
             .inc();
+    }
+
+    /// Counts one write request of `kind` and the `bytes` of its body (ConfigMap and status
+    /// writes: what an operator sizes a control plane by).
+    pub fn wrote_bytes(&self, kind: &str, bytes: usize) {
+        self.wrote(kind);
+        self.api_write_bytes
+            .get_or_create(&WriteLabels {
+                kind: kind.to_owned(),
+            })
+            .inc_by(u64::try_from(bytes).unwrap_or(u64::MAX));
     }
 
     /// Sets the gauges of a Swarm after a reconcile: pending approval (0 or 1), its phase
@@ -357,7 +376,7 @@ impl Metrics {
             },
         );
         every_family.set_plan("namespace", "plan", &PlanGauges::default());
-        every_family.wrote("configmap");
+        every_family.wrote_bytes("configmap", 1);
         every_family
             .reconcile_errors
             .get_or_create(&ErrorLabels {
@@ -654,6 +673,7 @@ mod tests {
             "shoal_unowned_jobs",
             "shoal_reconcile_errors_total",
             "shoal_api_writes_total",
+            "shoal_api_write_bytes_total",
             "shoal_leader",
             "shoal_build_info",
             "shoal_plan_operations",

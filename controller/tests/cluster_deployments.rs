@@ -15,11 +15,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
-use shoal_core::{Assignment, JobSet, MemberId};
 use shoal_emulator::harness::fixtures::PAUSE_IMAGE;
 use shoal_emulator::sim::is_running_and_ready;
 
-use common::{Env, all_jobs, eventually, job_keys, swarm_yaml};
+use common::{Env, all_jobs, eventually, job_keys, swarm_yaml, two_owner_sightings};
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -94,25 +93,6 @@ async fn in_force(
     .await
 }
 
-/// Polls the slices until `stop` is set; returns every moment a job was in two slices.
-async fn two_owner_sightings(env: &Env, stop: &AtomicBool) -> Vec<String> {
-    let mut sightings = Vec::new();
-    while !stop.load(Ordering::Relaxed) {
-        let slices = env.slices("demo").await;
-        let assignment = Assignment::from_slices(slices.iter().map(|(pod, jobs)| {
-            (
-                MemberId::generated("web", pod.clone()),
-                JobSet::parse(jobs.iter().cloned()).expect("valid jobs"),
-            )
-        }));
-        if let Err(error) = assignment {
-            sightings.push(format!("{error}: {slices:?}"));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    sightings
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deployments_replaced_pod_moves_only_its_own_jobs_and_a_scale_down_only_the_leavers() {
     let env = Env::start().await;
@@ -168,7 +148,7 @@ async fn a_deployments_replaced_pod_moves_only_its_own_jobs_and_a_scale_down_onl
         );
         stop.store(true, Ordering::Relaxed);
     };
-    let (sightings, ()) = tokio::join!(two_owner_sightings(&env, &stop), changes);
+    let (sightings, ()) = tokio::join!(two_owner_sightings(&env, "demo", &stop), changes);
     assert!(sightings.is_empty(), "a job had two owners: {sightings:?}");
     env.finish().await;
 }
@@ -224,7 +204,7 @@ async fn a_rolling_update_hands_every_job_to_the_new_pods_and_a_look_alike_pod_i
         .await;
         stop.store(true, Ordering::Relaxed);
     };
-    let (sightings, ()) = tokio::join!(two_owner_sightings(&env, &stop), changes);
+    let (sightings, ()) = tokio::join!(two_owner_sightings(&env, "demo", &stop), changes);
     assert!(sightings.is_empty(), "a job had two owners: {sightings:?}");
     env.finish().await;
 }

@@ -27,6 +27,7 @@ async fn only_the_leader_of_two_replicas_reconciles() {
         }),
         resync: Duration::from_secs(5),
         metrics_address: None,
+        ..Settings::default()
     };
     let first = env.start_controller_with(settings("first"));
     let holder = eventually("a leader", WAIT, || async {
@@ -98,6 +99,7 @@ async fn a_leader_stopped_with_sigterm_exits_cleanly_and_its_standby_takes_over_
         }),
         resync: Duration::from_secs(5),
         metrics_address: None,
+        ..Settings::default()
     });
 
     let pid = Pid::from_raw(binary.id().expect("a running binary") as i32).expect("a pid");

@@ -5,11 +5,21 @@ use crate::common;
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::ListParams;
 use shoal_controller::Settings;
 
 use common::{Env, all_jobs, eventually, job_keys, manual_plan_yaml, swarm_yaml};
 
 const WAIT: Duration = Duration::from_secs(30);
+
+/// The value of `series` (its name and labels, as `/metrics` prints them).
+fn value(metrics: &str, series: &str) -> Option<usize> {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+}
 
 /// `GET path`: the body of a 200 answer; `None` until the server answers 200.
 async fn get(address: std::net::SocketAddr, path: &str) -> Option<String> {
@@ -93,6 +103,33 @@ async fn the_metrics_server_reports_health_and_applied_revisions() {
             "/metrics lacks {name}:\n{metrics}"
         );
     }
+    // The bodies of those four writes: more than the data they carry, less than the
+    // objects as stored (the server adds uid, managedFields, timestamps).
+    let counted = value(&metrics, "shoal_api_write_bytes_total{kind=\"configmap\"}");
+    let written = Api::<ConfigMap>::namespaced(env.client.clone(), namespace)
+        .list(&ListParams::default().labels("shoal.dev/swarm=demo"))
+        .await
+        .expect("list the Swarm's ConfigMaps")
+        .items;
+    assert_eq!(written.len(), 4, "{written:?}");
+    let data: usize = written
+        .iter()
+        .flat_map(|map| map.data.iter().flatten())
+        .map(|(key, text)| key.len() + text.len())
+        .sum();
+    let stored: usize = written
+        .iter()
+        .map(|map| serde_json::to_vec(map).expect("JSON").len())
+        .sum();
+    assert!(
+        counted.is_some_and(|bytes| data < bytes && bytes < stored),
+        "{counted:?} bytes written, wanted between {data} and {stored}:\n{metrics}"
+    );
+    assert!(
+        value(&metrics, "shoal_api_write_bytes_total{kind=\"status\"}")
+            .is_some_and(|bytes| bytes > 0),
+        "{metrics}"
+    );
 
     // A plan whose operations wait for a person: its pass sets the plan's gauges, under
     // the plan's own namespace.

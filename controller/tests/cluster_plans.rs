@@ -565,6 +565,7 @@ async fn a_standby_replica_leaves_plans_alone_while_another_holds_the_leader_lea
         }),
         resync: Duration::from_secs(1),
         metrics_address: None,
+        ..shoal_controller::Settings::default()
     });
     env.apply(&swarm_yaml("demo", &job_keys(2), "")).await;
     described_pool(&env, "east", 1, "east", Some("GPU=v100:3")).await;

@@ -37,6 +37,7 @@ mod cluster_status_tls;
 mod cluster_sticky;
 mod cluster_weights;
 mod cluster_windows;
+mod cluster_writes;
 mod crd_bounds;
 mod crd_manifest;
 mod crd_validation;

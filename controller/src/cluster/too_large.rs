@@ -42,9 +42,10 @@ where
         field_manager: Some(shoal_core::names::CONTROLLER_FIELD_MANAGER.to_owned()),
         ..kube::api::PatchParams::default()
     };
+    let bytes = crate::api::limits::budget::json_bytes(&patch);
     api.patch_status(&name, &params, &kube::api::Patch::Merge(patch))
         .await?;
-    ctx.metrics.wrote("status");
+    ctx.metrics.wrote_bytes("status", bytes);
     super::publish_on(
         ctx,
         &object.object_ref(&()),

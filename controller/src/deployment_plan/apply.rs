@@ -42,7 +42,7 @@ pub async fn apply(
     let status = fitted.status;
     if status != obs.status || taking_back {
         match write_status(&ctx.client, plan, obs, decision, &status).await {
-            Ok(()) => ctx.metrics.wrote("status"),
+            Ok(bytes) => ctx.metrics.wrote_bytes("status", bytes),
             Err(error) if budget::refused_for_size(&error) => {
                 // Nothing of this pass was written: its Events stay unsaid.
                 return record_too_large(
@@ -134,13 +134,14 @@ where
     }
 }
 
+/// Applies the status; returns the bytes of the request body.
 async fn write_status(
     client: &Client,
     plan: &DeploymentPlan,
     obs: &PlanObservation,
     decision: &PlanDecision,
     status: &DeploymentPlanStatus,
-) -> Result<(), kube::Error> {
+) -> Result<usize, kube::Error> {
     let namespace = plan.namespace().unwrap_or_default();
     let api: Api<DeploymentPlan> = Api::namespaced(client.clone(), &namespace);
     let mut status = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
@@ -160,11 +161,12 @@ async fn write_status(
         "kind": "DeploymentPlan",
         "status": status,
     });
+    let bytes = budget::json_bytes(&body);
     api.patch_status(
         &plan.name_any(),
         &PatchParams::apply(CONTROLLER_FIELD_MANAGER).force(),
         &Patch::Apply(body),
     )
     .await
-    .map(|_| ())
+    .map(|_| bytes)
 }

@@ -1,5 +1,34 @@
-//! Carrying out a plan: history and index first, then the status (the commit
-//! point of an approval), then slices, evictions and pruning.
+//! Carrying out a plan, in the order that keeps the decision's promises:
+//!
+//! 1. **History, then the index**, one after another, before the status: a revision's
+//!    record (its parts first, its own ConfigMap last) exists before the status names
+//!    the revision, and the index, planned only in a pass that writes no slice, before a
+//!    status that reports the Swarm Ready.
+//! 2. **The status**: the commit point of the pass. When it fails nothing after it is
+//!    written, and the next pass plans again from what the cluster holds.
+//! 3. **The slices, as one wave**: every slice write and deletion of the pass at once, at
+//!    most `--max-concurrent-writes` in flight ([`crate::Settings::max_concurrent_writes`]).
+//!    A member's own steps stay in order inside its write: its parts (the first last, so
+//!    a reader following `shoal.dev/parts` finds the others), its stale parts deleted,
+//!    then [`answer_for_write`] reads its pod again. Every write of the wave runs to its
+//!    end, none is cancelled half-way; the pass returns the first error and logs the
+//!    others. A 429 is retried inside the client after its `Retry-After`; a 500 fails the
+//!    pass, which the controller tries again.
+//! 4. **Evictions** (`reload: Restart`), only once the wave succeeded: a pod is restarted
+//!    only after its own slice was written, so that its replacement reads the new slice.
+//! 5. **Pruning** of old history records, last.
+//!
+//! No two slice writes of one pass depend on each other. Revoke before grant is kept
+//! across passes, not inside one: `decide::converge` plans a grant only when no revoke
+//! is unsettled, every revoke it plans is unsettled in its own pass (so is the deletion
+//! of a departed member's slice still holding jobs), and only what the cluster shows
+//! afterwards settles a revoke (the member's acknowledgement, its pod replaced). A pass
+//! therefore holds revokes or grants, never both; what may come beside them (a refresh
+//! of a slice's instances alone, the deletion of a slice holding nothing) moves no job.
+//! The decide tests check this of every pass they plan (`Cluster::step` in
+//! `decide/tests.rs`). Were a pass ever to hold a revoke and a grant that depends on it,
+//! the grants would have to go out as a second wave once every revoke of the first was
+//! written.
 //!
 //! Only ConfigMaps this Swarm owns are written over (server-side apply, one
 //! field manager) or deleted (with the uid seen as precondition). A name the
@@ -12,6 +41,7 @@ use shoal_core::names::{
 };
 use std::collections::BTreeMap;
 
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{
     DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
@@ -21,6 +51,7 @@ use serde_json::json;
 use shoal_core::{MemberId, Slice, format, names};
 use tracing::{info, warn};
 
+use crate::api::limits::budget::json_bytes;
 use crate::api::swarm::Swarm;
 use crate::cluster::Context;
 use crate::swarm::decide::{self, Decision, Observation, Operation, RevisionRecord};
@@ -68,8 +99,8 @@ impl ConfigMaps<'_> {
 
     /// Server-side applies an owned ConfigMap; creates one not owned yet.
     async fn write(&self, name: &str, body: serde_json::Value) -> Result<(), WriteFailure> {
-        self.ctx.metrics.wrote("configmap");
         if self.owned.contains_key(name) {
+            self.ctx.metrics.wrote_bytes("configmap", json_bytes(&body));
             let params = PatchParams::apply(CONTROLLER_FIELD_MANAGER).force();
             return self
                 .api
@@ -84,6 +115,9 @@ impl ConfigMaps<'_> {
             field_manager: Some(CONTROLLER_FIELD_MANAGER.to_owned()),
             ..PostParams::default()
         };
+        self.ctx
+            .metrics
+            .wrote_bytes("configmap", json_bytes(&object));
         match self.api.create(&params, &object).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 409 => Err(WriteFailure::Taken),
@@ -96,7 +130,6 @@ impl ConfigMaps<'_> {
         let Some(uid) = self.owned.get(name) else {
             return Ok(());
         };
-        self.ctx.metrics.wrote("configmap");
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: Some(uid.clone()),
@@ -104,6 +137,9 @@ impl ConfigMaps<'_> {
             }),
             ..DeleteParams::default()
         };
+        self.ctx
+            .metrics
+            .wrote_bytes("configmap", json_bytes(&params));
         match self.api.delete(name, &params).await {
             Ok(_) => Ok(()),
             // Gone already, or replaced by another object since: not ours to delete.
@@ -157,9 +193,6 @@ pub async fn apply(
         owned: &observation.owned_config_maps,
         ctx,
     };
-    // Before the status: the history record (an approval's inputs must exist before the
-    // status names the revision) and the index (planned only once every slice is in
-    // place, so that a Swarm reported Ready always has its index).
     for operation in &decision.operations {
         match operation {
             Operation::WriteRevision(record) => write_revision(&config_maps, record).await?,
@@ -169,72 +202,116 @@ pub async fn apply(
     }
     write_status(swarm, decision, ctx).await?;
     let member_pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    write_slices(&config_maps, &member_pods, &decision.operations).await?;
     let mut blocked = BTreeMap::new();
     for operation in &decision.operations {
-        match operation {
-            Operation::WriteSlice {
-                member,
-                slice,
-                written_for_uid,
-                phase,
-                previous_parts,
-                instances_only,
-            } => {
-                let annotations = BTreeMap::from([
-                    (
-                        ANNOTATION_WRITTEN_FOR_UID.to_owned(),
-                        written_for_uid.clone(),
-                    ),
-                    (ANNOTATION_PHASE.to_owned(), (*phase).to_owned()),
-                ]);
-                write_slice(&config_maps, member, slice, annotations, *previous_parts).await?;
-                if !instances_only {
-                    answer_for_write(&config_maps, &member_pods, member, written_for_uid).await?;
-                }
-            }
-            Operation::DeleteSlice { member, parts } => {
-                for part in (0..(*parts).max(1)).rev() {
-                    let cm_name = names::slice_configmap_part(member, part);
-                    config_maps
-                        .delete(&cm_name)
-                        .await
-                        .map_err(|source| Error::DeleteSlice {
-                            name: cm_name,
-                            source,
-                        })?;
-                }
-            }
-            Operation::Evict { pod, uid } => {
-                if let Some(refusal) = evict(swarm, &namespace, pod, uid, ctx).await? {
-                    blocked.insert(pod.clone(), refusal);
-                }
-            }
-            Operation::PruneRevision { revision } => {
-                // The record's own ConfigMap first (a reader then sees no record, never
-                // a record missing parts), then every part this Swarm owns.
-                let head = names::revision_configmap(&name, *revision);
-                let part_prefix = format!("{head}-part-");
-                let parts = observation
-                    .owned_config_maps
-                    .keys()
-                    .filter(|cm_name| cm_name.starts_with(&part_prefix));
-                for cm_name in std::iter::once(&head).chain(parts) {
-                    config_maps
-                        .delete(cm_name)
-                        .await
-                        .map_err(|source| Error::PruneRevision {
-                            name: cm_name.clone(),
-                            source,
-                        })?;
-                }
-            }
-            Operation::WriteRevision(_) | Operation::WriteIndex { .. } => {}
+        if let Operation::Evict { pod, uid } = operation
+            && let Some(refusal) = evict(swarm, &namespace, pod, uid, ctx).await?
+        {
+            blocked.insert(pod.clone(), refusal);
+        }
+    }
+    for operation in &decision.operations {
+        if let Operation::PruneRevision { revision } = operation {
+            prune_revision(&config_maps, *revision).await?;
         }
     }
     ctx.blocked_evictions
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .insert(format!("{namespace}/{name}"), blocked);
+    Ok(())
+}
+
+/// The wave of slice writes and deletions (see the module docs): all at once, at most
+/// `max_concurrent_writes` in flight; each runs to its end, the first error is returned
+/// and the others logged.
+async fn write_slices(
+    config_maps: &ConfigMaps<'_>,
+    member_pods: &Api<Pod>,
+    operations: &[Operation],
+) -> Result<(), Error> {
+    let in_flight = usize::from(config_maps.ctx.settings.max_concurrent_writes.max(1));
+    // Collected first: a closure held across the awaits below would keep the reconcile
+    // future from being `Send` (rustc cannot see it general over lifetimes).
+    let wave: Vec<_> = operations
+        .iter()
+        .filter(|operation| {
+            matches!(
+                operation,
+                Operation::WriteSlice { .. } | Operation::DeleteSlice { .. }
+            )
+        })
+        .map(|operation| slice_operation(config_maps, member_pods, operation))
+        .collect();
+    let results: Vec<Result<(), Error>> = futures::stream::iter(wave)
+        .buffer_unordered(in_flight)
+        .collect()
+        .await;
+    let mut errors = results.into_iter().filter_map(Result::err);
+    let Some(first) = errors.next() else {
+        return Ok(());
+    };
+    for error in errors {
+        warn!(%error, "another slice write of this pass failed too");
+    }
+    Err(first)
+}
+
+/// One member's slice write (then [`answer_for_write`]) or deletion (its other parts
+/// before its first).
+async fn slice_operation(
+    config_maps: &ConfigMaps<'_>,
+    member_pods: &Api<Pod>,
+    operation: &Operation,
+) -> Result<(), Error> {
+    match operation {
+        Operation::WriteSlice {
+            member,
+            slice,
+            written_for_uid,
+            phase,
+            previous_parts,
+            instances_only,
+        } => {
+            let annotations = BTreeMap::from([
+                (
+                    ANNOTATION_WRITTEN_FOR_UID.to_owned(),
+                    written_for_uid.clone(),
+                ),
+                (ANNOTATION_PHASE.to_owned(), (*phase).to_owned()),
+            ]);
+            write_slice(config_maps, member, slice, annotations, *previous_parts).await?;
+            if !instances_only {
+                answer_for_write(config_maps, member_pods, member, written_for_uid).await?;
+            }
+            Ok(())
+        }
+        Operation::DeleteSlice { member, parts } => {
+            delete_slice_parts(config_maps, member, (0..(*parts).max(1)).rev()).await
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Deletes an old revision's record: its own ConfigMap first (a reader then sees no
+/// record, never a record missing parts), then every part this Swarm owns.
+async fn prune_revision(config_maps: &ConfigMaps<'_>, revision: u64) -> Result<(), Error> {
+    let head = names::revision_configmap(&config_maps.swarm.name_any(), revision);
+    let part_prefix = format!("{head}-part-");
+    let parts = config_maps
+        .owned
+        .keys()
+        .filter(|cm_name| cm_name.starts_with(&part_prefix));
+    for cm_name in std::iter::once(&head).chain(parts) {
+        config_maps
+            .delete(cm_name)
+            .await
+            .map_err(|source| Error::PruneRevision {
+                name: cm_name.clone(),
+                source,
+            })?;
+    }
     Ok(())
 }
 
@@ -374,15 +451,12 @@ async fn write_status(swarm: &Swarm, decision: &Decision, ctx: &Context) -> Resu
             }
         }
     }
-    ctx.metrics.wrote("status");
+    let patch = json!({ "status": status });
+    ctx.metrics.wrote_bytes("status", json_bytes(&patch));
     let swarms: Api<Swarm> =
         Api::namespaced(ctx.client.clone(), &swarm.namespace().unwrap_or_default());
     let written = swarms
-        .patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
         .await;
     match written {
         Ok(_) => Ok(()),
@@ -487,8 +561,19 @@ async fn write_slice(
             })
         })?;
     }
-    for stale in parts..previous_parts {
-        let cm_name = names::slice_configmap_part(&pod, stale);
+    delete_slice_parts(config_maps, &pod, parts..previous_parts).await?;
+    config_maps.ctx.metrics.slices_written.inc();
+    Ok(())
+}
+
+/// Deletes the ConfigMaps of these parts of a member's slice, in this order.
+async fn delete_slice_parts(
+    config_maps: &ConfigMaps<'_>,
+    pod: &str,
+    parts: impl Iterator<Item = usize>,
+) -> Result<(), Error> {
+    for part in parts {
+        let cm_name = names::slice_configmap_part(pod, part);
         config_maps
             .delete(&cm_name)
             .await
@@ -497,7 +582,6 @@ async fn write_slice(
                 source,
             })?;
     }
-    config_maps.ctx.metrics.slices_written.inc();
     Ok(())
 }
 
@@ -528,12 +612,15 @@ async fn answer_for_write(
         uid, written_for_uid, "pod replaced around its slice write; the slice now answers for it"
     );
     let cm_name = names::slice_configmap(&pod);
-    config_maps.ctx.metrics.wrote("configmap");
     let params = PatchParams {
         field_manager: Some(CONTROLLER_FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
     };
     let patch = json!({ "metadata": { "annotations": { ANNOTATION_WRITTEN_FOR_UID: uid } } });
+    config_maps
+        .ctx
+        .metrics
+        .wrote_bytes("configmap", json_bytes(&patch));
     config_maps
         .api
         .patch(&cm_name, &params, &Patch::Merge(patch))

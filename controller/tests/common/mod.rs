@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -17,6 +18,7 @@ use kube::{Api, Client, ResourceExt};
 use shoal_controller::api::swarm::Swarm;
 use shoal_controller::{Clients, Settings, run_with_clients};
 use shoal_core::format::parse_slice;
+use shoal_core::{Assignment, JobSet, MemberId};
 use shoal_emulator::harness::TestCluster;
 use shoal_emulator::harness::fixtures::PAUSE_IMAGE;
 use shoal_emulator::sim::ClusterOptions;
@@ -525,6 +527,27 @@ pub async fn slice_hash(env: &Env, pod: &str) -> (u64, String) {
     let text = maps[pod].data.as_ref().unwrap()["slice.yaml"].clone();
     let slice = parse_slice(&text).expect("valid slice");
     (slice.revision, slice.hash)
+}
+
+/// Polls the slices of `swarm` until `stop` is set; returns every moment a job was in two
+/// slices at once (the ownership oracle: revoke before grant means this never happens).
+pub async fn two_owner_sightings(env: &Env, swarm: &str, stop: &AtomicBool) -> Vec<String> {
+    let mut sightings = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let slices = env.slices(swarm).await;
+        // Each pod is a member of its own; the pool does not matter to the check.
+        let assignment = Assignment::from_slices(slices.iter().map(|(pod, jobs)| {
+            (
+                MemberId::generated("pool", pod.clone()),
+                JobSet::parse(jobs.iter().cloned()).expect("valid jobs"),
+            )
+        }));
+        if let Err(error) = assignment {
+            sightings.push(format!("{error}: {slices:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    sightings
 }
 
 /// Every key exactly once across the slices, sorted.

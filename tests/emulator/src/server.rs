@@ -115,6 +115,32 @@ struct FaultState {
     fail_rules: Vec<FailRule>,
     latency: Duration,
     conflicts: Vec<String>,
+    /// Write requests held now and the most held at once, by resource.
+    writes_in_flight: std::collections::BTreeMap<String, InFlight>,
+}
+
+/// Write requests of one resource the server holds now, and the most it held at once.
+#[derive(Debug, Default, Clone, Copy)]
+struct InFlight {
+    now: usize,
+    peak: usize,
+}
+
+/// Verbs that change the store: what [`Faults::peak_writes_in_flight`] counts.
+const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+
+/// One write request the server holds, counted in flight until dropped.
+pub(crate) struct HeldWrite {
+    faults: Faults,
+    resource: String,
+}
+
+impl Drop for HeldWrite {
+    fn drop(&mut self) {
+        if let Some(count) = self.faults.lock().writes_in_flight.get_mut(&self.resource) {
+            count.now = count.now.saturating_sub(1);
+        }
+    }
 }
 
 /// Fault injection handle (cheap to clone; all clones act on one server).
@@ -161,6 +187,15 @@ impl Faults {
         });
     }
 
+    /// How many armed failures ([`Faults::fail_next`]) no request has met yet.
+    pub fn unserved_failures(&self) -> usize {
+        self.lock()
+            .fail_rules
+            .iter()
+            .map(|rule| rule.remaining)
+            .sum()
+    }
+
     /// Delays every resource request by `latency` (zero turns it off).
     pub fn set_latency(&self, latency: Duration) {
         self.lock().latency = latency;
@@ -170,6 +205,41 @@ impl Faults {
     /// `resource` fail with 409 Conflict.
     pub fn conflict_next_update(&self, resource: &str) {
         self.lock().conflicts.push(resource.to_owned());
+    }
+
+    /// The most write requests (create, update, patch, delete, deletecollection) of
+    /// `resource` (plural, e.g. `configmaps`, or `pods/status`) the server held at once
+    /// since it started, from their arrival to their answer (the latency included): with
+    /// [`Faults::set_latency`], how many writes a client had in flight together.
+    pub fn peak_writes_in_flight(&self, resource: &str) -> usize {
+        self.lock()
+            .writes_in_flight
+            .get(resource)
+            .map_or(0, |count| count.peak)
+    }
+
+    /// Counts a request in flight until the guard is dropped, when it is a write.
+    pub(crate) fn hold(
+        &self,
+        verb: &str,
+        resource: &str,
+        subresource: Option<&str>,
+    ) -> Option<HeldWrite> {
+        if !WRITE_VERBS.contains(&verb) {
+            return None;
+        }
+        let resource = match subresource {
+            Some(sub) => format!("{resource}/{sub}"),
+            None => resource.to_owned(),
+        };
+        let mut state = self.lock();
+        let count = state.writes_in_flight.entry(resource.clone()).or_default();
+        count.now += 1;
+        count.peak = count.peak.max(count.now);
+        Some(HeldWrite {
+            faults: self.clone(),
+            resource,
+        })
     }
 
     pub(crate) fn latency(&self) -> Duration {

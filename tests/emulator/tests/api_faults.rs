@@ -40,6 +40,7 @@ async fn fail_next_fails_exactly_n_matching_requests() {
     server
         .faults()
         .fail_next(2, Some("create"), Some("configmaps"), 500);
+    assert_eq!(server.faults().unserved_failures(), 2);
     maps.list(&ListParams::default())
         .await
         .expect("other verbs pass");
@@ -51,6 +52,7 @@ async fn fail_next_fails_exactly_n_matching_requests() {
         code(maps.create(&PostParams::default(), &config_map("a")).await),
         500
     );
+    assert_eq!(server.faults().unserved_failures(), 0);
     maps.create(&PostParams::default(), &config_map("a"))
         .await
         .expect("third create passes");
@@ -70,6 +72,56 @@ async fn fail_next_with_429_says_retry_after() {
         (429, "TooManyRequests")
     );
     assert!(maps.get_opt("x").await.expect("next passes").is_none());
+}
+
+#[tokio::test]
+async fn an_injected_429_says_retry_after_one_second_in_its_header_as_kube_apiservers_flow_control_does()
+ {
+    let (server, client) = setup().await;
+    server
+        .faults()
+        .fail_next(1, Some("list"), Some("configmaps"), 429);
+    let request = http::Request::get("/api/v1/namespaces/default/configmaps")
+        .body(kube::client::Body::from(Vec::new()))
+        .expect("a request");
+    let response = client.send(request).await.expect("an answer");
+    assert_eq!(response.status().as_u16(), 429);
+    assert_eq!(
+        response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|value| value.to_str().ok()),
+        Some("1")
+    );
+}
+
+#[tokio::test]
+async fn the_server_reports_the_most_writes_of_a_resource_it_held_at_once() {
+    let (server, client) = setup().await;
+    let maps: Api<ConfigMap> = Api::namespaced(client, "default");
+    let faults = server.faults();
+    faults.set_latency(Duration::from_millis(300));
+    for name in ["a", "b"] {
+        maps.create(&PostParams::default(), &config_map(name))
+            .await
+            .expect("create");
+    }
+    // Reads held at once are no writes.
+    let every = ListParams::default();
+    let lists = (0..3).map(|_| maps.list(&every));
+    futures::future::try_join_all(lists).await.expect("lists");
+    assert_eq!(faults.peak_writes_in_flight("configmaps"), 1);
+    // Three at once: each waits out the latency while the others arrive.
+    let creates = ["c", "d", "e"].map(|name| {
+        let maps = maps.clone();
+        async move { maps.create(&PostParams::default(), &config_map(name)).await }
+    });
+    futures::future::try_join_all(creates)
+        .await
+        .expect("creates");
+    let peak = faults.peak_writes_in_flight("configmaps");
+    assert!((2..=3).contains(&peak), "{peak}");
+    assert_eq!(faults.peak_writes_in_flight("secrets"), 0);
 }
 
 #[tokio::test]

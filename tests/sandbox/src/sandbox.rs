@@ -707,6 +707,7 @@ fn start_controller(client: &Client, options: &Options, namespace: &str) -> Cont
         identity: "shoal-sandbox".to_owned(),
         metrics_address: options.controller_metrics,
         resync: Duration::from_secs(30),
+        ..shoal_controller::Settings::default()
     };
     let (stop, stopped) = oneshot::channel::<()>();
     let client = client.clone();

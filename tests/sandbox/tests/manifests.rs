@@ -1118,6 +1118,7 @@ async fn walkthrough(install: Install, test: &str) {
         identity: "shoal-controller-test".to_owned(),
         metrics_address: None,
         resync: Duration::from_secs(60),
+        ..Settings::default()
     };
     let controller = tokio::spawn(shoal_controller::run(
         controller_client,

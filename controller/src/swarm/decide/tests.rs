@@ -97,6 +97,18 @@ impl Cluster {
             "index and slices written in one pass: {:?}",
             decision.operations
         );
+        // apply() writes the slices of one pass together, in no order: a pass must never
+        // grant what a revoke of the same pass takes away (see `swarm::apply`).
+        let moves_jobs = |wanted: &str| {
+            decision.operations.iter().any(|operation| {
+                matches!(operation, Operation::WriteSlice { phase, instances_only: false, .. } if *phase == wanted)
+            })
+        };
+        assert!(
+            !(moves_jobs("revoke") && moves_jobs("grant")),
+            "a revoke and a grant in one pass: {:?}",
+            decision.operations
+        );
         for operation in &decision.operations {
             if let Operation::WriteSlice { slice, .. } = operation {
                 self.writes.push(slice.member.clone());

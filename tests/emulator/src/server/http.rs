@@ -390,12 +390,13 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
             return error.into_response();
         }
     }
+    let resource = api_request.target.resource_type.resource.clone();
+    let subresource = api_request.target.subresource.clone();
+    let _held = shared.faults.hold(verb, &resource, subresource.as_deref());
     let latency = shared.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    let resource = api_request.target.resource_type.resource.clone();
-    let subresource = api_request.target.subresource.clone();
     if let Some(status) = shared
         .faults
         .take_failure(verb, &resource, subresource.as_deref())
