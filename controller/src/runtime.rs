@@ -144,6 +144,7 @@ pub async fn run_with_clients(
         metrics: metrics.clone(),
         settings: settings.clone(),
         lease_clock: crate::lease_clock::LeaseClock::new(),
+        decoded: Default::default(),
     });
 
     match &settings.leader_election {

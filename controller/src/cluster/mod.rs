@@ -15,6 +15,7 @@ use crate::events::EventRecorders;
 use crate::metrics::Metrics;
 
 pub mod config_maps;
+pub mod decoded;
 pub mod leases;
 pub mod nodes;
 pub mod pools;
@@ -37,6 +38,9 @@ pub struct Context {
     pub settings: crate::Settings,
     /// Member Lease liveness on this controller's clock.
     pub lease_clock: crate::lease_clock::LeaseClock,
+    /// Revision records decoded by earlier passes, by the ConfigMap versions they were
+    /// read from ([`decoded`]: at most the records each Swarm's latest pass read).
+    pub decoded: decoded::Decoded,
 }
 
 /// The API server answered 404.

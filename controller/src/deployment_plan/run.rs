@@ -185,20 +185,27 @@ fn plans_of(
         .collect()
 }
 
+/// The `kind` label of this controller's phase timings.
+const KIND: &str = "plan";
+
 /// One pass: observe, decide, apply.
 async fn reconcile(plan: Arc<DeploymentPlan>, ctx: Arc<Context>) -> Result<Action, PassError> {
     let namespace = plan.namespace().unwrap_or_default();
     let name = plan.name_any();
     let cluster_wide = ctx.settings.namespace.is_none();
-    let Some((plan, mut observation)) = observe(
-        &ctx.client,
-        &namespace,
-        &name,
-        jiff::Timestamp::now(),
-        cluster_wide,
-    )
-    .await?
-    else {
+    let metrics = &ctx.metrics;
+    let observed = metrics.timed(
+        KIND,
+        "observe",
+        observe(
+            &ctx.client,
+            &namespace,
+            &name,
+            jiff::Timestamp::now(),
+            cluster_wide,
+        ),
+    );
+    let Some((plan, mut observation)) = observed.await? else {
         return Ok(Action::await_change());
     };
     observation.approved_by_policy = crate::approvers::vouched_for(
@@ -207,8 +214,11 @@ async fn reconcile(plan: Arc<DeploymentPlan>, ctx: Arc<Context>) -> Result<Actio
         crate::approvers::plan_may_approve(&observation.annotations, &observation.status),
     )
     .await;
-    let decision = decide(&observation);
-    apply(&ctx, &plan, &observation, &decision)
+    let decision = metrics
+        .timed(KIND, "decide", async { decide(&observation) })
+        .await;
+    metrics
+        .timed(KIND, "apply", apply(&ctx, &plan, &observation, &decision))
         .await
         .map_err(|source| PassError::WriteStatus {
             plan: format!("{namespace}/{name}"),

@@ -16,6 +16,7 @@ use crate::api::swarm::{JobsFrom, Swarm};
 use crate::cluster::config_maps::{
     edited_by, owned_by, owner_description, read_text, slice_object,
 };
+use crate::cluster::decoded::{Decoded, Pass};
 use crate::cluster::is_not_found;
 use crate::cluster::leases::lease_state;
 use crate::cluster::pools::{ListError, observe_deployment_pool, observe_pool};
@@ -24,23 +25,28 @@ use crate::observed::{LeaseState, PoolState, SliceObject};
 use crate::swarm::decide::{self, JobSource, Observation, RevisionRecord};
 
 /// Reads everything `plan` needs from the cluster: the pools, the ConfigMaps the Swarm
-/// owns, its `jobsFrom`, the member Leases and the plans delivered through it.
-pub async fn observe(swarm: &Swarm, client: &Client) -> Result<Observation, Error> {
+/// owns, its `jobsFrom`, the member Leases and the plans delivered through it. Revision
+/// records are decoded through `memo` (the controller's, [`crate::cluster::Context`]): a
+/// record read by the Swarm's previous pass from the same ConfigMap versions is not
+/// decoded again. `None` decodes every record (a one-off reader).
+pub async fn observe(
+    swarm: &Swarm,
+    client: &Client,
+    memo: Option<&Decoded>,
+) -> Result<Observation, Error> {
     let name = swarm.name_any();
     let namespace = swarm
         .namespace()
         .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
-    let selector = format!("{}={name}", names::LABEL_SWARM);
     let pools = read_pools(client, &namespace, &name).await?;
     let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-    let listed = cm_api
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(|source| Error::ListConfigMaps {
-            swarm: name.clone(),
-            source,
-        })?;
-    let config_maps = SwarmConfigMaps::sort(&name, &swarm.uid().unwrap_or_default(), listed.items);
+    let uid = swarm.uid().unwrap_or_default();
+    let mut records = match memo {
+        Some(memo) => memo.pass(memo_scope(&namespace, &name, &uid)),
+        None => Pass::uncached(),
+    };
+    let config_maps = read_config_maps(&cm_api, &name, &uid, &mut records).await?;
+    drop(records);
     let job_source = match &swarm.spec.jobs_from {
         None => JobSource::NotReferenced,
         Some(from) => read_job_sources(&cm_api, from).await?,
@@ -110,6 +116,62 @@ async fn read_pools(
     Ok(pools)
 }
 
+/// The ConfigMaps labelled for Swarm `swarm` (uid `uid`), sorted.
+///
+/// With a memo (`records` keeps), a pass first lists the revision records by metadata
+/// only (uid, `resourceVersion`, labels, annotations, owners, managedFields: all that
+/// sorting them needs besides their data) and the other ConfigMaps in full; when every
+/// record was kept by the previous pass from those very versions, that is all (a pass
+/// over an unchanged history moves no record bytes). Otherwise, and without a memo, it
+/// lists every labelled ConfigMap in full, in one list, as one snapshot, and decodes what
+/// it does not keep.
+async fn read_config_maps(
+    cm_api: &Api<ConfigMap>,
+    swarm: &str,
+    uid: &str,
+    records: &mut Pass<'_>,
+) -> Result<SwarmConfigMaps, Error> {
+    let selector = format!("{}={swarm}", names::LABEL_SWARM);
+    let failed = |source| Error::ListConfigMaps {
+        swarm: swarm.to_owned(),
+        source,
+    };
+    if records.keeps() {
+        let history = format!("{selector},{}=true", names::LABEL_REVISION_HISTORY);
+        let others = format!("{selector},{}!=true", names::LABEL_REVISION_HISTORY);
+        let kept = cm_api
+            .list_metadata(&ListParams::default().labels(&history))
+            .await
+            .map_err(failed)?;
+        let mut listed = cm_api
+            .list(&ListParams::default().labels(&others))
+            .await
+            .map_err(failed)?
+            .items;
+        listed.extend(kept.items.into_iter().map(|record| ConfigMap {
+            metadata: record.metadata,
+            ..ConfigMap::default()
+        }));
+        records.metadata_only(true);
+        let sorted = SwarmConfigMaps::sort(swarm, uid, listed, records);
+        records.metadata_only(false);
+        if !records.missed {
+            return Ok(sorted);
+        }
+    }
+    let listed = cm_api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(failed)?;
+    Ok(SwarmConfigMaps::sort(swarm, uid, listed.items, records))
+}
+
+/// The scope of a Swarm's entries in the memo of decoded records: a Swarm deleted and
+/// created again under its name is another Swarm.
+pub fn memo_scope(namespace: &str, swarm: &str, uid: &str) -> String {
+    format!("{namespace}/{swarm}/{uid}")
+}
+
 /// The ConfigMaps labelled for a Swarm, sorted by what they are to it.
 #[derive(Debug, Default)]
 struct SwarmConfigMaps {
@@ -132,8 +194,14 @@ struct SwarmConfigMaps {
 impl SwarmConfigMaps {
     /// Sorts the ConfigMaps labelled for Swarm `swarm` (uid `swarm_uid`). A label proves
     /// nothing (anyone may set it): only what the Swarm owns is read, and of that, no
-    /// history record or index someone else edited.
-    fn sort(swarm: &str, swarm_uid: &str, config_maps: Vec<ConfigMap>) -> SwarmConfigMaps {
+    /// history record or index someone else edited. Records are decoded through
+    /// `records`: once per ConfigMap version.
+    fn sort(
+        swarm: &str,
+        swarm_uid: &str,
+        config_maps: Vec<ConfigMap>,
+        records: &mut Pass<'_>,
+    ) -> SwarmConfigMaps {
         let mut sorted = SwarmConfigMaps::default();
         let mut slice_maps: BTreeMap<String, ConfigMap> = BTreeMap::new();
         // History ConfigMaps, records and parts of split records alike.
@@ -153,8 +221,12 @@ impl SwarmConfigMaps {
                 .get(names::LABEL_REVISION_HISTORY)
                 .is_some_and(|value| value == "true");
             if is_history && edited.is_none() {
-                let record = read_text(&cm, REVISION_DATA_KEY)
-                    .and_then(|text| serde_json::from_str::<RevisionRecord>(&text).ok());
+                let record = records
+                    .get_or_decode("record", &[&cm], || {
+                        read_text(&cm, REVISION_DATA_KEY)
+                            .and_then(|text| serde_json::from_str::<RevisionRecord>(&text).ok())
+                    })
+                    .flatten();
                 if let Some(record) = record {
                     sorted.history.insert(record.revision, record);
                 }
@@ -170,7 +242,7 @@ impl SwarmConfigMaps {
                 sorted.edited.insert(cm_name, editor);
             }
         }
-        for (revision, joined) in split_records(swarm, &record_maps) {
+        for (revision, joined) in split_records(swarm, &record_maps, records) {
             match joined {
                 Ok(record) => {
                     sorted.history.insert(revision, record);
@@ -431,11 +503,13 @@ pub async fn check_targets(
 /// The records split over several ConfigMaps, reassembled (see `decide::join_record`):
 /// revision → the record, or why it cannot be used. `record_maps` are the Swarm's own
 /// history ConfigMaps (edited ones left out, so a part someone changed is missing).
+/// Each record is joined once per version of its ConfigMaps (`records`).
 fn split_records(
     swarm: &str,
     record_maps: &BTreeMap<String, ConfigMap>,
+    records: &mut Pass<'_>,
 ) -> Vec<(u64, Result<RevisionRecord, String>)> {
-    let mut records = Vec::new();
+    let mut joined_records = Vec::new();
     for cm in record_maps.values() {
         let annotations = cm.annotations();
         let Some(parts) = annotations
@@ -457,33 +531,44 @@ fn split_records(
             .get(ANNOTATION_CHECKSUM)
             .cloned()
             .unwrap_or_default();
-        let chunks: Vec<Option<Vec<u8>>> = (0..parts)
-            .map(|part| {
-                record_maps
-                    .get(&decide::record_part_configmap(swarm, revision, part))?
-                    .binary_data
-                    .as_ref()?
-                    .get(&decide::record_part_key(part))
-                    .map(|bytes| bytes.0.clone())
-            })
+        let part_maps: Vec<Option<&ConfigMap>> = (0..parts)
+            .map(|part| record_maps.get(&decide::record_part_configmap(swarm, revision, part)))
             .collect();
-        let joined = decide::join_record(&chunks, &checksum, &|part| {
-            decide::record_part_configmap(swarm, revision, part)
-        })
-        .and_then(|record| {
-            // A record claiming another revision is no record of this one.
-            (record.revision == revision)
-                .then_some(record)
-                .ok_or_else(|| {
-                    format!(
-                        "ConfigMap {}: holds the record of another revision",
-                        cm.name_any()
-                    )
+        // Keyed by every part present (and the head, which carries the count and checksum).
+        let mut sources: Vec<&ConfigMap> = vec![cm];
+        sources.extend(part_maps.iter().flatten().copied());
+        let joined = records.get_or_decode("split record", &sources, || {
+            let chunks: Vec<Option<Vec<u8>>> = part_maps
+                .iter()
+                .enumerate()
+                .map(|(part, found)| {
+                    (*found)?
+                        .binary_data
+                        .as_ref()?
+                        .get(&decide::record_part_key(part))
+                        .map(|bytes| bytes.0.clone())
                 })
+                .collect();
+            decide::join_record(&chunks, &checksum, &|part| {
+                decide::record_part_configmap(swarm, revision, part)
+            })
+            .and_then(|record| {
+                // A record claiming another revision is no record of this one.
+                (record.revision == revision)
+                    .then_some(record)
+                    .ok_or_else(|| {
+                        format!(
+                            "ConfigMap {}: holds the record of another revision",
+                            cm.name_any()
+                        )
+                    })
+            })
         });
-        records.push((revision, joined));
+        // Not kept, and listed without data: the caller reads the records in full.
+        let Some(joined) = joined else { continue };
+        joined_records.push((revision, joined));
     }
-    records
+    joined_records
 }
 
 /// Reads every part of a `jobsFrom`: the ConfigMaps it names, in order, or those its
@@ -608,7 +693,7 @@ mod tests {
             &[(names::LABEL_MEMBER, "worker-0")],
             (names::SLICE_DATA_KEY, "jobs: []"),
         );
-        let sorted = SwarmConfigMaps::sort("demo", "demo-uid", vec![theirs]);
+        let sorted = SwarmConfigMaps::sort("demo", "demo-uid", vec![theirs], &mut Pass::uncached());
         assert!(sorted.slices.is_empty() && sorted.owned.is_empty());
         assert_eq!(
             sorted.foreign.get("worker-0-slice").map(String::as_str),
@@ -628,6 +713,7 @@ mod tests {
             "demo",
             "demo-uid",
             vec![edited_by_hand(slice, names::SLICE_DATA_KEY)],
+            &mut Pass::uncached(),
         );
         assert_eq!(sorted.slices["worker-0"].text.as_deref(), Some("jobs: []"));
         assert_eq!(sorted.edited["worker-0-slice"], "kubectl-edit");
@@ -658,12 +744,209 @@ mod tests {
                 edited_by_hand(record, REVISION_DATA_KEY),
                 edited_by_hand(index.clone(), names::INDEX_DATA_KEY),
             ],
+            &mut Pass::uncached(),
         );
         assert!(sorted.history.is_empty() && sorted.damaged_history.is_empty());
         assert_eq!(sorted.index, None);
         assert_eq!(sorted.edited.len(), 2);
-        let unedited = SwarmConfigMaps::sort("demo", "demo-uid", vec![index]);
+        let unedited =
+            SwarmConfigMaps::sort("demo", "demo-uid", vec![index], &mut Pass::uncached());
         assert_eq!(unedited.index.as_deref(), Some("version: 1"));
+    }
+
+    /// A record of revision `revision` over `jobs` jobs, as the controller writes it.
+    fn record_text(revision: u64, jobs: usize) -> String {
+        serde_json::json!({
+            "revision": revision,
+            "hash": format!("h{revision}"),
+            "strategy": {"type": "sticky"},
+            "members": ["worker-0", "worker-1"],
+            "jobs": (0..jobs).map(|i| format!("job-{i:05}")).collect::<Vec<_>>(),
+            "owners": (0..jobs).map(|i| i % 2).collect::<Vec<_>>(),
+        })
+        .to_string()
+    }
+
+    /// The history ConfigMap `name` of revision `revision`, at `version`.
+    fn history_map(name: &str, revision: u64, version: &str, data: (&str, &str)) -> ConfigMap {
+        let mut cm = labelled(
+            name,
+            "demo-uid",
+            &[
+                (names::LABEL_REVISION_HISTORY, "true"),
+                (names::LABEL_REVISION, &revision.to_string()),
+            ],
+            data,
+        );
+        cm.metadata.resource_version = Some(version.to_owned());
+        cm
+    }
+
+    /// Revision `revision`'s record split over several ConfigMaps (small parts), at
+    /// `version`.
+    fn split_history(revision: u64, version: &str) -> Vec<ConfigMap> {
+        let decide::StoredRecord::Split { chunks, checksum } =
+            decide::store_record(&record_text(revision, 2000), 1024, 1024)
+        else {
+            panic!("expected a split record");
+        };
+        let count = chunks.len();
+        chunks
+            .into_iter()
+            .enumerate()
+            .map(|(part, chunk)| {
+                let name = decide::record_part_configmap("demo", revision, part);
+                let mut cm = history_map(&name, revision, version, ("unused", ""));
+                cm.data = None;
+                cm.binary_data = Some(BTreeMap::from([(
+                    decide::record_part_key(part),
+                    k8s_openapi::ByteString(chunk),
+                )]));
+                if part == 0 {
+                    cm.metadata.annotations = Some(BTreeMap::from([
+                        (names::ANNOTATION_PARTS.to_owned(), count.to_string()),
+                        (ANNOTATION_CHECKSUM.to_owned(), checksum.clone()),
+                    ]));
+                }
+                cm
+            })
+            .collect()
+    }
+
+    /// Revision 1's record in one ConfigMap (5 jobs), revision 2's split (2,000 jobs).
+    fn two_records() -> Vec<ConfigMap> {
+        let mut maps = vec![history_map(
+            "demo-rev-1",
+            1,
+            "10",
+            (REVISION_DATA_KEY, &record_text(1, 5)),
+        )];
+        maps.extend(split_history(2, "11"));
+        maps
+    }
+
+    /// Sorts `config_maps` as one pass of Swarm `demo` through `memo`; how many records
+    /// it decoded.
+    fn pass(memo: &Decoded, config_maps: Vec<ConfigMap>) -> (SwarmConfigMaps, usize) {
+        let mut records = memo.pass(memo_scope("ns", "demo", "demo-uid"));
+        let sorted = SwarmConfigMaps::sort("demo", "demo-uid", config_maps, &mut records);
+        (sorted, records.decodes)
+    }
+
+    #[test]
+    fn a_second_pass_over_the_same_history_decodes_nothing() {
+        let memo = Decoded::default();
+        let maps = two_records();
+        let (first, decodes) = pass(&memo, maps.clone());
+        assert!(decodes > 0);
+        assert_eq!(first.history.keys().copied().collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(first.history[&2].jobs.len(), 2000);
+        let (second, decodes) = pass(&memo, maps);
+        assert_eq!(decodes, 0, "the second pass decoded again");
+        assert_eq!(second.history, first.history);
+        // One entry per ConfigMap read as a record, one per split record: no more.
+        assert!(
+            memo.len() <= 2 + split_history(2, "11").len(),
+            "{}",
+            memo.len()
+        );
+    }
+
+    #[test]
+    fn a_changed_record_is_decoded_again_and_an_edited_one_is_still_refused() {
+        let memo = Decoded::default();
+        let one = history_map(
+            "demo-rev-1",
+            1,
+            "10",
+            (REVISION_DATA_KEY, &record_text(1, 5)),
+        );
+        let (first, _) = pass(&memo, vec![one]);
+        assert_eq!(first.history[&1].jobs.len(), 5);
+        // Rewritten (a new resourceVersion): read again, not the remembered record.
+        let rewritten = history_map(
+            "demo-rev-1",
+            1,
+            "12",
+            (REVISION_DATA_KEY, &record_text(1, 7)),
+        );
+        let (second, decodes) = pass(&memo, vec![rewritten.clone()]);
+        assert_eq!(decodes, 1);
+        assert_eq!(second.history[&1].jobs.len(), 7);
+        // Edited by someone else: refused, though a record of its uid was remembered.
+        let mut edited = edited_by_hand(rewritten, REVISION_DATA_KEY);
+        edited.metadata.resource_version = Some("13".to_owned());
+        let (third, _) = pass(&memo, vec![edited]);
+        assert!(third.history.is_empty());
+        assert_eq!(third.edited["demo-rev-1"], "kubectl-edit");
+    }
+
+    /// `maps` as a metadata-only list returns them: no data.
+    fn without_data(maps: &[ConfigMap]) -> Vec<ConfigMap> {
+        maps.iter()
+            .map(|cm| ConfigMap {
+                metadata: cm.metadata.clone(),
+                ..ConfigMap::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn records_listed_without_data_come_from_the_memo_and_a_new_one_asks_for_a_full_read() {
+        let memo = Decoded::default();
+        let mut maps = two_records();
+        let (full, _) = pass(&memo, maps.clone());
+        let mut records = memo.pass(memo_scope("ns", "demo", "demo-uid"));
+        records.metadata_only(true);
+        let sorted = SwarmConfigMaps::sort("demo", "demo-uid", without_data(&maps), &mut records);
+        assert!(!records.missed);
+        assert_eq!(records.decodes, 0);
+        assert_eq!(sorted.history, full.history);
+        assert!(sorted.damaged_history.is_empty());
+        drop(records);
+        // A record not kept (new, or rewritten) is not taken as absent or damaged: the
+        // pass says it missed, and observe reads the records in full.
+        maps.push(history_map(
+            "demo-rev-3",
+            3,
+            "30",
+            (REVISION_DATA_KEY, &record_text(3, 5)),
+        ));
+        let mut records = memo.pass(memo_scope("ns", "demo", "demo-uid"));
+        records.metadata_only(true);
+        SwarmConfigMaps::sort("demo", "demo-uid", without_data(&maps), &mut records);
+        assert!(records.missed);
+        records.metadata_only(false);
+        let sorted = SwarmConfigMaps::sort("demo", "demo-uid", maps, &mut records);
+        assert_eq!(
+            sorted.history.keys().copied().collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        assert_eq!(records.decodes, 1, "only the new record is decoded");
+    }
+
+    #[test]
+    fn a_changed_part_of_a_split_record_joins_it_again() {
+        let memo = Decoded::default();
+        let maps = split_history(2, "11");
+        pass(&memo, maps.clone());
+        let mut changed = maps;
+        let last = changed.len() - 1;
+        changed[last].metadata.resource_version = Some("20".to_owned());
+        let (sorted, decodes) = pass(&memo, changed.clone());
+        // The changed part (looked at as a ConfigMap of its own) and the record it is part
+        // of; none of the other parts.
+        assert!(changed.len() > 2);
+        assert_eq!(
+            decodes, 2,
+            "only the changed part and its record are read again"
+        );
+        assert_eq!(sorted.history[&2].jobs.len(), 2000);
+        // A part gone: the record is damaged, not remembered whole.
+        changed.remove(last);
+        let (sorted, _) = pass(&memo, changed);
+        assert!(sorted.history.is_empty());
+        assert!(sorted.damaged_history.contains_key(&2));
     }
 
     #[test]

@@ -198,6 +198,9 @@ impl Error {
     }
 }
 
+/// The `kind` label of this controller's phase timings.
+const KIND: &str = "swarm";
+
 /// Publishes an Event about the Swarm.
 pub(crate) async fn publish(ctx: &Context, swarm: &Swarm, warning: bool, reason: &str, note: &str) {
     publish_on(ctx, &swarm.object_ref(&()), warning, reason, note).await;
@@ -235,15 +238,26 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
             swarm: name.clone(),
             source,
         })?;
+    let memo_scope =
+        super::observe::memo_scope(&namespace, &name, &swarm.uid().unwrap_or_default());
     let Some(fresh) = fresh else {
+        ctx.decoded.forget(&memo_scope);
         return Ok(Action::await_change());
     };
     if fresh.metadata.deletion_timestamp.is_some() {
         // Owned ConfigMaps go with the Swarm (ownerReferences); nothing to do.
+        ctx.decoded.forget(&memo_scope);
         return Ok(Action::await_change());
     }
     let swarm = &fresh;
-    let mut observation = observe(swarm, &ctx.client).await?;
+    let metrics = &ctx.metrics;
+    let mut observation = metrics
+        .timed(
+            KIND,
+            "observe",
+            observe(swarm, &ctx.client, Some(&ctx.decoded)),
+        )
+        .await?;
     observation.approved_by_policy = crate::approvers::vouched_for(
         &ctx.client,
         ctx.settings.namespace.is_none(),
@@ -264,8 +278,16 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
         publish(ctx, swarm, true, "LeaseNotTrusted", &note).await;
     }
     let changed_at = observation.status.changed_at.clone();
-    let decision = decide_checked(swarm, &mut observation, ctx).await?;
-    crate::swarm::apply::apply(swarm, &observation, &decision, ctx).await?;
+    let decision = metrics
+        .timed(KIND, "decide", decide_checked(swarm, &mut observation, ctx))
+        .await?;
+    metrics
+        .timed(
+            KIND,
+            "apply",
+            crate::swarm::apply::apply(swarm, &observation, &decision, ctx),
+        )
+        .await?;
     for event in &decision.events {
         publish(ctx, swarm, event.warning, &event.reason, &event.note).await;
     }
