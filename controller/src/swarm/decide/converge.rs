@@ -68,15 +68,13 @@ pub(super) fn parse_observed(
         return Err(format!("slice ConfigMap of {member} has no slice.yaml"));
     };
     let slice = parse_slice(text).map_err(|error| format!("slice of {member}: {error}"))?;
+    // `parse_slice` has checked the hash against the jobs and instances (a hand edit that
+    // leaves them apart is its `HashMismatch`); hashing them again here would only double
+    // the cost of every pass.
     if slice.swarm != swarm || slice.member != member {
         return Err(format!(
             "slice of {member} names swarm {} member {}",
             slice.swarm, slice.member
-        ));
-    }
-    if slice_hash(&slice.jobs, &slice.instances) != slice.hash {
-        return Err(format!(
-            "slice of {member}: hash does not match its jobs and instances (edited by hand?)"
         ));
     }
     Ok(slice)
@@ -489,8 +487,16 @@ fn grant_step(
     };
     let held_slice = inputs.held.as_ref().ok().and_then(|slice| slice.as_ref());
     let trusted = held_slice.filter(|_| editor.is_none());
-    let held_hash = trusted.map(|slice| slice.hash.as_str());
-    if held_hash == Some(slice_hash(want, target_instances).as_str()) {
+    // Already the target's slice. The held hash was checked against the held jobs and
+    // instances when parsed, so the same jobs and instances are the same hash, found
+    // without hashing every job of every member on every pass; only instances that differ
+    // as written (not necessarily canonically) need the hash to tell.
+    let in_place = trusted.is_some_and(|held| {
+        held.jobs == *want
+            && (held.instances == target_instances
+                || held.hash == slice_hash(want, target_instances))
+    });
+    if in_place {
         return;
     }
     let refresh = trusted.and_then(|held| instances_refresh(obs, inputs, &member_id, held));
@@ -716,24 +722,26 @@ fn index(
     instances: &BTreeMap<String, Vec<SliceInstance>>,
     convergence: &mut Convergence,
 ) {
-    let previous_slices: BTreeMap<MemberId, Slice> = observed
+    let previous_slices: BTreeMap<MemberId, &Slice> = observed
         .iter()
         .filter_map(|(name, slice)| {
             let slice = slice.as_ref().ok()?;
-            Some((member_of_pod(&obs.pools, name), slice.clone()))
+            Some((member_of_pod(&obs.pools, name), slice))
         })
         .collect();
+    // A member whose jobs are unchanged keeps the revision of its slice; each slice is
+    // built (and hashed) once.
     convergence.target_slices = assignment
-        .slices_since(&previous_slices, &obs.swarm, revision)
+        .member_jobs()
         .into_iter()
-        .map(|(member, slice)| {
+        .map(|(member, jobs)| {
             let pod = member.pod_name();
             let revision = previous_slices
                 .get(&member)
-                .filter(|previous| previous.jobs == slice.jobs)
-                .map_or(slice.revision, |previous| previous.revision);
+                .filter(|previous| previous.jobs == jobs)
+                .map_or(revision, |previous| previous.revision);
             let member_instances = instances.get(&pod).map_or(&[][..], Vec::as_slice);
-            let slice = slice_of(obs, &pod, revision, slice.jobs, member_instances);
+            let slice = slice_of(obs, &pod, revision, jobs, member_instances);
             (member, slice)
         })
         .collect();
@@ -750,6 +758,7 @@ mod tests {
     use super::*;
     use crate::observed::PodState;
     use crate::swarm::fixtures;
+    use shoal_core::format::{Index, render_index};
 
     fn jobs(keys: &[&str]) -> JobSet {
         JobSet::parse(keys.iter().copied()).expect("valid keys")
@@ -902,5 +911,135 @@ mod tests {
             (written_for_uid.as_str(), phase, instances_only),
             ("worker-1-uid", "revoke", true)
         );
+    }
+
+    /// The target slices as `index` built them before it built each slice once: through
+    /// `Assignment::slices_since`, then again with the instances.
+    fn target_slices_as_before(
+        obs: &Observation,
+        observed: &BTreeMap<String, Result<Slice, String>>,
+        assignment: &Assignment,
+        revision: u64,
+    ) -> BTreeMap<MemberId, Slice> {
+        let previous: BTreeMap<MemberId, Slice> = observed
+            .iter()
+            .filter_map(|(name, slice)| {
+                Some((
+                    member_of_pod(&obs.pools, name),
+                    slice.as_ref().ok()?.clone(),
+                ))
+            })
+            .collect();
+        assignment
+            .slices_since(&previous, &obs.swarm, revision)
+            .into_iter()
+            .map(|(member, slice)| {
+                let revision = previous
+                    .get(&member)
+                    .filter(|held| held.jobs == slice.jobs)
+                    .map_or(slice.revision, |held| held.revision);
+                let slice = slice_of(obs, &member.pod_name(), revision, slice.jobs, &[]);
+                (member, slice)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_target_slices_keep_the_revision_of_unchanged_slices_exactly_as_before() {
+        let obs = fixtures::observation(
+            "demo",
+            fixtures::spec_with_jobs(Vec::new()),
+            vec![fixtures::pool("worker", 4)],
+        );
+        let member = |ordinal| MemberId::new("worker", ordinal);
+        let assignment = Assignment::from_slices([
+            (member(0), jobs(&["a", "b"])),
+            (member(1), jobs(&["c"])),
+            (member(2), jobs(&["d", "e"])),
+            (member(3), JobSet::default()),
+        ])
+        .expect("disjoint slices");
+        // worker-0 unchanged since revision 2, worker-1 changed, worker-2 new, worker-3
+        // empty as before, worker-9 gone, plus an unreadable slice.
+        let observed = BTreeMap::from([
+            (
+                "worker-0".to_owned(),
+                Ok(Slice::new("demo", "worker-0", 2, jobs(&["a", "b"]))),
+            ),
+            (
+                "worker-1".to_owned(),
+                Ok(Slice::new("demo", "worker-1", 2, jobs(&["c", "x"]))),
+            ),
+            (
+                "worker-3".to_owned(),
+                Ok(Slice::new("demo", "worker-3", 1, JobSet::default())),
+            ),
+            (
+                "worker-9".to_owned(),
+                Ok(Slice::new("demo", "worker-9", 2, jobs(&["z"]))),
+            ),
+            (
+                "worker-5".to_owned(),
+                Err("slice of worker-5: no format".to_owned()),
+            ),
+        ]);
+        let mut convergence = Convergence {
+            operations: Vec::new(),
+            rollout_done: false,
+            requeue_after: None,
+            slice_problems: Vec::new(),
+            target_slices: BTreeMap::new(),
+            jobs: 0,
+            pools: None,
+        };
+        index(
+            &obs,
+            &observed,
+            &assignment,
+            5,
+            &BTreeMap::new(),
+            &mut convergence,
+        );
+        let before = target_slices_as_before(&obs, &observed, &assignment, 5);
+        assert_eq!(convergence.target_slices, before);
+        let revisions: Vec<u64> = before.values().map(|slice| slice.revision).collect();
+        assert_eq!(revisions, [2, 5, 5, 1]);
+    }
+
+    #[test]
+    fn an_index_is_full_while_it_fits_and_a_summary_past_the_limit_exactly_as_before() {
+        let as_before = |slices: &BTreeMap<MemberId, Slice>| {
+            let full = render_index(&Index::from_slices(slices, 3));
+            (full.len() <= super::super::MAX_INDEX_BYTES).then_some(full)
+        };
+        for count in [10usize, 20_000, 60_000, 200_000] {
+            let keys: Vec<String> = (0..count).map(|i| format!("stream:{i:08}")).collect();
+            let halves = keys.split_at(count / 2);
+            let slices = BTreeMap::from([
+                (
+                    MemberId::new("worker", 0),
+                    Slice::new(
+                        "demo",
+                        "worker-0",
+                        3,
+                        jobs(&halves.0.iter().map(String::as_str).collect::<Vec<_>>()),
+                    ),
+                ),
+                (
+                    MemberId::new("worker", 1),
+                    Slice::new(
+                        "demo",
+                        "worker-1",
+                        3,
+                        jobs(&halves.1.iter().map(String::as_str).collect::<Vec<_>>()),
+                    ),
+                ),
+            ]);
+            let text = index_text(&slices, 3);
+            match as_before(&slices) {
+                Some(full) => assert_eq!(text, full, "{count} jobs"),
+                None => assert!(text.contains("summary: true"), "{count} jobs"),
+            }
+        }
     }
 }

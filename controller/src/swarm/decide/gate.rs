@@ -93,7 +93,7 @@ pub(super) struct GateOutcome {
 
 impl GateOutcome {
     /// Nothing new: the revision in force stays the target.
-    fn unchanged(obs: &Observation, in_force: &InForce) -> GateOutcome {
+    fn unchanged(obs: &Observation) -> GateOutcome {
         let previous = &obs.status;
         let latest = [
             previous.latest_revision,
@@ -127,10 +127,9 @@ impl GateOutcome {
             waiting_for_window: None,
             next_window: None,
             wake_after: None,
-            target: in_force
-                .replayed
-                .clone()
-                .map(|assignment| (previous.current_revision, assignment)),
+            // Set at the end of `decide`: the replayed revision in force unless the gate
+            // put another in force (moved, not copied).
+            target: None,
         }
     }
 
@@ -151,12 +150,12 @@ impl GateOutcome {
 /// Runs the desired assignment (or the problem that prevents computing one) through the gate.
 pub(super) fn decide(
     obs: &Observation,
-    (roster, in_force, window): (&Roster, &InForce, &Window<'_>),
+    (roster, in_force, window): (&Roster, InForce, &Window<'_>),
     desired: Result<Desired, InputProblem>,
     events: &mut Vec<PlannedEvent>,
     problems: &mut Vec<InputProblem>,
 ) -> GateOutcome {
-    let mut outcome = GateOutcome::unchanged(obs, in_force);
+    let mut outcome = GateOutcome::unchanged(obs);
     // Only numbers published before this pass can be approved; see the module docs.
     let published = outcome.status.latest_revision;
     let approval = obs.annotations.get(ANNOTATION_APPROVE).map(|text| {
@@ -174,7 +173,7 @@ pub(super) fn decide(
                 .and_then(|approval| approval.as_ref().ok());
             propose(
                 obs,
-                (roster, in_force, window),
+                (roster, &in_force, window),
                 desired,
                 approval,
                 events,
@@ -184,6 +183,12 @@ pub(super) fn decide(
         }
     }
     outcome.refused_approval = refused_approval(obs, approval, &mut outcome);
+    if outcome.target.is_none() {
+        // Nothing else was put in force: the revision in force stays the target.
+        outcome.target = in_force
+            .replayed
+            .map(|assignment| (obs.status.current_revision, assignment));
+    }
     outcome
 }
 
@@ -204,7 +209,14 @@ fn propose(
     let same_as_current =
         current_revision != 0 && obs.status.current_hash.as_deref() == Some(desired_hash.as_str());
     if same_as_current {
-        keep_current(obs, roster, desired, &desired_hash, events, outcome);
+        keep_current(
+            obs,
+            (roster, in_force),
+            desired,
+            &desired_hash,
+            events,
+            outcome,
+        );
         return;
     }
     if current_revision != 0 && !obs.history.contains_key(&current_revision) {
@@ -363,7 +375,7 @@ fn describe(summary: &RevisionSummary) -> String {
 /// and withdraw a pending revision (its number is not given again).
 fn keep_current(
     obs: &Observation,
-    roster: &Roster,
+    (roster, in_force): (&Roster, &InForce),
     desired: Desired,
     desired_hash: &str,
     events: &mut Vec<PlannedEvent>,
@@ -391,7 +403,7 @@ fn keep_current(
             ),
         });
     }
-    if outcome.target.is_none() {
+    if in_force.replayed.is_none() {
         outcome.target = Some((current_revision, desired.assignment));
     }
 }
@@ -418,7 +430,7 @@ fn summarize(
 ) -> (RevisionSummary, BTreeMap<MemberId, PlannedRestart>) {
     // With nothing in force, every member starts from an empty slice.
     let nothing = Assignment::from_slices(std::iter::empty()).ok();
-    let change = match in_force.assignment.as_ref().or(nothing.as_ref()) {
+    let change = match in_force.assignment().or(nothing.as_ref()) {
         Some(before) => diff(before, &desired.assignment),
         None => diff(&desired.assignment, &desired.assignment),
     };

@@ -279,8 +279,16 @@ pub fn replay(record: &RevisionRecord) -> Result<Assignment, String> {
 pub(super) struct InForce {
     /// The revision in force recomputed from its history record, when it can be.
     pub replayed: Option<Assignment>,
+    /// What the slices in the cluster say, when there is no replayed revision.
+    from_slices: Option<Assignment>,
+}
+
+impl InForce {
     /// What is in force: the replayed revision, else what the slices in the cluster say.
-    pub assignment: Option<Assignment>,
+    /// (Borrowed, not a copy: at a million jobs an assignment is tens of megabytes.)
+    pub fn assignment(&self) -> Option<&Assignment> {
+        self.replayed.as_ref().or(self.from_slices.as_ref())
+    }
 }
 
 /// Recovers the assignment in force from the history (or, failing that, the slices).
@@ -316,8 +324,8 @@ pub(super) fn in_force(
             }
         },
     };
-    let assignment = match &replayed {
-        Some(assignment) => Some(assignment.clone()),
+    let from_slices = match &replayed {
+        Some(_) => None,
         None => {
             let slices = observed.iter().filter_map(|(name, slice)| {
                 let slice = slice.as_ref().ok()?;
@@ -331,7 +339,7 @@ pub(super) fn in_force(
     };
     InForce {
         replayed,
-        assignment,
+        from_slices,
     }
 }
 

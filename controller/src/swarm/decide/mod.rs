@@ -382,7 +382,7 @@ pub fn decide(obs: &Observation) -> Decision {
                     obs,
                     &roster.members(),
                     &roster.cordon.cordoned,
-                    in_force.assignment.as_ref(),
+                    in_force.assignment(),
                 ),
             },
         },
@@ -393,7 +393,7 @@ pub fn decide(obs: &Observation) -> Decision {
         .map(|desired| desired.settings.clone());
     let mut gate = gate::decide(
         obs,
-        (&roster, &in_force, &window),
+        (&roster, in_force, &window),
         desired,
         &mut events,
         &mut problems,
@@ -502,9 +502,18 @@ pub const MAX_INDEX_BYTES: usize = 900 * 1024;
 
 /// The index document: seed-compatible `workloads:` while it fits, else a per-member summary.
 pub fn index_text(slices: &BTreeMap<MemberId, Slice>, revision: u64) -> String {
-    let full = render_index(&Index::from_slices(slices, revision));
-    if full.len() <= MAX_INDEX_BYTES {
-        return full;
+    // The full index holds every key at least once: past the limit in keys alone, it is
+    // not rendered (at a million jobs, tens of megabytes) only to be thrown away.
+    let key_bytes: usize = slices
+        .values()
+        .flat_map(|slice| slice.jobs.iter())
+        .map(|key| key.as_str().len())
+        .sum();
+    if key_bytes <= MAX_INDEX_BYTES {
+        let full = render_index(&Index::from_slices(slices, revision));
+        if full.len() <= MAX_INDEX_BYTES {
+            return full;
+        }
     }
     let mut summary = format!(
         "# The full index exceeds {MAX_INDEX_BYTES} bytes; each member's jobs are in its <pod>-slice ConfigMap.\nsummary: true\nversion: {revision}\nworkloads:\n"
