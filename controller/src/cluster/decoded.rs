@@ -8,12 +8,18 @@
 //! entry can never stand for content other than its own. Whether a ConfigMap may be read
 //! at all (owned, not edited by someone else) is decided before the memo is asked.
 //!
+//! What is kept: revision records, and the parsed slices and `jobsFrom` documents a
+//! Swarm's `decide` reads ([`crate::swarm::decide::Parsed`]): at 100,000 jobs, parsing
+//! the job list and every slice again was most of a pass.
+//!
 //! Bound: entries live per scope (one Swarm); a pass keeps only the entries it used, the
 //! ones of its Swarm's previous pass are dropped when it ends, and a deleted Swarm's
-//! scope is forgotten. So the memo holds at most, per Swarm, the records its latest pass
-//! read: its kept history (`revisionHistoryLimit`, at most 1,000) plus the revisions it
-//! was about to prune, one entry per record (a split record is one entry for all its
-//! parts).
+//! scope is forgotten. So the memo holds at most, per Swarm, what its latest pass read:
+//! its kept history (`revisionHistoryLimit`, at most 1,000) plus the revisions it was
+//! about to prune (one entry per record; a split record is one entry for all its parts),
+//! one slice per member (at most 10,000) and one document per `jobsFrom` ConfigMap (at
+//! most 1,000): in all, about one more copy of the job list per record, one of the
+//! assignment in force and one of the job list.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -114,6 +120,11 @@ impl Pass<'_> {
     /// reads the full objects and asks again.
     pub fn metadata_only(&mut self, metadata_only: bool) {
         self.metadata_only = metadata_only;
+    }
+
+    /// Whether the sources given now are metadata only ([`Pass::metadata_only`]).
+    pub fn is_metadata_only(&self) -> bool {
+        self.metadata_only
     }
 
     /// Whether this pass keeps anything (an [`Pass::uncached`] one does not).

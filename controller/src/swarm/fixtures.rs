@@ -71,6 +71,7 @@ pub fn observation(swarm: &str, spec: SwarmSpec, pools: Vec<PoolState>) -> Obser
         blocked_evictions: BTreeMap::new(),
         plans: Ok(Vec::new()),
         approved_by_policy: false,
+        parsed: crate::swarm::decide::Parsed::default(),
         now: epoch(),
     }
 }

@@ -2,6 +2,7 @@
 //! cluster into an [`Observation`].
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -45,12 +46,19 @@ pub async fn observe(
         Some(memo) => memo.pass(memo_scope(&namespace, &name, &uid)),
         None => Pass::uncached(),
     };
-    let config_maps = read_config_maps(&cm_api, &name, &uid, &mut records).await?;
-    drop(records);
+    let mut config_maps = read_config_maps(&cm_api, &name, &uid, &mut records).await?;
     let job_source = match &swarm.spec.jobs_from {
         None => JobSource::NotReferenced,
-        Some(from) => read_job_sources(&cm_api, from).await?,
+        Some(from) => {
+            let mut parsed = JobDocuments {
+                swarm: &name,
+                records: &mut records,
+                parsed: &mut config_maps.parsed,
+            };
+            read_job_sources(&cm_api, from, Some(&mut parsed)).await?
+        }
     };
+    drop(records);
     let leases = read_member_leases(client, &namespace, &name, &pools).await?;
     let plans = read_plans(client, &namespace, &name).await?;
     Ok(Observation {
@@ -74,6 +82,7 @@ pub async fn observe(
         // Read by the reconciler (`reconcile`), which knows whether it may look.
         approved_by_policy: false,
         now: jiff::Timestamp::now(),
+        parsed: config_maps.parsed,
     })
 }
 
@@ -189,6 +198,8 @@ struct SwarmConfigMaps {
     foreign: BTreeMap<String, String>,
     /// Name → the field manager that edited its data, of owned ConfigMaps.
     edited: BTreeMap<String, String>,
+    /// The slices above, parsed (once per version of their ConfigMaps).
+    parsed: decide::Parsed,
 }
 
 impl SwarmConfigMaps {
@@ -252,17 +263,29 @@ impl SwarmConfigMaps {
                 }
             }
         }
+        // Slices are always listed with their data, whatever the records were listed with.
+        let records_metadata_only = records.is_metadata_only();
+        records.metadata_only(false);
         for (cm_name, cm) in &slice_maps {
             let Some(member) = cm.labels().get(names::LABEL_MEMBER) else {
                 continue;
             };
             // Parts 1.. of a split slice are read through their first ConfigMap.
             if *cm_name == names::slice_configmap(member) {
-                sorted
-                    .slices
-                    .insert(member.clone(), slice_object(member, cm, &slice_maps));
+                let object = slice_object(member, cm, &slice_maps);
+                let sources: Vec<&ConfigMap> = (0..object.parts)
+                    .filter_map(|part| slice_maps.get(&names::slice_configmap_part(member, part)))
+                    .collect();
+                let parsed = records.get_or_decode("slice", &sources, || {
+                    Arc::new(decide::parsed_slice(swarm, member, &object))
+                });
+                if let Some(parsed) = parsed {
+                    sorted.parsed.slices.insert(member.clone(), parsed);
+                }
+                sorted.slices.insert(member.clone(), object);
             }
         }
+        records.metadata_only(records_metadata_only);
         sorted
     }
 }
@@ -456,7 +479,7 @@ pub async fn observe_inputs(
         None => JobSource::NotReferenced,
         Some(from) => {
             let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-            read_job_sources(&cm_api, from).await?
+            read_job_sources(&cm_api, from, None).await?
         }
     };
     Ok(decide::observed_inputs(
@@ -574,7 +597,11 @@ fn split_records(
 /// Reads every part of a `jobsFrom`: the ConfigMaps it names, in order, or those its
 /// selector picks, in name order. One part is returned as itself (the single-ConfigMap
 /// form), several as [`JobSource::Parts`].
-async fn read_job_sources(cm_api: &Api<ConfigMap>, from: &JobsFrom) -> Result<JobSource, Error> {
+async fn read_job_sources(
+    cm_api: &Api<ConfigMap>,
+    from: &JobsFrom,
+    mut parsed: Option<&mut JobDocuments<'_, '_>>,
+) -> Result<JobSource, Error> {
     let mut parts = Vec::new();
     if let Some(selector) = &from.selector {
         let labels = selector.label_selector();
@@ -590,11 +617,14 @@ async fn read_job_sources(cm_api: &Api<ConfigMap>, from: &JobsFrom) -> Result<Jo
         if listed.is_empty() {
             return Ok(JobSource::NoMatch { selector: labels });
         }
-        parts.extend(
-            listed
-                .iter()
-                .map(|cm| job_source_of(cm.name_any(), &selector.key, Some(cm))),
-        );
+        parts.extend(listed.iter().map(|cm| {
+            job_source_of(
+                cm.name_any(),
+                &selector.key,
+                Some(cm),
+                parsed.as_deref_mut(),
+            )
+        }));
     }
     for reference in from.named() {
         let cm = match cm_api.get_opt(&reference.name).await {
@@ -611,6 +641,7 @@ async fn read_job_sources(cm_api: &Api<ConfigMap>, from: &JobsFrom) -> Result<Jo
             reference.name.clone(),
             &reference.key,
             cm.as_ref(),
+            parsed.as_deref_mut(),
         ));
     }
     Ok(match parts.len() {
@@ -619,21 +650,50 @@ async fn read_job_sources(cm_api: &Api<ConfigMap>, from: &JobsFrom) -> Result<Jo
     })
 }
 
-/// Where one ConfigMap of a job list stands: absent, without the key, or its text.
-fn job_source_of(name: String, key: &str, cm: Option<&ConfigMap>) -> JobSource {
+/// Where the job-list documents of a Swarm's `jobsFrom` go once parsed
+/// ([`decide::Parsed::job_documents`]), each once per version of its ConfigMap (`records`,
+/// the controller's memo).
+struct JobDocuments<'a, 'memo> {
+    swarm: &'a str,
+    records: &'a mut Pass<'memo>,
+    parsed: &'a mut decide::Parsed,
+}
+
+/// Where one ConfigMap of a job list stands: absent, without the key, or its text, which
+/// is also parsed into `documents` when given.
+fn job_source_of(
+    name: String,
+    key: &str,
+    cm: Option<&ConfigMap>,
+    documents: Option<&mut JobDocuments<'_, '_>>,
+) -> JobSource {
     let Some(cm) = cm else {
         return JobSource::MissingConfigMap { name };
     };
-    match cm.data.as_ref().and_then(|data| data.get(key)) {
-        None => JobSource::MissingKey {
+    let Some(text) = cm.data.as_ref().and_then(|data| data.get(key)) else {
+        return JobSource::MissingKey {
             name,
             key: key.to_owned(),
-        },
-        Some(text) => JobSource::Text {
-            name,
-            key: key.to_owned(),
-            text: text.clone(),
-        },
+        };
+    };
+    if let Some(documents) = documents {
+        let swarm = documents.swarm;
+        let document = documents
+            .records
+            .get_or_decode(&format!("jobs {key}"), &[cm], || {
+                Arc::new(decide::parsed_job_document(swarm, &name, key, text))
+            });
+        if let Some(document) = document {
+            documents
+                .parsed
+                .job_documents
+                .insert((name.clone(), key.to_owned()), document);
+        }
+    }
+    JobSource::Text {
+        name,
+        key: key.to_owned(),
+        text: text.clone(),
     }
 }
 
@@ -923,6 +983,70 @@ mod tests {
             [1, 2, 3]
         );
         assert_eq!(records.decodes, 1, "only the new record is decoded");
+    }
+
+    /// Member `worker-0`'s slice ConfigMap holding `jobs`, at `version`.
+    fn slice_map(jobs: &[&str], version: &str) -> ConfigMap {
+        let jobs = shoal_core::JobSet::from_keys(
+            jobs.iter()
+                .map(|job| shoal_core::JobKey::new(*job).unwrap()),
+        )
+        .unwrap();
+        let slice = shoal_core::Slice {
+            swarm: "demo".to_owned(),
+            member: "worker-0".to_owned(),
+            revision: 1,
+            hash: shoal_core::slice::slice_hash(&jobs, &[]),
+            jobs,
+            instances: Vec::new(),
+        };
+        let text = shoal_core::format::render_slice(&slice);
+        let mut cm = labelled(
+            "worker-0-slice",
+            "demo-uid",
+            &[(names::LABEL_MEMBER, "worker-0")],
+            (names::SLICE_DATA_KEY, &text),
+        );
+        cm.metadata.resource_version = Some(version.to_owned());
+        cm
+    }
+
+    #[test]
+    fn a_slice_is_parsed_once_per_version_of_its_configmap_as_decide_would_parse_it() {
+        let memo = Decoded::default();
+        let (first, decodes) = pass(&memo, vec![slice_map(&["a", "b"], "5")]);
+        assert_eq!(decodes, 1);
+        let parsed = first.parsed.slices["worker-0"].as_ref().clone();
+        assert_eq!(
+            parsed,
+            decide::parsed_slice("demo", "worker-0", &first.slices["worker-0"])
+        );
+        assert_eq!(parsed.unwrap().jobs.len(), 2);
+        let (_, decodes) = pass(&memo, vec![slice_map(&["a", "b"], "5")]);
+        assert_eq!(decodes, 0, "the unchanged slice was parsed again");
+        // Rewritten: a new resourceVersion is parsed again, never the remembered slice.
+        let (third, decodes) = pass(&memo, vec![slice_map(&["c"], "6")]);
+        assert_eq!(decodes, 1);
+        let jobs = third.parsed.slices["worker-0"]
+            .as_ref()
+            .clone()
+            .unwrap()
+            .jobs;
+        assert_eq!(jobs.len(), 1);
+    }
+
+    #[test]
+    fn a_slice_edited_by_hand_is_parsed_again_and_refused_as_decide_refuses_it() {
+        let memo = Decoded::default();
+        pass(&memo, vec![slice_map(&["a", "b"], "5")]);
+        let mut edited = slice_map(&["a", "b"], "7");
+        edited.data.as_mut().unwrap().insert(
+            names::SLICE_DATA_KEY.to_owned(),
+            "jobs: [a, b, c]".to_owned(),
+        );
+        let (sorted, decodes) = pass(&memo, vec![edited]);
+        assert_eq!(decodes, 1);
+        assert!(sorted.parsed.slices["worker-0"].is_err());
     }
 
     #[test]

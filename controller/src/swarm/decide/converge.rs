@@ -55,12 +55,9 @@ pub(super) struct Convergence {
     pub pools: Option<PoolDecision>,
 }
 
-/// Parses a slice ConfigMap's text into jobs, or says what is wrong with it.
-pub(super) fn parse_observed(
-    swarm: &str,
-    member: &str,
-    object: &SliceObject,
-) -> Result<Slice, String> {
+/// Parses a slice ConfigMap's text into jobs, or says what is wrong with it: what observe
+/// keeps in [`super::Parsed::slices`].
+pub fn parsed_slice(swarm: &str, member: &str, object: &SliceObject) -> Result<Slice, String> {
     if let Some(error) = &object.decode_error {
         return Err(format!("slice of {member}: {error}"));
     }
@@ -84,7 +81,13 @@ pub(super) fn parse_observed(
 pub(super) fn observed_slices(obs: &Observation) -> BTreeMap<String, Result<Slice, String>> {
     obs.slices
         .iter()
-        .map(|(member, object)| (member.clone(), parse_observed(&obs.swarm, member, object)))
+        .map(|(member, object)| {
+            let slice = match obs.parsed.slices.get(member) {
+                Some(parsed) => Result::clone(parsed),
+                None => parsed_slice(&obs.swarm, member, object),
+            };
+            (member.clone(), slice)
+        })
         .collect()
 }
 

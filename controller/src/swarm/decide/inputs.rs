@@ -72,15 +72,17 @@ impl<'de> Deserialize<'de> for JobEntry {
 
 /// The jobs one job-list document lists: its keys in order, and the settings its
 /// mapping entries give, as `(position in the document, key, weight, dedicated)`.
-pub(super) struct DocumentJobs {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentJobs {
     /// The keys, in document order.
     pub keys: Vec<String>,
     /// The settings written, unchecked.
     pub settings: Vec<(usize, String, Option<u64>, Option<bool>)>,
 }
 
-/// Reads one job-list document (`text` of ConfigMap `name` key `key`).
-pub(super) fn document_jobs(
+/// Reads one job-list document (`text` of ConfigMap `name` key `key`) of Swarm `swarm`:
+/// what observe keeps in [`super::Parsed::job_documents`].
+pub fn parsed_job_document(
     swarm: &str,
     name: &str,
     key: &str,
@@ -195,6 +197,17 @@ pub fn job_list_and_settings(
     spec: &SwarmSpec,
     source: &JobSource,
 ) -> Result<(JobSet, JobSettings), InputProblem> {
+    read_job_list(swarm, spec, source, &super::Parsed::default())
+}
+
+/// [`job_list_and_settings`], taking a part's document from `parsed` when observe has
+/// already read it.
+fn read_job_list(
+    swarm: &str,
+    spec: &SwarmSpec,
+    source: &JobSource,
+    parsed: &super::Parsed,
+) -> Result<(JobSet, JobSettings), InputProblem> {
     if let Some(from) = &spec.jobs_from
         && (from.named().is_empty() == from.selector.is_none())
     {
@@ -214,7 +227,7 @@ pub fn job_list_and_settings(
         single => std::slice::from_ref(single),
     };
     for part in parts {
-        match read_part(swarm, part) {
+        match read_part(swarm, part, parsed) {
             Ok(None) => {}
             Ok(Some(listed)) => {
                 origins.push(PartOrigin {
@@ -287,7 +300,11 @@ struct PartKeys<'a> {
 
 /// The keys one part of `jobsFrom` lists, with the ConfigMap and key they come from;
 /// `None` when the Swarm reads no ConfigMap.
-fn read_part<'a>(swarm: &str, part: &'a JobSource) -> Result<Option<PartKeys<'a>>, InputProblem> {
+fn read_part<'a>(
+    swarm: &str,
+    part: &'a JobSource,
+    parsed: &super::Parsed,
+) -> Result<Option<PartKeys<'a>>, InputProblem> {
     match part {
         JobSource::NotReferenced => Ok(None),
         JobSource::MissingConfigMap { name } => Err(InputProblem {
@@ -307,7 +324,12 @@ fn read_part<'a>(swarm: &str, part: &'a JobSource) -> Result<Option<PartKeys<'a>
             message: format!("Swarm {swarm}: jobsFrom parts nested in parts"),
         }),
         JobSource::Text { name, key, text } => {
-            let listed = document_jobs(swarm, name, key, text)?;
+            let listed = match parsed.job_documents.get(&(name.clone(), key.clone())) {
+                Some(document) => {
+                    DocumentJobs::clone(document.as_ref().as_ref().map_err(Clone::clone)?)
+                }
+                None => parsed_job_document(swarm, name, key, text)?,
+            };
             Ok(Some(PartKeys {
                 name,
                 key,
@@ -513,7 +535,7 @@ pub(super) fn desired(
     cordoned: &BTreeSet<MemberId>,
     in_force: Option<&Assignment>,
 ) -> Result<Desired, InputProblem> {
-    let (jobs, settings) = job_list_and_settings(&obs.swarm, &obs.spec, &obs.job_source)?;
+    let (jobs, settings) = read_job_list(&obs.swarm, &obs.spec, &obs.job_source, &obs.parsed)?;
     let strategy = obs.spec.strategy.clone();
     let assignment = reassign_cordoned(
         in_force,

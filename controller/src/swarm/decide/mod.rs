@@ -37,6 +37,7 @@
 //! A member whose slice does not change is never written and never restarted.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -59,12 +60,15 @@ mod pool_rollout;
 mod restarts;
 mod status;
 
+pub use converge::parsed_slice;
 pub use gate::{MAX_REVISION, approval_value};
 pub use history::{
     RevisionRecord, StoredRecord, join_record, record_part_configmap, record_part_key, replay,
     store_record,
 };
-pub use inputs::{DEFAULT_VNODES, job_list, observed_inputs, strategy_of};
+pub use inputs::{
+    DEFAULT_VNODES, DocumentJobs, job_list, observed_inputs, parsed_job_document, strategy_of,
+};
 pub use instances::{Delivery, PlanForDelivery, deliveries};
 pub use members::member_of_pod;
 pub use ownership::unchecked_targets;
@@ -165,6 +169,23 @@ pub struct Observation {
     pub approved_by_policy: bool,
     /// Now.
     pub now: Timestamp,
+    /// What observe already parsed of the texts above ([`Parsed`]); empty where nothing
+    /// was (tests, one-off readers), and then `decide` parses the texts itself.
+    pub parsed: Parsed,
+}
+
+/// Texts of an [`Observation`] already parsed, by the very rules `decide` applies to
+/// them, so that `decide` does not parse them again: at 100,000 jobs, parsing the job
+/// list and every slice was most of a pass. Observe fills it from the same ConfigMaps the
+/// texts come from, once per ConfigMap version (the controller's memo,
+/// [`crate::cluster::decoded`]). Whoever changes a text in an Observation drops what was
+/// parsed of it ([`apply_in_memory`] drops it all).
+#[derive(Debug, Clone, Default)]
+pub struct Parsed {
+    /// Member pod name → what [`parsed_slice`] says of its slice.
+    pub slices: BTreeMap<String, Arc<Result<Slice, String>>>,
+    /// (ConfigMap, key) of a `jobsFrom` part → what [`parsed_job_document`] says of it.
+    pub job_documents: BTreeMap<(String, String), Arc<Result<DocumentJobs, InputProblem>>>,
 }
 
 /// One write (or delete) the controller is to make, in order.
@@ -557,6 +578,8 @@ mod tests;
 /// layer does on the cluster (written ConfigMaps become owned). Evictions are returned
 /// for the caller to simulate. For tests, previews and benchmarks.
 pub fn apply_in_memory(obs: &mut Observation, plan: &Decision) -> Vec<(String, String)> {
+    // The texts change below: what was parsed of them no longer holds.
+    obs.parsed = Parsed::default();
     let mut evictions = Vec::new();
     let own = |obs: &mut Observation, name: String| {
         obs.foreign_config_maps.remove(&name);
