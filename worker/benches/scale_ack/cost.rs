@@ -70,6 +70,8 @@ impl ApiCost {
 pub struct EventCost {
     pub controller: ApiCost,
     pub sidecars: ApiCost,
+    /// The controller's requests by `verb resource`.
+    pub controller_requests: BTreeMap<String, u64>,
     /// `shoal_api_writes_total` by kind: the controller's own count.
     pub counted_writes: BTreeMap<String, f64>,
     /// `shoal_reconcile_phase_seconds` by `kind/phase`: seconds and passes.
@@ -82,6 +84,11 @@ impl EventCost {
         EventCost {
             controller: ApiCost::of(&requests, IDENTITY),
             sidecars: ApiCost::of(&requests, SIDECAR_IDENTITY),
+            controller_requests: requests
+                .iter()
+                .filter(|(key, _)| key.user == IDENTITY)
+                .map(|(key, tally)| (format!("{} {}", key.verb, key.resource), tally.requests))
+                .collect(),
             counted_writes: metric_delta(before, after, "shoal_api_writes_total", &["kind"]),
             phases: phase_delta(before, after),
         }

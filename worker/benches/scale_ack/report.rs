@@ -113,6 +113,7 @@ impl Direction {
         println!("  members whose slice changed (p50 / max): {changed}");
         print_api_cost("controller", costs.iter().map(|cost| &cost.controller));
         print_api_cost("sidecars (all)", costs.iter().map(|cost| &cost.sidecars));
+        print_controller_requests(&costs);
         print_counted_writes(&costs);
         print_phases(&costs);
     }
@@ -143,6 +144,32 @@ fn print_api_cost<'a>(who: &str, costs: impl Iterator<Item = &'a ApiCost> + Clon
         bytes(|cost| cost.config_map_writes),
         requests(|cost| cost.reads),
         p50_max(costs.clone().map(|cost| cost.watches)),
+    );
+}
+
+/// The controller's requests per event by verb and resource, p50 / max,
+/// the most frequent first: where its reads and writes go.
+fn print_controller_requests(costs: &[&EventCost]) {
+    let mut by_request: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for cost in costs {
+        for (request, count) in &cost.controller_requests {
+            by_request.entry(request).or_default().push(*count);
+        }
+    }
+    let mut rows: Vec<(u64, String)> = by_request
+        .into_iter()
+        .map(|(request, mut counts)| {
+            counts.resize(costs.len().max(counts.len()), 0);
+            counts.sort_unstable();
+            let line = format!("{request} {}", p50_max(counts.iter().copied()));
+            (percentile(&counts, 0.5), line)
+        })
+        .collect();
+    rows.sort_by(|left, right| right.0.cmp(&left.0).then_with(|| left.1.cmp(&right.1)));
+    let rows: Vec<String> = rows.into_iter().map(|(_, line)| line).collect();
+    println!(
+        "  controller requests per event by verb and resource (p50 / max): {}",
+        rows.join(", ")
     );
 }
 

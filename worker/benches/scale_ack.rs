@@ -12,7 +12,7 @@
 //! `SHOAL_BENCH_ROUNDS` (10; each round is four events, one per direction),
 //! `SHOAL_BENCH_LOG` (the controller's log level, default `warn`).
 //!
-//! What runs: the harness's cluster ([`TestCluster`]: the emulated API server
+//! What runs (the parts are in `benches/scale_ack/`): the harness's cluster ([`TestCluster`]: the emulated API server
 //! with the simulated StatefulSet controller and kubelet; or the cluster in
 //! `SHOAL_TEST_KUBECONFIG`, without request statistics); the real controller in
 //! its own process (see `controller.rs`), as user `shoal-controller`; one real
@@ -37,17 +37,26 @@
 //!   controller and of the sidecars (all of them), counted at the API server
 //!   from this event's patch to the next one's: writes (create, update, patch,
 //!   delete) with their request body bytes, of which ConfigMap writes, reads
-//!   (get, list), watches opened; and the controller's own
+//!   (get, list), watches opened; the controller's requests by verb and
+//!   resource (where its reads go); and the controller's own
 //!   `shoal_api_writes_total` and `shoal_reconcile_phase_seconds` (when it has
 //!   it) increases over the same span;
 //! - the controller's peak memory (`VmHWM`) after the first rollout and at the
 //!   end.
 
+// The bench's parts, in `benches/scale_ack/` (a crate root's modules are looked
+// up beside it, so each is named).
+#[path = "scale_ack/controller.rs"]
 mod controller;
+#[path = "scale_ack/cost.rs"]
 mod cost;
+#[path = "scale_ack/report.rs"]
 mod report;
+#[path = "scale_ack/settle.rs"]
 mod settle;
+#[path = "scale_ack/setup.rs"]
 mod setup;
+#[path = "scale_ack/watches.rs"]
 mod watches;
 
 use std::sync::Arc;
@@ -286,9 +295,11 @@ async fn run_rounds(
             settled = now;
             open = Some((step, probe));
         }
-        if round == 0 {
-            println!("round 1 done (revision {})", settled.revision);
-        }
+        println!(
+            "round {} of {rounds} done (revision {})",
+            round + 1,
+            settled.revision
+        );
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let probe = Probe::take(&bench.stats, &bench.controller).await;
