@@ -4,8 +4,9 @@
 //! The cluster is the emulator with its simulated StatefulSet controller and
 //! kubelet, so members are real pods that become Ready; the controller is the
 //! release `shoal-controller` binary in its own process (so its peak memory,
-//! `VmHWM` from `/proc/<pid>/status`, is its own), talking to the emulator
-//! over HTTP like it would to a real API server. Writes are the controller's
+//! `VmHWM` from `/proc/<pid>/status` through `shoal_emulator::harness::process`,
+//! is its own), talking to the emulator over HTTP like it would to a real API
+//! server. Writes are the controller's
 //! own count (`shoal_api_writes_total` on `/metrics`).
 //!
 //! `cargo bench -p shoal-controller --bench scale_e2e` (`-- --quick` for a
@@ -19,6 +20,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use shoal_controller::api::swarm::Swarm;
+use shoal_emulator::harness::process;
 use shoal_emulator::sim::{Cluster, is_running_and_ready};
 use tokio::io::AsyncWriteExt;
 
@@ -108,40 +110,20 @@ async fn wait_for_revision(client: &Client, revision: u64) -> Duration {
     }
 }
 
-async fn scrape(address: std::net::SocketAddr) -> String {
-    for _ in 0..100 {
-        if let Ok(response) = shoal_emulator::http_client::get(address, "/metrics").await {
-            return response.body;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("no /metrics at {address}");
-}
-
-/// `shoal_api_writes_total` by kind.
-fn writes(metrics: &str) -> BTreeMap<String, u64> {
-    metrics
-        .lines()
-        .filter_map(|line| {
-            let rest = line.strip_prefix("shoal_api_writes_total{kind=\"")?;
-            let (kind, value) = rest.split_once("\"} ")?;
-            Some((kind.to_owned(), value.trim().parse().ok()?))
+/// `shoal_api_writes_total` by kind, from the controller's `/metrics`.
+async fn writes(address: std::net::SocketAddr) -> BTreeMap<String, u64> {
+    let text = process::scrape_metrics(address, Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    process::metric_samples(&text, "shoal_api_writes_total")
+        .into_iter()
+        .map(|(labels, value)| {
+            (
+                labels.get("kind").cloned().unwrap_or_default(),
+                value as u64,
+            )
         })
         .collect()
-}
-
-/// `VmHWM` (peak resident set) and `VmRSS` of a process, in KiB.
-fn memory_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|kib| kib.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmHWM:"), field("VmRSS:"))
 }
 
 async fn scenario(members: u32, jobs: usize) {
@@ -168,10 +150,7 @@ async fn scenario(members: u32, jobs: usize) {
     .await;
     wait_for_pods(&client, members as usize).await;
 
-    let address = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
-        probe.local_addr().expect("address")
-    };
+    let address = process::free_local_address().expect("free port");
     let mut controller = tokio::process::Command::new(env!("CARGO_BIN_EXE_shoal-controller"))
         .args([
             "--namespace",
@@ -207,8 +186,8 @@ async fn scenario(members: u32, jobs: usize) {
     let first = wait_for_revision(&client, 1).await;
     // Let the Events of revision 1 land before counting.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let writes_before = writes(&scrape(address).await);
-    let (peak_first, _) = memory_kib(pid);
+    let writes_before = writes(address).await;
+    let peak_first = process::memory_of(pid).unwrap_or_default().peak_mib();
     let before = versions(&client).await;
 
     let started = Instant::now();
@@ -226,8 +205,8 @@ async fn scenario(members: u32, jobs: usize) {
     wait_for_revision(&client, 2).await;
     let scale = started.elapsed();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let writes_after = writes(&scrape(address).await);
-    let (peak, rss) = memory_kib(pid);
+    let writes_after = writes(address).await;
+    let memory = process::memory_of(pid).unwrap_or_default();
 
     let after = versions(&client).await;
     let changed = after
@@ -271,9 +250,9 @@ async fn scenario(members: u32, jobs: usize) {
     println!(
         "  controller peak memory (VmHWM): {:.1} MiB after revision 1, {:.1} MiB after the scale; \
          RSS now {:.1} MiB; status lists {} members",
-        peak_first as f64 / 1024.0,
-        peak as f64 / 1024.0,
-        rss as f64 / 1024.0,
+        peak_first,
+        memory.peak_mib(),
+        memory.resident_mib(),
         swarm.status.map_or(0, |status| status.members.len())
     );
     let _ = controller.start_kill();

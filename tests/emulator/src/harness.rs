@@ -16,6 +16,7 @@ use tokio::io::AsyncWriteExt;
 
 mod crds;
 pub mod fixtures;
+pub mod process;
 
 pub use crds::{CRD_PUBLICATION_TIMEOUT, install_crd, wait_for_crd};
 
@@ -406,11 +407,22 @@ impl TestCluster {
 
     /// A kube client that authenticates with `token` (and trusts the cluster's CA).
     pub async fn client_with_token(&self, token: &str) -> Result<Client, HarnessError> {
+        self.client_with(|auth| {
+            *auth = kube::config::AuthInfo {
+                token: Some(token.to_owned().into()),
+                ..kube::config::AuthInfo::default()
+            }
+        })
+        .await
+    }
+
+    /// A kube client for this cluster with the credentials passed through `edit`.
+    async fn client_with(
+        &self,
+        edit: impl Fn(&mut kube::config::AuthInfo),
+    ) -> Result<Client, HarnessError> {
         let mut config = self.config().await?;
-        config.auth_info = kube::config::AuthInfo {
-            token: Some(token.to_owned().into()),
-            ..kube::config::AuthInfo::default()
-        };
+        edit(&mut config.auth_info);
         Client::try_from(config).map_err(|error| HarnessError::Kubeconfig {
             path: self.kubeconfig_path().to_path_buf(),
             reason: error.to_string(),
@@ -425,29 +437,35 @@ impl TestCluster {
         name: &str,
         token: &str,
     ) -> Result<PathBuf, HarnessError> {
-        let mut kubeconfig =
-            kube::config::Kubeconfig::read_from(self.kubeconfig_path()).map_err(|error| {
-                HarnessError::Kubeconfig {
-                    path: self.kubeconfig_path().to_path_buf(),
-                    reason: error.to_string(),
-                }
-            })?;
-        for user in &mut kubeconfig.auth_infos {
-            user.auth_info = Some(kube::config::AuthInfo {
+        self.write_kubeconfig(directory, name, |auth| {
+            *auth = kube::config::AuthInfo {
                 token: Some(token.to_owned().into()),
                 ..kube::config::AuthInfo::default()
-            });
-        }
+            }
+        })
+    }
+
+    /// This cluster's kubeconfig with each user's credentials passed through `edit`,
+    /// written to `<directory>/<name>.kubeconfig`.
+    fn write_kubeconfig(
+        &self,
+        directory: &Path,
+        name: &str,
+        edit: impl Fn(&mut kube::config::AuthInfo),
+    ) -> Result<PathBuf, HarnessError> {
         let path = directory.join(format!("{name}.kubeconfig"));
-        let text =
-            serde_saphyr::to_string(&kubeconfig).map_err(|error| HarnessError::Kubeconfig {
-                path: path.clone(),
-                reason: error.to_string(),
-            })?;
-        std::fs::write(&path, text).map_err(|error| HarnessError::Kubeconfig {
+        let failed = |reason: String| HarnessError::Kubeconfig {
             path: path.clone(),
-            reason: error.to_string(),
-        })?;
+            reason,
+        };
+        let mut kubeconfig = kube::config::Kubeconfig::read_from(self.kubeconfig_path())
+            .map_err(|error| failed(error.to_string()))?;
+        for user in &mut kubeconfig.auth_infos {
+            edit(user.auth_info.get_or_insert_with(Default::default));
+        }
+        let text =
+            serde_saphyr::to_string(&kubeconfig).map_err(|error| failed(error.to_string()))?;
+        std::fs::write(&path, text).map_err(|error| failed(error.to_string()))?;
         Ok(path)
     }
 
@@ -476,6 +494,35 @@ impl TestCluster {
             Some(Backend::Emulator(cluster)) => Some(cluster.faults()),
             _ => None,
         }
+    }
+
+    /// Request statistics of the emulated API server (`None` on a real cluster).
+    pub fn request_stats(&self) -> Option<crate::RequestStats> {
+        match &self.backend {
+            Some(Backend::Emulator(cluster)) => Some(cluster.request_stats()),
+            _ => None,
+        }
+    }
+
+    /// A kube client with this cluster's credentials that impersonates `user` in
+    /// `groups` (see [`TestCluster::kubeconfig_as`]).
+    pub async fn client_as(&self, user: &str, groups: &[&str]) -> Result<Client, HarnessError> {
+        self.client_with(|auth| impersonate(auth, user, groups))
+            .await
+    }
+
+    /// A kubeconfig file (in `directory`) for the same cluster and credentials that
+    /// impersonates `user` in `groups` (`kubectl --as --as-group`), so that the API
+    /// server tells a process's requests from the others' (the emulator's
+    /// [`crate::RequestStats`] and audit log count them under `user`). The
+    /// kubeconfig's own user must be allowed to impersonate (the administrator is).
+    pub fn kubeconfig_as(
+        &self,
+        directory: &Path,
+        user: &str,
+        groups: &[&str],
+    ) -> Result<PathBuf, HarnessError> {
+        self.write_kubeconfig(directory, user, |auth| impersonate(auth, user, groups))
     }
 
     /// Runs the real kubectl with `--kubeconfig <this cluster>` and
@@ -593,6 +640,12 @@ impl Drop for TestCluster {
             let _ = cleanup.join();
         }
     }
+}
+
+/// Credentials that impersonate `user` in `groups`.
+fn impersonate(auth: &mut kube::config::AuthInfo, user: &str, groups: &[&str]) {
+    auth.impersonate = Some(user.to_owned());
+    auth.impersonate_groups = Some(groups.iter().map(|group| (*group).to_owned()).collect());
 }
 
 async fn delete_namespace(client: &Client, namespace: &str) {

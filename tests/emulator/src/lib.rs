@@ -10,4 +10,7 @@ pub mod pki;
 pub mod server;
 pub mod sim;
 
-pub use server::{ApiServer, Audit, AuditEntry, Faults, ServerError, ServerOptions, UserInfo};
+pub use server::{
+    ApiServer, Audit, AuditEntry, Faults, RequestCounts, RequestKey, RequestStats, RequestTally,
+    ServerError, ServerOptions, UserInfo,
+};

@@ -3,7 +3,8 @@
 //! [`ApiServer::start`] binds 127.0.0.1 on a free port, serves the
 //! Kubernetes REST API over plain HTTP and writes a kubeconfig that both the
 //! `kube` client and `kubectl` accept. State lives in memory and is lost when
-//! the server stops. [`Faults`] injects failures for tests.
+//! the server stops. [`Faults`] injects failures for tests; [`RequestStats`]
+//! counts requests for benchmarks.
 
 // ApiError carries a full Status (message, causes); it is returned once per
 // request, so its size does not matter.
@@ -30,6 +31,7 @@ mod patch;
 mod protobuf;
 mod rbac;
 mod registry;
+mod request_stats;
 mod reviews;
 mod schema_rules;
 mod selectors;
@@ -48,6 +50,7 @@ use tokio::sync::watch as signal;
 
 pub use http::AuditEntry;
 pub use identity::UserInfo;
+pub use request_stats::{RequestCounts, RequestKey, RequestStats, RequestTally};
 pub use store::ObjectKey;
 
 /// Failures of starting the server or building a client for it.
@@ -303,6 +306,7 @@ pub struct ApiServer {
     kubeconfig: PathBuf,
     _kubeconfig_dir: Option<tempfile::TempDir>,
     faults: Faults,
+    request_stats: RequestStats,
     shutdown: signal::Sender<bool>,
     serving: Option<tokio::task::JoinHandle<()>>,
 }
@@ -342,10 +346,12 @@ impl ApiServer {
         let certificates = tls::certificates().map_err(ServerError::Certificates)?;
         let options_port = options.port;
         let faults = Faults::new();
+        let request_stats = RequestStats::default();
         let (shutdown, shutdown_signal) = signal::channel(false);
         let shared = Arc::new(http::Shared::new(
             options,
             faults.clone(),
+            request_stats.clone(),
             shutdown_signal.clone(),
             address,
         ));
@@ -384,6 +390,7 @@ impl ApiServer {
             kubeconfig,
             _kubeconfig_dir: kubeconfig_dir,
             faults,
+            request_stats,
             shutdown,
             serving: Some(serving),
         })
@@ -430,6 +437,12 @@ impl ApiServer {
     /// The fault injection handle.
     pub fn faults(&self) -> Faults {
         self.faults.clone()
+    }
+
+    /// The request statistics handle: requests and body bytes by user, verb and
+    /// resource.
+    pub fn request_stats(&self) -> RequestStats {
+        self.request_stats.clone()
     }
 
     /// The administrator's bearer token (also in the kubeconfig).

@@ -15,6 +15,7 @@ mod api_lifecycle;
 mod api_limits;
 mod api_patch;
 mod api_pods;
+mod api_request_stats;
 mod api_select;
 mod api_watch;
 mod harness_stand_in;

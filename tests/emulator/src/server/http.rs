@@ -20,7 +20,7 @@ use super::rbac::{self, Action, Attributes};
 use super::registry::ResourceType;
 use super::store::Store;
 use super::store::now_timestamp;
-use super::{Faults, ServerOptions, discovery, handlers, watch};
+use super::{Faults, RequestStats, ServerOptions, discovery, handlers, watch};
 
 /// One authorization decision, as an audit log records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +65,7 @@ pub struct Shared {
     /// The latest committed resourceVersion; watches wait on it.
     pub versions: signal::Sender<u64>,
     pub faults: Faults,
+    pub request_stats: RequestStats,
     pub options: ServerOptions,
     pub shutdown: signal::Receiver<bool>,
     pub address: SocketAddr,
@@ -74,6 +75,7 @@ impl Shared {
     pub fn new(
         options: ServerOptions,
         faults: Faults,
+        request_stats: RequestStats,
         shutdown: signal::Receiver<bool>,
         address: SocketAddr,
     ) -> Shared {
@@ -96,6 +98,7 @@ impl Shared {
             audit: Mutex::new(std::collections::VecDeque::new()),
             versions,
             faults,
+            request_stats,
             options,
             shutdown,
             address,
@@ -369,6 +372,12 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         warnings: Arc::default(),
     };
     let verb = api_request.verb();
+    shared.request_stats.record(
+        &api_request.user.username,
+        verb,
+        &full_resource(&api_request.target),
+        api_request.body.len(),
+    );
     let attributes = Attributes {
         user: &api_request.user,
         verb,
@@ -463,6 +472,14 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         }
     }
     response
+}
+
+/// `resource` or `resource/subresource`, as RBAC and the audit log name it.
+fn full_resource(target: &Target) -> String {
+    match &target.subresource {
+        Some(subresource) => format!("{}/{subresource}", target.resource_type.resource),
+        None => target.resource_type.resource.clone(),
+    }
 }
 
 /// How much of an over-limit body is read and dropped before the 413.

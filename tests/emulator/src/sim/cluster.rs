@@ -86,6 +86,11 @@ impl Cluster {
         self.api().faults()
     }
 
+    /// Request statistics of the API server.
+    pub fn request_stats(&self) -> crate::RequestStats {
+        self.api().request_stats()
+    }
+
     /// Stops the controllers, then the server (waiting for it to close).
     pub async fn shutdown(mut self) {
         if let Some(controller) = self.statefulsets.take() {
