@@ -421,7 +421,11 @@ fn undo_record(
                 kept: kept.clone(),
             })?,
     };
-    let Some(record) = observation.history.get(&revision).cloned() else {
+    let Some(record) = observation
+        .history
+        .get(&revision)
+        .map(|record| RevisionRecord::clone(record))
+    else {
         return Err(GateError::UnknownRevision {
             swarm: swarm.to_owned(),
             namespace: target.namespace.clone(),

@@ -348,7 +348,7 @@ fn apply_change(
                 .history
                 .get(revision)
                 .filter(|record| !record.jobs_omitted)
-                .cloned()
+                .map(|record| crate::swarm::decide::RevisionRecord::clone(record))
                 .ok_or_else(|| PreviewError::NoRecord {
                     swarm: obs.swarm.clone(),
                     namespace: namespace.to_owned(),

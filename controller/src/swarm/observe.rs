@@ -187,7 +187,7 @@ struct SwarmConfigMaps {
     /// Member (pod name) → its slice, from the ConfigMaps the Swarm owns.
     slices: BTreeMap<String, SliceObject>,
     /// Revision → its record, from history ConfigMaps nobody else edited.
-    history: BTreeMap<u64, RevisionRecord>,
+    history: BTreeMap<u64, Arc<RevisionRecord>>,
     /// Revision → why its split record cannot be used.
     damaged_history: BTreeMap<u64, String>,
     /// The index document, unless someone else edited it.
@@ -236,6 +236,7 @@ impl SwarmConfigMaps {
                     .get_or_decode("record", &[&cm], || {
                         read_text(&cm, REVISION_DATA_KEY)
                             .and_then(|text| serde_json::from_str::<RevisionRecord>(&text).ok())
+                            .map(Arc::new)
                     })
                     .flatten();
                 if let Some(record) = record {
@@ -531,7 +532,7 @@ fn split_records(
     swarm: &str,
     record_maps: &BTreeMap<String, ConfigMap>,
     records: &mut Pass<'_>,
-) -> Vec<(u64, Result<RevisionRecord, String>)> {
+) -> Vec<(u64, Result<Arc<RevisionRecord>, String>)> {
     let mut joined_records = Vec::new();
     for cm in record_maps.values() {
         let annotations = cm.annotations();
@@ -578,7 +579,7 @@ fn split_records(
             .and_then(|record| {
                 // A record claiming another revision is no record of this one.
                 (record.revision == revision)
-                    .then_some(record)
+                    .then(|| Arc::new(record))
                     .ok_or_else(|| {
                         format!(
                             "ConfigMap {}: holds the record of another revision",

@@ -137,8 +137,10 @@ pub struct Observation {
     pub slices: BTreeMap<String, SliceObject>,
     /// Member Leases by pod name.
     pub leases: BTreeMap<String, LeaseState>,
-    /// Revision history by revision (records that failed to parse are absent).
-    pub history: BTreeMap<u64, RevisionRecord>,
+    /// Revision history by revision (records that failed to parse are absent). Shared
+    /// (`Arc`): the controller's memo keeps the same records between passes, and each
+    /// holds a whole assignment (megabytes at 100,000 jobs), so a pass never copies one.
+    pub history: BTreeMap<u64, Arc<RevisionRecord>>,
     /// Records split over several ConfigMaps that cannot be used (a part missing, a
     /// checksum mismatch): revision → why, naming the ConfigMaps. Never read as records.
     pub damaged_history: BTreeMap<u64, String>,
@@ -590,7 +592,8 @@ pub fn apply_in_memory(obs: &mut Observation, plan: &Decision) -> Vec<(String, S
     for operation in &plan.operations {
         match operation {
             Operation::WriteRevision(record) => {
-                obs.history.insert(record.revision, record.clone());
+                obs.history
+                    .insert(record.revision, Arc::new(record.clone()));
                 own(
                     obs,
                     shoal_core::names::revision_configmap(&obs.swarm, record.revision),

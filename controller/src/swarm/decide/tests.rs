@@ -1006,6 +1006,7 @@ fn a_revision_whose_job_list_was_omitted_falls_back_to_the_slices_in_the_cluster
     let mut cluster = Cluster::new(spec(jobs(10)), 2);
     cluster.settle();
     for record in cluster.obs.history.values_mut() {
+        let record = std::sync::Arc::make_mut(record);
         record.jobs.clear();
         record.jobs_omitted = true;
     }
@@ -2526,10 +2527,10 @@ fn a_sticky_revision_is_read_back_from_its_history_record_after_a_restart() {
     assert_ne!(from_scratch.member_jobs(), recorded.member_jobs());
     // A restarted controller plans from the cluster alone: nothing to do, and the
     // record survives its JSON round trip.
-    let text = serde_json::to_string(&record).unwrap();
+    let text = serde_json::to_string(record.as_ref()).unwrap();
     assert_eq!(
         serde_json::from_str::<RevisionRecord>(&text).unwrap(),
-        record
+        *record
     );
     let restarted = decide(&cluster.obs.clone());
     assert!(
@@ -2549,7 +2550,7 @@ fn a_sticky_record_with_a_damaged_assignment_is_reported_and_the_slices_stand() 
     cluster.settle();
     let before = slices_in_force(&cluster).member_jobs();
     for record in cluster.obs.history.values_mut() {
-        record.owners[0] = 77;
+        std::sync::Arc::make_mut(record).owners[0] = 77;
     }
     let decision = cluster.step();
     assert!(
