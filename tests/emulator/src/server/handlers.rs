@@ -13,7 +13,7 @@ use super::jsonpath;
 use super::lifecycle::{self, DeleteOptions};
 use super::limits;
 use super::patch::{self, ListKind};
-use super::registry::ResourceType;
+use super::registry::{Conversion, ResourceType};
 use super::selectors::{FieldSelector, LabelSelector, supported_fields};
 use super::store::{ObjectKey, Store, now_timestamp};
 use super::table;
@@ -149,6 +149,24 @@ impl Filters {
     pub fn matches(&self, object: &Value) -> bool {
         self.labels.matches(object) && self.fields.matches(object)
     }
+
+    /// Does the wire form of a *stored* object pass the filters? Lists and watches ask
+    /// this of every object of a type: a type stored as served differs on the wire only in
+    /// `apiVersion` and `kind`, which no selector may name, so its stored form is filtered
+    /// as it is, and only what passes is converted (a copy of every object for every
+    /// list and watch was most of the emulator's time at a thousand members;
+    /// kube-apiserver's watch cache, too, filters before it serializes).
+    pub fn matches_stored(&self, resource_type: &ResourceType, stored: &Value) -> bool {
+        let names_type = self
+            .fields
+            .requirements
+            .iter()
+            .any(|requirement| matches!(requirement.field.as_str(), "apiVersion" | "kind"));
+        match resource_type.conversion {
+            Conversion::Identity if !names_type => self.matches(stored),
+            _ => self.matches(&to_wire(resource_type, stored)),
+        }
+    }
 }
 
 fn hex_encode(text: &str) -> String {
@@ -218,8 +236,7 @@ pub fn list(shared: &Shared, request: &ApiRequest) -> Reply {
         {
             continue;
         }
-        let object = to_wire(resource_type, stored);
-        if !filters.matches(&object) {
+        if !filters.matches_stored(resource_type, stored) {
             continue;
         }
         if limit > 0 && items.len() >= limit {
@@ -236,7 +253,7 @@ pub fn list(shared: &Shared, request: &ApiRequest) -> Reply {
             }
             continue;
         }
-        items.push(object);
+        items.push(to_wire(resource_type, stored));
     }
     drop(store);
     let version = list_version.to_string();
@@ -1273,7 +1290,7 @@ pub fn delete_collection(shared: &Shared, request: &ApiRequest) -> Reply {
                 &resource_type.storage_resource,
                 namespace.as_deref(),
             )
-            .filter(|(_, stored)| filters.matches(&to_wire(&resource_type, stored)))
+            .filter(|(_, stored)| filters.matches_stored(&resource_type, stored))
             .map(|(key, _)| key.clone())
             .collect();
         let mut deleted = Vec::new();

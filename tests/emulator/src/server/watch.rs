@@ -98,27 +98,32 @@ impl WatchSpec {
         if !self.in_scope(change) {
             return None;
         }
-        let old = change
+        // Filtered on the stored object, converted only when sent (`matches_stored`).
+        let old_matches = change
             .old
             .as_ref()
-            .map(|old| to_wire(&self.resource_type, old));
-        let new = change
-            .new
-            .as_ref()
-            .map(|new| to_wire(&self.resource_type, new));
-        let old_matches = old.as_ref().is_some_and(|old| self.filters.matches(old));
-        match new {
-            None => old.filter(|_| old_matches).map(|old| ("DELETED", old)),
+            .is_some_and(|old| self.matches_stored(old));
+        let wire = |stored: &Value| to_wire(&self.resource_type, stored);
+        match &change.new {
+            None => change
+                .old
+                .as_ref()
+                .filter(|_| old_matches)
+                .map(|old| ("DELETED", wire(old))),
             Some(new) => {
-                let new_matches = self.filters.matches(&new);
+                let new_matches = self.matches_stored(new);
                 match (change.old.is_some() && old_matches, new_matches) {
-                    (true, true) => Some(("MODIFIED", new)),
-                    (false, true) => Some(("ADDED", new)),
-                    (true, false) => Some(("DELETED", new)),
+                    (true, true) => Some(("MODIFIED", wire(new))),
+                    (false, true) => Some(("ADDED", wire(new))),
+                    (true, false) => Some(("DELETED", wire(new))),
                     (false, false) => None,
                 }
             }
         }
+    }
+
+    fn matches_stored(&self, stored: &Value) -> bool {
+        self.filters.matches_stored(&self.resource_type, stored)
     }
 }
 
@@ -214,8 +219,8 @@ async fn run(
                         &spec.resource_type.storage_resource,
                         spec.namespace.as_deref(),
                     )
+                    .filter(|(_, stored)| spec.filters.matches_stored(&spec.resource_type, stored))
                     .map(|(_, stored)| to_wire(&spec.resource_type, stored))
-                    .filter(|object| spec.filters.matches(object))
                     .collect();
                 (objects, store.resource_version())
             };
