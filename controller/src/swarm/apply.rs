@@ -345,9 +345,16 @@ async fn write_revision(
     // that a reader following its part count finds every part already written.
     let mut writes = Vec::new();
     match decide::store_record(&text, MAX_PLAIN_BYTES, format::MAX_BINARY_BYTES) {
-        decide::StoredRecord::Plain(_) | decide::StoredRecord::Gzip(_) => {
-            let (data, binary_data) = text_payload(REVISION_DATA_KEY, &text);
-            writes.push((cm_name, BTreeMap::new(), data, binary_data));
+        // The encoding `store_record` chose, as it made it: the record is the largest
+        // thing a pass writes, and compressing it a second time cost as much again.
+        decide::StoredRecord::Plain(text) => {
+            let data = json!({ REVISION_DATA_KEY: text });
+            writes.push((cm_name, BTreeMap::new(), data, json!({})));
+        }
+        decide::StoredRecord::Gzip(compressed) => {
+            let key = format!("{REVISION_DATA_KEY}.gz");
+            let binary_data = json!({ key: k8s_openapi::ByteString(compressed) });
+            writes.push((cm_name, BTreeMap::new(), json!({}), binary_data));
         }
         decide::StoredRecord::Split { chunks, checksum } => {
             let annotations = BTreeMap::from([
