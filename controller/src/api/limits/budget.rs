@@ -46,7 +46,27 @@ pub const STATUS_TOO_LARGE: &str = "StatusTooLarge";
 
 /// Bytes of `value` as compact JSON.
 pub fn json_bytes<T: Serialize + ?Sized>(value: &T) -> usize {
-    serde_json::to_vec(value).map_or(0, |bytes| bytes.len())
+    // Counted as written, never held: it sizes every write the controller makes (a
+    // revision record is megabytes), and a buffer only to take its length doubled that.
+    let mut counted = ByteCount(0);
+    match serde_json::to_writer(&mut counted, value) {
+        Ok(()) => counted.0,
+        Err(_) => 0,
+    }
+}
+
+/// An `io::Write` that keeps only how many bytes went through it.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Bytes of `object` without its status: what its status must leave room for.
@@ -213,6 +233,15 @@ impl PrunableStatus for crate::api::swarm::SwarmStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_bytes_counts_exactly_the_bytes_serde_json_writes() {
+        let value = serde_json::json!({"data": {"slice.yaml": "é".repeat(5000)}, "n": [1, 2, 3]});
+        assert_eq!(
+            json_bytes(&value),
+            serde_json::to_vec(&value).unwrap().len()
+        );
+    }
 
     #[derive(Serialize)]
     struct History {
