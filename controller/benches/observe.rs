@@ -9,6 +9,9 @@
 //! controller runs: the bench calls `swarm::observe::observe` itself, over HTTPS with the
 //! kube client, as a pass does.
 //!
+//! The last figure is what the controller's pass costs: the memo, and the pools, pods and
+//! member Leases read from its watch caches (`cluster::watched`).
+//!
 //! `cargo bench -p shoal-controller --bench observe` (1,000 members × 100,000 jobs;
 //! `-- --quick` for 100 × 10,000). Prints medians over the rounds.
 
@@ -23,6 +26,7 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use shoal_controller::api::swarm::Swarm;
 use shoal_controller::cluster::decoded::Decoded;
+use shoal_controller::cluster::watched;
 use shoal_controller::swarm::decide;
 use shoal_controller::swarm::observe::observe;
 use shoal_core::format;
@@ -285,16 +289,16 @@ async fn scenario(members: u32, jobs: usize) {
 
     let mut uncached = Vec::new();
     for _ in 0..ROUNDS {
-        let (took, observed) = timed(observe(&swarm, &client, None)).await;
+        let (took, observed) = timed(observe(&swarm, &client, None, None)).await;
         let observed = observed.expect("observe");
         assert_eq!(observed.history.len(), HISTORY as usize);
         uncached.push(took);
     }
     let memo = Decoded::default();
-    let (first, _) = timed(observe(&swarm, &client, Some(&memo))).await;
+    let (first, _) = timed(observe(&swarm, &client, Some(&memo), None)).await;
     let mut cached = Vec::new();
     for _ in 0..ROUNDS {
-        let (took, observed) = timed(observe(&swarm, &client, Some(&memo))).await;
+        let (took, observed) = timed(observe(&swarm, &client, Some(&memo), None)).await;
         assert_eq!(observed.expect("observe").history.len(), HISTORY as usize);
         cached.push(took);
     }
@@ -307,6 +311,29 @@ async fn scenario(members: u32, jobs: usize) {
         median(cached),
         memo.len()
     );
+    // What the controller does: the memo, and pools, pods and Leases from its watch caches.
+    let (watched, triggers) = watched::watch(&client, Some(&namespace));
+    let drains = triggers.drain();
+    let filled = loop {
+        if let Some(filled) = watched.ready() {
+            break filled.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut from_caches = Vec::new();
+    for _ in 0..ROUNDS {
+        let (took, observed) = timed(observe(&swarm, &client, Some(&memo), Some(&filled))).await;
+        let observed = observed.expect("observe");
+        assert_eq!(observed.leases.len(), members as usize);
+        from_caches.push(took);
+    }
+    println!(
+        "  observe with the memo and the watch caches: median {:.1?}",
+        median(from_caches)
+    );
+    for drain in drains {
+        drain.abort();
+    }
     cluster.cleanup().await;
 }
 

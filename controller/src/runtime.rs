@@ -12,15 +12,16 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::runtime::controller::Controller;
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use shoal_core::names;
 use tracing::{debug, info, warn};
 
 use crate::api::deployment_plan::DeploymentPlan;
 use crate::api::swarm::Swarm;
+use crate::cluster::watched;
 use crate::cluster::{Context, publish_on};
 use crate::events::EventRecorders;
 use crate::metrics::Metrics;
@@ -47,17 +48,6 @@ pub enum RunError {
         /// Cause.
         source: std::io::Error,
     },
-}
-
-fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match namespace {
-        Some(namespace) => Api::namespaced(client.clone(), namespace),
-        None => Api::all(client.clone()),
-    }
 }
 
 /// The API clients the controller uses.
@@ -145,6 +135,7 @@ pub async fn run_with_clients(
         settings: settings.clone(),
         lease_clock: crate::lease_clock::LeaseClock::new(),
         decoded: Default::default(),
+        watched: Default::default(),
     });
 
     match &settings.leader_election {
@@ -367,38 +358,19 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     });
     let client = ctx.client.clone();
     let namespace = ctx.settings.namespace.as_deref();
-    let swarms: Api<Swarm> = api(&client, namespace);
-    let statefulsets: Api<StatefulSet> = api(&client, namespace);
-    let deployments: Api<Deployment> = api(&client, namespace);
-    let pods: Api<Pod> = api(&client, namespace);
-    let config_maps: Api<ConfigMap> = api(&client, namespace);
-    let leases: Api<Lease> = api(&client, namespace);
-    let plans: Api<DeploymentPlan> = api(&client, namespace);
+    let swarms: Api<Swarm> = crate::cluster::api_in(&client, namespace);
+    let config_maps: Api<ConfigMap> = crate::cluster::api_in(&client, namespace);
+    let plans: Api<DeploymentPlan> = crate::cluster::api_in(&client, namespace);
 
-    // Only what Shoal's labels mark: StatefulSets labelled for a Swarm (one that loses its
-    // label leaves the selection, which the watch reports as a deletion, so its Swarm still
-    // hears of it) and member Leases. Pods and ConfigMaps cannot be narrowed this way: pool
-    // pods carry their StatefulSet's labels, and a `jobsFrom` ConfigMap is the user's.
-    let pools_only = || watcher::Config::default().labels(names::LABEL_SWARM);
-    let member_leases_only = || watcher::Config::default().labels(names::LABEL_MEMBER);
-
-    // Labelled StatefulSets, to map pods and Leases to their Swarm.
-    let (pool_store, pool_writer) = reflector::store::<StatefulSet>();
-    let pool_stream =
-        reflector::reflector(pool_writer, watcher(statefulsets.clone(), pools_only()))
-            .default_backoff()
-            .applied_objects()
-            .for_each(|_| futures::future::ready(()));
-
-    // Labelled Deployments (pools too), to map their pods and Leases to their Swarm.
-    let (deployment_store, deployment_writer) = reflector::store::<Deployment>();
-    let deployment_stream = reflector::reflector(
-        deployment_writer,
-        watcher(deployments.clone(), pools_only()),
-    )
-    .default_backoff()
-    .applied_objects()
-    .for_each(|_| futures::future::ready(()));
+    // A `jobsFrom` ConfigMap is the user's: the ConfigMap watch cannot be narrowed by label.
+    // The watch caches a pass reads, each filled by the stream that also triggers passes
+    // (`cluster::watched`: an event is in its cache before the pass it starts).
+    let (watched, triggers) = watched::watch(&client, namespace);
+    let pool_store = watched.statefulsets.clone();
+    let deployment_store = watched.deployments.clone();
+    *ctx.watched
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(watched);
 
     let controller = Controller::new(swarms, watcher::Config::default());
     let swarm_store = controller.store();
@@ -457,10 +429,10 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
 
     let controller = controller
         .watches(config_maps, watcher::Config::default(), by_config_map)
-        .watches(statefulsets, pools_only(), by_pool)
-        .watches(deployments, pools_only(), by_deployment)
-        .watches(pods, watcher::Config::default(), by_pod)
-        .watches(leases, member_leases_only(), by_lease)
+        .watches_stream(triggers.statefulsets, by_pool)
+        .watches_stream(triggers.deployments, by_deployment)
+        .watches_stream(triggers.pods, by_pod)
+        .watches_stream(triggers.leases, by_lease)
         // A plan's status carries the instances its Swarm's slices deliver: any change of a
         // plan reconciles the Swarms (all of them: a targeted trigger needs kube's unstable
         // stream API). Its own backed-off watch, not `watches`: the Controller backs off
@@ -484,11 +456,11 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     // DeploymentPlans, under the same leadership, on a task of their own (stopped on drop).
     let _plans = crate::deployment_plan::run::spawn(ctx.clone());
     // The side tasks live only as long as the controller.
-    tokio::select! {
-        _ = controller => {}
-        _ = pool_stream => {}
-        _ = deployment_stream => {}
-    }
+    controller.await;
+    // The caches end with the watches that fill them: the next term starts empty ones.
+    *ctx.watched
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     orphans.abort();
     orphan_deployments.abort();
     stop_relay.abort();
@@ -657,7 +629,7 @@ mod tests {
     }
 
     fn swarm_store(swarms: Vec<Swarm>) -> Store<Swarm> {
-        let (reader, mut writer) = reflector::store::<Swarm>();
+        let (reader, mut writer) = kube::runtime::reflector::store::<Swarm>();
         for swarm in swarms {
             writer.apply_watcher_event(&Event::Apply(swarm));
         }

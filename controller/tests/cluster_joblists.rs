@@ -108,7 +108,9 @@ fn selector_spec() -> String {
 /// Every member's slice as the controller reads it (parts and gzip reassembled).
 async fn read_slices(env: &Env) -> BTreeMap<String, Slice> {
     let swarm = env.swarm("demo").await;
-    let observation = observe(&swarm, &env.client, None).await.expect("observe");
+    let observation = observe(&swarm, &env.client, None, None)
+        .await
+        .expect("observe");
     observation
         .slices
         .iter()

@@ -144,7 +144,9 @@ async fn the_largest_list_one_config_map_carries_is_split_into_objects_under_the
 
     // What a member reads, reassembled from parts or gzip, holds every job once.
     let swarm = env.swarm("demo").await;
-    let observation = observe(&swarm, &env.client, None).await.expect("observe");
+    let observation = observe(&swarm, &env.client, None, None)
+        .await
+        .expect("observe");
     assert_eq!(observation.slices.len(), MEMBERS);
     let mut seen = BTreeSet::new();
     let mut total = 0;

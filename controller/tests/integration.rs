@@ -15,6 +15,7 @@ mod cluster_acks;
 mod cluster_approval;
 mod cluster_bad_input;
 mod cluster_basics;
+mod cluster_caches;
 mod cluster_cordon;
 mod cluster_deployments;
 mod cluster_faults;

@@ -20,6 +20,7 @@ pub mod leases;
 pub mod nodes;
 pub mod pools;
 pub mod too_large;
+pub mod watched;
 
 /// What the controller needs at hand while reconciling.
 pub struct Context {
@@ -41,6 +42,32 @@ pub struct Context {
     /// Revision records decoded by earlier passes, by the ConfigMap versions they were
     /// read from ([`decoded`]: at most the records each Swarm's latest pass read).
     pub decoded: decoded::Decoded,
+    /// The Swarm controller's watch caches while it leads ([`watched`]); `None` before
+    /// its watches start and after they stop.
+    pub watched: std::sync::Mutex<Option<watched::Watched>>,
+}
+
+impl Context {
+    /// The watch caches a pass may read: set, and each filled by its first list.
+    pub fn watched(&self) -> Option<watched::Watched> {
+        let watched = self
+            .watched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        watched.as_ref().and_then(watched::Watched::ready).cloned()
+    }
+}
+
+/// The API of `K` in `namespace`, or in every namespace (a cluster-wide controller).
+pub fn api_in<K>(client: &Client, namespace: Option<&str>) -> kube::Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(namespace) => kube::Api::namespaced(client.clone(), namespace),
+        None => kube::Api::all(client.clone()),
+    }
 }
 
 /// The API server answered 404.

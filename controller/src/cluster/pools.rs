@@ -2,14 +2,52 @@
 //! them: listed with each pool's own selector, kept only when the pool owns them.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube::api::ListParams;
+use kube::core::{Selector, SelectorExt};
+use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};
 
 use crate::observed::{PodState, PoolState};
+
+/// Where a pass reads a pool's pods from.
+#[derive(Clone, Copy)]
+pub enum PodSource<'a> {
+    /// Listed from the API server, with the pool's selector: what one-off readers (the
+    /// plugin, the plan controller) do.
+    Listed(&'a Api<Pod>),
+    /// The Swarm controller's watch cache of pods ([`super::watched`]), of `namespace`.
+    Watched {
+        /// The cache.
+        store: &'a Store<Pod>,
+        /// The pool's namespace.
+        namespace: &'a str,
+    },
+}
+
+impl PodSource<'_> {
+    /// The pods `selector` selects: the same set from either source, the cache's as of
+    /// the last event its watch delivered.
+    async fn select(&self, selector: &Selector) -> Result<Vec<Arc<Pod>>, kube::Error> {
+        match self {
+            PodSource::Listed(api) => Ok(api
+                .list(&ListParams::default().labels_from(selector))
+                .await?
+                .items
+                .into_iter()
+                .map(Arc::new)
+                .collect()),
+            PodSource::Watched { store, namespace } => Ok(store.state_filter(|pod| {
+                pod.metadata.namespace.as_deref() == Some(*namespace)
+                    && selector.matches(pod.labels())
+            })),
+        }
+    }
+}
 
 /// A list that failed while reading a pool: what was listed, and why.
 #[derive(Debug, thiserror::Error)]
@@ -47,7 +85,10 @@ pub fn pod_state(pod: &Pod) -> PodState {
 
 /// One pool: its `spec.replicas` and its pods by ordinal, listed with the StatefulSet's own
 /// selector (never every pod of the namespace) and kept only if the StatefulSet owns them.
-pub async fn observe_pool(pods: &Api<Pod>, sts: &StatefulSet) -> Result<PoolState, kube::Error> {
+pub async fn observe_pool(
+    pods: PodSource<'_>,
+    sts: &StatefulSet,
+) -> Result<PoolState, kube::Error> {
     let pool_name = sts.name_any();
     let spec = sts.spec.as_ref();
     let replicas = spec.and_then(|spec| spec.replicas).unwrap_or(1).max(0) as u32;
@@ -68,9 +109,9 @@ pub async fn observe_pool(pods: &Api<Pod>, sts: &StatefulSet) -> Result<PoolStat
         // A StatefulSet without a selector has no pods (the API server refuses one anyway).
         return Ok(pool);
     };
-    let listed = pods.list(&ListParams::default().labels(&selector)).await?;
+    let listed = pods.select(&selector).await?;
     let sts_uid = sts.uid().unwrap_or_default();
-    for pod in &listed.items {
+    for pod in &listed {
         let owned = pod
             .owner_references()
             .iter()
@@ -93,7 +134,7 @@ pub async fn observe_pool(pods: &Api<Pod>, sts: &StatefulSet) -> Result<PoolStat
 /// Deployment controller leaves them: a pod that merely matches the labels is no member.
 pub async fn observe_deployment_pool(
     replica_sets: &Api<ReplicaSet>,
-    pods: &Api<Pod>,
+    pods: PodSource<'_>,
     deployment: &Deployment,
 ) -> Result<PoolState, ListError> {
     let spec = deployment.spec.as_ref();
@@ -108,7 +149,7 @@ pub async fn observe_deployment_pool(
             observed_current: deployment_observed_current(deployment),
         });
     };
-    let params = ListParams::default().labels(&selector);
+    let params = ListParams::default().labels_from(&selector);
     let deployment_uid = deployment.uid().unwrap_or_default();
     let owned_sets: BTreeSet<String> = replica_sets
         .list(&params)
@@ -122,11 +163,11 @@ pub async fn observe_deployment_pool(
         .filter(|set| controlled_by(set.owner_references(), "Deployment", &deployment_uid))
         .filter_map(|set| set.uid())
         .collect();
-    let listed = pods.list(&params).await.map_err(|source| ListError {
+    let listed = pods.select(&selector).await.map_err(|source| ListError {
         kind: "pods",
         source,
     })?;
-    for pod in &listed.items {
+    for pod in &listed {
         let owned = pod.owner_references().iter().any(|owner| {
             owner.kind == "ReplicaSet"
                 && owner.controller == Some(true)
@@ -164,24 +205,10 @@ fn controlled_by(owners: &[OwnerReference], kind: &str, uid: &str) -> bool {
         .any(|owner| owner.kind == kind && owner.uid == uid && owner.controller == Some(true))
 }
 
-/// A label selector as a list query (`a=b,c in (d,e),!f`), `None` when it selects nothing
-/// expressible (an empty selector would select every pod).
-fn label_selector(selector: &LabelSelector) -> Option<String> {
-    let mut terms: Vec<String> = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .map(|(key, value)| format!("{key}={value}"))
-        .collect();
-    for expression in selector.match_expressions.iter().flatten() {
-        let values = expression.values.clone().unwrap_or_default().join(",");
-        terms.push(match expression.operator.as_str() {
-            "In" => format!("{} in ({values})", expression.key),
-            "NotIn" => format!("{} notin ({values})", expression.key),
-            "Exists" => expression.key.clone(),
-            "DoesNotExist" => format!("!{}", expression.key),
-            _ => return None,
-        });
-    }
-    (!terms.is_empty()).then(|| terms.join(","))
+/// A pool's label selector, `None` when it selects nothing expressible (an unknown
+/// operator) or everything (an empty selector would select every pod of the namespace).
+fn label_selector(selector: &LabelSelector) -> Option<Selector> {
+    Selector::try_from(selector.clone())
+        .ok()
+        .filter(|selector| !selector.selects_all())
 }

@@ -26,7 +26,7 @@ use crate::api::swarm::Swarm;
 use crate::cluster::config_maps::{edited_by, owned_by, slice_object};
 use crate::cluster::leases::lease_state;
 use crate::cluster::nodes::{NodeZones, node_zones, zones_not_read};
-use crate::cluster::pools::observe_pool;
+use crate::cluster::pools::{PodSource, observe_pool};
 
 /// A read that failed, naming the plan and what was being read.
 #[derive(Debug, thiserror::Error)]
@@ -76,7 +76,7 @@ pub async fn observe(
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let mut observed = Vec::new();
     for sts in &statefulsets.items {
-        let pool = observe_pool(&pods, sts)
+        let pool = observe_pool(PodSource::Listed(&pods), sts)
             .await
             .map_err(|error| ObserveError {
                 plan: format!("{namespace}/{name}"),

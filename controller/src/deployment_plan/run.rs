@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, ResourceExt};
 use shoal_core::names;
 use tracing::{debug, warn};
 
@@ -39,17 +39,6 @@ pub enum PassError {
     },
 }
 
-fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match namespace {
-        Some(namespace) => Api::namespaced(client.clone(), namespace),
-        None => Api::all(client.clone()),
-    }
-}
-
 /// The plan controller running on its own task; dropping this stops it, so it
 /// never outlives the leadership (or the caller) it was started under, even
 /// when the caller is cancelled rather than stopped.
@@ -72,7 +61,7 @@ pub fn spawn(ctx: Arc<Context>) -> PlanTask {
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
     let namespace = ctx.settings.namespace.as_deref();
-    let plans: Api<DeploymentPlan> = api(&client, namespace);
+    let plans: Api<DeploymentPlan> = crate::cluster::api_in(&client, namespace);
     let controller = Controller::new(plans, watcher::Config::default());
     let store = controller.store();
     let by_pool = {
@@ -118,22 +107,22 @@ pub async fn run(ctx: Arc<Context>) {
     let mut crd_missing_reported = false;
     controller
         .watches(
-            api::<DeploymentPlan>(&client, namespace),
+            crate::cluster::api_in::<DeploymentPlan>(&client, namespace),
             watcher::Config::default(),
             by_other_plan,
         )
         .watches(
-            api::<StatefulSet>(&client, namespace),
+            crate::cluster::api_in::<StatefulSet>(&client, namespace),
             watcher::Config::default(),
             by_pool,
         )
         .watches(
-            api::<Pod>(&client, namespace),
+            crate::cluster::api_in::<Pod>(&client, namespace),
             watcher::Config::default(),
             by_pod,
         )
         .watches(
-            api::<Lease>(&client, namespace),
+            crate::cluster::api_in::<Lease>(&client, namespace),
             watcher::Config::default(),
             by_lease,
         )

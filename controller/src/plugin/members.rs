@@ -34,7 +34,7 @@ use super::{Error, Report, Target, get_swarm};
 use crate::api::deployment_plan::DeploymentPlan;
 use crate::api::swarm::{MemberStatus, Swarm, SwarmStatus};
 use crate::cluster::nodes::{NodeZones, node_zones};
-use crate::cluster::pools::observe_pool;
+use crate::cluster::pools::{PodSource, observe_pool};
 use crate::deployment_plan::decide::reserved_by_plans;
 use crate::observed::ordinal_member;
 
@@ -318,10 +318,12 @@ pub async fn members(target: &Target, swarm: Option<&str>) -> Result<MembersRepo
             .map_err(api_error(&format!("listing the pools of Swarm {name}")))?;
         let mut pools = BTreeMap::new();
         for sts in &listed.items {
-            let pool = observe_pool(&pods, sts).await.map_err(api_error(&format!(
-                "listing the pods of StatefulSet {}",
-                sts.name_any()
-            )))?;
+            let pool = observe_pool(PodSource::Listed(&pods), sts)
+                .await
+                .map_err(api_error(&format!(
+                    "listing the pods of StatefulSet {}",
+                    sts.name_any()
+                )))?;
             let nodes = pool
                 .pods
                 .iter()

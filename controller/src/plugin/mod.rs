@@ -819,7 +819,7 @@ pub async fn observe(
     swarm: &str,
 ) -> Result<(Swarm, crate::swarm::decide::Observation), Error> {
     let object = get_swarm(target, swarm).await?;
-    let observation = crate::swarm::observe::observe(&object, &target.client, None)
+    let observation = crate::swarm::observe::observe(&object, &target.client, None, None)
         .await
         .map_err(observe_failed(target, swarm))?;
     Ok((object, observation))

@@ -20,7 +20,8 @@ use crate::cluster::config_maps::{
 use crate::cluster::decoded::{Decoded, Pass};
 use crate::cluster::is_not_found;
 use crate::cluster::leases::lease_state;
-use crate::cluster::pools::{ListError, observe_deployment_pool, observe_pool};
+use crate::cluster::pools::{ListError, PodSource, observe_deployment_pool, observe_pool};
+use crate::cluster::watched::Watched;
 use crate::managed_fields;
 use crate::observed::{LeaseState, PoolState, SliceObject};
 use crate::swarm::decide::{self, JobSource, Observation, RevisionRecord};
@@ -29,17 +30,20 @@ use crate::swarm::decide::{self, JobSource, Observation, RevisionRecord};
 /// owns, its `jobsFrom`, the member Leases and the plans delivered through it. Revision
 /// records are decoded through `memo` (the controller's, [`crate::cluster::Context`]): a
 /// record read by the Swarm's previous pass from the same ConfigMap versions is not
-/// decoded again. `None` decodes every record (a one-off reader).
+/// decoded again. `None` decodes every record (a one-off reader). Pools, pods and member
+/// Leases are read from `watched`, the controller's watch caches, when given
+/// ([`crate::cluster::watched`]: why that is safe), and listed otherwise.
 pub async fn observe(
     swarm: &Swarm,
     client: &Client,
     memo: Option<&Decoded>,
+    watched: Option<&Watched>,
 ) -> Result<Observation, Error> {
     let name = swarm.name_any();
     let namespace = swarm
         .namespace()
         .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
-    let pools = read_pools(client, &namespace, &name).await?;
+    let pools = read_pools(client, &namespace, &name, watched).await?;
     let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
     let uid = swarm.uid().unwrap_or_default();
     let mut records = match memo {
@@ -59,7 +63,7 @@ pub async fn observe(
         }
     };
     drop(records);
-    let leases = read_member_leases(client, &namespace, &name, &pools).await?;
+    let leases = read_member_leases(client, &namespace, &name, &pools, watched).await?;
     let plans = read_plans(client, &namespace, &name).await?;
     Ok(Observation {
         swarm: name,
@@ -92,12 +96,23 @@ async fn read_pools(
     client: &Client,
     namespace: &str,
     swarm: &str,
+    watched: Option<&Watched>,
 ) -> Result<Vec<PoolState>, Error> {
-    let (statefulsets, deployments) = list_pools(client, namespace, swarm).await?;
+    let (statefulsets, deployments) = match watched {
+        Some(watched) => watched_pools(watched, namespace, swarm),
+        None => list_pools(client, namespace, swarm).await?,
+    };
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pods = match watched {
+        Some(watched) => PodSource::Watched {
+            store: &watched.pods,
+            namespace,
+        },
+        None => PodSource::Listed(&pod_api),
+    };
     let mut pools = Vec::new();
     for sts in &statefulsets {
-        let pool = observe_pool(&pod_api, sts)
+        let pool = observe_pool(pods, sts)
             .await
             .map_err(|source| Error::ListPods {
                 swarm: swarm.to_owned(),
@@ -107,7 +122,7 @@ async fn read_pools(
     }
     let replica_set_api: Api<ReplicaSet> = Api::namespaced(client.clone(), namespace);
     for deployment in &deployments {
-        let pool = observe_deployment_pool(&replica_set_api, &pod_api, deployment)
+        let pool = observe_deployment_pool(&replica_set_api, pods, deployment)
             .await
             .map_err(|ListError { kind, source }| match kind {
                 "pods" => Error::ListPods {
@@ -297,19 +312,30 @@ async fn read_member_leases(
     namespace: &str,
     swarm: &str,
     pools: &[PoolState],
+    watched: Option<&Watched>,
 ) -> Result<BTreeMap<String, LeaseState>, Error> {
     let member_names = lease_holders(pools);
     let Some(selector) = member_lease_selector(&member_names) else {
         return Ok(BTreeMap::new());
     };
-    let leases = Api::<Lease>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(|source| Error::ListLeases {
-            swarm: swarm.to_owned(),
-            source,
-        })?
-        .items;
+    let leases: Vec<Arc<Lease>> = match watched {
+        // The cache holds every Lease labelled `shoal.dev/member` (the selector of many
+        // members); each is kept by its name below, as a listed one is.
+        Some(watched) => watched
+            .leases
+            .state_filter(|lease| lease.metadata.namespace.as_deref() == Some(namespace)),
+        None => Api::<Lease>::namespaced(client.clone(), namespace)
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|source| Error::ListLeases {
+                swarm: swarm.to_owned(),
+                source,
+            })?
+            .items
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
+    };
     Ok(leases
         .iter()
         .filter_map(|lease| {
@@ -420,6 +446,37 @@ fn member_lease_selector(members: &std::collections::BTreeSet<String>) -> Option
     }
     let named: Vec<&str> = members.iter().map(String::as_str).collect();
     Some(format!("{} in ({})", names::LABEL_MEMBER, named.join(",")))
+}
+
+/// The StatefulSets and Deployments labelled for Swarm `swarm` in the watch caches.
+fn watched_pools(
+    watched: &Watched,
+    namespace: &str,
+    swarm: &str,
+) -> (Vec<StatefulSet>, Vec<Deployment>) {
+    fn labelled<K: kube::Resource>(object: &K, namespace: &str, swarm: &str) -> bool {
+        object.meta().namespace.as_deref() == Some(namespace)
+            && object
+                .labels()
+                .get(names::LABEL_SWARM)
+                .is_some_and(|label| label == swarm)
+    }
+    let mut statefulsets: Vec<StatefulSet> = watched
+        .statefulsets
+        .state_filter(|sts| labelled(sts, namespace, swarm))
+        .iter()
+        .map(|sts| StatefulSet::clone(sts))
+        .collect();
+    let mut deployments: Vec<Deployment> = watched
+        .deployments
+        .state_filter(|deployment| labelled(deployment, namespace, swarm))
+        .iter()
+        .map(|deployment| Deployment::clone(deployment))
+        .collect();
+    // A list is sorted by name; a cache is not.
+    statefulsets.sort_by_key(ResourceExt::name_any);
+    deployments.sort_by_key(ResourceExt::name_any);
+    (statefulsets, deployments)
 }
 
 /// The StatefulSets and Deployments labelled for Swarm `swarm`: its pools.

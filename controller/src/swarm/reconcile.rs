@@ -251,11 +251,12 @@ async fn reconcile_inner(swarm: &Swarm, ctx: &Context) -> Result<Action, Error> 
     }
     let swarm = &fresh;
     let metrics = &ctx.metrics;
+    let watched = ctx.watched();
     let mut observation = metrics
         .timed(
             KIND,
             "observe",
-            observe(swarm, &ctx.client, Some(&ctx.decoded)),
+            observe(swarm, &ctx.client, Some(&ctx.decoded), watched.as_ref()),
         )
         .await?;
     observation.approved_by_policy = crate::approvers::vouched_for(
