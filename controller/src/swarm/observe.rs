@@ -43,28 +43,43 @@ pub async fn observe(
     let namespace = swarm
         .namespace()
         .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
-    let pools = read_pools(client, &namespace, &name, watched).await?;
     let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
     let uid = swarm.uid().unwrap_or_default();
     let mut records = match memo {
         Some(memo) => memo.pass(memo_scope(&namespace, &name, &uid)),
         None => Pass::uncached(),
     };
-    let mut config_maps = read_config_maps(&cm_api, &name, &uid, &mut records).await?;
-    let job_source = match &swarm.spec.jobs_from {
-        None => JobSource::NotReferenced,
-        Some(from) => {
+    // The reads do not depend on one another (Leases only on the pools): they go out
+    // together, and what they return is sorted and decoded afterwards.
+    let members = async {
+        let pools = read_pools(client, &namespace, &name, watched).await?;
+        let leases = read_member_leases(client, &namespace, &name, &pools, watched).await?;
+        Ok::<_, Error>((pools, leases))
+    };
+    let job_config_maps = async {
+        match &swarm.spec.jobs_from {
+            None => Ok(None),
+            Some(from) => fetch_job_config_maps(&cm_api, from).await.map(Some),
+        }
+    };
+    let (mut config_maps, job_config_maps, (pools, leases), plans) = futures::try_join!(
+        read_config_maps(&cm_api, &name, &uid, &mut records),
+        job_config_maps,
+        members,
+        read_plans(client, &namespace, &name),
+    )?;
+    let job_source = match (&swarm.spec.jobs_from, job_config_maps) {
+        (Some(from), Some(fetched)) => {
             let mut parsed = JobDocuments {
                 swarm: &name,
                 records: &mut records,
                 parsed: &mut config_maps.parsed,
             };
-            read_job_sources(&cm_api, from, Some(&mut parsed)).await?
+            job_sources(from, &fetched, Some(&mut parsed))
         }
+        _ => JobSource::NotReferenced,
     };
     drop(records);
-    let leases = read_member_leases(client, &namespace, &name, &pools, watched).await?;
-    let plans = read_plans(client, &namespace, &name).await?;
     Ok(Observation {
         swarm: name,
         generation: swarm.metadata.generation,
@@ -658,9 +673,27 @@ fn split_records(
 async fn read_job_sources(
     cm_api: &Api<ConfigMap>,
     from: &JobsFrom,
-    mut parsed: Option<&mut JobDocuments<'_, '_>>,
+    parsed: Option<&mut JobDocuments<'_, '_>>,
 ) -> Result<JobSource, Error> {
-    let mut parts = Vec::new();
+    let fetched = fetch_job_config_maps(cm_api, from).await?;
+    Ok(job_sources(from, &fetched, parsed))
+}
+
+/// The ConfigMaps a `jobsFrom` reads, as the API server returned them.
+struct JobConfigMaps {
+    /// `selector`'s label query and what it selected, sorted by name.
+    selected: Option<(String, Vec<ConfigMap>)>,
+    /// Each of `named()`'s ConfigMaps, in order; `None`: not found.
+    named: Vec<Option<ConfigMap>>,
+}
+
+/// Reads the ConfigMaps of `from`: the selected ones in one list, the named ones each,
+/// together.
+async fn fetch_job_config_maps(
+    cm_api: &Api<ConfigMap>,
+    from: &JobsFrom,
+) -> Result<JobConfigMaps, Error> {
+    let mut selected = None;
     if let Some(selector) = &from.selector {
         let labels = selector.label_selector();
         let mut listed = cm_api
@@ -672,8 +705,35 @@ async fn read_job_sources(
             })?
             .items;
         listed.sort_by_key(|cm| cm.name_any());
+        selected = Some((labels, listed));
+    }
+    let named = futures::future::try_join_all(from.named().into_iter().map(|reference| async {
+        match cm_api.get_opt(&reference.name).await {
+            Err(source) if !is_not_found(&source) => Err(Error::ReadJobConfigMap {
+                name: reference.name.clone(),
+                source,
+            }),
+            Err(_) => Ok(None),
+            Ok(found) => Ok(found),
+        }
+    }))
+    .await?;
+    Ok(JobConfigMaps { selected, named })
+}
+
+/// The job list `from` reads, out of its ConfigMaps `fetched`; each document is also
+/// parsed into `parsed` when given.
+fn job_sources(
+    from: &JobsFrom,
+    fetched: &JobConfigMaps,
+    mut parsed: Option<&mut JobDocuments<'_, '_>>,
+) -> JobSource {
+    let mut parts = Vec::new();
+    if let (Some(selector), Some((labels, listed))) = (&from.selector, &fetched.selected) {
         if listed.is_empty() {
-            return Ok(JobSource::NoMatch { selector: labels });
+            return JobSource::NoMatch {
+                selector: labels.clone(),
+            };
         }
         parts.extend(listed.iter().map(|cm| {
             job_source_of(
@@ -684,17 +744,7 @@ async fn read_job_sources(
             )
         }));
     }
-    for reference in from.named() {
-        let cm = match cm_api.get_opt(&reference.name).await {
-            Err(source) if !is_not_found(&source) => {
-                return Err(Error::ReadJobConfigMap {
-                    name: reference.name.clone(),
-                    source,
-                });
-            }
-            Err(_) => None,
-            Ok(found) => found,
-        };
+    for (reference, cm) in from.named().into_iter().zip(&fetched.named) {
         parts.push(job_source_of(
             reference.name.clone(),
             &reference.key,
@@ -702,10 +752,10 @@ async fn read_job_sources(
             parsed.as_deref_mut(),
         ));
     }
-    Ok(match parts.len() {
+    match parts.len() {
         1 => parts.remove(0),
         _ => JobSource::Parts(parts),
-    })
+    }
 }
 
 /// Where the job-list documents of a Swarm's `jobsFrom` go once parsed
