@@ -10,7 +10,10 @@
 //!
 //! Env: `SHOAL_BENCH_MEMBERS` (default 100), `SHOAL_BENCH_JOBS` (10000),
 //! `SHOAL_BENCH_ROUNDS` (10; each round is four events, one per direction),
-//! `SHOAL_BENCH_LOG` (the controller's log level, default `warn`).
+//! `SHOAL_BENCH_LOG` (the controller's log level, default `warn`),
+//! `SHOAL_BENCH_CONTROLLER_WRAPPER` (a command to run the controller under, a
+//! heap profiler for instance: `'heaptrack -o /tmp/controller'`; see
+//! `controller.rs`).
 //!
 //! What runs (the parts are in `benches/scale_ack/`): the harness's cluster ([`TestCluster`]: the emulated API server
 //! with the simulated StatefulSet controller and kubelet; or the cluster in
