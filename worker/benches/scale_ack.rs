@@ -79,6 +79,12 @@ use report::{Direction, EventFigures};
 use settle::{Measured, Settled, until_acked};
 use watches::{Acks, Milestone, PodFollower, Sidecars, Timeline, lock};
 
+/// The controller child runs with the allocator the `shoal-controller` binary
+/// ships with, so that its peak memory is the shipped one's (the sidecars and
+/// the emulator in the parent process run with it too).
+#[global_allocator]
+static ALLOCATOR: shoal_controller::Allocator = shoal_controller::Allocator;
+
 pub const POOL: &str = "pool";
 pub const SWARM: &str = "bench";
 
