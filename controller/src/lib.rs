@@ -42,6 +42,16 @@ use std::time::Duration;
 
 pub use runtime::{Clients, RunError, default_identity, run, run_with_clients};
 
+/// The global allocator the controller runs with: jemalloc. A library cannot set it; the
+/// `shoal-controller` binary does (`#[global_allocator] static ALLOCATOR: Allocator =
+/// Allocator;`), and so does every bench that runs the controller in a process of its
+/// own to measure its memory, so that they measure the allocator that ships.
+///
+/// Why not the system's: with glibc's malloc the controller's resident peak at 1,000
+/// members × 100,000 jobs was about 2.7 times the heap it held at its peak, the rest
+/// freed memory the allocator kept (figures in `worker/BENCHMARKS.md`, "Memory").
+pub use tikv_jemallocator::Jemalloc as Allocator;
+
 /// Leader election on a Lease: only the holder reconciles.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaderElection {

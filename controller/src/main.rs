@@ -10,6 +10,10 @@ use futures::FutureExt as _;
 use shoal_controller::{LeaderElection, Settings};
 use shoal_core::log_format::LogFormat;
 
+/// jemalloc, not the system's allocator: see [`shoal_controller::Allocator`].
+#[global_allocator]
+static ALLOCATOR: shoal_controller::Allocator = shoal_controller::Allocator;
+
 /// Shoal's controller: shards jobs across labelled StatefulSets.
 #[derive(Parser, Debug)]
 #[command(version, about)]

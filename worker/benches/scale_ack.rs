@@ -10,7 +10,10 @@
 //!
 //! Env: `SHOAL_BENCH_MEMBERS` (default 100), `SHOAL_BENCH_JOBS` (10000),
 //! `SHOAL_BENCH_ROUNDS` (10; each round is four events, one per direction),
-//! `SHOAL_BENCH_LOG` (the controller's log level, default `warn`).
+//! `SHOAL_BENCH_LOG` (the controller's log level, default `warn`),
+//! `SHOAL_BENCH_CONTROLLER_WRAPPER` (a command to run the controller under, a
+//! heap profiler for instance: `'heaptrack -o /tmp/controller'`; see
+//! `controller.rs`).
 //!
 //! What runs (the parts are in `benches/scale_ack/`): the harness's cluster ([`TestCluster`]: the emulated API server
 //! with the simulated StatefulSet controller and kubelet; or the cluster in
@@ -75,6 +78,12 @@ use cost::{EventCost, Probe, SIDECAR_IDENTITY};
 use report::{Direction, EventFigures};
 use settle::{Measured, Settled, until_acked};
 use watches::{Acks, Milestone, PodFollower, Sidecars, Timeline, lock};
+
+/// The controller child runs with the allocator the `shoal-controller` binary
+/// ships with, so that its peak memory is the shipped one's (the sidecars and
+/// the emulator in the parent process run with it too).
+#[global_allocator]
+static ALLOCATOR: shoal_controller::Allocator = shoal_controller::Allocator;
 
 pub const POOL: &str = "pool";
 pub const SWARM: &str = "bench";

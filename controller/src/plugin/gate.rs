@@ -466,7 +466,7 @@ fn rewrites_jobs(
         jobs.len() == record.jobs.len()
             && jobs
                 .iter()
-                .zip(&record.jobs)
+                .zip(record.jobs.iter())
                 .all(|(key, job)| key.as_str() == job)
     });
     if same {

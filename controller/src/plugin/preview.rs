@@ -360,7 +360,7 @@ fn apply_change(
                     "rewrite the Swarm's strategy to that of revision {revision}"
                 ));
             }
-            obs.spec.jobs = record.jobs;
+            obs.spec.jobs = record.jobs.to_vec();
             obs.spec.jobs_from = None;
             obs.job_source = JobSource::NotReferenced;
             Ok(format!(

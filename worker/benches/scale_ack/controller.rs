@@ -10,6 +10,14 @@
 //! The child talks to the API server as user [`IDENTITY`] (impersonated, in
 //! group `system:masters`), so the API server's request statistics tell its
 //! requests from the sidecars' and the bench's.
+//!
+//! [`WRAPPER_ENV`] names a command to run the child under, a heap profiler for
+//! instance (`SHOAL_BENCH_CONTROLLER_WRAPPER='heaptrack -o /tmp/controller'`;
+//! words split on whitespace, the child's command line appended). The memory
+//! the bench prints is then still the controller's own: it is read from the
+//! process running [`CHILD_FLAG`] with this bench's metrics address, found
+//! under `/proc`, not from the wrapper; and the controller is stopped with
+//! SIGTERM so that the wrapper can finish its report.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -23,11 +31,16 @@ use shoal_emulator::harness::process::{self, Memory};
 pub const CHILD_FLAG: &str = "--controller-child";
 /// The controller's user at the API server.
 pub const IDENTITY: &str = "shoal-controller";
+/// The environment variable naming a command to run the controller under.
+pub const WRAPPER_ENV: &str = "SHOAL_BENCH_CONTROLLER_WRAPPER";
 
 /// A running controller process.
 pub struct ControllerProcess {
     child: tokio::process::Child,
+    /// The controller's own process (not its wrapper's).
     pid: u32,
+    /// Whether it runs under a wrapper (see [`WRAPPER_ENV`]).
+    wrapped: bool,
     metrics_address: SocketAddr,
 }
 
@@ -41,7 +54,20 @@ impl ControllerProcess {
         let metrics_address = process::free_local_address()
             .unwrap_or_else(|error| panic!("no port for the controller's /metrics: {error}"));
         let executable = std::env::current_exe().expect("the bench binary's path");
-        let child = tokio::process::Command::new(executable)
+        let wrapper: Vec<String> = std::env::var(WRAPPER_ENV)
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        let mut command = match wrapper.split_first() {
+            Some((program, arguments)) => {
+                let mut command = tokio::process::Command::new(program);
+                command.args(arguments).arg(executable);
+                command
+            }
+            None => tokio::process::Command::new(executable),
+        };
+        let child = command
             .arg(CHILD_FLAG)
             .arg(&kubeconfig)
             .arg(cluster.namespace())
@@ -51,12 +77,19 @@ impl ControllerProcess {
             .spawn()
             .unwrap_or_else(|error| panic!("cannot start the controller process: {error}"));
         let pid = child.id().expect("the controller's pid");
-        let controller = ControllerProcess {
+        let mut controller = ControllerProcess {
             child,
             pid,
+            wrapped: !wrapper.is_empty(),
             metrics_address,
         };
         controller.metrics().await;
+        if controller.wrapped {
+            // It serves /metrics, so it runs.
+            controller.pid = child_running(metrics_address).unwrap_or_else(|| {
+                panic!("no process runs {CHILD_FLAG} with metrics address {metrics_address}")
+            });
+        }
         controller
     }
 
@@ -72,11 +105,43 @@ impl ControllerProcess {
             .unwrap_or_else(|error| panic!("the controller's /metrics: {error}"))
     }
 
-    /// Stops it.
+    /// Stops it: kills it, or, under a wrapper, ends it with SIGTERM and waits
+    /// for the wrapper to finish.
     pub async fn stop(mut self) {
+        if self.wrapped {
+            let terminated = i32::try_from(self.pid)
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+                .map(|pid| rustix::process::kill_process(pid, rustix::process::Signal::TERM));
+            if let Some(Ok(())) = terminated {
+                let _ = self.child.wait().await;
+                return;
+            }
+        }
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
     }
+}
+
+/// The process running [`CHILD_FLAG`] (its first argument; a wrapper's own
+/// command line has it further on) with `metrics_address` (its last),
+/// found under `/proc`: the controller when a wrapper started it.
+fn child_running(metrics_address: SocketAddr) -> Option<u32> {
+    let address = metrics_address.to_string();
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let command_line = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let arguments: Vec<&[u8]> = command_line
+                .split(|byte| *byte == 0)
+                .filter(|argument| !argument.is_empty())
+                .collect();
+            let runs_child = arguments.get(1) == Some(&CHILD_FLAG.as_bytes())
+                && arguments.last() == Some(&address.as_bytes());
+            runs_child.then_some(pid)
+        })
 }
 
 /// The child's side: `CHILD_FLAG <kubeconfig> <namespace> <metrics address>`.

@@ -7,8 +7,9 @@
 //! The stateless strategies are recomputed from their inputs as before.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use shoal_core::format::{self, EncodedText};
 use shoal_core::names::REVISION_DATA_KEY;
 use shoal_core::{Assignment, JobSet, JobSettings, Member, MemberId, Slice, assign};
@@ -35,7 +36,7 @@ pub struct RevisionRecord {
     #[serde(default)]
     pub unavailable: Vec<String>,
     /// Job keys, sorted (empty when `jobsOmitted`).
-    pub jobs: Vec<String>,
+    pub jobs: RecordJobs,
     /// Written by earlier versions when the job list was too large for one ConfigMap
     /// even compressed (records are now split over several): this revision cannot be
     /// replayed and the slices in the cluster stand for it.
@@ -63,6 +64,70 @@ pub struct RevisionRecord {
     /// `owners` whatever the strategy, and replay reads them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cordoned: Vec<String>,
+}
+
+/// The job keys of a record, shared between records that list the same ones.
+///
+/// The controller keeps every record of a Swarm's history decoded
+/// ([`crate::cluster::decoded`]), up to `revisionHistoryLimit` of them, and successive
+/// revisions mostly list the same jobs: a scale event changes the members, not the
+/// jobs. At 100,000 jobs one list is about 4 MiB, and ten copies of it were most of the
+/// controller's heap. A list decoded equal to one a record (of this process) holds is
+/// that one: one allocation, however many records hold it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordJobs(Arc<[String]>);
+
+/// The job lists records were decoded with, while a record holds them.
+static DECODED_JOBS: Mutex<Vec<Weak<[String]>>> = Mutex::new(Vec::new());
+
+impl RecordJobs {
+    /// `jobs` as decoded: a list still held that is equal to it, else `jobs`, kept for
+    /// the next record. Lists no record holds any more are forgotten here.
+    fn shared(jobs: Vec<String>) -> RecordJobs {
+        let mut decoded = DECODED_JOBS.lock().unwrap_or_else(PoisonError::into_inner);
+        decoded.retain(|held| held.strong_count() > 0);
+        let equal = decoded
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|held| **held == *jobs);
+        if let Some(held) = equal {
+            return RecordJobs(held);
+        }
+        let jobs: Arc<[String]> = jobs.into();
+        decoded.push(Arc::downgrade(&jobs));
+        RecordJobs(jobs)
+    }
+
+    /// Whether two lists are one allocation (not only equal).
+    pub fn shares_with(&self, other: &RecordJobs) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::ops::Deref for RecordJobs {
+    type Target = [String];
+
+    fn deref(&self) -> &[String] {
+        &self.0
+    }
+}
+
+impl From<Vec<String>> for RecordJobs {
+    fn from(jobs: Vec<String>) -> RecordJobs {
+        RecordJobs(jobs.into())
+    }
+}
+
+impl Serialize for RecordJobs {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for RecordJobs {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<RecordJobs, D::Error> {
+        Vec::<String>::deserialize(deserializer).map(RecordJobs::shared)
+    }
 }
 
 impl RevisionRecord {
@@ -197,7 +262,11 @@ pub(super) fn revision_record(
             .filter(|member| !member.available)
             .map(|member| member.id.pod_name())
             .collect(),
-        jobs: jobs.iter().map(|key| key.as_str().to_owned()).collect(),
+        jobs: RecordJobs::from(
+            jobs.iter()
+                .map(|key| key.as_str().to_owned())
+                .collect::<Vec<_>>(),
+        ),
         jobs_omitted: false,
         owners: Vec::new(),
         generated_members: members
@@ -383,7 +452,8 @@ mod tests {
             unavailable: Vec::new(),
             jobs: (0..jobs)
                 .map(|i| format!("{:016x}", (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
-                .collect(),
+                .collect::<Vec<_>>()
+                .into(),
             jobs_omitted: false,
             owners: (0..jobs).map(|i| (i % 2) as u32).collect(),
             generated_members: BTreeMap::new(),
@@ -395,6 +465,31 @@ mod tests {
 
     fn name(part: usize) -> String {
         record_part_configmap("demo", 7, part)
+    }
+
+    #[test]
+    fn records_decoded_with_the_same_jobs_share_one_list() {
+        let text = serde_json::to_string(&record(1_000)).unwrap();
+        let first: RevisionRecord = serde_json::from_str(&text).unwrap();
+        let mut next = record(1_000);
+        next.revision = 8;
+        next.members.push("worker-2".to_owned());
+        let next: RevisionRecord =
+            serde_json::from_str(&serde_json::to_string(&next).unwrap()).unwrap();
+        assert!(first.jobs.shares_with(&next.jobs));
+        assert_eq!(first, record(1_000));
+        assert_eq!(serde_json::to_string(&first).unwrap(), text);
+    }
+
+    #[test]
+    fn records_decoded_with_other_jobs_keep_their_own() {
+        let text = serde_json::to_string(&record(1_000)).unwrap();
+        let first: RevisionRecord = serde_json::from_str(&text).unwrap();
+        let fewer: RevisionRecord =
+            serde_json::from_str(&serde_json::to_string(&record(999)).unwrap()).unwrap();
+        assert!(!first.jobs.shares_with(&fewer.jobs));
+        assert_eq!((first.jobs.len(), fewer.jobs.len()), (1_000, 999));
+        assert_eq!(fewer, record(999));
     }
 
     fn split(record: &RevisionRecord) -> (Vec<Option<Vec<u8>>>, String) {

@@ -63,8 +63,8 @@ mod status;
 pub use converge::parsed_slice;
 pub use gate::{MAX_REVISION, approval_value};
 pub use history::{
-    RevisionRecord, StoredRecord, join_record, record_part_configmap, record_part_key, replay,
-    store_record,
+    RecordJobs, RevisionRecord, StoredRecord, join_record, record_part_configmap, record_part_key,
+    replay, store_record,
 };
 pub use inputs::{
     DEFAULT_VNODES, DocumentJobs, job_list, observed_inputs, parsed_job_document, strategy_of,

@@ -1007,7 +1007,7 @@ fn a_revision_whose_job_list_was_omitted_falls_back_to_the_slices_in_the_cluster
     cluster.settle();
     for record in cluster.obs.history.values_mut() {
         let record = std::sync::Arc::make_mut(record);
-        record.jobs.clear();
+        record.jobs = Default::default();
         record.jobs_omitted = true;
     }
     let decision = cluster.step();
