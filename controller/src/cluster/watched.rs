@@ -1,5 +1,5 @@
-//! The Swarm controller's watch caches: the pods, member Leases and pools its watches
-//! deliver, kept so that a pass reads them from memory instead of listing them.
+//! The Swarm controller's watch caches: the pods and pools its watches deliver, kept so
+//! that a pass reads them from memory instead of listing them.
 //!
 //! A cache is only as new as the last event its watch delivered. What makes it safe to
 //! read:
@@ -10,10 +10,14 @@
 //! - **Only what the controller does not write is cached.** Slices, history and the index
 //!   (what decides ownership) and the Swarm's status are still read from the API server
 //!   each pass, with the memo of decoded ConfigMaps (`decoded`).
-//! - **A lagging cache only delays.** An acknowledgement not yet seen keeps a grant
-//!   waiting; a pod not yet seen gets nothing; a pod seen after it left keeps its slice
-//!   until its deletion arrives, as it would between a list and its deletion. Each
-//!   combination of caches is one the cluster can show to a list as well.
+//! - **A lagging pod cache only delays.** A pod not yet seen gets nothing; a pod seen
+//!   Ready after it left keeps its slice until its deletion arrives, as it would between
+//!   a list and its deletion; a pod not yet seen Ready again looks as it did a moment
+//!   before, which the cluster can show a list as well.
+//! - **Leases are listed.** A member's Lease is its liveness: a Lease cache whose watch
+//!   stalled would show a live member's renewals stopped, and after `failoverAfter` its
+//!   jobs would be handed to others while it still works them. Their watch only triggers
+//!   passes; each pass lists them from the API server, as before.
 //! - **Until a cache has been filled once** (its first list done), passes list, as
 //!   one-off readers do.
 //!
@@ -35,8 +39,6 @@ use shoal_core::names;
 pub struct Watched {
     /// Pods, stripped to what a pass reads ([`strip_pod`]).
     pub pods: Store<Pod>,
-    /// Member Leases (labelled `shoal.dev/member`).
-    pub leases: Store<Lease>,
     /// StatefulSets labelled for a Swarm.
     pub statefulsets: Store<StatefulSet>,
     /// Deployments labelled for a Swarm.
@@ -47,10 +49,7 @@ impl Watched {
     /// The caches, if every one of them has been filled by its first list: a pass reads
     /// all of them or none, so that it never mixes a full cache with an empty one.
     pub fn ready(&self) -> Option<&Watched> {
-        let filled = filled(&self.pods)
-            && filled(&self.leases)
-            && filled(&self.statefulsets)
-            && filled(&self.deployments);
+        let filled = filled(&self.pods) && filled(&self.statefulsets) && filled(&self.deployments);
         filled.then_some(self)
     }
 }
@@ -58,7 +57,7 @@ impl Watched {
 /// A watch's objects, each delivered after its cache holds it: what triggers passes.
 pub type Trigger<K> = BoxStream<'static, Result<K, watcher::Error>>;
 
-/// The watches that fill [`Watched`], as triggers for the controller
+/// The watches that fill [`Watched`] (and the member Leases' one), as triggers for the controller
 /// (`Controller::watches_stream`): each stream must be polled for its cache to fill.
 pub struct Triggers {
     /// StatefulSets labelled for a Swarm.
@@ -114,15 +113,18 @@ pub fn watch(client: &Client, namespace: Option<&str>) -> (Watched, Triggers) {
         watcher::Config::default(),
         strip_pod,
     );
-    let (leases, lease_events) = reflected(
-        super::api_in(client, namespace),
+    // Member Leases trigger passes but are not cached: a pass lists them (see the
+    // module docs, "Leases are listed").
+    let lease_events = watcher(
+        super::api_in::<Lease>(client, namespace),
         member_leases_only(),
-        strip_managed_fields::<Lease>,
-    );
+    )
+    .default_backoff()
+    .touched_objects()
+    .boxed();
     (
         Watched {
             pods,
-            leases,
             statefulsets,
             deployments,
         },
@@ -275,24 +277,21 @@ mod tests {
     #[test]
     fn the_caches_are_read_only_once_every_one_was_filled() {
         let (pods, mut pod_writer) = reflector::store::<Pod>();
-        let (leases, mut lease_writer) = reflector::store::<Lease>();
         let (statefulsets, mut statefulset_writer) = reflector::store::<StatefulSet>();
         let (deployments, mut deployment_writer) = reflector::store::<Deployment>();
         let watched = Watched {
             pods,
-            leases,
             statefulsets,
             deployments,
         };
         assert!(watched.ready().is_none(), "nothing filled yet");
         fill(&mut pod_writer);
         fill(&mut statefulset_writer);
-        fill(&mut deployment_writer);
         assert!(
             watched.ready().is_none(),
-            "the Lease cache is still empty: a pass must list rather than read no Lease"
+            "the Deployment cache is still empty: a pass must list rather than read no pool"
         );
-        fill(&mut lease_writer);
+        fill(&mut deployment_writer);
         assert!(watched.ready().is_some());
     }
 

@@ -30,8 +30,8 @@ use crate::swarm::decide::{self, JobSource, Observation, RevisionRecord};
 /// owns, its `jobsFrom`, the member Leases and the plans delivered through it. Revision
 /// records are decoded through `memo` (the controller's, [`crate::cluster::Context`]): a
 /// record read by the Swarm's previous pass from the same ConfigMap versions is not
-/// decoded again. `None` decodes every record (a one-off reader). Pools, pods and member
-/// Leases are read from `watched`, the controller's watch caches, when given
+/// decoded again. `None` decodes every record (a one-off reader). Pools and pods are read
+/// from `watched`, the controller's watch caches, when given
 /// ([`crate::cluster::watched`]: why that is safe), and listed otherwise.
 pub async fn observe(
     swarm: &Swarm,
@@ -53,7 +53,7 @@ pub async fn observe(
     // together, and what they return is sorted and decoded afterwards.
     let members = async {
         let pools = read_pools(client, &namespace, &name, watched).await?;
-        let leases = read_member_leases(client, &namespace, &name, &pools, watched).await?;
+        let leases = read_member_leases(client, &namespace, &name, &pools).await?;
         Ok::<_, Error>((pools, leases))
     };
     let job_config_maps = async {
@@ -327,30 +327,20 @@ async fn read_member_leases(
     namespace: &str,
     swarm: &str,
     pools: &[PoolState],
-    watched: Option<&Watched>,
 ) -> Result<BTreeMap<String, LeaseState>, Error> {
     let member_names = lease_holders(pools);
     let Some(selector) = member_lease_selector(&member_names) else {
         return Ok(BTreeMap::new());
     };
-    let leases: Vec<Arc<Lease>> = match watched {
-        // The cache holds every Lease labelled `shoal.dev/member` (the selector of many
-        // members); each is kept by its name below, as a listed one is.
-        Some(watched) => watched
-            .leases
-            .state_filter(|lease| lease.metadata.namespace.as_deref() == Some(namespace)),
-        None => Api::<Lease>::namespaced(client.clone(), namespace)
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .map_err(|source| Error::ListLeases {
-                swarm: swarm.to_owned(),
-                source,
-            })?
-            .items
-            .into_iter()
-            .map(Arc::new)
-            .collect(),
-    };
+    // Listed every pass, never read from a cache (`cluster::watched`: a Lease is liveness).
+    let leases = Api::<Lease>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::ListLeases {
+            swarm: swarm.to_owned(),
+            source,
+        })?
+        .items;
     Ok(leases
         .iter()
         .filter_map(|lease| {
