@@ -8,6 +8,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::ListParams;
+use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
 use shoal_core::names::{self, ANNOTATION_CHECKSUM, REVISION_DATA_KEY};
 
@@ -459,29 +460,31 @@ fn watched_pools(
     namespace: &str,
     swarm: &str,
 ) -> (Vec<StatefulSet>, Vec<Deployment>) {
-    fn labelled<K: kube::Resource>(object: &K, namespace: &str, swarm: &str) -> bool {
-        object.meta().namespace.as_deref() == Some(namespace)
-            && object
-                .labels()
-                .get(names::LABEL_SWARM)
-                .is_some_and(|label| label == swarm)
-    }
-    let mut statefulsets: Vec<StatefulSet> = watched
-        .statefulsets
-        .state_filter(|sts| labelled(sts, namespace, swarm))
+    (
+        labelled_for(&watched.statefulsets, namespace, swarm),
+        labelled_for(&watched.deployments, namespace, swarm),
+    )
+}
+
+/// The objects of `store` in `namespace` labelled for Swarm `swarm`, sorted by name as a
+/// list returns them (a cache is unordered).
+fn labelled_for<K>(store: &Store<K>, namespace: &str, swarm: &str) -> Vec<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    let mut pools: Vec<K> = store
+        .state_filter(|pool| {
+            pool.meta().namespace.as_deref() == Some(namespace)
+                && pool
+                    .labels()
+                    .get(names::LABEL_SWARM)
+                    .is_some_and(|label| label == swarm)
+        })
         .iter()
-        .map(|sts| StatefulSet::clone(sts))
+        .map(|pool| K::clone(pool))
         .collect();
-    let mut deployments: Vec<Deployment> = watched
-        .deployments
-        .state_filter(|deployment| labelled(deployment, namespace, swarm))
-        .iter()
-        .map(|deployment| Deployment::clone(deployment))
-        .collect();
-    // A list is sorted by name; a cache is not.
-    statefulsets.sort_by_key(ResourceExt::name_any);
-    deployments.sort_by_key(ResourceExt::name_any);
-    (statefulsets, deployments)
+    pools.sort_by_key(ResourceExt::name_any);
+    pools
 }
 
 /// The StatefulSets and Deployments labelled for Swarm `swarm`: its pools.
