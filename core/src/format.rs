@@ -703,11 +703,14 @@ pub enum DecodeError {
     Parse(#[from] SliceParseError),
 }
 
-/// gzip-compresses text (default level).
+/// gzip-compresses text at level 2: a revision record of 100,000 jobs is compressed on
+/// every scale event. On a 3 MB record-like text of 100,000 jobs, level 2 took 21 ms
+/// for 361 KB where the default (6) took 98 ms for 341 KB, and level 1 15 ms for 602
+/// KB (release build, medians of 5).
 pub fn gzip(text: &str) -> Vec<u8> {
     use std::io::Write as _;
 
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(2));
     // Writing into a Vec cannot fail; a failure would leave an invalid gzip
     // stream, which decode_text rejects rather than misreads.
     encoder

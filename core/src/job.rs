@@ -330,6 +330,14 @@ impl JobSet {
     pub fn contains(&self, key: &str) -> bool {
         self.position(key).is_some()
     }
+
+    /// Whether every key of this set is in `other`: one walk over both (they are
+    /// sorted), where asking `other` key by key would search it once per key.
+    pub fn is_subset(&self, other: &JobSet) -> bool {
+        let mut candidates = other.iter();
+        self.iter()
+            .all(|key| candidates.by_ref().any(|candidate| candidate == key))
+    }
 }
 
 impl fmt::Debug for JobSet {

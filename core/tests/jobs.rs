@@ -99,3 +99,16 @@ fn a_single_key_is_validated_on_its_own() {
         Ok("ok".to_owned())
     );
 }
+
+proptest::proptest! {
+    #[test]
+    fn a_set_is_a_subset_exactly_when_the_other_contains_each_of_its_keys(
+        held in proptest::collection::btree_set("[a-e]{1,2}", 0..12),
+        want in proptest::collection::btree_set("[a-e]{1,2}", 0..12),
+    ) {
+        let held = JobSet::parse(held).expect("valid keys");
+        let want = JobSet::parse(want).expect("valid keys");
+        let key_by_key = held.iter().all(|key| want.contains(key.as_str()));
+        proptest::prop_assert_eq!(held.is_subset(&want), key_by_key);
+    }
+}

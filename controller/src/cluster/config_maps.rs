@@ -52,6 +52,16 @@ pub fn owner_description(cm: &ConfigMap) -> String {
     }
 }
 
+/// How many ConfigMaps the slice whose first ConfigMap is `cm` occupies (its
+/// `shoal.dev/parts` annotation; 1 when absent or not a number).
+pub fn slice_parts(cm: &ConfigMap) -> usize {
+    cm.annotations()
+        .get(names::ANNOTATION_PARTS)
+        .and_then(|parts| parts.parse().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
 /// Reads a member's slice ConfigMap (and its parts, if split).
 pub fn slice_object(
     member: &str,
@@ -59,11 +69,7 @@ pub fn slice_object(
     all: &BTreeMap<String, ConfigMap>,
 ) -> SliceObject {
     let annotations = cm.annotations();
-    let parts: usize = annotations
-        .get(names::ANNOTATION_PARTS)
-        .and_then(|parts| parts.parse().ok())
-        .unwrap_or(1)
-        .max(1);
+    let parts = slice_parts(cm);
     let binary = |cm: &ConfigMap, key: &str| -> Option<Vec<u8>> {
         cm.binary_data
             .as_ref()?

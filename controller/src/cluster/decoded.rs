@@ -8,7 +8,8 @@
 //! entry can never stand for content other than its own. Whether a ConfigMap may be read
 //! at all (owned, not edited by someone else) is decided before the memo is asked.
 //!
-//! What is kept: revision records, and the parsed slices and `jobsFrom` documents a
+//! What is kept: revision records, the slices as read (decoded and rendered) and parsed,
+//! and the parsed `jobsFrom` documents a
 //! Swarm's `decide` reads ([`crate::swarm::decide::Parsed`]): at 100,000 jobs, parsing
 //! the job list and every slice again was most of a pass.
 //!

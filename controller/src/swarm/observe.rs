@@ -16,7 +16,7 @@ use super::reconcile::Error;
 use crate::api::deployment_plan::DeploymentPlan;
 use crate::api::swarm::{JobsFrom, Swarm};
 use crate::cluster::config_maps::{
-    edited_by, owned_by, owner_description, read_text, slice_object,
+    edited_by, owned_by, owner_description, read_text, slice_object, slice_parts,
 };
 use crate::cluster::decoded::{Decoded, Pass};
 use crate::cluster::is_not_found;
@@ -46,6 +46,10 @@ pub async fn observe(
         .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
     let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
     let uid = swarm.uid().unwrap_or_default();
+    let in_force = swarm
+        .status
+        .as_ref()
+        .map_or(0, |status| status.current_revision);
     let mut records = match memo {
         Some(memo) => memo.pass(memo_scope(&namespace, &name, &uid)),
         None => Pass::uncached(),
@@ -64,7 +68,7 @@ pub async fn observe(
         }
     };
     let (mut config_maps, job_config_maps, (pools, leases), plans) = futures::try_join!(
-        read_config_maps(&cm_api, &name, &uid, &mut records),
+        read_config_maps(&cm_api, &name, &uid, in_force, &mut records),
         job_config_maps,
         members,
         read_plans(client, &namespace, &name),
@@ -156,7 +160,8 @@ async fn read_pools(
     Ok(pools)
 }
 
-/// The ConfigMaps labelled for Swarm `swarm` (uid `uid`), sorted.
+/// The ConfigMaps labelled for Swarm `swarm` (uid `uid`), sorted, with the record of
+/// revision `in_force` replayed (once per version of its ConfigMaps).
 ///
 /// With a memo (`records` keeps), a pass first lists the revision records by metadata
 /// only (uid, `resourceVersion`, labels, annotations, owners, managedFields: all that
@@ -169,6 +174,7 @@ async fn read_config_maps(
     cm_api: &Api<ConfigMap>,
     swarm: &str,
     uid: &str,
+    in_force: u64,
     records: &mut Pass<'_>,
 ) -> Result<SwarmConfigMaps, Error> {
     let selector = format!("{}={swarm}", names::LABEL_SWARM);
@@ -193,7 +199,7 @@ async fn read_config_maps(
             ..ConfigMap::default()
         }));
         records.metadata_only(true);
-        let sorted = SwarmConfigMaps::sort(swarm, uid, listed, records);
+        let sorted = SwarmConfigMaps::sort(swarm, uid, in_force, listed, records);
         records.metadata_only(false);
         if !records.missed {
             return Ok(sorted);
@@ -203,7 +209,13 @@ async fn read_config_maps(
         .list(&ListParams::default().labels(&selector))
         .await
         .map_err(failed)?;
-    Ok(SwarmConfigMaps::sort(swarm, uid, listed.items, records))
+    Ok(SwarmConfigMaps::sort(
+        swarm,
+        uid,
+        in_force,
+        listed.items,
+        records,
+    ))
 }
 
 /// The scope of a Swarm's entries in the memo of decoded records: a Swarm deleted and
@@ -241,6 +253,7 @@ impl SwarmConfigMaps {
     fn sort(
         swarm: &str,
         swarm_uid: &str,
+        in_force: u64,
         config_maps: Vec<ConfigMap>,
         records: &mut Pass<'_>,
     ) -> SwarmConfigMaps {
@@ -295,25 +308,36 @@ impl SwarmConfigMaps {
                 }
             }
         }
-        // Slices are always listed with their data, whatever the records were listed with.
+        // Replayed from a record kept or read above, never from the ConfigMaps' data.
         let records_metadata_only = records.is_metadata_only();
         records.metadata_only(false);
+        if let Some(record) = sorted.history.get(&in_force).filter(|r| !r.jobs_omitted) {
+            let sources = record_sources(swarm, in_force, &record_maps);
+            let replayed =
+                records.get_or_decode("replay", &sources, || Arc::new(decide::replay(record)));
+            sorted.parsed.replayed = replayed.map(|replayed| (in_force, replayed));
+        }
+        // Slices are always listed with their data, whatever the records were listed with.
         for (cm_name, cm) in &slice_maps {
             let Some(member) = cm.labels().get(names::LABEL_MEMBER) else {
                 continue;
             };
             // Parts 1.. of a split slice are read through their first ConfigMap.
+            // Decoding a slice (gunzip, parse, render again) is most of a pass over
+            // unchanged slices: it is done once per version of its ConfigMaps.
             if *cm_name == names::slice_configmap(member) {
-                let object = slice_object(member, cm, &slice_maps);
-                let sources: Vec<&ConfigMap> = (0..object.parts)
+                let sources: Vec<&ConfigMap> = (0..slice_parts(cm))
                     .filter_map(|part| slice_maps.get(&names::slice_configmap_part(member, part)))
                     .collect();
-                let parsed = records.get_or_decode("slice", &sources, || {
-                    Arc::new(decide::parsed_slice(swarm, member, &object))
-                });
-                if let Some(parsed) = parsed {
-                    sorted.parsed.slices.insert(member.clone(), parsed);
-                }
+                let decode = || {
+                    let object = slice_object(member, cm, &slice_maps);
+                    let parsed = Arc::new(decide::parsed_slice(swarm, member, &object));
+                    (object, parsed)
+                };
+                let (object, parsed) = records
+                    .get_or_decode("slice", &sources, decode)
+                    .unwrap_or_else(&decode);
+                sorted.parsed.slices.insert(member.clone(), parsed);
                 sorted.slices.insert(member.clone(), object);
             }
         }
@@ -589,6 +613,43 @@ pub async fn check_targets(
     Ok(taken)
 }
 
+/// The parts `0..parts` of the split record of `revision`, each `None` when absent.
+fn record_part_maps<'a>(
+    swarm: &str,
+    revision: u64,
+    parts: usize,
+    record_maps: &'a BTreeMap<String, ConfigMap>,
+) -> Vec<Option<&'a ConfigMap>> {
+    (0..parts)
+        .map(|part| record_maps.get(&decide::record_part_configmap(swarm, revision, part)))
+        .collect()
+}
+
+/// The ConfigMaps the record of `revision` was read from: its own, and the parts present
+/// when it is split (what its entry in the memo is keyed by).
+fn record_sources<'a>(
+    swarm: &str,
+    revision: u64,
+    record_maps: &'a BTreeMap<String, ConfigMap>,
+) -> Vec<&'a ConfigMap> {
+    let Some(head) = record_maps.get(&names::revision_configmap(swarm, revision)) else {
+        return Vec::new();
+    };
+    let parts = head
+        .annotations()
+        .get(names::ANNOTATION_PARTS)
+        .and_then(|parts| parts.parse::<usize>().ok())
+        .filter(|parts| *parts > 1)
+        .unwrap_or(0);
+    let mut sources = vec![head];
+    sources.extend(
+        record_part_maps(swarm, revision, parts, record_maps)
+            .into_iter()
+            .flatten(),
+    );
+    sources
+}
+
 /// The records split over several ConfigMaps, reassembled (see `decide::join_record`):
 /// revision → the record, or why it cannot be used. `record_maps` are the Swarm's own
 /// history ConfigMaps (edited ones left out, so a part someone changed is missing).
@@ -620,9 +681,7 @@ fn split_records(
             .get(ANNOTATION_CHECKSUM)
             .cloned()
             .unwrap_or_default();
-        let part_maps: Vec<Option<&ConfigMap>> = (0..parts)
-            .map(|part| record_maps.get(&decide::record_part_configmap(swarm, revision, part)))
-            .collect();
+        let part_maps = record_part_maps(swarm, revision, parts, record_maps);
         // Keyed by every part present (and the head, which carries the count and checksum).
         let mut sources: Vec<&ConfigMap> = vec![cm];
         sources.extend(part_maps.iter().flatten().copied());
@@ -854,7 +913,8 @@ mod tests {
             &[(names::LABEL_MEMBER, "worker-0")],
             (names::SLICE_DATA_KEY, "jobs: []"),
         );
-        let sorted = SwarmConfigMaps::sort("demo", "demo-uid", vec![theirs], &mut Pass::uncached());
+        let sorted =
+            SwarmConfigMaps::sort("demo", "demo-uid", 0, vec![theirs], &mut Pass::uncached());
         assert!(sorted.slices.is_empty() && sorted.owned.is_empty());
         assert_eq!(
             sorted.foreign.get("worker-0-slice").map(String::as_str),
@@ -873,6 +933,7 @@ mod tests {
         let sorted = SwarmConfigMaps::sort(
             "demo",
             "demo-uid",
+            0,
             vec![edited_by_hand(slice, names::SLICE_DATA_KEY)],
             &mut Pass::uncached(),
         );
@@ -901,6 +962,7 @@ mod tests {
         let sorted = SwarmConfigMaps::sort(
             "demo",
             "demo-uid",
+            0,
             vec![
                 edited_by_hand(record, REVISION_DATA_KEY),
                 edited_by_hand(index.clone(), names::INDEX_DATA_KEY),
@@ -911,7 +973,7 @@ mod tests {
         assert_eq!(sorted.index, None);
         assert_eq!(sorted.edited.len(), 2);
         let unedited =
-            SwarmConfigMaps::sort("demo", "demo-uid", vec![index], &mut Pass::uncached());
+            SwarmConfigMaps::sort("demo", "demo-uid", 0, vec![index], &mut Pass::uncached());
         assert_eq!(unedited.index.as_deref(), Some("version: 1"));
     }
 
@@ -989,9 +1051,42 @@ mod tests {
     /// Sorts `config_maps` as one pass of Swarm `demo` through `memo`; how many records
     /// it decoded.
     fn pass(memo: &Decoded, config_maps: Vec<ConfigMap>) -> (SwarmConfigMaps, usize) {
+        pass_in_force(memo, 0, config_maps)
+    }
+
+    /// [`pass`] with revision `in_force` in force.
+    fn pass_in_force(
+        memo: &Decoded,
+        in_force: u64,
+        config_maps: Vec<ConfigMap>,
+    ) -> (SwarmConfigMaps, usize) {
         let mut records = memo.pass(memo_scope("ns", "demo", "demo-uid"));
-        let sorted = SwarmConfigMaps::sort("demo", "demo-uid", config_maps, &mut records);
+        let sorted = SwarmConfigMaps::sort("demo", "demo-uid", in_force, config_maps, &mut records);
         (sorted, records.decodes)
+    }
+
+    #[test]
+    fn the_record_in_force_whole_or_split_is_replayed_once_per_version_of_its_configmaps() {
+        for in_force in [1, 2] {
+            let memo = Decoded::default();
+            let (first, _) = pass_in_force(&memo, in_force, two_records());
+            let (revision, replayed) = first.parsed.replayed.clone().expect("replayed");
+            assert_eq!(revision, in_force);
+            assert!(replayed.is_ok(), "{replayed:?}");
+            assert_eq!(*replayed, decide::replay(&first.history[&in_force]));
+            let (second, decodes) = pass_in_force(&memo, in_force, two_records());
+            assert_eq!(
+                decodes, 0,
+                "revision {in_force} was decoded or replayed again"
+            );
+            let (_, again) = second.parsed.replayed.expect("replayed");
+            assert!(Arc::ptr_eq(&again, &replayed));
+        }
+        let (other, _) = pass_in_force(&Decoded::default(), 3, two_records());
+        assert_eq!(
+            other.parsed.replayed, None,
+            "only the revision in force is replayed"
+        );
     }
 
     #[test]
@@ -1059,7 +1154,8 @@ mod tests {
         let (full, _) = pass(&memo, maps.clone());
         let mut records = memo.pass(memo_scope("ns", "demo", "demo-uid"));
         records.metadata_only(true);
-        let sorted = SwarmConfigMaps::sort("demo", "demo-uid", without_data(&maps), &mut records);
+        let sorted =
+            SwarmConfigMaps::sort("demo", "demo-uid", 0, without_data(&maps), &mut records);
         assert!(!records.missed);
         assert_eq!(records.decodes, 0);
         assert_eq!(sorted.history, full.history);
@@ -1075,10 +1171,10 @@ mod tests {
         ));
         let mut records = memo.pass(memo_scope("ns", "demo", "demo-uid"));
         records.metadata_only(true);
-        SwarmConfigMaps::sort("demo", "demo-uid", without_data(&maps), &mut records);
+        SwarmConfigMaps::sort("demo", "demo-uid", 0, without_data(&maps), &mut records);
         assert!(records.missed);
         records.metadata_only(false);
-        let sorted = SwarmConfigMaps::sort("demo", "demo-uid", maps, &mut records);
+        let sorted = SwarmConfigMaps::sort("demo", "demo-uid", 0, maps, &mut records);
         assert_eq!(
             sorted.history.keys().copied().collect::<Vec<_>>(),
             [1, 2, 3]
@@ -1110,6 +1206,20 @@ mod tests {
         );
         cm.metadata.resource_version = Some(version.to_owned());
         cm
+    }
+
+    #[test]
+    fn a_slice_is_decoded_once_per_version_of_its_configmap_not_on_every_pass() {
+        let memo = Decoded::default();
+        let (first, _) = pass(&memo, vec![slice_map(&["a", "b"], "5")]);
+        // Another text under the same uid and resourceVersion cannot happen on an API
+        // server; here it shows that the second pass did not decode the ConfigMap again
+        // (decoding and rendering every slice was most of a pass at 1,000 members).
+        let (second, decodes) = pass(&memo, vec![slice_map(&["z"], "5")]);
+        assert_eq!(decodes, 0);
+        assert_eq!(second.slices["worker-0"], first.slices["worker-0"]);
+        let (third, _) = pass(&memo, vec![slice_map(&["z"], "6")]);
+        assert_ne!(third.slices["worker-0"], first.slices["worker-0"]);
     }
 
     #[test]

@@ -370,6 +370,11 @@ fn departed_step(inputs: &MemberInputs<'_>, held_jobs: &JobSet, writes: &mut Sli
 
 /// The jobs of `held` that `want` keeps; `None` when it keeps them all (no revoke).
 fn kept_jobs(held: &JobSet, want: &JobSet) -> Option<JobSet> {
+    // Most members keep all they hold: that is answered without building a list, by one
+    // walk over both sorted sets.
+    if held.is_subset(want) {
+        return None;
+    }
     let keep: Vec<String> = held
         .iter()
         .filter(|key| want.contains(key.as_str()))

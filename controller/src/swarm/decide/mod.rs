@@ -188,6 +188,8 @@ pub struct Parsed {
     pub slices: BTreeMap<String, Arc<Result<Slice, String>>>,
     /// (ConfigMap, key) of a `jobsFrom` part → what [`parsed_job_document`] says of it.
     pub job_documents: BTreeMap<(String, String), Arc<Result<DocumentJobs, InputProblem>>>,
+    /// The revision in force (the status's) → what [`replay`] says of its record.
+    pub replayed: Option<(u64, Arc<Result<Assignment, String>>)>,
 }
 
 /// One write (or delete) the controller is to make, in order.
