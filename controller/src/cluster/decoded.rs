@@ -8,19 +8,20 @@
 //! entry can never stand for content other than its own. Whether a ConfigMap may be read
 //! at all (owned, not edited by someone else) is decided before the memo is asked.
 //!
-//! What is kept: revision records, the slices as read (decoded and rendered) and parsed,
-//! and the parsed `jobsFrom` documents a
-//! Swarm's `decide` reads ([`crate::swarm::decide::Parsed`]): at 100,000 jobs, parsing
-//! the job list and every slice again was most of a pass.
+//! What is kept: revision records and the replay of the one in force, the slices as read
+//! (decoded and rendered) and parsed, and the `jobsFrom` texts and their parsed
+//! documents, which a Swarm's `decide` reads ([`crate::swarm::decide::Parsed`]): at
+//! 100,000 jobs, decoding the job list and every slice again was most of a pass.
 //!
 //! Bound: entries live per scope (one Swarm); a pass keeps only the entries it used, the
 //! ones of its Swarm's previous pass are dropped when it ends, and a deleted Swarm's
 //! scope is forgotten. So the memo holds at most, per Swarm, what its latest pass read:
 //! its kept history (`revisionHistoryLimit`, at most 1,000) plus the revisions it was
 //! about to prune (one entry per record; a split record is one entry for all its parts),
-//! one slice per member (at most 10,000) and one document per `jobsFrom` ConfigMap (at
-//! most 1,000): in all, about one more copy of the job list per record, one of the
-//! assignment in force and one of the job list.
+//! one slice per member (at most 10,000), the replay of the record in force, and one
+//! text and one document per `jobsFrom` ConfigMap (at most 1,000): in all, about one
+//! more copy of the job list per record, two of the assignment in force and two of the
+//! job list.
 
 use std::any::Any;
 use std::collections::HashMap;

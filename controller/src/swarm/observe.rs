@@ -61,10 +61,15 @@ pub async fn observe(
         let leases = read_member_leases(client, &namespace, &name, &pools).await?;
         Ok::<_, Error>((pools, leases))
     };
+    // With a memo, the job list's ConfigMaps are read by metadata first: their text is
+    // the memo's while they are unchanged (see `read_jobs_from`).
+    let metadata_first = records.keeps();
     let job_config_maps = async {
         match &swarm.spec.jobs_from {
             None => Ok(None),
-            Some(from) => fetch_job_config_maps(&cm_api, from).await.map(Some),
+            Some(from) => fetch_job_config_maps(&cm_api, from, metadata_first)
+                .await
+                .map(Some),
         }
     };
     let (mut config_maps, job_config_maps, (pools, leases), plans) = futures::try_join!(
@@ -75,12 +80,12 @@ pub async fn observe(
     )?;
     let job_source = match (&swarm.spec.jobs_from, job_config_maps) {
         (Some(from), Some(fetched)) => {
-            let mut parsed = JobDocuments {
+            let mut documents = JobDocuments {
                 swarm: &name,
                 records: &mut records,
                 parsed: &mut config_maps.parsed,
             };
-            job_sources(from, &fetched, Some(&mut parsed))
+            read_jobs_from(&cm_api, from, fetched, &mut documents).await?
         }
         _ => JobSource::NotReferenced,
     };
@@ -727,7 +732,7 @@ async fn read_job_sources(
     from: &JobsFrom,
     parsed: Option<&mut JobDocuments<'_, '_>>,
 ) -> Result<JobSource, Error> {
-    let fetched = fetch_job_config_maps(cm_api, from).await?;
+    let fetched = fetch_job_config_maps(cm_api, from, false).await?;
     Ok(job_sources(from, &fetched, parsed))
 }
 
@@ -737,30 +742,76 @@ struct JobConfigMaps {
     selected: Option<(String, Vec<ConfigMap>)>,
     /// Each of `named()`'s ConfigMaps, in order; `None`: not found.
     named: Vec<Option<ConfigMap>>,
+    /// They were read by metadata only (no `data`).
+    metadata_only: bool,
+}
+
+/// The job list of `from` read through `documents`'s memo: when the ConfigMaps were read
+/// by metadata only and the memo keeps the text of every one of those versions, that is
+/// all (a pass over an unchanged job list moves none of its bytes); otherwise they are
+/// read again in full, and what changed is parsed.
+async fn read_jobs_from(
+    cm_api: &Api<ConfigMap>,
+    from: &JobsFrom,
+    fetched: JobConfigMaps,
+    documents: &mut JobDocuments<'_, '_>,
+) -> Result<JobSource, Error> {
+    if fetched.metadata_only {
+        // Whatever was missed before concerned the other ConfigMaps, read in full since.
+        documents.records.missed = false;
+        documents.records.metadata_only(true);
+        let source = job_sources(from, &fetched, Some(documents));
+        documents.records.metadata_only(false);
+        if !documents.records.missed {
+            return Ok(source);
+        }
+    }
+    let fetched = fetch_job_config_maps(cm_api, from, false).await?;
+    Ok(job_sources(from, &fetched, Some(documents)))
 }
 
 /// Reads the ConfigMaps of `from`: the selected ones in one list, the named ones each,
-/// together.
+/// together; by metadata only when `metadata_only`.
 async fn fetch_job_config_maps(
     cm_api: &Api<ConfigMap>,
     from: &JobsFrom,
+    metadata_only: bool,
 ) -> Result<JobConfigMaps, Error> {
+    let metadata = |metadata| ConfigMap {
+        metadata,
+        ..ConfigMap::default()
+    };
     let mut selected = None;
     if let Some(selector) = &from.selector {
         let labels = selector.label_selector();
-        let mut listed = cm_api
-            .list(&ListParams::default().labels(&labels))
-            .await
-            .map_err(|source| Error::ReadJobConfigMap {
-                name: format!("labelled {labels}"),
-                source,
-            })?
-            .items;
+        let params = ListParams::default().labels(&labels);
+        let listed = if metadata_only {
+            cm_api.list_metadata(&params).await.map(|list| {
+                list.items
+                    .into_iter()
+                    .map(|cm| metadata(cm.metadata))
+                    .collect()
+            })
+        } else {
+            cm_api.list(&params).await.map(|list| list.items)
+        };
+        let mut listed: Vec<ConfigMap> = listed.map_err(|source| Error::ReadJobConfigMap {
+            name: format!("labelled {labels}"),
+            source,
+        })?;
         listed.sort_by_key(|cm| cm.name_any());
         selected = Some((labels, listed));
     }
     let named = futures::future::try_join_all(from.named().into_iter().map(|reference| async {
-        match cm_api.get_opt(&reference.name).await {
+        let found = if metadata_only {
+            cm_api
+                .get_metadata_opt(&reference.name)
+                .await
+                .map(|found| found.map(|cm| metadata(cm.metadata)))
+        } else {
+            cm_api.get_opt(&reference.name).await
+        };
+        match found {
             Err(source) if !is_not_found(&source) => Err(Error::ReadJobConfigMap {
                 name: reference.name.clone(),
                 source,
@@ -770,7 +821,11 @@ async fn fetch_job_config_maps(
         }
     }))
     .await?;
-    Ok(JobConfigMaps { selected, named })
+    Ok(JobConfigMaps {
+        selected,
+        named,
+        metadata_only,
+    })
 }
 
 /// The job list `from` reads, out of its ConfigMaps `fetched`; each document is also
@@ -825,12 +880,23 @@ fn job_source_of(
     name: String,
     key: &str,
     cm: Option<&ConfigMap>,
-    documents: Option<&mut JobDocuments<'_, '_>>,
+    mut documents: Option<&mut JobDocuments<'_, '_>>,
 ) -> JobSource {
     let Some(cm) = cm else {
         return JobSource::MissingConfigMap { name };
     };
-    let Some(text) = cm.data.as_ref().and_then(|data| data.get(key)) else {
+    let text = match documents.as_deref_mut() {
+        // Kept as read, so that a pass that reads the ConfigMap by metadata finds it.
+        Some(documents) => documents
+            .records
+            .get_or_decode(&format!("text {key}"), &[cm], || {
+                cm.data.as_ref().and_then(|data| data.get(key)).cloned()
+            })
+            .flatten(),
+        None => cm.data.as_ref().and_then(|data| data.get(key)).cloned(),
+    };
+    // (Read by metadata and not kept: the caller reads it in full and asks again.)
+    let Some(text) = text else {
         return JobSource::MissingKey {
             name,
             key: key.to_owned(),
@@ -841,7 +907,7 @@ fn job_source_of(
         let document = documents
             .records
             .get_or_decode(&format!("jobs {key}"), &[cm], || {
-                Arc::new(decide::parsed_job_document(swarm, &name, key, text))
+                Arc::new(decide::parsed_job_document(swarm, &name, key, &text))
             });
         if let Some(document) = document {
             documents
@@ -853,7 +919,7 @@ fn job_source_of(
     JobSource::Text {
         name,
         key: key.to_owned(),
-        text: text.clone(),
+        text,
     }
 }
 
@@ -1206,6 +1272,87 @@ mod tests {
         );
         cm.metadata.resource_version = Some(version.to_owned());
         cm
+    }
+
+    /// ConfigMap `streams` (not the Swarm's) at `version`, its key `config.yml` holding
+    /// `jobs`.
+    fn job_list_map(jobs: &[&str], version: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("streams".to_owned()),
+                uid: Some("streams-uid".to_owned()),
+                resource_version: Some(version.to_owned()),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([(
+                "config.yml".to_owned(),
+                format!(
+                    "jobs:\n{}",
+                    jobs.iter()
+                        .map(|job| format!("- {job}\n"))
+                        .collect::<String>()
+                ),
+            )])),
+            ..ConfigMap::default()
+        }
+    }
+
+    /// One pass of Swarm `demo` over `jobsFrom: streams/config.yml` as `fetched`: the job
+    /// source, and whether a full read is asked for.
+    fn job_list_pass(
+        memo: &Decoded,
+        fetched: Option<ConfigMap>,
+        metadata_only: bool,
+    ) -> (JobSource, bool) {
+        let from = JobsFrom {
+            config_map_key_ref: Some(crate::api::swarm::ConfigMapKeyRef {
+                name: "streams".to_owned(),
+                key: "config.yml".to_owned(),
+            }),
+            ..JobsFrom::default()
+        };
+        let fetched = JobConfigMaps {
+            selected: None,
+            named: vec![fetched],
+            metadata_only,
+        };
+        let mut records = memo.pass(memo_scope("ns", "demo", "demo-uid"));
+        let mut parsed = decide::Parsed::default();
+        records.metadata_only(metadata_only);
+        let source = job_sources(
+            &from,
+            &fetched,
+            Some(&mut JobDocuments {
+                swarm: "demo",
+                records: &mut records,
+                parsed: &mut parsed,
+            }),
+        );
+        (source, records.missed)
+    }
+
+    #[test]
+    fn an_unchanged_job_list_read_by_metadata_is_the_text_read_in_full_before() {
+        let memo = Decoded::default();
+        let full = job_list_map(&["a", "b"], "7");
+        let (first, missed) = job_list_pass(&memo, Some(full.clone()), false);
+        assert!(!missed);
+        assert!(matches!(&first, JobSource::Text { text, .. } if text.contains("- b")));
+        let metadata = |cm: &ConfigMap| ConfigMap {
+            metadata: cm.metadata.clone(),
+            ..ConfigMap::default()
+        };
+        let (second, missed) = job_list_pass(&memo, Some(metadata(&full)), true);
+        assert!(!missed);
+        assert_eq!(second, first);
+        // Changed: its new version is not kept, so it must be read in full.
+        let changed = job_list_map(&["a", "c"], "8");
+        let (_, missed) = job_list_pass(&memo, Some(metadata(&changed)), true);
+        assert!(missed, "a changed job list was taken from the memo");
+        // Gone: said so, by metadata as in full.
+        let (gone, missed) = job_list_pass(&memo, None, true);
+        assert!(!missed);
+        assert!(matches!(gone, JobSource::MissingConfigMap { .. }));
     }
 
     #[test]
