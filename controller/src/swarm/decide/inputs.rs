@@ -201,8 +201,8 @@ pub fn job_list_and_settings(
 }
 
 /// [`job_list_and_settings`], taking a part's document from `parsed` when observe has
-/// already read it.
-fn read_job_list(
+/// already read it (what observe keeps in [`super::Parsed::job_list`]).
+pub fn read_job_list(
     swarm: &str,
     spec: &SwarmSpec,
     source: &JobSource,
@@ -535,7 +535,10 @@ pub(super) fn desired(
     cordoned: &BTreeSet<MemberId>,
     in_force: Option<&Assignment>,
 ) -> Result<Desired, InputProblem> {
-    let (jobs, settings) = read_job_list(&obs.swarm, &obs.spec, &obs.job_source, &obs.parsed)?;
+    let (jobs, settings) = match &obs.parsed.job_list {
+        Some(job_list) => Result::clone(job_list)?,
+        None => read_job_list(&obs.swarm, &obs.spec, &obs.job_source, &obs.parsed)?,
+    };
     let strategy = obs.spec.strategy.clone();
     let assignment = reassign_cordoned(
         in_force,

@@ -44,7 +44,7 @@ use jiff::Timestamp;
 use shoal_core::format::{Index, render_index, render_slice};
 use shoal_core::names::{ANNOTATION_APPROVE, ANNOTATION_FAILOVER_NOW, ANNOTATION_ROLLBACK_TO};
 use shoal_core::slice::canonical_hash;
-use shoal_core::{Assignment, JobSet, MemberId, Slice};
+use shoal_core::{Assignment, JobSet, JobSettings, MemberId, Slice};
 
 use crate::api::swarm::{Condition, SwarmSpec, SwarmStatus};
 
@@ -67,7 +67,8 @@ pub use history::{
     replay, store_record,
 };
 pub use inputs::{
-    DEFAULT_VNODES, DocumentJobs, job_list, observed_inputs, parsed_job_document, strategy_of,
+    DEFAULT_VNODES, DocumentJobs, job_list, observed_inputs, parsed_job_document, read_job_list,
+    strategy_of,
 };
 pub use instances::{Delivery, PlanForDelivery, deliveries};
 pub use members::member_of_pod;
@@ -190,6 +191,9 @@ pub struct Parsed {
     pub job_documents: BTreeMap<(String, String), Arc<Result<DocumentJobs, InputProblem>>>,
     /// The revision in force (the status's) → what [`replay`] says of its record.
     pub replayed: Option<(u64, Arc<Result<Assignment, String>>)>,
+    /// What [`read_job_list`] says of the Observation's spec and job source: the merged,
+    /// checked job list and its settings.
+    pub job_list: Option<Arc<Result<(JobSet, JobSettings), InputProblem>>>,
 }
 
 /// One write (or delete) the controller is to make, in order.
