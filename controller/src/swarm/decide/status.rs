@@ -129,10 +129,11 @@ pub(super) fn unowned_jobs(
     };
     let members: std::collections::BTreeSet<&MemberId> =
         roster.views.iter().map(|view| &view.id).collect();
-    for (member, jobs) in assignment.member_jobs() {
-        if !members.contains(&member) && !jobs.is_empty() {
-            unowned.jobs += jobs.len() as u64;
-            unowned.owners.insert(member.pod_name(), jobs.len() as u64);
+    // Counts only: listing every member's jobs here cost a copy of the job list per pass.
+    for (member, load) in assignment.loads() {
+        if !members.contains(&member) && load > 0 {
+            unowned.jobs += load as u64;
+            unowned.owners.insert(member.pod_name(), load as u64);
         }
     }
     unowned
