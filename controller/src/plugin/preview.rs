@@ -338,6 +338,8 @@ fn apply_change(
             obs.spec.jobs = jobs.clone();
             obs.spec.jobs_from = None;
             obs.job_source = JobSource::NotReferenced;
+            // What observe merged is the job list replaced here.
+            obs.parsed.job_list = None;
             Ok(format!(
                 "replace the job list with the {} jobs of {source}",
                 jobs.len()
@@ -355,6 +357,8 @@ fn apply_change(
                     revision: *revision,
                 })?;
             obs.spec.strategy = record.strategy;
+            // What observe merged was for the spec changed here.
+            obs.parsed.job_list = None;
             if !jobs {
                 return Ok(format!(
                     "rewrite the Swarm's strategy to that of revision {revision}"

@@ -181,8 +181,9 @@ pub struct Observation {
 /// them, so that `decide` does not parse them again: at 100,000 jobs, parsing the job
 /// list and every slice was most of a pass. Observe fills it from the same ConfigMaps the
 /// texts come from, once per ConfigMap version (the controller's memo,
-/// [`crate::cluster::decoded`]). Whoever changes a text in an Observation drops what was
-/// parsed of it ([`apply_in_memory`] drops it all).
+/// [`crate::cluster::decoded`]). Whoever changes a text, the spec or the history in an
+/// Observation drops what was parsed of it ([`apply_in_memory`] drops it all; the
+/// plugin's preview drops `job_list` when it replaces the job list or the strategy).
 #[derive(Debug, Clone, Default)]
 pub struct Parsed {
     /// Member pod name → what [`parsed_slice`] says of its slice.
