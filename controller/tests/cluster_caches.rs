@@ -127,6 +127,26 @@ async fn a_controller_with_filled_caches_lists_no_pools_per_pass_but_lists_lease
     env.pool("worker", "demo", 3).await;
     env.apply(&swarm_yaml("demo", &job_keys(30), "")).await;
     env.in_force("demo", 1, WAIT).await;
+    // Until each cache is filled, a pass lists (and on a loaded machine a first list may
+    // be backed off past revision 1). A watch is opened only after its first list is in
+    // the cache, so once the controller has opened all three, the caches are filled.
+    eventually("the controller's watch caches filled", WAIT, || async {
+        let opened = stats.snapshot();
+        ["statefulsets", "deployments", "pods"]
+            .iter()
+            .all(|resource| {
+                opened
+                    .total(|key| {
+                        key.user == "shoal-controller"
+                            && key.verb == "watch"
+                            && key.resource == *resource
+                    })
+                    .requests
+                    > 0
+            })
+            .then_some(())
+    })
+    .await;
 
     let before = stats.snapshot();
     env.kubectl(&["scale", "statefulset", "worker", "--replicas=5"])
