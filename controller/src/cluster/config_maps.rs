@@ -52,9 +52,9 @@ pub fn owner_description(cm: &ConfigMap) -> String {
     }
 }
 
-/// How many ConfigMaps the slice whose first ConfigMap is `cm` occupies (its
+/// How many ConfigMaps the slice or record whose first ConfigMap is `cm` occupies (its
 /// `shoal.dev/parts` annotation; 1 when absent or not a number).
-pub fn slice_parts(cm: &ConfigMap) -> usize {
+pub fn parts_of(cm: &ConfigMap) -> usize {
     cm.annotations()
         .get(names::ANNOTATION_PARTS)
         .and_then(|parts| parts.parse().ok())
@@ -69,7 +69,7 @@ pub fn slice_object(
     all: &BTreeMap<String, ConfigMap>,
 ) -> SliceObject {
     let annotations = cm.annotations();
-    let parts = slice_parts(cm);
+    let parts = parts_of(cm);
     let binary = |cm: &ConfigMap, key: &str| -> Option<Vec<u8>> {
         cm.binary_data
             .as_ref()?

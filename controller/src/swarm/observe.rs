@@ -16,7 +16,7 @@ use super::reconcile::Error;
 use crate::api::deployment_plan::DeploymentPlan;
 use crate::api::swarm::{JobsFrom, Swarm};
 use crate::cluster::config_maps::{
-    edited_by, owned_by, owner_description, read_text, slice_object, slice_parts,
+    edited_by, owned_by, owner_description, parts_of, read_text, slice_object,
 };
 use crate::cluster::decoded::{Decoded, Pass};
 use crate::cluster::is_not_found;
@@ -339,7 +339,7 @@ impl SwarmConfigMaps {
             // Decoding a slice (gunzip, parse, render again) is most of a pass over
             // unchanged slices: it is done once per version of its ConfigMaps.
             if *cm_name == names::slice_configmap(member) {
-                let sources: Vec<&ConfigMap> = (0..slice_parts(cm))
+                let sources: Vec<&ConfigMap> = (0..parts_of(cm))
                     .filter_map(|part| slice_maps.get(&names::slice_configmap_part(member, part)))
                     .collect();
                 let decode = || {
@@ -648,12 +648,8 @@ fn record_sources<'a>(
     let Some(head) = record_maps.get(&names::revision_configmap(swarm, revision)) else {
         return Vec::new();
     };
-    let parts = head
-        .annotations()
-        .get(names::ANNOTATION_PARTS)
-        .and_then(|parts| parts.parse::<usize>().ok())
-        .filter(|parts| *parts > 1)
-        .unwrap_or(0);
+    // An unsplit record is its own ConfigMap alone.
+    let parts = Some(parts_of(head)).filter(|parts| *parts > 1).unwrap_or(0);
     let mut sources = vec![head];
     sources.extend(
         record_part_maps(swarm, revision, parts, record_maps)
@@ -675,13 +671,10 @@ fn split_records(
     let mut joined_records = Vec::new();
     for cm in record_maps.values() {
         let annotations = cm.annotations();
-        let Some(parts) = annotations
-            .get(names::ANNOTATION_PARTS)
-            .and_then(|parts| parts.parse::<usize>().ok())
-            .filter(|parts| *parts > 1)
-        else {
+        let parts = parts_of(cm);
+        if parts <= 1 {
             continue;
-        };
+        }
         let Some(revision) = cm
             .labels()
             .get(names::LABEL_REVISION)
