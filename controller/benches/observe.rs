@@ -282,6 +282,17 @@ async fn scenario(members: u32, jobs: usize) {
             .entry("  history records, metadata only")
             .or_default()
             .push(took);
+        let others = format!("{selector},{}!=true", names::LABEL_REVISION_HISTORY);
+        let (took, _) = timed(cm_api.list(&ListParams::default().labels(&others))).await;
+        lists
+            .entry("  of which slices and index")
+            .or_default()
+            .push(took);
+        let (took, _) = timed(cm_api.list_metadata(&ListParams::default().labels(&others))).await;
+        lists
+            .entry("  slices and index, metadata only")
+            .or_default()
+            .push(took);
     }
     for (what, samples) in lists {
         println!("  list {what}: median {:.1?}", median(samples));

@@ -13,6 +13,7 @@ use shoal_controller::swarm::observe::observe;
 use shoal_controller::{Clients, Settings, run_with_clients};
 
 use common::{Env, acknowledge, eventually, job_keys, swarm_yaml};
+use shoal_emulator::{RequestCounts, RequestStats};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -94,11 +95,15 @@ async fn a_pass_reads_from_the_watch_caches_the_pools_and_pods_it_would_list() {
     env.finish().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_controller_with_filled_caches_lists_no_pools_per_pass_but_lists_leases() {
-    let Some(env) = Env::start_emulated("counts requests by user").await else {
-        return;
-    };
+/// A controller of `env`'s namespace, as user `shoal-controller`, whose requests the
+/// emulator counts: the counts, and the controller, stopped by sending on the channel.
+async fn counted_controller(
+    env: &Env,
+) -> (
+    RequestStats,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), shoal_controller::RunError>>,
+) {
     let stats = env
         .cluster
         .request_stats()
@@ -124,12 +129,13 @@ async fn a_controller_with_filled_caches_lists_no_pools_per_pass_but_lists_lease
             let _ = stopped.await;
         },
     ));
-    env.pool("worker", "demo", 3).await;
-    env.apply(&swarm_yaml("demo", &job_keys(30), "")).await;
-    env.in_force("demo", 1, WAIT).await;
-    // Until each cache is filled, a pass lists (and on a loaded machine a first list may
-    // be backed off past revision 1). A watch is opened only after its first list is in
-    // the cache, so once the controller has opened all three, the caches are filled.
+    (stats, stop, controller)
+}
+
+/// Until each cache is filled, a pass lists (and on a loaded machine a first list may be
+/// backed off past revision 1). A watch is opened only after its first list is in the
+/// cache, so once the controller has opened all three, the caches are filled.
+async fn caches_filled(stats: &RequestStats) {
     eventually("the controller's watch caches filled", WAIT, || async {
         let opened = stats.snapshot();
         ["statefulsets", "deployments", "pods"]
@@ -147,12 +153,30 @@ async fn a_controller_with_filled_caches_lists_no_pools_per_pass_but_lists_lease
             .then_some(())
     })
     .await;
+}
 
+/// Swarm `demo` over `jobs` on pool `worker` of 3 (created by the caller), revision 1 in
+/// force and the controller's caches filled; then the pool scaled to 5: the requests
+/// counted until revision 2 is in force.
+async fn scale_3_to_5_counted(env: &Env, stats: &RequestStats, jobs: &[String]) -> RequestCounts {
+    env.apply(&swarm_yaml("demo", jobs, "")).await;
+    env.in_force("demo", 1, WAIT).await;
+    caches_filled(stats).await;
     let before = stats.snapshot();
     env.kubectl(&["scale", "statefulset", "worker", "--replicas=5"])
         .await;
     env.in_force("demo", 2, WAIT).await;
-    let during = stats.snapshot().since(&before);
+    stats.snapshot().since(&before)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_with_filled_caches_lists_no_pools_per_pass_but_lists_leases() {
+    let Some(env) = Env::start_emulated("counts requests by user").await else {
+        return;
+    };
+    let (stats, stop, controller) = counted_controller(&env).await;
+    env.pool("worker", "demo", 3).await;
+    let during = scale_3_to_5_counted(&env, &stats, &job_keys(30)).await;
     let by_controller = |verb: &str, resource: &str| {
         during
             .total(|key| {
@@ -185,6 +209,82 @@ async fn a_controller_with_filled_caches_lists_no_pools_per_pass_but_lists_lease
     assert!(
         pod_lists <= slice_writes,
         "{pod_lists} pod lists for {slice_writes} ConfigMap writes"
+    );
+    let _ = stop.send(());
+    let _ = controller.await;
+    env.finish().await;
+}
+
+/// Bytes the emulator answered `user`'s `verb` requests on ConfigMaps with, and how many.
+fn config_map_reads(counts: &RequestCounts, user: &str, verb: &str) -> (u64, u64) {
+    let tally =
+        counts.total(|key| key.user == user && key.verb == verb && key.resource == "configmaps");
+    (tally.requests, tally.response_bytes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_lists_configmaps_by_metadata_and_reads_back_no_slice_it_wrote() {
+    let Some(env) = Env::start_emulated("counts response bytes by user").await else {
+        return;
+    };
+    let (stats, stop, controller) = counted_controller(&env).await;
+    env.pool("worker", "demo", 3).await;
+    // Long keys: a slice's data outweighs its metadata, as at scale.
+    let jobs: Vec<String> = (0..600)
+        .map(|i| {
+            format!(
+                "stream:{i:04}:{:032x}",
+                u128::from(i as u32) * 0x9e37_79b9_7f4a_7c15
+            )
+        })
+        .collect();
+    let during = scale_3_to_5_counted(&env, &stats, &jobs).await;
+
+    // What the Swarm's ConfigMaps cost to read now: listed by metadata, and each slice
+    // and the record in force read in full.
+    let cm_api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(env.client.clone(), &env.namespace);
+    let measured = stats.snapshot();
+    let labelled = kube::api::ListParams::default().labels("shoal.dev/swarm=demo");
+    cm_api
+        .list_metadata(&labelled)
+        .await
+        .expect("a metadata list");
+    for member in 0..5 {
+        cm_api
+            .get(&format!("worker-{member}-slice"))
+            .await
+            .expect("a slice");
+    }
+    let measured = stats.snapshot().since(&measured);
+    // The test's own requests (its client is the only other one reading ConfigMaps).
+    let admin = measured
+        .iter()
+        .map(|(key, _)| key.user.clone())
+        .find(|user| user != "shoal-controller")
+        .expect("the test's reads counted");
+    let (_, metadata_list) = config_map_reads(&measured, &admin, "list");
+    let (_, slices) = config_map_reads(&measured, &admin, "get");
+
+    let (lists, listed) = config_map_reads(&during, "shoal-controller", "list");
+    assert!(lists >= 2, "passes ran: {lists} ConfigMap lists");
+    assert!(
+        listed <= lists * metadata_list,
+        "every pass lists the ConfigMaps by metadata only: {listed} bytes in {lists} lists, \
+         where one metadata list is {metadata_list} bytes"
+    );
+    // Read in full: the new record and index (and the names of the new members' slices,
+    // looked up before they exist), never a slice the controller wrote itself.
+    let (gets, read) = config_map_reads(&during, "shoal-controller", "get");
+    let record = cm_api
+        .get("demo-rev-2")
+        .await
+        .expect("the record of revision 2");
+    let record_bytes = serde_json::to_vec(&record).expect("JSON").len() as u64;
+    assert!(
+        read < record_bytes + slices / 2,
+        "{gets} ConfigMap reads of {read} bytes: more than the record ({record_bytes} bytes) \
+         and some of the slices the controller wrote ({slices} bytes in all)"
     );
     let _ = stop.send(());
     let _ = controller.await;

@@ -319,12 +319,13 @@ async fn run_rounds(
 fn print_first_rollout_cost(cost: &EventCost) {
     let controller = &cost.controller;
     println!(
-        "  first rollout, controller API requests: writes {} ({} KiB), of which ConfigMaps {} ({} KiB); reads {}; watches opened {}",
+        "  first rollout, controller API requests: writes {} ({} KiB sent), of which ConfigMaps {} ({} KiB); reads {} ({} KiB answered); watches opened {}",
         controller.writes.requests,
         controller.writes.body_bytes / 1024,
         controller.config_map_writes.requests,
         controller.config_map_writes.body_bytes / 1024,
         controller.reads.requests,
+        controller.reads.response_bytes / 1024,
         controller.watches,
     );
 }

@@ -9,22 +9,25 @@
 //! at all (owned, not edited by someone else) is decided before the memo is asked.
 //!
 //! What is kept: revision records and the replay of the one in force, the slices as read
-//! (decoded and rendered) and parsed, and the `jobsFrom` texts and their parsed
-//! documents, which a Swarm's `decide` reads ([`crate::swarm::decide::Parsed`]): at
-//! 100,000 jobs, decoding the job list and every slice again was most of a pass.
+//! (decoded and rendered) and parsed, the index text, and the `jobsFrom` texts and their
+//! parsed documents, which a Swarm's `decide` reads ([`crate::swarm::decide::Parsed`]): at
+//! 100,000 jobs, decoding the job list and every slice again was most of a pass. What the
+//! controller itself writes is decoded from the objects the API server returned and added
+//! ([`Decoded::adding`]), so that a pass reads back none of its own writes.
 //!
 //! Bound: entries live per scope (one Swarm); a pass keeps only the entries it used, the
 //! ones of its Swarm's previous pass are dropped when it ends, and a deleted Swarm's
 //! scope is forgotten. So the memo holds at most, per Swarm, what its latest pass read:
 //! its kept history (`revisionHistoryLimit`, at most 1,000) plus the revisions it was
 //! about to prune (one entry per record; a split record is one entry for all its parts),
-//! one slice per member (at most 10,000), the replay of the record in force, and one
-//! text and one document per `jobsFrom` ConfigMap (at most 1,000): in all, about one
-//! more copy of the job list per record, two of the assignment in force and two of the
-//! job list.
+//! one slice per member (at most 10,000), the index text, the replay of the record in
+//! force, and one text and one document per `jobsFrom` ConfigMap (at most 1,000): in all,
+//! about one more copy of the job list per record, two of the assignment in force and two
+//! of the job list. Until the next pass, what the controller wrote is added: at most one
+//! entry per ConfigMap written by the pass before.
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -57,7 +60,26 @@ impl Decoded {
             used: Entries::new(),
             decodes: 0,
             metadata_only: false,
-            missed: false,
+            missed: BTreeSet::new(),
+            adds: false,
+        }
+    }
+
+    /// A pass over `scope` that adds what it decodes to the scope's entries instead of
+    /// replacing them, and reuses nothing: for what the controller just wrote, decoded from
+    /// the objects the API server returned exactly as a pass decodes what it reads, so
+    /// that the next pass finds it without reading it back. Used between the passes of
+    /// its scope (a pass in progress would drop these entries when it ends).
+    pub fn adding(&self, scope: String) -> Pass<'_> {
+        Pass {
+            memo: Some(self),
+            scope,
+            previous: Entries::new(),
+            used: Entries::new(),
+            decodes: 0,
+            metadata_only: false,
+            missed: BTreeSet::new(),
+            adds: true,
         }
     }
 
@@ -96,8 +118,12 @@ pub struct Pass<'a> {
     pub decodes: usize,
     /// The sources are metadata only (no `data`): a value not kept cannot be decoded.
     metadata_only: bool,
-    /// A value was asked for that was not kept while [`Pass::metadata_only`] was set.
-    pub missed: bool,
+    /// The names of the sources of every value asked for and not kept while
+    /// [`Pass::metadata_only`] was set: what the caller reads in full before asking again.
+    pub missed: BTreeSet<String>,
+    /// Adds its entries to the scope's when dropped ([`Decoded::adding`]), rather than
+    /// replacing them.
+    adds: bool,
 }
 
 impl Pass<'static> {
@@ -111,7 +137,8 @@ impl Pass<'static> {
             used: Entries::new(),
             decodes: 0,
             metadata_only: false,
-            missed: false,
+            missed: BTreeSet::new(),
+            adds: false,
         }
     }
 }
@@ -138,7 +165,7 @@ impl Pass<'_> {
     /// under `what` (which decoding: one key names one type), reused when the previous
     /// pass decoded it from the same uids and `resourceVersion`s, else `decode()`.
     /// `None` only when the sources are metadata only and the value was not kept
-    /// ([`Pass::missed`] is then set).
+    /// ([`Pass::missed`] then names them).
     pub fn get_or_decode<T>(
         &mut self,
         what: &str,
@@ -151,7 +178,7 @@ impl Pass<'_> {
         let Some(key) = key_of(what, sources) else {
             // An object without uid or resourceVersion (not from an API server) cannot
             // be told apart from its next version: never kept.
-            return self.decode(decode);
+            return self.decode(sources, decode);
         };
         let found = self
             .used
@@ -163,14 +190,15 @@ impl Pass<'_> {
             self.used.insert(key, value);
             return Some(reused);
         }
-        let value = self.decode(decode)?;
+        let value = self.decode(sources, decode)?;
         self.used.insert(key, Arc::new(value.clone()));
         Some(value)
     }
 
-    fn decode<T>(&mut self, decode: impl FnOnce() -> T) -> Option<T> {
+    fn decode<T>(&mut self, sources: &[&ConfigMap], decode: impl FnOnce() -> T) -> Option<T> {
         if self.metadata_only {
-            self.missed = true;
+            self.missed
+                .extend(sources.iter().map(|source| source.name_any()));
             return None;
         }
         self.decodes += 1;
@@ -180,14 +208,16 @@ impl Pass<'_> {
 
 impl Drop for Pass<'_> {
     fn drop(&mut self) {
-        if let Some(memo) = self.memo {
-            memo.scopes
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(
-                    std::mem::take(&mut self.scope),
-                    std::mem::take(&mut self.used),
-                );
+        let Some(memo) = self.memo else {
+            return;
+        };
+        let mut scopes = memo.scopes.lock().unwrap_or_else(PoisonError::into_inner);
+        let used = std::mem::take(&mut self.used);
+        let scope = std::mem::take(&mut self.scope);
+        if self.adds {
+            scopes.entry(scope).or_default().extend(used);
+        } else {
+            scopes.insert(scope, used);
         }
     }
 }
@@ -278,9 +308,15 @@ mod tests {
         let mut second = memo.pass("demo".to_owned());
         second.metadata_only(true);
         let kept = second.get_or_decode("n", &[&config_map("u1", "7")], || 9u32);
-        assert_eq!((kept, second.missed), (Some(1), false));
+        assert_eq!(kept, Some(1));
+        assert!(second.missed.is_empty());
         let new = second.get_or_decode("n", &[&config_map("u1", "8")], || 9u32);
-        assert_eq!((new, second.missed, second.decodes), (None, true, 0));
+        assert_eq!((new, second.decodes), (None, 0));
+        assert_eq!(
+            second.missed,
+            BTreeSet::from(["demo-rev-1".to_owned()]),
+            "the missed value's source is named, to be read in full"
+        );
         // Read again in full: decoded, and the entry kept meanwhile still counts.
         second.metadata_only(false);
         assert_eq!(
@@ -304,5 +340,36 @@ mod tests {
         assert_eq!(pass.decodes, 2);
         drop(pass);
         assert!(memo.is_empty());
+    }
+
+    #[test]
+    fn what_an_adding_pass_decodes_is_found_by_the_next_pass_and_nothing_else_is_dropped() {
+        let memo = Decoded::default();
+        let mut first = memo.pass("demo".to_owned());
+        first.get_or_decode("n", &[&config_map("u1", "7")], || 1u32);
+        drop(first);
+        let written = config_map("u2", "9");
+        let mut adding = memo.adding("demo".to_owned());
+        assert_eq!(adding.get_or_decode("n", &[&written], || 5u32), Some(5));
+        drop(adding);
+        let mut next = memo.pass("demo".to_owned());
+        next.metadata_only(true);
+        assert_eq!(next.get_or_decode("n", &[&written], || 0u32), Some(5));
+        assert_eq!(
+            next.get_or_decode("n", &[&config_map("u1", "7")], || 0u32),
+            Some(1)
+        );
+        assert_eq!(next.decodes, 0);
+        assert!(next.missed.is_empty());
+        // A later version (someone wrote after the controller) is not the one kept.
+        assert_eq!(
+            next.get_or_decode("n", &[&config_map("u2", "10")], || 0u32),
+            None
+        );
+        drop(next);
+        // Another scope does not see it.
+        let mut other = memo.pass("other".to_owned());
+        other.metadata_only(true);
+        assert_eq!(other.get_or_decode("n", &[&written], || 0u32), None);
     }
 }

@@ -97,8 +97,9 @@ impl ConfigMaps<'_> {
         })
     }
 
-    /// Server-side applies an owned ConfigMap; creates one not owned yet.
-    async fn write(&self, name: &str, body: serde_json::Value) -> Result<(), WriteFailure> {
+    /// Server-side applies an owned ConfigMap; creates one not owned yet. Returns the
+    /// ConfigMap as the API server stored it.
+    async fn write(&self, name: &str, body: serde_json::Value) -> Result<ConfigMap, WriteFailure> {
         if self.owned.contains_key(name) {
             self.ctx.metrics.wrote_bytes("configmap", json_bytes(&body));
             let params = PatchParams::apply(CONTROLLER_FIELD_MANAGER).force();
@@ -106,7 +107,6 @@ impl ConfigMaps<'_> {
                 .api
                 .patch(name, &params, &Patch::Apply(body))
                 .await
-                .map(|_| ())
                 .map_err(WriteFailure::Api);
         }
         let object: ConfigMap = serde_json::from_value(body)
@@ -119,7 +119,7 @@ impl ConfigMaps<'_> {
             .metrics
             .wrote_bytes("configmap", json_bytes(&object));
         match self.api.create(&params, &object).await {
-            Ok(_) => Ok(()),
+            Ok(created) => Ok(created),
             Err(kube::Error::Api(status)) if status.code == 409 => Err(WriteFailure::Taken),
             Err(error) => Err(WriteFailure::Api(error)),
         }
@@ -146,6 +146,12 @@ impl ConfigMaps<'_> {
             Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => Ok(()),
             Err(error) => Err(error),
         }
+    }
+
+    /// Keeps what the next pass would decode from the ConfigMaps just `written`, so that
+    /// it does not read them back ([`super::observe::remember_written`]).
+    fn remember(&self, written: Vec<ConfigMap>) {
+        super::observe::remember_written(&self.ctx.decoded, self.swarm, written);
     }
 
     fn swarm_labels(&self) -> BTreeMap<String, String> {
@@ -375,15 +381,18 @@ async fn write_revision(
             }
         }
     }
+    let mut written = Vec::new();
     for (cm_name, annotations, data, binary_data) in writes {
         let body = config_maps.body(&cm_name, labels.clone(), annotations, (data, binary_data));
-        config_maps.write(&cm_name, body).await.map_err(|failure| {
+        let stored = config_maps.write(&cm_name, body).await.map_err(|failure| {
             failure.into_error(&cm_name, &swarm, |source| Error::WriteRevision {
                 name: cm_name.clone(),
                 source,
             })
         })?;
+        written.push(stored);
     }
+    config_maps.remember(written);
     Ok(())
 }
 
@@ -396,12 +405,14 @@ async fn write_index(config_maps: &ConfigMaps<'_>, text: &str) -> Result<(), Err
         BTreeMap::new(),
         text_payload(names::INDEX_DATA_KEY, text),
     );
-    config_maps.write(&cm_name, body).await.map_err(|failure| {
+    let stored = config_maps.write(&cm_name, body).await.map_err(|failure| {
         failure.into_error(&cm_name, &swarm, |source| Error::WriteIndex {
             name: cm_name.clone(),
             source,
         })
-    })
+    })?;
+    config_maps.remember(vec![stored]);
+    Ok(())
 }
 
 /// The status, as a merge patch with explicit nulls: fields that became absent (a
@@ -549,6 +560,7 @@ async fn write_slice(
         jobs = slice.jobs.len(),
         "writing slice"
     );
+    let mut written = Vec::new();
     for (cm_name, data, binary_data) in writes {
         let first = cm_name == names::slice_configmap(&pod);
         let body = config_maps.body(
@@ -561,15 +573,17 @@ async fn write_slice(
             },
             (data, binary_data),
         );
-        config_maps.write(&cm_name, body).await.map_err(|failure| {
+        let stored = config_maps.write(&cm_name, body).await.map_err(|failure| {
             failure.into_error(&cm_name, &swarm, |source| Error::WriteSlice {
                 name: cm_name.clone(),
                 source,
             })
         })?;
+        written.push(stored);
     }
     delete_slice_parts(config_maps, &pod, parts..previous_parts).await?;
     config_maps.ctx.metrics.slices_written.inc();
+    config_maps.remember(written);
     Ok(())
 }
 

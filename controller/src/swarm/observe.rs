@@ -1,8 +1,10 @@
 //! The Swarm's observe: everything [`crate::swarm::decide`] looks at, read from the
 //! cluster into an [`Observation`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -176,13 +178,14 @@ async fn read_pools(
 /// The ConfigMaps labelled for Swarm `swarm` (uid `uid`), sorted, with the record of
 /// revision `in_force` replayed (once per version of its ConfigMaps).
 ///
-/// With a memo (`records` keeps), a pass first lists the revision records by metadata
-/// only (uid, `resourceVersion`, labels, annotations, owners, managedFields: all that
-/// sorting them needs besides their data) and the other ConfigMaps in full; when every
-/// record was kept by the previous pass from those very versions, that is all (a pass
-/// over an unchanged history moves no record bytes). Otherwise, and without a memo, it
-/// lists every labelled ConfigMap in full, in one list, as one snapshot, and decodes what
-/// it does not keep.
+/// With a memo (`records` keeps), a pass lists them by metadata only (uid,
+/// `resourceVersion`, labels, annotations, owners, managedFields: all that sorting them
+/// needs besides their data): what the memo keeps from those very versions (decoded by an
+/// earlier pass, or written by the controller itself, see `apply`) is not read again, and
+/// only the ConfigMaps of what it does not keep are read in full, each on its own. A pass
+/// over slices and records that only the controller changed moves none of their bytes.
+/// When more than a quarter missed (the first pass, many edits), and without a memo, it
+/// lists every labelled ConfigMap in full, in one list, as one snapshot.
 async fn read_config_maps(
     cm_api: &Api<ConfigMap>,
     swarm: &str,
@@ -196,26 +199,40 @@ async fn read_config_maps(
         source,
     };
     if records.keeps() {
-        let history = format!("{selector},{}=true", names::LABEL_REVISION_HISTORY);
-        let others = format!("{selector},{}!=true", names::LABEL_REVISION_HISTORY);
-        let kept = cm_api
-            .list_metadata(&ListParams::default().labels(&history))
-            .await
-            .map_err(failed)?;
-        let mut listed = cm_api
-            .list(&ListParams::default().labels(&others))
+        let mut listed: Vec<ConfigMap> = cm_api
+            .list_metadata(&ListParams::default().labels(&selector))
             .await
             .map_err(failed)?
-            .items;
-        listed.extend(kept.items.into_iter().map(|record| ConfigMap {
-            metadata: record.metadata,
-            ..ConfigMap::default()
-        }));
-        records.metadata_only(true);
-        let sorted = SwarmConfigMaps::sort(swarm, uid, in_force, listed, records);
-        records.metadata_only(false);
-        if !records.missed {
+            .items
+            .into_iter()
+            .map(|cm| ConfigMap {
+                metadata: cm.metadata,
+                ..ConfigMap::default()
+            })
+            .collect();
+        records.missed.clear();
+        let without_data = WithData::Only(BTreeSet::new());
+        let sorted =
+            SwarmConfigMaps::sort(swarm, uid, in_force, listed.clone(), &without_data, records);
+        if records.missed.is_empty() {
             return Ok(sorted);
+        }
+        if records.missed.len() <= listed.len() / 4 {
+            let missed = std::mem::take(&mut records.missed);
+            let read = read_each(cm_api, &missed).await?;
+            listed.retain(|cm| !missed.contains(&cm.name_any()));
+            listed.extend(read);
+            let sorted = SwarmConfigMaps::sort(
+                swarm,
+                uid,
+                in_force,
+                listed,
+                &WithData::Only(missed),
+                records,
+            );
+            if records.missed.is_empty() {
+                return Ok(sorted);
+            }
         }
     }
     let listed = cm_api
@@ -227,8 +244,62 @@ async fn read_config_maps(
         uid,
         in_force,
         listed.items,
+        &WithData::All,
         records,
     ))
+}
+
+/// Most ConfigMaps read at once by [`read_each`].
+const READS_IN_FLIGHT: usize = 16;
+
+/// Reads each ConfigMap named in full, at most [`READS_IN_FLIGHT`] at once; one deleted
+/// since it was listed is left out, as a list taken now would.
+async fn read_each(
+    cm_api: &Api<ConfigMap>,
+    names: &BTreeSet<String>,
+) -> Result<Vec<ConfigMap>, Error> {
+    // Collected first: a closure held across the awaits below would keep the reconcile
+    // future from being `Send` (rustc cannot see it general over lifetimes).
+    let reads: Vec<_> = names.iter().map(|name| read_one(cm_api, name)).collect();
+    let read: Vec<Option<ConfigMap>> = futures::stream::iter(reads)
+        .buffer_unordered(READS_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    Ok(read.into_iter().flatten().collect())
+}
+
+/// ConfigMap `name` in full, `None` when it does not exist.
+async fn read_one(cm_api: &Api<ConfigMap>, name: &str) -> Result<Option<ConfigMap>, Error> {
+    cm_api
+        .get_opt(name)
+        .await
+        .map_err(|source| Error::ReadConfigMap {
+            name: name.to_owned(),
+            source,
+        })
+}
+
+/// Which ConfigMaps handed to [`SwarmConfigMaps::sort`] carry their data.
+enum WithData {
+    /// Every one (a full list).
+    All,
+    /// Those named, read in full; the others were listed by metadata only.
+    Only(BTreeSet<String>),
+}
+
+impl WithData {
+    /// Whether every one of `sources` carries its data.
+    fn all(&self, sources: &[&ConfigMap]) -> bool {
+        match self {
+            WithData::All => true,
+            WithData::Only(names) => sources.iter().all(|cm| names.contains(&cm.name_any())),
+        }
+    }
+
+    /// Sets `records` to decode from `sources` only if they carry their data.
+    fn set_for(&self, records: &mut Pass<'_>, sources: &[&ConfigMap]) {
+        records.metadata_only(!self.all(sources));
+    }
 }
 
 /// The scope of a Swarm's entries in the memo of decoded records: a Swarm deleted and
@@ -268,6 +339,7 @@ impl SwarmConfigMaps {
         swarm_uid: &str,
         in_force: u64,
         config_maps: Vec<ConfigMap>,
+        with_data: &WithData,
         records: &mut Pass<'_>,
     ) -> SwarmConfigMaps {
         let mut sorted = SwarmConfigMaps::default();
@@ -289,6 +361,7 @@ impl SwarmConfigMaps {
                 .get(names::LABEL_REVISION_HISTORY)
                 .is_some_and(|value| value == "true");
             if is_history && edited.is_none() {
+                with_data.set_for(records, &[&cm]);
                 let record = records
                     .get_or_decode("record", &[&cm], || {
                         read_text(&cm, REVISION_DATA_KEY)
@@ -305,13 +378,16 @@ impl SwarmConfigMaps {
             } else if cm.labels().contains_key(names::LABEL_MEMBER) {
                 slice_maps.insert(cm_name.clone(), cm);
             } else if cm_name == names::index_configmap(swarm) && edited.is_none() {
-                sorted.index = read_text(&cm, names::INDEX_DATA_KEY);
+                with_data.set_for(records, &[&cm]);
+                sorted.index = records
+                    .get_or_decode("index", &[&cm], || read_text(&cm, names::INDEX_DATA_KEY))
+                    .flatten();
             }
             if let Some(editor) = edited {
                 sorted.edited.insert(cm_name, editor);
             }
         }
-        for (revision, joined) in split_records(swarm, &record_maps, records) {
+        for (revision, joined) in split_records(swarm, &record_maps, with_data, records) {
             match joined {
                 Ok(record) => {
                     sorted.history.insert(revision, record);
@@ -322,7 +398,6 @@ impl SwarmConfigMaps {
             }
         }
         // Replayed from a record kept or read above, never from the ConfigMaps' data.
-        let records_metadata_only = records.is_metadata_only();
         records.metadata_only(false);
         if let Some(record) = sorted.history.get(&in_force).filter(|r| !r.jobs_omitted) {
             let sources = record_sources(swarm, in_force, &record_maps);
@@ -330,33 +405,60 @@ impl SwarmConfigMaps {
                 records.get_or_decode("replay", &sources, || Arc::new(decide::replay(record)));
             sorted.parsed.replayed = replayed.map(|replayed| (in_force, replayed));
         }
-        // Slices are always listed with their data, whatever the records were listed with.
-        for (cm_name, cm) in &slice_maps {
-            let Some(member) = cm.labels().get(names::LABEL_MEMBER) else {
-                continue;
-            };
-            // Parts 1.. of a split slice are read through their first ConfigMap.
-            // Decoding a slice (gunzip, parse, render again) is most of a pass over
-            // unchanged slices: it is done once per version of its ConfigMaps.
-            if *cm_name == names::slice_configmap(member) {
-                let sources: Vec<&ConfigMap> = (0..parts_of(cm))
-                    .filter_map(|part| slice_maps.get(&names::slice_configmap_part(member, part)))
-                    .collect();
-                let decode = || {
-                    let object = slice_object(member, cm, &slice_maps);
-                    let parsed = Arc::new(decide::parsed_slice(swarm, member, &object));
-                    (object, parsed)
-                };
-                let (object, parsed) = records
-                    .get_or_decode("slice", &sources, decode)
-                    .unwrap_or_else(&decode);
-                sorted.parsed.slices.insert(member.clone(), parsed);
-                sorted.slices.insert(member.clone(), object);
-            }
-        }
-        records.metadata_only(records_metadata_only);
+        read_slices(swarm, &slice_maps, with_data, records, &mut sorted);
+        records.metadata_only(false);
         sorted
     }
+}
+
+/// Reads every member's slice out of the Swarm's own, unedited slice ConfigMaps
+/// `slice_maps` into `sorted`: the slice as read and parsed, each decoded once per
+/// version of its ConfigMaps (gunzip, parse and render again was most of a pass over
+/// unchanged slices). A slice not kept whose ConfigMaps lack their data is left out and
+/// named in `records.missed`.
+fn read_slices(
+    swarm: &str,
+    slice_maps: &BTreeMap<String, ConfigMap>,
+    with_data: &WithData,
+    records: &mut Pass<'_>,
+    sorted: &mut SwarmConfigMaps,
+) {
+    for (cm_name, cm) in slice_maps {
+        let Some(member) = cm.labels().get(names::LABEL_MEMBER) else {
+            continue;
+        };
+        // Parts 1.. of a split slice are read through their first ConfigMap.
+        if *cm_name != names::slice_configmap(member) {
+            continue;
+        }
+        let sources: Vec<&ConfigMap> = (0..parts_of(cm))
+            .filter_map(|part| slice_maps.get(&names::slice_configmap_part(member, part)))
+            .collect();
+        with_data.set_for(records, &sources);
+        let read = records.get_or_decode("slice", &sources, || {
+            let object = slice_object(member, cm, slice_maps);
+            let parsed = Arc::new(decide::parsed_slice(swarm, member, &object));
+            (object, parsed)
+        });
+        if let Some((object, parsed)) = read {
+            sorted.parsed.slices.insert(member.clone(), parsed);
+            sorted.slices.insert(member.clone(), object);
+        }
+    }
+}
+
+/// Keeps in `memo` what a pass of Swarm `swarm` would decode from the ConfigMaps the
+/// controller just `written` (as the API server returned them): the same decoding, under
+/// the same keys, as [`SwarmConfigMaps::sort`]. The next pass lists them by metadata and
+/// finds them; a later write by anyone gives a ConfigMap another `resourceVersion`, and
+/// that version is read. A split slice or record is kept only when all its parts are
+/// among `written`, as they are when it is written whole.
+pub fn remember_written(memo: &Decoded, swarm: &Swarm, written: Vec<ConfigMap>) {
+    let name = swarm.name_any();
+    let uid = swarm.uid().unwrap_or_default();
+    let scope = memo_scope(&swarm.namespace().unwrap_or_default(), &name, &uid);
+    let mut adding = memo.adding(scope);
+    SwarmConfigMaps::sort(&name, &uid, 0, written, &WithData::All, &mut adding);
 }
 
 /// The member Leases of the Swarm's pods, by pod name.
@@ -666,6 +768,7 @@ fn record_sources<'a>(
 fn split_records(
     swarm: &str,
     record_maps: &BTreeMap<String, ConfigMap>,
+    with_data: &WithData,
     records: &mut Pass<'_>,
 ) -> Vec<(u64, Result<Arc<RevisionRecord>, String>)> {
     let mut joined_records = Vec::new();
@@ -691,6 +794,7 @@ fn split_records(
         // Keyed by every part present (and the head, which carries the count and checksum).
         let mut sources: Vec<&ConfigMap> = vec![cm];
         sources.extend(part_maps.iter().flatten().copied());
+        with_data.set_for(records, &sources);
         let joined = records.get_or_decode("split record", &sources, || {
             let chunks: Vec<Option<Vec<u8>>> = part_maps
                 .iter()
@@ -759,11 +863,11 @@ async fn read_jobs_from(
 ) -> Result<(JobSource, JobConfigMaps), Error> {
     if fetched.metadata_only {
         // Whatever was missed before concerned the other ConfigMaps, read in full since.
-        documents.records.missed = false;
+        documents.records.missed.clear();
         documents.records.metadata_only(true);
         let source = job_sources(from, &fetched, Some(documents));
         documents.records.metadata_only(false);
-        if !documents.records.missed {
+        if documents.records.missed.is_empty() {
             return Ok((source, fetched));
         }
     }
@@ -1012,8 +1116,14 @@ mod tests {
             &[(names::LABEL_MEMBER, "worker-0")],
             (names::SLICE_DATA_KEY, "jobs: []"),
         );
-        let sorted =
-            SwarmConfigMaps::sort("demo", "demo-uid", 0, vec![theirs], &mut Pass::uncached());
+        let sorted = SwarmConfigMaps::sort(
+            "demo",
+            "demo-uid",
+            0,
+            vec![theirs],
+            &WithData::All,
+            &mut Pass::uncached(),
+        );
         assert!(sorted.slices.is_empty() && sorted.owned.is_empty());
         assert_eq!(
             sorted.foreign.get("worker-0-slice").map(String::as_str),
@@ -1034,6 +1144,7 @@ mod tests {
             "demo-uid",
             0,
             vec![edited_by_hand(slice, names::SLICE_DATA_KEY)],
+            &WithData::All,
             &mut Pass::uncached(),
         );
         assert_eq!(sorted.slices["worker-0"].text.as_deref(), Some("jobs: []"));
@@ -1066,13 +1177,20 @@ mod tests {
                 edited_by_hand(record, REVISION_DATA_KEY),
                 edited_by_hand(index.clone(), names::INDEX_DATA_KEY),
             ],
+            &WithData::All,
             &mut Pass::uncached(),
         );
         assert!(sorted.history.is_empty() && sorted.damaged_history.is_empty());
         assert_eq!(sorted.index, None);
         assert_eq!(sorted.edited.len(), 2);
-        let unedited =
-            SwarmConfigMaps::sort("demo", "demo-uid", 0, vec![index], &mut Pass::uncached());
+        let unedited = SwarmConfigMaps::sort(
+            "demo",
+            "demo-uid",
+            0,
+            vec![index],
+            &WithData::All,
+            &mut Pass::uncached(),
+        );
         assert_eq!(unedited.index.as_deref(), Some("version: 1"));
     }
 
@@ -1160,7 +1278,14 @@ mod tests {
         config_maps: Vec<ConfigMap>,
     ) -> (SwarmConfigMaps, usize) {
         let mut records = memo.pass(memo_scope("ns", "demo", "demo-uid"));
-        let sorted = SwarmConfigMaps::sort("demo", "demo-uid", in_force, config_maps, &mut records);
+        let sorted = SwarmConfigMaps::sort(
+            "demo",
+            "demo-uid",
+            in_force,
+            config_maps,
+            &WithData::All,
+            &mut records,
+        );
         (sorted, records.decodes)
     }
 
@@ -1252,10 +1377,16 @@ mod tests {
         let mut maps = two_records();
         let (full, _) = pass(&memo, maps.clone());
         let mut records = memo.pass(memo_scope("ns", "demo", "demo-uid"));
-        records.metadata_only(true);
-        let sorted =
-            SwarmConfigMaps::sort("demo", "demo-uid", 0, without_data(&maps), &mut records);
-        assert!(!records.missed);
+        let none = WithData::Only(BTreeSet::new());
+        let sorted = SwarmConfigMaps::sort(
+            "demo",
+            "demo-uid",
+            0,
+            without_data(&maps),
+            &none,
+            &mut records,
+        );
+        assert!(records.missed.is_empty());
         assert_eq!(records.decodes, 0);
         assert_eq!(sorted.history, full.history);
         assert!(sorted.damaged_history.is_empty());
@@ -1269,11 +1400,25 @@ mod tests {
             (REVISION_DATA_KEY, &record_text(3, 5)),
         ));
         let mut records = memo.pass(memo_scope("ns", "demo", "demo-uid"));
-        records.metadata_only(true);
-        SwarmConfigMaps::sort("demo", "demo-uid", 0, without_data(&maps), &mut records);
-        assert!(records.missed);
-        records.metadata_only(false);
-        let sorted = SwarmConfigMaps::sort("demo", "demo-uid", 0, maps, &mut records);
+        SwarmConfigMaps::sort(
+            "demo",
+            "demo-uid",
+            0,
+            without_data(&maps),
+            &none,
+            &mut records,
+        );
+        assert_eq!(
+            records.missed,
+            BTreeSet::from(["demo-rev-3".to_owned()]),
+            "only the new record is named, to be read in full"
+        );
+        let read_in_full = WithData::Only(std::mem::take(&mut records.missed));
+        let mut listed = without_data(&maps);
+        listed.pop();
+        listed.extend(maps.last().cloned());
+        let sorted =
+            SwarmConfigMaps::sort("demo", "demo-uid", 0, listed, &read_in_full, &mut records);
         assert_eq!(
             sorted.history.keys().copied().collect::<Vec<_>>(),
             [1, 2, 3]
@@ -1361,7 +1506,7 @@ mod tests {
                 parsed: &mut parsed,
             }),
         );
-        (source, records.missed)
+        (source, !records.missed.is_empty())
     }
 
     #[test]

@@ -18,7 +18,7 @@ fn key(user: &str, verb: &str, resource: &str) -> RequestKey {
 }
 
 #[tokio::test]
-async fn requests_are_counted_by_user_verb_and_resource_with_their_body_bytes() {
+async fn requests_are_counted_by_user_verb_and_resource_with_their_body_and_response_bytes() {
     let server = ApiServer::start().await.expect("server starts");
     let admin = server.client().await.expect("client");
     let mut config = server.config().await.expect("config");
@@ -37,14 +37,21 @@ async fn requests_are_counted_by_user_verb_and_resource_with_their_body_bytes() 
         .create(&PostParams::default(), &object)
         .await
         .expect("created");
-    let maps = Api::<ConfigMap>::namespaced(controller, "default");
+    let maps = Api::<ConfigMap>::namespaced(controller.clone(), "default");
     let patch = json!({"data": {"k": "w"}});
     for _ in 0..2 {
         maps.patch("a", &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .expect("patched");
     }
-    maps.get("a").await.expect("read");
+    let read = controller
+        .request_text(
+            http::Request::get("/api/v1/namespaces/default/configmaps/a")
+                .body(Vec::new())
+                .expect("request"),
+        )
+        .await
+        .expect("read");
 
     let counts = server.request_stats().snapshot().since(&before);
     // In key order: user, then verb, then resource.
@@ -53,6 +60,17 @@ async fn requests_are_counted_by_user_verb_and_resource_with_their_body_bytes() 
         .map(|(key, tally)| (key.clone(), *tally))
         .collect();
     let patch_bytes = 2 * serde_json::to_vec(&patch).expect("JSON").len() as u64;
+    // Each write is answered with the object written: about what the read returned.
+    let answered = |verb| counts.total(|key| key.verb == verb).response_bytes;
+    for verb in ["create", "patch"] {
+        let per_write = answered(verb) / counts.total(|key| key.verb == verb).requests;
+        assert!(
+            per_write.abs_diff(read.len() as u64) < 64,
+            "{verb} answered {per_write} bytes, the object read is {}",
+            read.len()
+        );
+    }
+    let (create_answer, patch_answer) = (answered("create"), answered("patch"));
     assert_eq!(
         rows,
         vec![
@@ -60,21 +78,24 @@ async fn requests_are_counted_by_user_verb_and_resource_with_their_body_bytes() 
                 key("shoal-controller", "get", "configmaps"),
                 RequestTally {
                     requests: 1,
-                    body_bytes: 0
+                    body_bytes: 0,
+                    response_bytes: read.len() as u64,
                 }
             ),
             (
                 key("shoal-controller", "patch", "configmaps"),
                 RequestTally {
                     requests: 2,
-                    body_bytes: patch_bytes
+                    body_bytes: patch_bytes,
+                    response_bytes: patch_answer,
                 }
             ),
             (
                 key("system:admin", "create", "configmaps"),
                 RequestTally {
                     requests: 1,
-                    body_bytes: sent
+                    body_bytes: sent,
+                    response_bytes: create_answer,
                 }
             ),
         ]

@@ -124,8 +124,8 @@ fn print_api_cost<'a>(who: &str, costs: impl Iterator<Item = &'a ApiCost> + Clon
     let requests = |pick: fn(&ApiCost) -> RequestTally| {
         p50_max(costs.clone().map(move |cost| pick(cost).requests))
     };
-    let bytes = |pick: fn(&ApiCost) -> RequestTally| {
-        let mut samples: Vec<u64> = costs.clone().map(|cost| pick(cost).body_bytes).collect();
+    let bytes = |pick: fn(&ApiCost) -> u64| {
+        let mut samples: Vec<u64> = costs.clone().map(pick).collect();
         samples.sort_unstable();
         match samples.as_slice() {
             [] => "-".to_owned(),
@@ -137,12 +137,13 @@ fn print_api_cost<'a>(who: &str, costs: impl Iterator<Item = &'a ApiCost> + Clon
         }
     };
     println!(
-        "  {who} API requests per event (p50 / max): writes {} ({}), of which ConfigMaps {} ({}); reads {}; watches opened {}",
+        "  {who} API requests per event (p50 / max): writes {} ({} sent), of which ConfigMaps {} ({}); reads {} ({} answered); watches opened {}",
         requests(|cost| cost.writes),
-        bytes(|cost| cost.writes),
+        bytes(|cost| cost.writes.body_bytes),
         requests(|cost| cost.config_map_writes),
-        bytes(|cost| cost.config_map_writes),
+        bytes(|cost| cost.config_map_writes.body_bytes),
         requests(|cost| cost.reads),
+        bytes(|cost| cost.reads.response_bytes),
         p50_max(costs.clone().map(|cost| cost.watches)),
     );
 }

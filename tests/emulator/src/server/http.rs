@@ -372,30 +372,43 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         warnings: Arc::default(),
     };
     let verb = api_request.verb();
+    let counted_as = full_resource(&api_request.target);
+    let user_name = api_request.user.username.clone();
     shared.request_stats.record(
         &api_request.user.username,
         verb,
-        &full_resource(&api_request.target),
+        &counted_as,
         api_request.body.len(),
     );
+    let response = answer(&shared, api_request, verb).await;
+    if let Some(bytes) = axum::body::HttpBody::size_hint(response.body()).exact() {
+        shared
+            .request_stats
+            .record_response(&user_name, verb, &counted_as, bytes as usize);
+    }
+    response
+}
+
+/// Authorizes, faults and serves one counted API request.
+async fn answer(shared: &Arc<Shared>, api_request: ApiRequest, verb: &'static str) -> Response {
     let attributes = Attributes {
         user: &api_request.user,
         verb,
         action: api_request.action(),
     };
-    if let Err(error) = authorize(&shared, &attributes) {
+    if let Err(error) = authorize(shared, &attributes) {
         return error.into_response();
     }
     // A server-side apply that creates the object needs create as well as patch.
     if verb == "patch"
         && api_request.content_type().contains("apply-patch")
-        && creates(&shared, &api_request)
+        && creates(shared, &api_request)
     {
         let creating = Attributes {
             verb: "create",
             ..attributes.clone()
         };
-        if let Err(error) = authorize(&shared, &creating) {
+        if let Err(error) = authorize(shared, &creating) {
             return error.into_response();
         }
     }
@@ -433,16 +446,16 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
             if api_request.target.resource_type.review
                 || api_request.target.subresource.as_deref() == Some("token") =>
         {
-            super::reviews::create(&shared, &api_request)
+            super::reviews::create(shared, &api_request)
         }
-        "watch" => return watch::serve_watch(shared, api_request),
-        "get" => handlers::get(&shared, &api_request),
-        "list" => handlers::list(&shared, &api_request),
-        "create" => handlers::create(&shared, &api_request),
-        "update" => handlers::update(&shared, &api_request),
-        "patch" => handlers::patch(&shared, &api_request),
-        "delete" => handlers::delete(&shared, &api_request),
-        "deletecollection" => handlers::delete_collection(&shared, &api_request),
+        "watch" => return watch::serve_watch(shared.clone(), api_request),
+        "get" => handlers::get(shared, &api_request),
+        "list" => handlers::list(shared, &api_request),
+        "create" => handlers::create(shared, &api_request),
+        "update" => handlers::update(shared, &api_request),
+        "patch" => handlers::patch(shared, &api_request),
+        "delete" => handlers::delete(shared, &api_request),
+        "deletecollection" => handlers::delete_collection(shared, &api_request),
         _ => Err(ApiError::method_not_allowed(format!(
             "the server does not allow this method on the requested resource: {}",
             api_request.method

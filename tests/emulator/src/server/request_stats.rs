@@ -1,5 +1,6 @@
 //! Request statistics: how many resource requests each user made, by verb and
-//! resource, and how many request body bytes they sent. Benchmarks read them to
+//! resource, how many request body bytes they sent and how many response body bytes
+//! they were answered. Benchmarks read them to
 //! tell what a client (the controller, the sidecars) costs the API server per
 //! event; see [`RequestStats`].
 
@@ -25,12 +26,16 @@ pub struct RequestTally {
     pub requests: u64,
     /// Their request bodies' bytes, as sent (a get, list or watch has none).
     pub body_bytes: u64,
+    /// The bytes of the JSON bodies the server answered them with (a watch's events are
+    /// not counted; an error's Status is).
+    pub response_bytes: u64,
 }
 
 impl RequestTally {
     fn add(&mut self, other: RequestTally) {
         self.requests += other.requests;
         self.body_bytes += other.body_bytes;
+        self.response_bytes += other.response_bytes;
     }
 }
 
@@ -56,12 +61,14 @@ impl RequestCounts {
                 let before = earlier.tallies.get(key).copied().unwrap_or_default();
                 let requests = now.requests.saturating_sub(before.requests);
                 let body_bytes = now.body_bytes.saturating_sub(before.body_bytes);
+                let response_bytes = now.response_bytes.saturating_sub(before.response_bytes);
                 (requests > 0).then(|| {
                     (
                         key.clone(),
                         RequestTally {
                             requests,
                             body_bytes,
+                            response_bytes,
                         },
                     )
                 })
@@ -108,6 +115,32 @@ impl RequestStats {
 
     /// Counts one request.
     pub(crate) fn record(&self, user: &str, verb: &str, resource: &str, body_bytes: usize) {
+        self.add(
+            user,
+            verb,
+            resource,
+            RequestTally {
+                requests: 1,
+                body_bytes: body_bytes as u64,
+                response_bytes: 0,
+            },
+        );
+    }
+
+    /// Counts the response body of a request counted by [`RequestStats::record`].
+    pub(crate) fn record_response(&self, user: &str, verb: &str, resource: &str, bytes: usize) {
+        self.add(
+            user,
+            verb,
+            resource,
+            RequestTally {
+                response_bytes: bytes as u64,
+                ..RequestTally::default()
+            },
+        );
+    }
+
+    fn add(&self, user: &str, verb: &str, resource: &str, tally: RequestTally) {
         let key = RequestKey {
             user: user.to_owned(),
             verb: verb.to_owned(),
@@ -118,10 +151,7 @@ impl RequestStats {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .entry(key)
             .or_default()
-            .add(RequestTally {
-                requests: 1,
-                body_bytes: body_bytes as u64,
-            });
+            .add(tally);
     }
 }
 
@@ -136,6 +166,7 @@ mod tests {
         stats.record("bob", "get", "pods", 0);
         let earlier = stats.snapshot();
         stats.record("alice", "patch", "configmaps", 40);
+        stats.record_response("alice", "patch", "configmaps", 300);
         stats.record("alice", "patch", "configmaps", 2);
         stats.record("alice", "list", "leases", 0);
 
@@ -152,26 +183,32 @@ mod tests {
                 )
             })
             .collect();
-        let tally = |requests, body_bytes| RequestTally {
+        let tally = |requests, body_bytes, response_bytes| RequestTally {
             requests,
             body_bytes,
+            response_bytes,
         };
         assert_eq!(
             rows,
             vec![
-                ("alice".into(), "list".into(), "leases".into(), tally(1, 0)),
+                (
+                    "alice".into(),
+                    "list".into(),
+                    "leases".into(),
+                    tally(1, 0, 0)
+                ),
                 (
                     "alice".into(),
                     "patch".into(),
                     "configmaps".into(),
-                    tally(2, 42)
+                    tally(2, 42, 300)
                 ),
             ]
         );
         assert_eq!(
             since.total(|key| key.user == "alice" && key.verb == "patch"),
-            tally(2, 42)
+            tally(2, 42, 300)
         );
-        assert_eq!(since.total(|key| key.user == "bob"), tally(0, 0));
+        assert_eq!(since.total(|key| key.user == "bob"), tally(0, 0, 0));
     }
 }
