@@ -515,6 +515,48 @@ async fn the_plan_walkthrough_runs_instances_with_their_coordinates_through_scal
 }
 
 /// The plan's condition `type_` (status, reason, message), as `kubectl get` reads it.
+/// Waits until the six members of the GPU pools are Ready and their sidecars hold
+/// their member Leases.
+async fn gpu_members_up(user: &User<'_>) {
+    eventually("the six GPU members Ready with their Leases", || async {
+        let json = user
+            .kubectl(&[
+                "get",
+                "pods",
+                "-l",
+                "app in (gpu-east,gpu-west)",
+                "-o",
+                "json",
+            ])
+            .await;
+        let pods: serde_json::Value = serde_json::from_str(&json).expect("a pod list");
+        let ready: Vec<String> = pods["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|pod| {
+                pod["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|condition| condition["type"] == "Ready" && condition["status"] == "True")
+            })
+            .filter_map(|pod| pod["metadata"]["name"].as_str().map(str::to_owned))
+            .collect();
+        let leases = user.kubectl(&["get", "leases", "-o", "name"]).await;
+        let with_lease = ready
+            .iter()
+            .filter(|pod| leases.contains(&format!("lease.coordination.k8s.io/{pod}-member")))
+            .count();
+        if with_lease == 6 {
+            Ok(())
+        } else {
+            Err(format!("{with_lease} of 6 Ready with a Lease: {ready:?}"))
+        }
+    })
+    .await;
+}
+
 async fn plan_condition(user: &User<'_>, type_: &str) -> Option<(String, String, String)> {
     let status = user.plan().await;
     status
@@ -557,6 +599,10 @@ async fn in_readme_order_after_the_tour_a_plan_on_new_pools_says_which_swarm_rev
     // The plan walkthrough, as written: the GPU pools, then the plan.
     user.kubectl(&["apply", "-f", &format!("{plans}/40-gpu-pools.yaml")])
         .await;
+    // As the walkthrough's reader waits for the new members before the plan: operations
+    // placed while members are still joining are withdrawn as the rest arrive (their
+    // placement changes), and an approval would find one withdrawn.
+    gpu_members_up(&user).await;
     user.kubectl(&["apply", "-f", &format!("{plans}/50-deploymentplan.yaml")])
         .await;
     user.approve_waiting("CREATE", 3).await;
