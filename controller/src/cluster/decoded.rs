@@ -151,11 +151,6 @@ impl Pass<'_> {
         self.metadata_only = metadata_only;
     }
 
-    /// Whether the sources given now are metadata only ([`Pass::metadata_only`]).
-    pub fn is_metadata_only(&self) -> bool {
-        self.metadata_only
-    }
-
     /// Whether this pass keeps anything (an [`Pass::uncached`] one does not).
     pub fn keeps(&self) -> bool {
         self.memo.is_some()
